@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    exclude: ['test/**/*.soak.test.ts', 'node_modules/**'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // End-to-end tests start real daemons and child processes; two workers fit a 2-core machine.
+    maxWorkers: 2,
+  },
+});
