@@ -1,0 +1,67 @@
+/**
+ * Stable error codes. A code never changes meaning once released; the human
+ * message beside it may be reworded. docs/PROTOCOL.md lists the same table.
+ */
+
+/** Codes the daemon sends to a worker in a `rejected` frame. */
+export const REJECT_CODES = {
+  // Framing errors: the daemon answers, then closes the connection.
+  invalid_json: 'the frame is not valid JSON',
+  invalid_envelope: 'the frame is not a {"type": string, "data": ...} object',
+  reserved_event: 'the event type is reserved by node-ipc or unsafe to dispatch',
+  frame_too_large: 'the frame is larger than the frame limit',
+  frame_timeout: 'an incomplete frame waited longer than the frame timeout',
+  too_many_connections: 'the daemon is at its connection cap',
+  // Frame errors: only that frame is refused; the connection stays open.
+  unknown_event: 'the event type is not one of the worker events',
+  invalid_frame: 'the frame data is not a JSON object',
+  unsupported_version: 'v is missing or is not a protocol version this daemon speaks',
+  invalid_token: 'progressToken is missing or not a valid token',
+  invalid_field: 'a field has the wrong type or is out of range',
+  unknown_field: 'the frame has a field protocol v1 does not define',
+  non_monotonic: 'progress is not greater than the last accepted progress',
+  stream_closed: 'the stream is done and retained; the token cannot publish until it is evicted',
+  too_many_streams: 'a stream cap (per daemon or per connection) is reached',
+} as const;
+
+export type RejectCode = keyof typeof REJECT_CODES;
+
+/** Framing errors end the connection after the `rejected` answer. */
+export const CLOSING_REJECT_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>([
+  'invalid_json',
+  'invalid_envelope',
+  'reserved_event',
+  'frame_too_large',
+  'frame_timeout',
+  'too_many_connections',
+]);
+
+/**
+ * JSON-RPC errors of the WebSocket gateway protocol. The numeric code follows
+ * JSON-RPC 2.0; `data.code` carries the stable name.
+ */
+export const RPC_ERRORS = {
+  parse_error: { code: -32700, meaning: 'the message is not valid JSON' },
+  invalid_request: { code: -32600, meaning: 'the message is not a JSON-RPC 2.0 request' },
+  method_not_found: { code: -32601, meaning: 'the method is not part of mcp-progress.v1' },
+  invalid_params: { code: -32602, meaning: 'the params are missing, of the wrong type or unknown' },
+  too_many_subscriptions: { code: -32001, meaning: 'the session is at its subscription cap' },
+  too_many_streams: { code: -32002, meaning: 'the daemon is at its stream cap' },
+} as const;
+
+export type RpcErrorCode = keyof typeof RPC_ERRORS;
+
+/**
+ * An error with a stable `code` and a message that says what was wrong and
+ * how to fix it. Thrown by the CLI and the library; never by the router,
+ * which returns outcomes instead.
+ */
+export class BridgeError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'BridgeError';
+    this.code = code;
+  }
+}

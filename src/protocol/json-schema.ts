@@ -1,0 +1,47 @@
+/** JSON Schema (draft 2020-12) generated from the zod schemas, for clients in other languages. */
+import * as z from 'zod';
+import {
+  ackSchema,
+  cancelParamsSchema,
+  cancelSchema,
+  doneFrameSchema,
+  doneParamsSchema,
+  listResultSchema,
+  pongSchema,
+  progressFrameSchema,
+  progressParamsSchema,
+  rejectedSchema,
+  subscribeParamsSchema,
+  unsubscribeParamsSchema,
+} from './frames.js';
+
+/** File name (without .json) -> schema. The names are part of the published contract. */
+export const PUBLISHED_SCHEMAS = {
+  'progress-frame.v1': progressFrameSchema,
+  'done-frame.v1': doneFrameSchema,
+  'rejected.v1': rejectedSchema,
+  'ack.v1': ackSchema,
+  'cancel.v1': cancelSchema,
+  'pong.v1': pongSchema,
+  'progress-notification-params.v1': progressParamsSchema,
+  'done-notification-params.v1': doneParamsSchema,
+  'subscribe-params.v1': subscribeParamsSchema,
+  'unsubscribe-params.v1': unsubscribeParamsSchema,
+  'cancel-params.v1': cancelParamsSchema,
+  'list-result.v1': listResultSchema,
+} as const;
+
+export type SchemaName = keyof typeof PUBLISHED_SCHEMAS;
+
+export function jsonSchema(name: SchemaName): Record<string, unknown> {
+  const generated = z.toJSONSchema(PUBLISHED_SCHEMAS[name], {
+    target: 'draft-2020-12',
+    io: 'input',
+  });
+  return { $id: `urn:mcp-progress-bridge:schema:${name}`, ...generated };
+}
+
+/** The text of schemas/<name>.json, byte for byte. */
+export function jsonSchemaText(name: SchemaName): string {
+  return `${JSON.stringify(jsonSchema(name), null, 2)}\n`;
+}

@@ -1,0 +1,42 @@
+/**
+ * Every wire limit of protocol v1, in one place. Lengths are UTF-8 bytes.
+ * docs/PROTOCOL.md quotes these numbers; a test keeps the two in step.
+ */
+
+export const PROTOCOL_VERSION = 1;
+
+/** node-ipc's frame delimiter: one form feed after each JSON envelope. */
+export const FRAME_DELIMITER = '\f';
+
+/** Largest envelope (JSON text, delimiter excluded) a worker may send. */
+export const MAX_FRAME_BYTES = 64 * 1024;
+
+/** A string progressToken: at least 1 and at most this many bytes. */
+export const MAX_TOKEN_BYTES = 1024;
+
+/** Largest `message` in a progress or done frame. */
+export const MAX_MESSAGE_BYTES = 4096;
+
+/** Longest `reason` on a cancel request. */
+export const MAX_REASON_BYTES = 1024;
+
+/** An incomplete frame older than this closes the connection. */
+export const FRAME_TIMEOUT_MS = 30_000;
+
+/** WebSocket subprotocol a gateway must offer. */
+export const WS_SUBPROTOCOL = 'mcp-progress.v1';
+
+/** Largest JSON-RPC message a gateway may send to the daemon. */
+export const MAX_WS_MESSAGE_BYTES = 64 * 1024;
+
+/** Largest coalescing interval a subscription may ask for. */
+export const MAX_MIN_INTERVAL_MS = 60_000;
+
+/** Utf8 byte length never exceeds 3 UTF-16 units per unit, so short strings skip the count. */
+export function utf8ByteLength(text: string): number {
+  return Buffer.byteLength(text, 'utf8');
+}
+
+export function fitsUtf8Bytes(text: string, maxBytes: number): boolean {
+  return text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes;
+}

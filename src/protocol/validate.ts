@@ -1,0 +1,145 @@
+/**
+ * Frame validation: a compiled zod fast path for good frames, and a slow
+ * path for bad ones that names the field, what was expected and how to fix it.
+ */
+import * as z from 'zod';
+import type { RejectCode } from './errors.js';
+import {
+  type DoneFrame,
+  doneFrameSchema,
+  type ProgressFrame,
+  type ProgressToken,
+  progressFrameSchema,
+} from './frames.js';
+import { MAX_MESSAGE_BYTES, MAX_TOKEN_BYTES, PROTOCOL_VERSION } from './limits.js';
+
+const compiledProgress = z.compile(progressFrameSchema);
+const compiledDone = z.compile(doneFrameSchema);
+
+/** Why a frame was refused, with whatever correlation the frame carried. */
+export interface FrameRejection {
+  code: RejectCode;
+  message: string;
+  progressToken?: ProgressToken;
+  seq?: number;
+}
+
+export type FrameCheck<F> = { ok: true; frame: F } | { ok: false; rejection: FrameRejection };
+
+/** What each field must be, in words a person can act on. */
+const EXPECTED: Record<string, string> = {
+  v: `the number ${PROTOCOL_VERSION} (this daemon speaks protocol v${PROTOCOL_VERSION})`,
+  progressToken: `a non-empty string of at most ${MAX_TOKEN_BYTES} UTF-8 bytes, or a safe integer`,
+  progress: 'a finite number greater than the last accepted progress (omit it to get last + 1)',
+  total: 'a finite number >= 0',
+  message: `a string of at most ${MAX_MESSAGE_BYTES} UTF-8 bytes`,
+  _meta: 'a JSON object',
+  seq: 'a non-negative safe integer',
+  status: 'one of "ok", "error", "cancelled"',
+};
+
+const PROGRESS_FIELDS = Object.keys(progressFrameSchema.shape);
+const DONE_FIELDS = Object.keys(doneFrameSchema.shape);
+
+export function checkProgressFrame(data: unknown): FrameCheck<ProgressFrame> {
+  if (z.validate(compiledProgress, data)) return { ok: true, frame: data };
+  return { ok: false, rejection: explain('progress', data, PROGRESS_FIELDS) };
+}
+
+export function checkDoneFrame(data: unknown): FrameCheck<DoneFrame> {
+  if (z.validate(compiledDone, data)) return { ok: true, frame: data };
+  return { ok: false, rejection: explain('done', data, DONE_FIELDS) };
+}
+
+function explain(event: 'progress' | 'done', data: unknown, fields: string[]): FrameRejection {
+  const schema = event === 'progress' ? progressFrameSchema : doneFrameSchema;
+  if (!isPlainObject(data)) {
+    return {
+      code: 'invalid_frame',
+      message: `${event} data must be a JSON object such as {"v":1,"progressToken":"job-1"}, got ${describe(data)}`,
+    };
+  }
+  const correlation = correlate(data);
+  const result = schema.safeParse(data);
+  const issues = result.success ? [] : result.error.issues;
+  // The most fundamental problem first: version, then token, then the rest.
+  const byField = (field: string) => issues.find((issue) => issue.path[0] === field);
+  const version = byField('v');
+  if (version) {
+    const message = Object.hasOwn(data, 'v')
+      ? `field v: expected ${EXPECTED.v}, got ${describe(data.v)}; upgrade the daemon or send "v": 1`
+      : `field v is missing: add "v": ${PROTOCOL_VERSION} to every frame`;
+    return { code: 'unsupported_version', message, ...correlation };
+  }
+  const token = byField('progressToken');
+  if (token) {
+    const message = Object.hasOwn(data, 'progressToken')
+      ? `field progressToken: expected ${EXPECTED.progressToken}, got ${describe(data.progressToken)}`
+      : `field progressToken is missing: set it to the token your job was given (${EXPECTED.progressToken})`;
+    return { code: 'invalid_token', message, ...correlation };
+  }
+  const unknown = issues.find((issue) => issue.code === 'unrecognized_keys');
+  if (unknown && unknown.code === 'unrecognized_keys') {
+    const names = unknown.keys.map((key) => JSON.stringify(key)).join(', ');
+    return {
+      code: 'unknown_field',
+      message: `unknown field ${names} in a ${event} frame: protocol v1 allows only ${fields.join(', ')}; put extra data in _meta`,
+      ...correlation,
+    };
+  }
+  const first = issues[0];
+  if (first) {
+    const field = String(first.path[0] ?? '');
+    const expected = EXPECTED[field] ?? first.message;
+    return {
+      code: 'invalid_field',
+      message: `field ${field}: expected ${expected}, got ${describe(data[field])}`,
+      ...correlation,
+    };
+  }
+  // z.validate and safeParse disagree only if the schema has a bug; say so plainly.
+  return {
+    code: 'invalid_frame',
+    message: `${event} frame refused by the v1 schema`,
+    ...correlation,
+  };
+}
+
+/** The token and seq of a bad frame, when they are themselves valid, so the worker can correlate. */
+function correlate(data: Record<string, unknown>): { progressToken?: ProgressToken; seq?: number } {
+  const out: { progressToken?: ProgressToken; seq?: number } = {};
+  const token = data.progressToken;
+  const tokenCheck = z.safeParse(progressFrameSchema.shape.progressToken, token);
+  if (tokenCheck.success) out.progressToken = tokenCheck.data;
+  const seq = data.seq;
+  if (typeof seq === 'number' && Number.isSafeInteger(seq) && seq >= 0) out.seq = seq;
+  return out;
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A short, safe rendering of a bad value for an error message. */
+export function describe(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  switch (typeof value) {
+    case 'number':
+      if (Number.isNaN(value)) return 'NaN';
+      if (!Number.isFinite(value))
+        return `${value} (a JSON number too large for a double, such as 1e999)`;
+      return `the number ${value}`;
+    case 'string': {
+      const shown = value.length > 40 ? `${value.slice(0, 40)}…` : value;
+      return `the string ${JSON.stringify(shown)} (${Buffer.byteLength(value)} bytes)`;
+    }
+    case 'boolean':
+      return `${value}`;
+    case 'object':
+      return 'an object';
+    default:
+      return typeof value;
+  }
+}
