@@ -1,0 +1,3 @@
+export * from './gate.js';
+export * from './notifications.js';
+export * from './router.js';

@@ -1,0 +1,502 @@
+/**
+ * The stream table: token -> last value, ordinal, state and subscribers.
+ * Pure and synchronous: frames, subscriptions and a clock go in; deliveries
+ * come out through the sink given at construction, in the order they must
+ * be sent. No I/O, no timers: the daemon calls tick() at nextDeadline().
+ */
+import type {
+  DoneFrame,
+  DoneParams,
+  ProgressFrame,
+  ProgressToken,
+  StreamEndStatus,
+  StreamState,
+  StreamSummary,
+} from '../protocol/index.js';
+import {
+  type DeliverySink,
+  Gate,
+  newSubscription,
+  type SubscriberId,
+  type Subscription,
+} from './gate.js';
+import {
+  type DoneNotification,
+  doneNotification,
+  type ProgressNotification,
+  progressNotification,
+  relabel,
+} from './notifications.js';
+
+export type ConnectionId = number;
+
+export interface RouterOptions {
+  /** How long a done stream is kept so that late watchers learn the outcome. */
+  readonly retentionMs: number;
+  /** An active stream with no update for this long ends as `abandoned`. */
+  readonly streamTtlMs: number;
+  /** A stream whose publishers all disconnected ends as `abandoned` after this. */
+  readonly abandonGraceMs: number;
+  /** Streams in the table (active and done; done ones are evicted first when full). */
+  readonly maxStreams: number;
+  /** Active streams one worker connection may publish to. */
+  readonly maxStreamsPerConnection: number;
+  /** Subscriptions one session may hold. */
+  readonly maxSubscriptionsPerSubscriber: number;
+  /** Coalescing interval of a subscription that does not choose one. */
+  readonly defaultMinIntervalMs: number;
+}
+
+export const DEFAULT_ROUTER_OPTIONS: RouterOptions = {
+  retentionMs: 60_000,
+  streamTtlMs: 3_600_000,
+  abandonGraceMs: 30_000,
+  maxStreams: 100_000,
+  maxStreamsPerConnection: 10_000,
+  maxSubscriptionsPerSubscriber: 10_000,
+  defaultMinIntervalMs: 100,
+};
+
+export type FrameRefusal = 'non_monotonic' | 'stream_closed' | 'too_many_streams';
+export type SubscribeRefusal = 'too_many_subscriptions' | 'too_many_streams';
+
+export type Outcome<Code extends string> =
+  | { ok: true }
+  | { ok: false; code: Code; message: string };
+
+const ACCEPTED = Object.freeze({ ok: true as const });
+
+interface Stream {
+  readonly token: ProgressToken;
+  state: StreamState;
+  lastProgress: number | undefined;
+  last: ProgressNotification | undefined;
+  done: DoneNotification | undefined;
+  startedAt: number;
+  updatedAt: number;
+  readonly subscriptions: Set<Subscription>;
+  /** Live worker connections that published to this stream while it was active. */
+  readonly publishers: Set<ConnectionId>;
+}
+
+export interface SubscribeRequest {
+  readonly progressToken: ProgressToken;
+  readonly as?: ProgressToken | undefined;
+  readonly minIntervalMs?: number | undefined;
+}
+
+export interface RouterStats {
+  streams: { waiting: number; active: number; done: number };
+  subscriptions: number;
+  subscribers: number;
+  /** Subscriptions holding a value back for the end of their interval. */
+  held: number;
+  /** Progress values replaced by a newer one before they were sent. */
+  coalesced: number;
+}
+
+export class Router {
+  readonly #options: RouterOptions;
+  readonly #gate: Gate;
+  readonly #streams = new Map<ProgressToken, Stream>();
+  /** Active and done streams; waiting ones (subscribers only) do not count. */
+  #liveStreams = 0;
+  #activeStreams = 0;
+  /** Done streams in the order they ended, so the oldest is evicted first. */
+  readonly #doneOrder = new Set<Stream>();
+  /** Active streams with no live publisher, in the order they were orphaned. */
+  readonly #orphans = new Map<Stream, number>();
+  readonly #published = new Map<ConnectionId, Set<Stream>>();
+  readonly #subscribers = new Map<SubscriberId, Map<ProgressToken, Subscription>>();
+  #subscriptionCount = 0;
+  /** No active stream can reach its TTL before this time. */
+  #idleCheckAt = Number.POSITIVE_INFINITY;
+
+  constructor(options: RouterOptions, deliver: DeliverySink) {
+    this.#options = options;
+    this.#gate = new Gate(deliver, (subscription) => this.#forget(subscription));
+  }
+
+  /** A worker's `progress` frame. */
+  publish(connection: ConnectionId, frame: ProgressFrame, now: number): Outcome<FrameRefusal> {
+    const token = frame.progressToken;
+    let stream = this.#streams.get(token);
+    if (stream === undefined || stream.state === 'waiting') {
+      const refusal = this.#admit(connection, token, true);
+      if (refusal !== undefined) return refusal;
+      stream = this.#activate(stream, token, now);
+    } else if (stream.state === 'done') {
+      return this.#closed(stream);
+    } else if (!stream.publishers.has(connection)) {
+      const refusal = this.#admit(connection, token, true);
+      if (refusal !== undefined) return refusal;
+    }
+    const last = stream.lastProgress;
+    const progress = frame.progress ?? (last ?? 0) + 1;
+    if (last !== undefined && !(progress > last)) {
+      return {
+        ok: false,
+        code: 'non_monotonic',
+        message:
+          `progress ${progress} is not greater than the last accepted progress ${last} for token ${show(token)}: ` +
+          'MCP requires progress to increase with every notification; send a larger value, or omit progress to get last + 1',
+      };
+    }
+    stream.lastProgress = progress;
+    stream.updatedAt = now;
+    this.#addPublisher(stream, connection);
+    const notification = progressNotification(frame, progress);
+    stream.last = notification;
+    for (const subscription of stream.subscriptions) {
+      this.#gate.offer(subscription, labelled(notification, subscription), now);
+    }
+    return ACCEPTED;
+  }
+
+  /** A worker's `done` frame. A token never seen becomes a stream that is already done. */
+  finish(connection: ConnectionId, frame: DoneFrame, now: number): Outcome<FrameRefusal> {
+    const token = frame.progressToken;
+    let stream = this.#streams.get(token);
+    if (stream?.state === 'done') return this.#closed(stream);
+    if (stream === undefined || stream.state === 'waiting') {
+      const refusal = this.#admit(connection, token, false);
+      if (refusal !== undefined) return refusal;
+      stream = this.#activate(stream, token, now);
+    }
+    const params: DoneParams = { progressToken: token, status: frame.status ?? 'ok' };
+    if (frame.message !== undefined) params.message = frame.message;
+    this.#end(stream, params, now);
+    return ACCEPTED;
+  }
+
+  subscribe(
+    subscriber: SubscriberId,
+    request: SubscribeRequest,
+    now: number,
+  ): Outcome<SubscribeRefusal> {
+    const token = request.progressToken;
+    let mine = this.#subscribers.get(subscriber);
+    const existing = mine?.get(token);
+    if (existing !== undefined) {
+      // A repeated subscribe changes options only: resending the snapshot would repeat a value.
+      existing.label = request.as;
+      existing.minIntervalMs = request.minIntervalMs ?? this.#options.defaultMinIntervalMs;
+      return ACCEPTED;
+    }
+    if (mine !== undefined && mine.size >= this.#options.maxSubscriptionsPerSubscriber) {
+      return {
+        ok: false,
+        code: 'too_many_subscriptions',
+        message: `this session already holds ${mine.size} subscriptions, the cap (--max-subscriptions); unsubscribe from finished streams first`,
+      };
+    }
+    if (mine === undefined) {
+      mine = new Map();
+      this.#subscribers.set(subscriber, mine);
+    }
+    const subscription = newSubscription(
+      subscriber,
+      token,
+      request.as === token ? undefined : request.as,
+      request.minIntervalMs ?? this.#options.defaultMinIntervalMs,
+    );
+    mine.set(token, subscription);
+    this.#subscriptionCount++;
+    let stream = this.#streams.get(token);
+    if (stream === undefined) {
+      stream = newStream(token, 'waiting', now);
+      this.#streams.set(token, stream);
+    }
+    if (stream.last !== undefined) {
+      this.#gate.offer(subscription, labelled(stream.last, subscription), now);
+    }
+    if (stream.done !== undefined) {
+      this.#gate.finish(subscription, labelled(stream.done, subscription));
+    } else {
+      stream.subscriptions.add(subscription);
+    }
+    return ACCEPTED;
+  }
+
+  /** Ends one subscription and drops whatever it still held. Returns whether it existed. */
+  unsubscribe(subscriber: SubscriberId, token: ProgressToken): boolean {
+    const subscription = this.#subscribers.get(subscriber)?.get(token);
+    if (subscription === undefined) return false;
+    this.#gate.drop(subscription);
+    this.#forget(subscription);
+    return true;
+  }
+
+  /** A session went away: all its subscriptions end, nothing more is delivered to it. */
+  removeSubscriber(subscriber: SubscriberId): void {
+    const mine = this.#subscribers.get(subscriber);
+    if (mine === undefined) return;
+    for (const subscription of [...mine.values()]) {
+      this.#gate.drop(subscription);
+      this.#forget(subscription);
+    }
+  }
+
+  /** A worker connection closed: its streams start their abandonment grace period. */
+  removeConnection(connection: ConnectionId, now: number): void {
+    const streams = this.#published.get(connection);
+    if (streams === undefined) return;
+    this.#published.delete(connection);
+    for (const stream of streams) {
+      stream.publishers.delete(connection);
+      if (stream.publishers.size === 0) this.#orphans.set(stream, now);
+    }
+  }
+
+  /** The worker connections to tell when a stream is cancelled. */
+  cancelTargets(token: ProgressToken): ConnectionId[] {
+    const stream = this.#streams.get(token);
+    return stream?.state === 'active' ? [...stream.publishers] : [];
+  }
+
+  /** Runs every rule that is due at `now`: coalescing flushes, abandonment, eviction. */
+  tick(now: number): void {
+    this.#gate.flush(now);
+    const { retentionMs, abandonGraceMs, streamTtlMs } = this.#options;
+    for (const [stream, since] of this.#orphans) {
+      if (since + abandonGraceMs > now) break;
+      this.#end(
+        stream,
+        {
+          progressToken: stream.token,
+          status: 'abandoned',
+          message: `the worker disconnected without sending done and did not come back within ${seconds(abandonGraceMs)}`,
+        },
+        now,
+      );
+    }
+    if (this.#idleCheckAt <= now) {
+      let next = Number.POSITIVE_INFINITY;
+      for (const stream of this.#streams.values()) {
+        if (stream.state !== 'active') continue;
+        const expiry = stream.updatedAt + streamTtlMs;
+        if (expiry <= now) {
+          this.#end(
+            stream,
+            {
+              progressToken: stream.token,
+              status: 'abandoned',
+              message: `no update for ${seconds(streamTtlMs)} (the stream TTL)`,
+            },
+            now,
+          );
+        } else if (expiry < next) {
+          next = expiry;
+        }
+      }
+      this.#idleCheckAt = next;
+    }
+    for (const stream of this.#doneOrder) {
+      if (stream.updatedAt + retentionMs > now) break;
+      this.#evict(stream);
+    }
+  }
+
+  /** When tick() next has work to do, or Infinity. */
+  nextDeadline(): number {
+    let next = Math.min(this.#gate.nextDeadline(), this.#idleCheckAt);
+    for (const since of this.#orphans.values()) {
+      next = Math.min(next, since + this.#options.abandonGraceMs);
+      break;
+    }
+    for (const stream of this.#doneOrder) {
+      next = Math.min(next, stream.updatedAt + this.#options.retentionMs);
+      break;
+    }
+    return next;
+  }
+
+  /** Sends every held-back value now, for a graceful stop. */
+  flushAll(now: number): void {
+    this.#gate.flush(now, true);
+  }
+
+  list(): StreamSummary[] {
+    const out: StreamSummary[] = [];
+    for (const stream of this.#streams.values()) out.push(summarise(stream));
+    return out;
+  }
+
+  get(token: ProgressToken): StreamSummary | undefined {
+    const stream = this.#streams.get(token);
+    return stream === undefined ? undefined : summarise(stream);
+  }
+
+  stats(): RouterStats {
+    return {
+      streams: {
+        waiting: this.#streams.size - this.#liveStreams,
+        active: this.#activeStreams,
+        done: this.#liveStreams - this.#activeStreams,
+      },
+      subscriptions: this.#subscriptionCount,
+      subscribers: this.#subscribers.size,
+      held: this.#gate.held,
+      coalesced: this.#gate.coalesced,
+    };
+  }
+
+  /**
+   * Checks the caps before `connection` starts a stream or, when `publishes`,
+   * adds one to the active streams it publishes to.
+   */
+  #admit(
+    connection: ConnectionId,
+    token: ProgressToken,
+    publishes: boolean,
+  ): Outcome<'too_many_streams'> | undefined {
+    const isNew = this.#streams.get(token)?.state !== 'active';
+    if (isNew && this.#liveStreams >= this.#options.maxStreams) {
+      const oldestDone = this.#doneOrder.values().next();
+      if (oldestDone.done) {
+        return {
+          ok: false,
+          code: 'too_many_streams',
+          message: `the daemon holds ${this.#liveStreams} active streams, its cap (--max-streams): finish streams with done, or raise the cap`,
+        };
+      }
+      this.#evict(oldestDone.value);
+    }
+    const mine = this.#published.get(connection)?.size ?? 0;
+    if (publishes && mine >= this.#options.maxStreamsPerConnection) {
+      return {
+        ok: false,
+        code: 'too_many_streams',
+        message: `this connection already publishes ${mine} active streams, the per-connection cap (--max-streams-per-connection): send done for finished streams`,
+      };
+    }
+    return undefined;
+  }
+
+  #activate(waiting: Stream | undefined, token: ProgressToken, now: number): Stream {
+    let stream = waiting;
+    if (stream === undefined) {
+      stream = newStream(token, 'active', now);
+      this.#streams.set(token, stream);
+    } else {
+      stream.state = 'active';
+      stream.startedAt = now;
+      stream.updatedAt = now;
+    }
+    this.#liveStreams++;
+    this.#activeStreams++;
+    if (now + this.#options.streamTtlMs < this.#idleCheckAt) {
+      this.#idleCheckAt = now + this.#options.streamTtlMs;
+    }
+    return stream;
+  }
+
+  #addPublisher(stream: Stream, connection: ConnectionId): void {
+    if (stream.publishers.has(connection)) return;
+    stream.publishers.add(connection);
+    this.#orphans.delete(stream);
+    let mine = this.#published.get(connection);
+    if (mine === undefined) {
+      mine = new Set();
+      this.#published.set(connection, mine);
+    }
+    mine.add(stream);
+  }
+
+  #end(stream: Stream, params: DoneParams, now: number): void {
+    stream.state = 'done';
+    stream.updatedAt = now;
+    const done = doneNotification(params);
+    stream.done = done;
+    this.#activeStreams--;
+    for (const connection of stream.publishers) this.#published.get(connection)?.delete(stream);
+    stream.publishers.clear();
+    this.#orphans.delete(stream);
+    this.#doneOrder.add(stream);
+    const subscriptions = [...stream.subscriptions];
+    stream.subscriptions.clear();
+    for (const subscription of subscriptions) {
+      this.#gate.finish(subscription, labelled(done, subscription));
+    }
+  }
+
+  #evict(stream: Stream): void {
+    this.#doneOrder.delete(stream);
+    this.#streams.delete(stream.token);
+    this.#liveStreams--;
+  }
+
+  #closed(stream: Stream): Outcome<'stream_closed'> {
+    return {
+      ok: false,
+      code: 'stream_closed',
+      message:
+        `the stream for token ${show(stream.token)} is done (status ${stream.done?.params.status}); ` +
+        `the token can start a new stream once it is evicted, ${seconds(this.#options.retentionMs)} after done: use a fresh token for a new job`,
+    };
+  }
+
+  /** Removes a subscription from every table; called when it ends for any reason. */
+  #forget(subscription: Subscription): void {
+    const mine = this.#subscribers.get(subscription.subscriber);
+    if (mine?.get(subscription.token) !== subscription) return;
+    mine.delete(subscription.token);
+    this.#subscriptionCount--;
+    if (mine.size === 0) this.#subscribers.delete(subscription.subscriber);
+    const stream = this.#streams.get(subscription.token);
+    if (stream === undefined) return;
+    stream.subscriptions.delete(subscription);
+    if (stream.state === 'waiting' && stream.subscriptions.size === 0) {
+      this.#streams.delete(stream.token);
+    }
+  }
+}
+
+function newStream(token: ProgressToken, state: StreamState, now: number): Stream {
+  return {
+    token,
+    state,
+    lastProgress: undefined,
+    last: undefined,
+    done: undefined,
+    startedAt: now,
+    updatedAt: now,
+    subscriptions: new Set(),
+    publishers: new Set(),
+  };
+}
+
+function labelled<N extends ProgressNotification | DoneNotification>(
+  notification: N,
+  subscription: Subscription,
+): N {
+  return subscription.label === undefined
+    ? notification
+    : relabel(notification, subscription.label);
+}
+
+function summarise(stream: Stream): StreamSummary {
+  const summary: StreamSummary = {
+    progressToken: stream.token,
+    state: stream.state,
+    subscribers: stream.subscriptions.size,
+    startedAt: stream.startedAt,
+    updatedAt: stream.updatedAt,
+  };
+  if (stream.last !== undefined) summary.last = stream.last.params;
+  if (stream.done !== undefined) {
+    summary.status = stream.done.params.status;
+    if (stream.done.params.message !== undefined) summary.message = stream.done.params.message;
+  }
+  return summary;
+}
+
+function show(token: ProgressToken): string {
+  return JSON.stringify(token);
+}
+
+function seconds(ms: number): string {
+  return `${ms / 1000} s`;
+}
+
+export type { StreamEndStatus };

@@ -1,0 +1,539 @@
+import { describe, expect, it } from 'vitest';
+import type { DoneFrame, ProgressFrame, ProgressToken } from '../../src/protocol/index.js';
+import {
+  DEFAULT_ROUTER_OPTIONS,
+  type Notification,
+  Router,
+  type RouterOptions,
+} from '../../src/router/index.js';
+
+interface Delivered {
+  to: number;
+  n: Notification;
+}
+
+function setup(options: Partial<RouterOptions> = {}) {
+  const out: Delivered[] = [];
+  const router = new Router(
+    { ...DEFAULT_ROUTER_OPTIONS, defaultMinIntervalMs: 0, ...options },
+    (to, n) => out.push({ to, n }),
+  );
+  const take = () => out.splice(0, out.length);
+  return { router, out, take };
+}
+
+/** The progress value of a delivery, or undefined for a done notice. */
+const progressOf = (x: Delivered): number | undefined =>
+  'progress' in x.n.params ? x.n.params.progress : undefined;
+
+const p = (progressToken: ProgressToken, fields: Partial<ProgressFrame> = {}): ProgressFrame => ({
+  v: 1,
+  progressToken,
+  ...fields,
+});
+const d = (progressToken: ProgressToken, fields: Partial<DoneFrame> = {}): DoneFrame => ({
+  v: 1,
+  progressToken,
+  ...fields,
+});
+
+describe('router: forwarding', () => {
+  it('forwards the worker fields verbatim, without v and seq', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'job' }, 0);
+    const meta = { step: 'render', nested: { a: [1, 2] } };
+    expect(
+      router.publish(
+        7,
+        p('job', { progress: 0.5, total: 10, message: 'half', _meta: meta, seq: 3 }),
+        1,
+      ),
+    ).toEqual({ ok: true });
+    const [delivery] = take();
+    expect(delivery).toEqual({
+      to: 1,
+      n: {
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: 'job', progress: 0.5, total: 10, message: 'half', _meta: meta },
+      },
+    });
+    expect(delivery?.n.params).not.toHaveProperty('v');
+    expect(delivery?.n.params).not.toHaveProperty('seq');
+  });
+
+  it('keeps "7" and 7 apart, token types intact', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: '7' }, 0);
+    router.subscribe(2, { progressToken: 7 }, 0);
+    router.publish(1, p('7', { progress: 1 }), 1);
+    router.publish(1, p(7, { progress: 100 }), 1);
+    const got = take();
+    expect(got).toHaveLength(2);
+    expect(got[0]).toMatchObject({ to: 1, n: { params: { progressToken: '7', progress: 1 } } });
+    expect(got[1]).toMatchObject({ to: 2, n: { params: { progressToken: 7, progress: 100 } } });
+    expect(router.list().map((s) => s.progressToken)).toEqual(['7', 7]);
+  });
+
+  it('delivers to every subscriber of the token and to no one else', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'a' }, 0);
+    router.subscribe(2, { progressToken: 'a' }, 0);
+    router.subscribe(3, { progressToken: 'b' }, 0);
+    router.publish(1, p('a', { progress: 1 }), 1);
+    expect(take().map((x) => x.to)).toEqual([1, 2]);
+  });
+
+  it('relabels with `as`, leaving other subscribers verbatim', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'route-xyz', as: 1 }, 0);
+    router.subscribe(2, { progressToken: 'route-xyz' }, 0);
+    router.publish(1, p('route-xyz', { progress: 2, message: 'm' }), 1);
+    router.finish(1, d('route-xyz'), 2);
+    const got = take();
+    expect(got.map((x) => [x.to, x.n.method, x.n.params.progressToken])).toEqual([
+      [1, 'notifications/progress', 1],
+      [2, 'notifications/progress', 'route-xyz'],
+      [1, 'notifications/progress/done', 1],
+      [2, 'notifications/progress/done', 'route-xyz'],
+    ]);
+    expect(got[0]?.n.params).toEqual({ progressToken: 1, progress: 2, message: 'm' });
+  });
+
+  it('a frame with no subscribers is accepted and remembered', () => {
+    const { router, out } = setup();
+    expect(router.publish(1, p('x', { progress: 3, total: 9 }), 5).ok).toBe(true);
+    expect(out).toHaveLength(0);
+    expect(router.get('x')).toMatchObject({
+      state: 'active',
+      last: { progressToken: 'x', progress: 3, total: 9 },
+      startedAt: 5,
+      updatedAt: 5,
+    });
+  });
+});
+
+describe('router: monotonic guard and ordinal', () => {
+  it('rejects progress that does not increase, and does not forward it', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 't' }, 0);
+    router.publish(1, p('t', { progress: 5 }), 1);
+    take();
+    for (const bad of [5, 4, -1]) {
+      const outcome = router.publish(1, p('t', { progress: bad }), 2);
+      expect(outcome).toMatchObject({ ok: false, code: 'non_monotonic' });
+      if (!outcome.ok) expect(outcome.message).toContain(`progress ${bad} is not greater than`);
+    }
+    expect(take()).toHaveLength(0);
+    expect(router.publish(1, p('t', { progress: 5.0001 }), 3).ok).toBe(true);
+  });
+
+  it('gives an omitted progress last + 1, starting from 1', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 't' }, 0);
+    router.publish(1, p('t', { message: 'a' }), 1);
+    router.publish(1, p('t', { message: 'b' }), 2);
+    router.publish(1, p('t', { progress: 10.5 }), 3);
+    router.publish(1, p('t', { message: 'c' }), 4);
+    expect(take().map((x) => [progressOf(x), x.n.params.message])).toEqual([
+      [1, 'a'],
+      [2, 'b'],
+      [10.5, undefined],
+      [11.5, 'c'],
+    ]);
+  });
+
+  it('accepts any finite first value, negative included', () => {
+    const { router } = setup();
+    expect(router.publish(1, p('t', { progress: -50 }), 0).ok).toBe(true);
+    expect(router.publish(1, p('t', { progress: -49 }), 0).ok).toBe(true);
+  });
+
+  it('applies the guard per token, across connections', () => {
+    const { router } = setup();
+    router.publish(1, p('t', { progress: 5 }), 0);
+    expect(router.publish(2, p('t', { progress: 5 }), 0).ok).toBe(false);
+    expect(router.publish(2, p('u', { progress: 1 }), 0).ok).toBe(true);
+  });
+});
+
+describe('router: done', () => {
+  it('closes the stream: subscribers get the done notice, later frames are stream_closed', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'j' }, 0);
+    router.publish(1, p('j', { progress: 1 }), 1);
+    expect(router.finish(1, d('j', { status: 'error', message: 'boom' }), 2).ok).toBe(true);
+    expect(take().map((x) => x.n)).toEqual([
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: 'j', progress: 1 },
+      },
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress/done',
+        params: { progressToken: 'j', status: 'error', message: 'boom' },
+      },
+    ]);
+    const late = router.publish(1, p('j', { progress: 2 }), 3);
+    expect(late).toMatchObject({ ok: false, code: 'stream_closed' });
+    expect(router.finish(1, d('j'), 3)).toMatchObject({ ok: false, code: 'stream_closed' });
+    expect(take()).toHaveLength(0);
+    expect(router.get('j')).toMatchObject({
+      state: 'done',
+      status: 'error',
+      message: 'boom',
+      subscribers: 0,
+    });
+  });
+
+  it('defaults status to ok', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'j' }, 0);
+    router.finish(1, d('j'), 1);
+    expect(take()[0]?.n.params).toEqual({ progressToken: 'j', status: 'ok' });
+  });
+
+  it('accepts done for a token never seen: the stream exists, already done', () => {
+    const { router, take } = setup();
+    expect(router.finish(1, d('never', { status: 'cancelled' }), 10).ok).toBe(true);
+    expect(router.get('never')).toMatchObject({ state: 'done', status: 'cancelled' });
+    router.subscribe(4, { progressToken: 'never' }, 11);
+    expect(take()).toEqual([
+      {
+        to: 4,
+        n: {
+          jsonrpc: '2.0',
+          method: 'notifications/progress/done',
+          params: { progressToken: 'never', status: 'cancelled' },
+        },
+      },
+    ]);
+  });
+
+  it('ends the subscription: nothing follows done, even after the token is reused', () => {
+    const { router, take } = setup({ retentionMs: 100 });
+    router.subscribe(1, { progressToken: 'j' }, 0);
+    router.finish(1, d('j'), 1);
+    take();
+    expect(router.stats().subscriptions).toBe(0);
+    router.tick(101);
+    expect(router.get('j')).toBeUndefined();
+    expect(router.publish(1, p('j', { progress: 1 }), 102).ok).toBe(true);
+    expect(take()).toHaveLength(0);
+  });
+});
+
+describe('router: late join', () => {
+  it('a subscriber joining a stream under way gets the last notification at once', () => {
+    const { router, take } = setup();
+    router.publish(1, p('j', { progress: 1 }), 0);
+    router.publish(1, p('j', { progress: 2, total: 4 }), 1);
+    router.subscribe(9, { progressToken: 'j', as: 'mine' }, 2);
+    expect(take()).toEqual([
+      {
+        to: 9,
+        n: {
+          jsonrpc: '2.0',
+          method: 'notifications/progress',
+          params: { progressToken: 'mine', progress: 2, total: 4 },
+        },
+      },
+    ]);
+  });
+
+  it('joining a done stream gets the last value, then the done notice', () => {
+    const { router, take } = setup();
+    router.publish(1, p('j', { progress: 3 }), 0);
+    router.finish(1, d('j', { message: 'fin' }), 1);
+    router.subscribe(9, { progressToken: 'j', minIntervalMs: 1000 }, 2);
+    expect(take().map((x) => [x.n.method, x.n.params])).toEqual([
+      ['notifications/progress', { progressToken: 'j', progress: 3 }],
+      ['notifications/progress/done', { progressToken: 'j', status: 'ok', message: 'fin' }],
+    ]);
+    expect(router.stats().subscriptions).toBe(0);
+  });
+
+  it('subscribing before the stream exists waits for it', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'later' }, 0);
+    expect(router.get('later')).toMatchObject({ state: 'waiting', subscribers: 1 });
+    expect(take()).toHaveLength(0);
+    router.publish(3, p('later', { progress: 1 }), 5);
+    expect(take()).toHaveLength(1);
+    expect(router.get('later')).toMatchObject({ state: 'active', startedAt: 5 });
+  });
+
+  it('a repeated subscribe changes options without repeating a value', () => {
+    const { router, take } = setup();
+    router.publish(1, p('j', { progress: 1 }), 0);
+    router.subscribe(1, { progressToken: 'j' }, 0);
+    router.subscribe(1, { progressToken: 'j', as: 'x' }, 0);
+    expect(take()).toHaveLength(1);
+    router.publish(1, p('j', { progress: 2 }), 1);
+    expect(take()[0]?.n.params.progressToken).toBe('x');
+    expect(router.stats().subscriptions).toBe(1);
+  });
+});
+
+describe('router: unsubscribe and subscriber removal', () => {
+  it('unsubscribe stops delivery and drops what was held', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'j', minIntervalMs: 100 }, 0);
+    router.publish(1, p('j', { progress: 1 }), 0);
+    router.publish(1, p('j', { progress: 2 }), 10);
+    expect(take()).toHaveLength(1);
+    expect(router.unsubscribe(1, 'j')).toBe(true);
+    expect(router.unsubscribe(1, 'j')).toBe(false);
+    router.tick(1000);
+    router.publish(1, p('j', { progress: 3 }), 1000);
+    expect(take()).toHaveLength(0);
+  });
+
+  it('a waiting stream disappears with its last subscriber', () => {
+    const { router } = setup();
+    router.subscribe(1, { progressToken: 'w' }, 0);
+    router.subscribe(2, { progressToken: 'w' }, 0);
+    router.removeSubscriber(1);
+    expect(router.get('w')).toMatchObject({ state: 'waiting', subscribers: 1 });
+    router.removeSubscriber(2);
+    expect(router.get('w')).toBeUndefined();
+    expect(router.stats()).toMatchObject({ subscriptions: 0, subscribers: 0 });
+  });
+
+  it('removing a subscriber drops a pending done notice too', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'j', minIntervalMs: 100 }, 0);
+    router.publish(1, p('j', { progress: 1 }), 0);
+    router.publish(1, p('j', { progress: 2 }), 1);
+    router.finish(1, d('j'), 2);
+    take();
+    router.removeSubscriber(1);
+    router.tick(500);
+    expect(take()).toHaveLength(0);
+  });
+});
+
+describe('router: coalescing', () => {
+  it('sends the first update at once and at most one per interval, always the newest', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'f', minIntervalMs: 100 }, 0);
+    router.publish(1, p('f', { progress: 1 }), 0);
+    for (let i = 2; i <= 50; i++) router.publish(1, p('f', { progress: i }), i);
+    expect(take().map((x) => progressOf(x))).toEqual([1]);
+    expect(router.nextDeadline()).toBe(100);
+    router.tick(99);
+    expect(take()).toHaveLength(0);
+    router.tick(100);
+    expect(take().map((x) => progressOf(x))).toEqual([50]);
+    expect(router.stats().coalesced).toBe(48);
+  });
+
+  it('trailing flush: the newest value is delivered when the interval ends, never dropped', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'f', minIntervalMs: 100 }, 0);
+    router.publish(1, p('f', { progress: 1 }), 0);
+    router.publish(1, p('f', { progress: 2 }), 50);
+    router.tick(150);
+    router.publish(1, p('f', { progress: 3 }), 160);
+    router.tick(250);
+    expect(take().map((x) => progressOf(x))).toEqual([1, 2, 3]);
+  });
+
+  it('updates spaced wider than the interval all arrive at once', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'f', minIntervalMs: 100 }, 0);
+    for (let i = 1; i <= 5; i++) {
+      router.publish(1, p('f', { progress: i }), i * 150);
+      expect(take().map((x) => progressOf(x))).toEqual([i]);
+    }
+  });
+
+  it('the done notice comes after the final value, at the end of the interval', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'f', minIntervalMs: 100 }, 0);
+    router.publish(1, p('f', { progress: 1 }), 0);
+    router.publish(1, p('f', { progress: 2 }), 10);
+    router.finish(1, d('f'), 20);
+    expect(take().map((x) => x.n.method)).toEqual(['notifications/progress']);
+    router.tick(100);
+    expect(take().map((x) => [x.n.method, x.n.params])).toEqual([
+      ['notifications/progress', { progressToken: 'f', progress: 2 }],
+      ['notifications/progress/done', { progressToken: 'f', status: 'ok' }],
+    ]);
+  });
+
+  it('minIntervalMs 0 turns coalescing off', () => {
+    const { router, take } = setup({ defaultMinIntervalMs: 100 });
+    router.subscribe(1, { progressToken: 'f', minIntervalMs: 0 }, 0);
+    for (let i = 1; i <= 10; i++) router.publish(1, p('f', { progress: i }), 0);
+    expect(take()).toHaveLength(10);
+  });
+
+  it('coalesces per subscription: each subscriber has its own interval', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'f', minIntervalMs: 100 }, 0);
+    router.subscribe(2, { progressToken: 'f', minIntervalMs: 0 }, 0);
+    router.publish(1, p('f', { progress: 1 }), 0);
+    router.publish(1, p('f', { progress: 2 }), 1);
+    expect(take().map((x) => [x.to, progressOf(x)])).toEqual([
+      [1, 1],
+      [2, 1],
+      [2, 2],
+    ]);
+  });
+
+  it('uses the default interval of the options when the subscriber sets none', () => {
+    const { router, take } = setup({ defaultMinIntervalMs: 100 });
+    router.subscribe(1, { progressToken: 'f' }, 0);
+    router.publish(1, p('f', { progress: 1 }), 0);
+    router.publish(1, p('f', { progress: 2 }), 1);
+    expect(take()).toHaveLength(1);
+  });
+
+  it('flushAll sends everything held, for a graceful stop', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'f', minIntervalMs: 1000 }, 0);
+    router.publish(1, p('f', { progress: 1 }), 0);
+    router.publish(1, p('f', { progress: 2 }), 1);
+    router.finish(1, d('f'), 2);
+    take();
+    router.flushAll(3);
+    expect(take().map((x) => x.n.method)).toEqual([
+      'notifications/progress',
+      'notifications/progress/done',
+    ]);
+  });
+});
+
+describe('router: eviction and abandonment', () => {
+  it('evicts a done stream after the retention window; the token may then start anew', () => {
+    const { router } = setup({ retentionMs: 60_000 });
+    router.publish(1, p('j', { progress: 9 }), 0);
+    router.finish(1, d('j'), 1000);
+    expect(router.nextDeadline()).toBe(61_000);
+    router.tick(60_999);
+    expect(router.get('j')?.state).toBe('done');
+    router.tick(61_000);
+    expect(router.get('j')).toBeUndefined();
+    expect(router.publish(1, p('j', { progress: 1 }), 61_001).ok).toBe(true);
+  });
+
+  it('an active stream idle longer than the TTL ends as abandoned', () => {
+    const { router, take } = setup({ streamTtlMs: 1000, retentionMs: 500 });
+    router.subscribe(1, { progressToken: 'idle' }, 0);
+    router.publish(1, p('idle', { progress: 1 }), 0);
+    router.publish(1, p('busy', { progress: 1 }), 0);
+    router.publish(1, p('busy', { progress: 2 }), 900);
+    take();
+    router.tick(1000);
+    expect(take().map((x) => [x.to, x.n.params])).toEqual([
+      [
+        1,
+        {
+          progressToken: 'idle',
+          status: 'abandoned',
+          message: 'no update for 1 s (the stream TTL)',
+        },
+      ],
+    ]);
+    expect(router.get('busy')?.state).toBe('active');
+    expect(router.nextDeadline()).toBe(1500);
+    router.tick(1500);
+    expect(router.get('idle')).toBeUndefined();
+    router.tick(1900);
+    expect(router.get('busy')?.state).toBe('done');
+  });
+
+  it('a stream whose publishers all disconnect ends as abandoned after the grace period', () => {
+    const { router, take } = setup({ abandonGraceMs: 30_000 });
+    router.subscribe(1, { progressToken: 'w' }, 0);
+    router.publish(5, p('w', { progress: 1 }), 0);
+    take();
+    router.removeConnection(5, 10);
+    expect(router.nextDeadline()).toBe(30_010);
+    router.tick(30_009);
+    expect(take()).toHaveLength(0);
+    router.tick(30_010);
+    expect(take()[0]?.n).toMatchObject({
+      method: 'notifications/progress/done',
+      params: { progressToken: 'w', status: 'abandoned' },
+    });
+  });
+
+  it('a publisher that comes back within the grace period keeps the stream alive', () => {
+    const { router, take } = setup({ abandonGraceMs: 30_000 });
+    router.subscribe(1, { progressToken: 'w' }, 0);
+    router.publish(5, p('w', { progress: 1 }), 0);
+    router.removeConnection(5, 10);
+    router.publish(6, p('w', { progress: 2 }), 20_000);
+    router.tick(40_000);
+    expect(take().map((x) => x.n.method)).toEqual([
+      'notifications/progress',
+      'notifications/progress',
+    ]);
+    expect(router.get('w')?.state).toBe('active');
+  });
+
+  it('a stream with another live publisher is not orphaned', () => {
+    const { router } = setup({ abandonGraceMs: 10 });
+    router.publish(5, p('w', { progress: 1 }), 0);
+    router.publish(6, p('w', { progress: 2 }), 0);
+    router.removeConnection(5, 0);
+    router.tick(1000);
+    expect(router.get('w')?.state).toBe('active');
+  });
+});
+
+describe('router: caps', () => {
+  it('a full table evicts the oldest done stream first', () => {
+    const { router } = setup({ maxStreams: 2 });
+    router.finish(1, d('a'), 0);
+    router.publish(1, p('b', { progress: 1 }), 0);
+    expect(router.publish(1, p('c', { progress: 1 }), 0).ok).toBe(true);
+    expect(router.get('a')).toBeUndefined();
+    const refused = router.publish(1, p('d', { progress: 1 }), 0);
+    expect(refused).toMatchObject({ ok: false, code: 'too_many_streams' });
+    if (!refused.ok) expect(refused.message).toContain('--max-streams');
+    // Existing streams keep working at the cap.
+    expect(router.publish(2, p('b', { progress: 2 }), 0).ok).toBe(true);
+  });
+
+  it('caps the active streams of one connection without hurting another', () => {
+    const { router } = setup({ maxStreamsPerConnection: 2 });
+    expect(router.publish(1, p('a'), 0).ok).toBe(true);
+    expect(router.publish(1, p('b'), 0).ok).toBe(true);
+    const refused = router.publish(1, p('c'), 0);
+    expect(refused).toMatchObject({ ok: false, code: 'too_many_streams' });
+    if (!refused.ok) expect(refused.message).toContain('per-connection');
+    expect(router.publish(2, p('c'), 0).ok).toBe(true);
+    router.finish(1, d('a'), 0);
+    expect(router.publish(1, p('d'), 0).ok).toBe(true);
+  });
+
+  it('caps the subscriptions of one session', () => {
+    const { router } = setup({ maxSubscriptionsPerSubscriber: 2 });
+    expect(router.subscribe(1, { progressToken: 'a' }, 0).ok).toBe(true);
+    expect(router.subscribe(1, { progressToken: 'b' }, 0).ok).toBe(true);
+    expect(router.subscribe(1, { progressToken: 'c' }, 0)).toMatchObject({
+      ok: false,
+      code: 'too_many_subscriptions',
+    });
+    expect(router.subscribe(2, { progressToken: 'c' }, 0).ok).toBe(true);
+  });
+});
+
+describe('router: cancel targets', () => {
+  it('names the live connections that published an active stream', () => {
+    const { router } = setup();
+    router.publish(1, p('j'), 0);
+    router.publish(2, p('j'), 0);
+    router.publish(3, p('other'), 0);
+    expect(router.cancelTargets('j').sort()).toEqual([1, 2]);
+    router.removeConnection(2, 0);
+    expect(router.cancelTargets('j')).toEqual([1]);
+    router.finish(1, d('j'), 0);
+    expect(router.cancelTargets('j')).toEqual([]);
+    expect(router.cancelTargets('unknown')).toEqual([]);
+  });
+});
