@@ -1,0 +1,44 @@
+/** Flag parsing shared by the commands: strict, with errors a person can act on. */
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { BridgeError } from '../protocol/errors.js';
+
+export type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** A mistake in how a command was called; the CLI exits 2 and shows the help hint. */
+export class UsageError extends BridgeError {
+  constructor(message: string) {
+    super('usage', message);
+    this.name = 'UsageError';
+  }
+}
+
+export function parse<O extends Options>(
+  command: string,
+  argv: string[],
+  options: O,
+  allowPositionals = false,
+) {
+  try {
+    return parseArgs({ args: argv, options, strict: true, allowPositionals, allowNegative: false });
+  } catch (error) {
+    const message = (error as Error).message.replace(/\. To specify a positional argument.*$/s, '');
+    throw new UsageError(`${message} (see "mcp-progress ${command} --help")`);
+  }
+}
+
+export function numberFlag(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = Number(value);
+  if (value.trim() === '' || !Number.isFinite(parsed)) {
+    throw new UsageError(`--${name}: expected a finite number, got ${JSON.stringify(value)}`);
+  }
+  return parsed;
+}
+
+export function integerFlag(name: string, value: string | undefined): number | undefined {
+  const parsed = numberFlag(name, value);
+  if (parsed !== undefined && !Number.isInteger(parsed)) {
+    throw new UsageError(`--${name}: expected an integer, got ${JSON.stringify(value)}`);
+  }
+  return parsed;
+}

@@ -1,0 +1,68 @@
+/** The mcp-progress command: a thin dispatcher; each command parses its flags and calls the library. */
+import { BridgeError } from '../protocol/errors.js';
+import { VERSION } from '../version.js';
+import { UsageError } from './args.js';
+import { daemonCommand } from './daemon-command.js';
+import { type Io, processIo } from './io.js';
+import { publishCommand } from './publish-command.js';
+import { schemaCommand } from './schema-command.js';
+import { statusCommand } from './status-command.js';
+
+type Command = (argv: string[], io: Io) => Promise<number>;
+
+const COMMANDS: Record<string, { run: Command; summary: string }> = {
+  daemon: { run: daemonCommand, summary: 'run the bridge daemon in the foreground' },
+  publish: {
+    run: publishCommand,
+    summary: 'send one progress or done frame and wait for the answer',
+  },
+  status: { run: statusCommand, summary: "show the running daemon's figures" },
+  schema: { run: schemaCommand, summary: 'print the JSON Schemas of protocol v1' },
+};
+
+export function mainHelp(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
+  return `mcp-progress ${VERSION}: progress from worker processes to MCP sessions
+
+Usage: mcp-progress <command> [options]
+
+Commands:
+${Object.entries(COMMANDS)
+  .map(([name, { summary }]) => `  ${name.padEnd(width)}  ${summary}`)
+  .join('\n')}
+
+Run "mcp-progress <command> --help" for a command's options.
+  -h, --help     show this help
+  -v, --version  print the version
+`;
+}
+
+export async function main(argv: string[], io: Io = processIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
+    io.out(mainHelp());
+    return name === undefined ? 2 : 0;
+  }
+  if (name === '-v' || name === '--version') {
+    io.out(`${VERSION}\n`);
+    return 0;
+  }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (command === undefined) {
+    io.err(`mcp-progress: unknown command ${JSON.stringify(name)}\n\n${mainHelp()}`);
+    return 2;
+  }
+  try {
+    return await command.run(rest, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`mcp-progress ${name}: ${error.message}\n`);
+      return 2;
+    }
+    if (error instanceof BridgeError) {
+      io.err(`mcp-progress ${name}: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,136 @@
+import { socketRequest } from '../client/socket-request.js';
+import { ENV_TOKEN, resolveSocketPath } from '../locate.js';
+import { doneStatusSchema, type ProgressToken } from '../protocol/frames.js';
+import { PROTOCOL_VERSION } from '../protocol/limits.js';
+import { integerFlag, numberFlag, parse, UsageError } from './args.js';
+import type { Io } from './io.js';
+
+export const PUBLISH_HELP = `Usage: mcp-progress publish [--token T | --token-json JSON] [fields] [--done [--status S]]
+
+Sends one progress (or done) frame to the daemon and waits for its answer:
+exit 0 when it is accepted, 1 with the daemon's message when it is rejected
+or the daemon cannot be reached, 2 when the command line is wrong.
+
+Token (one of):
+  --token T            a string token (always a string, even "7")
+  --token-json JSON    any JSON token: --token-json 7 sends the integer 7
+                       (default: $MCP_PROGRESS_TOKEN, as a string)
+
+Fields:
+  --progress N         progress value; must exceed the last one (omitted: last + 1)
+  --total N            total, if known
+  --message S          human-readable message
+  --meta JSON          a JSON object forwarded as _meta
+  --done               end the stream instead (with --status and --message)
+  --status S           ok, error or cancelled (default ok; only with --done)
+
+Where:
+  --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
+                       default socket of the runtime dir)
+  --runtime-dir DIR    find the default socket in DIR
+  --timeout-ms N       how long to wait for the answer (default 5000)
+  -h, --help           show this help
+
+Examples:
+  mcp-progress publish --token render-1 --progress 40 --total 100 --message "frame 40"
+  mcp-progress publish --token-json 7 --progress 1
+  mcp-progress publish --token render-1 --done --status ok
+`;
+
+export async function publishCommand(argv: string[], io: Io): Promise<number> {
+  const { values } = parse('publish', argv, {
+    token: { type: 'string' },
+    'token-json': { type: 'string' },
+    progress: { type: 'string' },
+    total: { type: 'string' },
+    message: { type: 'string' },
+    meta: { type: 'string' },
+    done: { type: 'boolean' },
+    status: { type: 'string' },
+    socket: { type: 'string' },
+    'runtime-dir': { type: 'string' },
+    'timeout-ms': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) {
+    io.out(PUBLISH_HELP);
+    return 0;
+  }
+  const token = tokenFrom(values.token, values['token-json'], io.env[ENV_TOKEN]);
+  const seq = 1;
+  let type: 'progress' | 'done';
+  const data: Record<string, unknown> = { v: PROTOCOL_VERSION, progressToken: token };
+  if (values.done) {
+    type = 'done';
+    for (const flag of ['progress', 'total', 'meta'] as const) {
+      if (values[flag] !== undefined)
+        throw new UsageError(
+          `--${flag} does not go with --done: a done frame has status and message only`,
+        );
+    }
+    if (values.status !== undefined) {
+      const status = doneStatusSchema.safeParse(values.status);
+      if (!status.success)
+        throw new UsageError(
+          `--status: expected ok, error or cancelled, got ${JSON.stringify(values.status)}`,
+        );
+      data.status = status.data;
+    }
+  } else {
+    type = 'progress';
+    if (values.status !== undefined) throw new UsageError('--status goes with --done');
+    const progress = numberFlag('progress', values.progress);
+    const total = numberFlag('total', values.total);
+    if (progress !== undefined) data.progress = progress;
+    if (total !== undefined) data.total = total;
+    if (values.meta !== undefined) data._meta = jsonFlag('meta', values.meta);
+  }
+  if (values.message !== undefined) data.message = values.message;
+  data.seq = seq;
+  const socketPath = resolveSocketPath(
+    { socket: values.socket, runtimeDir: values['runtime-dir'] },
+    io.env,
+  );
+  const reply = await socketRequest({
+    socketPath,
+    type,
+    data,
+    isReply: (envelope) =>
+      (envelope.type === 'ack' || envelope.type === 'rejected') &&
+      typeof envelope.data === 'object' &&
+      envelope.data !== null &&
+      ((envelope.data as { seq?: unknown }).seq === seq || envelope.type === 'rejected'),
+    timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? 5000,
+  });
+  if (reply.type === 'ack') return 0;
+  const rejection = reply.data as { code?: string; message?: string };
+  io.err(`mcp-progress publish: rejected (${rejection.code}): ${rejection.message}\n`);
+  return 1;
+}
+
+function tokenFrom(
+  text: string | undefined,
+  json: string | undefined,
+  fromEnv: string | undefined,
+): ProgressToken {
+  if (text !== undefined && json !== undefined)
+    throw new UsageError('give --token or --token-json, not both');
+  if (text !== undefined) return text;
+  if (json !== undefined) {
+    const value = jsonFlag('token-json', json);
+    if (typeof value !== 'string' && typeof value !== 'number') {
+      throw new UsageError(`--token-json: a token is a JSON string or integer, got ${json}`);
+    }
+    return value;
+  }
+  if (fromEnv) return fromEnv;
+  throw new UsageError(`no token: pass --token T (or --token-json JSON), or set ${ENV_TOKEN}`);
+}
+
+function jsonFlag(name: string, text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError(`--${name}: expected JSON, got ${JSON.stringify(text)}`);
+  }
+}

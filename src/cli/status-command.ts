@@ -1,0 +1,72 @@
+import { socketRequest } from '../client/socket-request.js';
+import type { DaemonStatus } from '../daemon.js';
+import { resolveSocketPath } from '../locate.js';
+import { integerFlag, parse } from './args.js';
+import type { Io } from './io.js';
+
+export const STATUS_HELP = `Usage: mcp-progress status [--json] [--socket PATH | --runtime-dir DIR]
+
+Shows the running daemon: pid, version, uptime, socket, gateway URL, worker
+connections, sessions, streams, subscriptions and counters. Exit 0 when a
+daemon answers, 1 when none does.
+
+  --json               print the figures as one JSON object
+  --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the default)
+  --runtime-dir DIR    find the default socket in DIR
+  --timeout-ms N       how long to wait for the answer (default 5000)
+  -h, --help           show this help
+`;
+
+export async function statusCommand(argv: string[], io: Io): Promise<number> {
+  const { values } = parse('status', argv, {
+    json: { type: 'boolean' },
+    socket: { type: 'string' },
+    'runtime-dir': { type: 'string' },
+    'timeout-ms': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) {
+    io.out(STATUS_HELP);
+    return 0;
+  }
+  const socketPath = resolveSocketPath(
+    { socket: values.socket, runtimeDir: values['runtime-dir'] },
+    io.env,
+  );
+  const reply = await socketRequest({
+    socketPath,
+    type: 'status',
+    data: {},
+    isReply: (envelope) => envelope.type === 'status',
+    timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? 5000,
+  });
+  const status = reply.data as DaemonStatus;
+  io.out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
+  return 0;
+}
+
+export function formatStatus(status: DaemonStatus): string {
+  const rejected = Object.entries(status.counters.framesRejected);
+  const rejectedTotal = rejected.reduce((sum, [, n]) => sum + (n ?? 0), 0);
+  const detail =
+    rejected.length > 0 ? ` (${rejected.map(([code, n]) => `${code} ${n}`).join(', ')})` : '';
+  return [
+    `mcp-progress daemon ${status.version}, pid ${status.pid}, up ${duration(status.uptimeMs)}`,
+    `socket         ${status.socket}`,
+    `gateway        ${status.url}`,
+    `workers        ${status.connections} connected`,
+    `sessions       ${status.sessions}`,
+    `streams        ${status.streams.active} active, ${status.streams.done} done, ${status.streams.waiting} waiting`,
+    `subscriptions  ${status.subscriptions}`,
+    `frames         ${status.counters.framesAccepted} accepted, ${rejectedTotal} rejected${detail}`,
+    `notifications  ${status.counters.notificationsSent} sent, ${status.counters.coalesced} coalesced`,
+    '',
+  ].join('\n');
+}
+
+function duration(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+}

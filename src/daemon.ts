@@ -1,0 +1,316 @@
+/**
+ * Wires the data path, one way: ingress -> protocol -> router -> gate ->
+ * egress. Start and stop; no globals, so several daemons can share a process.
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { type DaemonOptions, type DaemonOptionsInput, resolveDaemonOptions } from './config.js';
+import { GatewayEndpoint } from './egress/endpoint.js';
+import type { GatewayBackend } from './egress/rpc.js';
+import { IngressServer, type WorkerConnection } from './ingress/ipc-server.js';
+import {
+  claimSocketPath,
+  prepareRuntimeDir,
+  removeQuietly,
+  writeDaemonInfo,
+} from './ingress/runtime-dir.js';
+import { type DaemonInfo, daemonInfoPath } from './locate.js';
+import { createLogger, type Logger } from './log.js';
+import {
+  BridgeError,
+  checkDoneFrame,
+  checkProgressFrame,
+  type FrameRejection,
+  PROTOCOL_VERSION,
+  type ProgressToken,
+  type RejectCode,
+} from './protocol/index.js';
+import { Router } from './router/router.js';
+import { VERSION } from './version.js';
+
+/** Figures for `status`, /metrics and the tests. */
+export interface DaemonStatus {
+  pid: number;
+  version: string;
+  uptimeMs: number;
+  socket: string;
+  url: string;
+  connections: number;
+  sessions: number;
+  streams: { waiting: number; active: number; done: number };
+  subscriptions: number;
+  counters: {
+    framesAccepted: number;
+    framesRejected: Partial<Record<RejectCode, number>>;
+    notificationsSent: number;
+    coalesced: number;
+    connectionsRefused: number;
+    slowSessionsClosed: number;
+  };
+}
+
+export class Daemon {
+  readonly options: DaemonOptions;
+  readonly #log: Logger;
+  readonly #router: Router;
+  readonly #ingress: IngressServer;
+  readonly #endpoint: GatewayEndpoint;
+  readonly #secret: string;
+  /** A monotonic clock in epoch milliseconds: wall time at start plus elapsed time. */
+  readonly #epoch = Date.now() - performance.now();
+  readonly #startedAt: number;
+  #info: DaemonInfo | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Number.POSITIVE_INFINITY;
+  #framesAccepted = 0;
+  readonly #framesRejected: Partial<Record<RejectCode, number>> = {};
+  #stopping: Promise<void> | undefined;
+
+  private constructor(options: DaemonOptions, log: Logger) {
+    this.options = options;
+    this.#log = log;
+    this.#startedAt = this.now();
+    this.#secret = options.secret ?? randomBytes(32).toString('base64url');
+    this.#router = new Router(options.router, (session, notification) =>
+      this.#endpoint.deliver(session, notification),
+    );
+    this.#ingress = new IngressServer(
+      {
+        socketPath: options.socketPath,
+        maxConnections: options.maxConnections,
+        maxFrameBytes: options.maxFrameBytes,
+        frameTimeoutMs: options.frameTimeoutMs,
+        maxPendingReplyBytes: options.maxPendingReplyBytes,
+      },
+      {
+        frame: (connection, type, data) => this.#frame(connection, type, data),
+        batchEnd: () => this.#schedule(),
+        closed: (connection) => {
+          this.#router.removeConnection(connection.id, this.now());
+          this.#schedule();
+        },
+      },
+      log,
+    );
+    this.#endpoint = new GatewayEndpoint(
+      {
+        host: options.host,
+        port: options.port,
+        secret: this.#secret,
+        allowOrigins: options.allowOrigins,
+        maxSessions: options.maxSessions,
+        maxSessionBufferBytes: options.maxSessionBufferBytes,
+      },
+      this.backend,
+      (session) => this.#router.removeSubscriber(session),
+      log,
+    );
+    this.#endpoint.route('GET', '/healthz', (_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ ok: true, version: VERSION, pid: process.pid }));
+    });
+  }
+
+  /** Validates options, claims the socket, listens, and writes daemon.json when ready. */
+  static async start(input: DaemonOptionsInput = {}, logger?: Logger): Promise<Daemon> {
+    const options = resolveDaemonOptions(input);
+    const log = logger ?? createLogger(options.logLevel);
+    prepareRuntimeDir(options.runtimeDir);
+    await claimSocketPath(options.socketPath);
+    const daemon = new Daemon(options, log);
+    const url = await daemon.#endpoint.listen().catch((error: NodeJS.ErrnoException) => {
+      throw listenError(options, error);
+    });
+    try {
+      await daemon.#ingress.start();
+    } catch (error) {
+      await daemon.#endpoint.stop(0);
+      throw error;
+    }
+    daemon.#info = {
+      pid: process.pid,
+      version: VERSION,
+      socket: options.socketPath,
+      url,
+      secret: daemon.#secret,
+    };
+    await writeDaemonInfo(daemonInfoPath(options.runtimeDir), daemon.#info);
+    log.info(`ready: pid ${process.pid}, socket ${options.socketPath}, gateway ${url}`);
+    return daemon;
+  }
+
+  get info(): DaemonInfo {
+    if (this.#info === undefined) throw new Error('the daemon has not started');
+    return this.#info;
+  }
+
+  now(): number {
+    return this.#epoch + performance.now();
+  }
+
+  /** The gateway methods, also used in-process by the MCP server. */
+  readonly backend: GatewayBackend = {
+    subscribe: (session, params) => {
+      const outcome = this.#router.subscribe(session, params, this.now());
+      this.#schedule();
+      return outcome;
+    },
+    unsubscribe: (session, token) => {
+      this.#router.unsubscribe(session, token);
+    },
+    list: () => ({ streams: this.#router.list() }),
+    cancel: (token, reason) => this.#cancel(token, reason),
+    status: () => this.status(),
+  };
+
+  status(): DaemonStatus {
+    const stats = this.#router.stats();
+    return {
+      pid: process.pid,
+      version: VERSION,
+      uptimeMs: Math.round(this.now() - this.#startedAt),
+      socket: this.options.socketPath,
+      url: this.#info?.url ?? '',
+      connections: this.#ingress.connectionCount,
+      sessions: this.#endpoint.sessionCount,
+      streams: stats.streams,
+      subscriptions: stats.subscriptions,
+      counters: {
+        framesAccepted: this.#framesAccepted,
+        framesRejected: { ...this.#framesRejected },
+        notificationsSent: this.#endpoint.notificationsSent,
+        coalesced: stats.coalesced,
+        connectionsRefused: this.#ingress.refusedConnections,
+        slowSessionsClosed: this.#endpoint.slowConsumersClosed,
+      },
+    };
+  }
+
+  /**
+   * Graceful stop: no new connections, workers' queued replies drain, held
+   * values are flushed to sessions, sessions close, files are removed.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
+    this.#log.info('stopping');
+    clearTimeout(this.#timer);
+    await this.#ingress.stop(this.options.shutdownGraceMs);
+    this.#router.flushAll(this.now());
+    await this.#endpoint.stop(this.options.shutdownGraceMs);
+    await removeQuietly(this.options.socketPath);
+    await removeQuietly(daemonInfoPath(this.options.runtimeDir));
+    this.#log.info('stopped');
+  }
+
+  #frame(connection: WorkerConnection, type: string, data: unknown): void {
+    switch (type) {
+      case 'progress': {
+        const check = checkProgressFrame(data);
+        if (!check.ok) this.#reject(connection, check.rejection);
+        else
+          this.#answer(
+            connection,
+            this.#router.publish(connection.id, check.frame, this.now()),
+            check.frame,
+          );
+        return;
+      }
+      case 'done': {
+        const check = checkDoneFrame(data);
+        if (!check.ok) this.#reject(connection, check.rejection);
+        else
+          this.#answer(
+            connection,
+            this.#router.finish(connection.id, check.frame, this.now()),
+            check.frame,
+          );
+        return;
+      }
+      case 'ping':
+        connection.send('pong', { pid: process.pid, version: VERSION, protocol: PROTOCOL_VERSION });
+        return;
+      case 'status':
+        connection.send('status', this.status());
+        return;
+      default:
+        this.#reject(connection, {
+          code: 'unknown_event',
+          message: `unknown event type ${JSON.stringify(type).slice(0, 80)}: workers send progress, done, ping or status`,
+        });
+    }
+  }
+
+  /** Acks an accepted frame that asked for it, or rejects it with the router's reason. */
+  #answer(
+    connection: WorkerConnection,
+    outcome: { ok: true } | { ok: false; code: RejectCode; message: string },
+    frame: { progressToken: ProgressToken; seq?: number | undefined },
+  ): void {
+    const { progressToken, seq } = frame;
+    if (outcome.ok) {
+      this.#framesAccepted++;
+      if (seq !== undefined) connection.send('ack', { seq });
+      return;
+    }
+    const rejection: FrameRejection = {
+      code: outcome.code,
+      message: outcome.message,
+      progressToken,
+    };
+    if (seq !== undefined) rejection.seq = seq;
+    this.#reject(connection, rejection);
+  }
+
+  #reject(connection: WorkerConnection, rejection: FrameRejection): void {
+    this.#framesRejected[rejection.code] = (this.#framesRejected[rejection.code] ?? 0) + 1;
+    connection.send('rejected', rejection);
+  }
+
+  #cancel(token: ProgressToken, reason: string | undefined): number {
+    const data = reason === undefined ? { progressToken: token } : { progressToken: token, reason };
+    let told = 0;
+    for (const id of this.#router.cancelTargets(token)) {
+      if (this.#ingress.send(id, 'cancel', data)) told++;
+    }
+    return told;
+  }
+
+  /** Arms the one timer for the router's next deadline (coalescing flush, abandonment, eviction). */
+  #schedule(): void {
+    const deadline = this.#router.nextDeadline();
+    if (deadline >= this.#timerAt || this.#stopping !== undefined) return;
+    clearTimeout(this.#timer);
+    this.#timerAt = deadline;
+    if (deadline === Number.POSITIVE_INFINITY) return;
+    this.#timer = setTimeout(() => this.#tick(), Math.max(0, Math.ceil(deadline - this.now())));
+    this.#timer.unref();
+  }
+
+  #tick(): void {
+    this.#timer = undefined;
+    this.#timerAt = Number.POSITIVE_INFINITY;
+    this.#router.tick(this.now());
+    this.#schedule();
+  }
+}
+
+function listenError(options: DaemonOptions, error: NodeJS.ErrnoException): Error {
+  if (error.code === 'EADDRINUSE') {
+    return new BridgeError(
+      'port_in_use',
+      `port ${options.port} on ${options.host} is in use (another user's daemon?): choose another with --port, or --port 0 for any free port`,
+      { cause: error },
+    );
+  }
+  return new BridgeError(
+    'listen_failed',
+    `cannot listen on ${options.host}:${options.port}: ${error.message}`,
+    {
+      cause: error,
+    },
+  );
+}

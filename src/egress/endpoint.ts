@@ -1,0 +1,332 @@
+/**
+ * The daemon's network face on loopback: an HTTP server whose /ws path
+ * upgrades to the WebSocket gateway. The only module that imports ws.
+ * Every request must carry the secret; browser Origins must be allowed.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { type WebSocket, WebSocketServer } from 'ws';
+import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
+import type { Notification } from '../router/notifications.js';
+import { type GatewayBackend, handleRpcText, rpcError, type SessionId } from './rpc.js';
+
+export const WS_PATH = '/ws';
+
+/** Close codes the gateway uses; docs/PROTOCOL.md lists them. */
+export const CLOSE_CODES = {
+  /** The daemon is stopping. */
+  goingAway: 1001,
+  /** The session did not read its notifications and its buffer passed the cap. */
+  slowConsumer: 4008,
+} as const;
+
+export interface EndpointOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly secret: string;
+  readonly allowOrigins: readonly string[];
+  readonly maxSessions: number;
+  readonly maxSessionBufferBytes: number;
+}
+
+export interface EndpointLog {
+  info(message: string): void;
+  warn(message: string): void;
+  debug(message: string): void;
+}
+
+export type HttpHandler = (request: IncomingMessage, response: ServerResponse) => void;
+
+interface Session {
+  readonly id: SessionId;
+  readonly ws: WebSocket;
+  readonly socket: Socket;
+  corked: boolean;
+}
+
+export class GatewayEndpoint {
+  readonly #options: EndpointOptions;
+  readonly #backend: GatewayBackend;
+  readonly #onClose: (session: SessionId) => void;
+  readonly #log: EndpointLog;
+  readonly #wss: WebSocketServer;
+  readonly #http: Server;
+  readonly #sessions = new Map<SessionId, Session>();
+  readonly #routes = new Map<string, HttpHandler>();
+  readonly #secretDigest: Buffer;
+  #nextId = 1;
+  /** Sessions corked in this turn of the event loop; uncorked together on the next tick. */
+  #corked: Session[] = [];
+  #uncorkScheduled = false;
+  #lastNotification: Notification | undefined;
+  #lastPayload: Buffer = Buffer.alloc(0);
+  notificationsSent = 0;
+  slowConsumersClosed = 0;
+
+  constructor(
+    options: EndpointOptions,
+    backend: GatewayBackend,
+    onClose: (session: SessionId) => void,
+    log: EndpointLog,
+  ) {
+    this.#options = options;
+    this.#backend = backend;
+    this.#onClose = onClose;
+    this.#log = log;
+    this.#secretDigest = digest(options.secret);
+    this.#wss = new WebSocketServer({
+      noServer: true,
+      clientTracking: false,
+      maxPayload: MAX_WS_MESSAGE_BYTES,
+      perMessageDeflate: false,
+      handleProtocols: (protocols) => (protocols.has(WS_SUBPROTOCOL) ? WS_SUBPROTOCOL : false),
+    });
+    this.#http = createServer((request, response) => this.#request(request, response));
+    this.#http.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#upgrade(request, socket as Socket, head),
+    );
+    this.#http.on('clientError', (_error, socket) => socket.destroy());
+    this.route('GET', '/', (_request, response) =>
+      sendText(
+        response,
+        200,
+        `mcp-progress daemon: connect a WebSocket to ${WS_PATH} with subprotocol ${WS_SUBPROTOCOL}\n`,
+      ),
+    );
+  }
+
+  get sessionCount(): number {
+    return this.#sessions.size;
+  }
+
+  /** Adds an HTTP route; `authorized` routes require the secret like the WebSocket does. */
+  route(method: string, path: string, handler: HttpHandler, authorized = false): void {
+    this.#routes.set(
+      `${method} ${path}`,
+      authorized
+        ? (request, response) => {
+            const refusal = this.#refusal(request);
+            if (refusal) sendText(response, refusal.status, `${refusal.message}\n`);
+            else handler(request, response);
+          }
+        : handler,
+    );
+  }
+
+  /** Checks the secret (constant time) and the Origin of a request. */
+  authorize(request: IncomingMessage): { status: number; message: string } | undefined {
+    return this.#refusal(request);
+  }
+
+  listen(): Promise<string> {
+    return new Promise((resolve, reject) => {
+      this.#http.once('error', reject);
+      this.#http.listen(this.#options.port, this.#options.host, () => {
+        this.#http.off('error', reject);
+        const address = this.#http.address() as AddressInfo;
+        const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+        resolve(`ws://${host}:${address.port}${WS_PATH}`);
+      });
+    });
+  }
+
+  /** Sends a notification to a session; each notification is serialised once for all its sessions. */
+  deliver(id: SessionId, notification: Notification): void {
+    const session = this.#sessions.get(id);
+    if (session === undefined) return;
+    if (notification !== this.#lastNotification) {
+      this.#lastNotification = notification;
+      this.#lastPayload = Buffer.from(JSON.stringify(notification));
+    }
+    if (!session.corked) {
+      session.corked = true;
+      session.socket.cork();
+      this.#corked.push(session);
+      if (!this.#uncorkScheduled) {
+        this.#uncorkScheduled = true;
+        process.nextTick(() => this.#uncorkAll());
+      }
+    }
+    session.ws.send(this.#lastPayload, { binary: false });
+    this.notificationsSent++;
+    if (session.socket.writableLength > this.#options.maxSessionBufferBytes)
+      this.#closeSlow(session);
+  }
+
+  /** Closes every session (1001) after what it was sent, then the server. */
+  async stop(graceMs: number): Promise<void> {
+    this.#uncorkAll();
+    const closing = [...this.#sessions.values()].map(
+      (session) =>
+        new Promise<void>((resolve) => {
+          session.ws.once('close', () => resolve());
+          session.ws.close(CLOSE_CODES.goingAway, 'daemon stopping');
+          setTimeout(() => {
+            session.ws.terminate();
+            resolve();
+          }, graceMs).unref();
+        }),
+    );
+    await Promise.all(closing);
+    await new Promise<void>((resolve) => this.#http.close(() => resolve()));
+    this.#http.closeAllConnections();
+  }
+
+  #uncorkAll(): void {
+    this.#uncorkScheduled = false;
+    const corked = this.#corked;
+    this.#corked = [];
+    for (const session of corked) {
+      session.corked = false;
+      session.socket.uncork();
+    }
+  }
+
+  #closeSlow(session: Session): void {
+    this.slowConsumersClosed++;
+    this.#log.warn(
+      `session ${session.id} closed: ${session.socket.writableLength} bytes unread, more than --max-session-buffer-bytes`,
+    );
+    this.#drop(session);
+    session.ws.close(CLOSE_CODES.slowConsumer, 'slow consumer: notifications were not read');
+    setTimeout(() => session.ws.terminate(), 1000).unref();
+  }
+
+  #drop(session: Session): void {
+    if (this.#sessions.delete(session.id)) this.#onClose(session.id);
+  }
+
+  #request(request: IncomingMessage, response: ServerResponse): void {
+    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+    const handler = this.#routes.get(`${request.method} ${path}`);
+    if (handler !== undefined) {
+      handler(request, response);
+      return;
+    }
+    if (path === WS_PATH) {
+      sendText(
+        response,
+        426,
+        `${WS_PATH} is a WebSocket endpoint: connect with subprotocol ${WS_SUBPROTOCOL}\n`,
+      );
+      return;
+    }
+    sendText(
+      response,
+      404,
+      `no ${request.method} ${path} here: the WebSocket gateway is at ${WS_PATH}\n`,
+    );
+  }
+
+  #refusal(request: IncomingMessage): { status: number; message: string } | undefined {
+    const origin = request.headers.origin;
+    if (origin !== undefined && !this.#options.allowOrigins.includes(origin)) {
+      return {
+        status: 403,
+        message: `Origin ${origin} is not allowed: start the daemon with --allow-origin ${origin} to let that page connect`,
+      };
+    }
+    const presented = presentedSecret(request);
+    if (presented === undefined) {
+      return {
+        status: 401,
+        message:
+          'the secret is missing: send "Authorization: Bearer <secret>" (or ?access_token=<secret>); it is in daemon.json',
+      };
+    }
+    if (!timingSafeEqual(digest(presented), this.#secretDigest)) {
+      return {
+        status: 401,
+        message:
+          'the secret is wrong: read the current one from daemon.json (it changes at every start)',
+      };
+    }
+    return undefined;
+  }
+
+  #upgrade(request: IncomingMessage, socket: Socket, head: Buffer): void {
+    socket.on('error', () => socket.destroy());
+    const refusal = this.#upgradeRefusal(request);
+    if (refusal) refuseUpgrade(socket, refusal.status, refusal.message);
+    else this.#wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket));
+  }
+
+  #upgradeRefusal(request: IncomingMessage): { status: number; message: string } | undefined {
+    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+    if (path !== WS_PATH)
+      return { status: 404, message: `no WebSocket endpoint at ${path}: use ${WS_PATH}` };
+    const refusal = this.#refusal(request);
+    if (refusal) return refusal;
+    const offered = (request.headers['sec-websocket-protocol'] ?? '')
+      .split(',')
+      .map((p) => p.trim());
+    if (!offered.includes(WS_SUBPROTOCOL)) {
+      return {
+        status: 400,
+        message: `offer the WebSocket subprotocol ${WS_SUBPROTOCOL} (Sec-WebSocket-Protocol)`,
+      };
+    }
+    if (this.#sessions.size >= this.#options.maxSessions) {
+      return {
+        status: 503,
+        message: `the daemon serves at most ${this.#options.maxSessions} sessions (--max-sessions)`,
+      };
+    }
+    return undefined;
+  }
+
+  #open(ws: WebSocket, socket: Socket): void {
+    const session: Session = { id: this.#nextId++, ws, socket, corked: false };
+    this.#sessions.set(session.id, session);
+    this.#log.debug(`session ${session.id} opened`);
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      if (!this.#sessions.has(session.id)) return;
+      const answer = isBinary
+        ? rpcError(null, 'invalid_request', 'send JSON-RPC as WebSocket text messages, not binary')
+        : handleRpcText(session.id, data.toString('utf8'), this.#backend);
+      if (answer !== undefined && ws.readyState === ws.OPEN) ws.send(answer);
+    });
+    ws.on('error', (error) => this.#log.debug(`session ${session.id} error: ${error.message}`));
+    ws.on('close', () => {
+      this.#drop(session);
+      this.#log.debug(`session ${session.id} closed`);
+    });
+  }
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+function presentedSecret(request: IncomingMessage): string | undefined {
+  const header = request.headers.authorization;
+  if (header?.startsWith('Bearer ')) return header.slice('Bearer '.length).trim();
+  const query = new URL(request.url ?? '/', 'http://localhost').searchParams.get('access_token');
+  return query ?? undefined;
+}
+
+function sendText(response: ServerResponse, status: number, text: string): void {
+  response.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'cache-control': 'no-store',
+  });
+  response.end(text);
+}
+
+function refuseUpgrade(socket: Socket, status: number, message: string): void {
+  const body = `${message}\n`;
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  503: 'Service Unavailable',
+};

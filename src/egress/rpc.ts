@@ -1,0 +1,189 @@
+/**
+ * The gateway protocol (JSON-RPC 2.0, subprotocol mcp-progress.v1), apart
+ * from any transport: text in, reply text out. One session's bad message
+ * gets an error and never affects another session.
+ */
+import type * as z from 'zod';
+import {
+  cancelParamsSchema,
+  type ListResult,
+  listParamsSchema,
+  type ProgressToken,
+  RPC_ERRORS,
+  type RpcErrorCode,
+  type SubscribeParams,
+  subscribeParamsSchema,
+  unsubscribeParamsSchema,
+} from '../protocol/index.js';
+import { describe, isPlainObject } from '../protocol/validate.js';
+import type { Outcome, SubscribeRefusal } from '../router/router.js';
+
+export type SessionId = number;
+
+/** What the daemon offers a gateway session. */
+export interface GatewayBackend {
+  subscribe(session: SessionId, params: SubscribeParams): Outcome<SubscribeRefusal>;
+  unsubscribe(session: SessionId, token: ProgressToken): void;
+  list(): ListResult;
+  /** Sends `cancel` to the workers of the stream; returns how many were told. */
+  cancel(token: ProgressToken, reason: string | undefined): number;
+  status(): object;
+}
+
+type RpcId = string | number | null;
+
+interface Method<S extends z.ZodType> {
+  readonly params: S;
+  readonly usage: string;
+  run(
+    backend: GatewayBackend,
+    session: SessionId,
+    params: z.infer<S>,
+  ): { result: object } | { error: RpcErrorCode; message: string };
+}
+
+function method<S extends z.ZodType>(definition: Method<S>): Method<S> {
+  return definition;
+}
+
+const METHODS: Record<string, Method<z.ZodType>> = {
+  'progress/subscribe': method({
+    params: subscribeParamsSchema,
+    usage:
+      '{"progressToken": string | integer, "as"?: string | integer, "minIntervalMs"?: integer 0..60000}',
+    run(backend, session, params) {
+      const outcome = backend.subscribe(session, params);
+      return outcome.ok ? { result: {} } : { error: outcome.code, message: outcome.message };
+    },
+  }),
+  'progress/unsubscribe': method({
+    params: unsubscribeParamsSchema,
+    usage: '{"progressToken": string | integer}',
+    run(backend, session, params) {
+      backend.unsubscribe(session, params.progressToken);
+      return { result: {} };
+    },
+  }),
+  'progress/list': method({
+    params: listParamsSchema,
+    usage: '{} or no params',
+    run: (backend) => ({ result: backend.list() }),
+  }),
+  'progress/cancel': method({
+    params: cancelParamsSchema,
+    usage: '{"progressToken": string | integer, "reason"?: string}',
+    run: (backend, _session, params) => ({
+      result: { workers: backend.cancel(params.progressToken, params.reason) },
+    }),
+  }),
+  'progress/status': method({
+    params: listParamsSchema,
+    usage: '{} or no params',
+    run: (backend) => ({ result: backend.status() }),
+  }),
+} as Record<string, Method<z.ZodType>>;
+
+export const RPC_METHODS = Object.keys(METHODS);
+
+function reply(id: RpcId, result: object): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, result });
+}
+
+export function rpcError(id: RpcId, name: RpcErrorCode, message: string): string {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    error: { code: RPC_ERRORS[name].code, message, data: { code: name } },
+  });
+}
+
+/** Handles one text message; returns the reply, or undefined for a notification. */
+export function handleRpcText(
+  session: SessionId,
+  text: string,
+  backend: GatewayBackend,
+): string | undefined {
+  let message: unknown;
+  try {
+    message = JSON.parse(text);
+  } catch {
+    return rpcError(
+      null,
+      'parse_error',
+      'the message is not valid JSON: send one JSON-RPC 2.0 request per WebSocket text message',
+    );
+  }
+  if (Array.isArray(message)) {
+    return rpcError(
+      null,
+      'invalid_request',
+      'JSON-RPC batches are not supported: send one request per message',
+    );
+  }
+  if (!isPlainObject(message)) {
+    return rpcError(
+      null,
+      'invalid_request',
+      `a request must be a JSON object, got ${describe(message)}`,
+    );
+  }
+  const hasId = Object.hasOwn(message, 'id');
+  const id = message.id;
+  if (hasId && !(typeof id === 'string' || typeof id === 'number' || id === null)) {
+    return rpcError(
+      null,
+      'invalid_request',
+      `id must be a string, a number or null, got ${describe(id)}`,
+    );
+  }
+  const rpcId = (hasId ? id : null) as RpcId;
+  if (message.jsonrpc !== '2.0') {
+    return rpcError(
+      rpcId,
+      'invalid_request',
+      `jsonrpc must be "2.0", got ${describe(message.jsonrpc)}`,
+    );
+  }
+  if (typeof message.method !== 'string') {
+    return rpcError(
+      rpcId,
+      'invalid_request',
+      `method must be a string, got ${describe(message.method)}`,
+    );
+  }
+  const definition = Object.hasOwn(METHODS, message.method) ? METHODS[message.method] : undefined;
+  if (definition === undefined) {
+    if (!hasId) return undefined;
+    return rpcError(
+      rpcId,
+      'method_not_found',
+      `unknown method ${JSON.stringify(message.method)}: mcp-progress.v1 has ${RPC_METHODS.join(', ')}`,
+    );
+  }
+  const parsed = definition.params.safeParse(message.params);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? `params.${issue.path.join('.')}` : 'params';
+    const got =
+      issue && issue.path.length > 0 ? valueAt(message.params, issue.path) : message.params;
+    return rpcError(
+      rpcId,
+      'invalid_params',
+      `${message.method}: ${where}: ${issue?.message ?? 'invalid'} (got ${describe(got)}); expected params ${definition.usage}`,
+    );
+  }
+  const outcome = definition.run(backend, session, parsed.data);
+  if (!hasId) return undefined;
+  return 'result' in outcome
+    ? reply(rpcId, outcome.result)
+    : rpcError(rpcId, outcome.error, outcome.message);
+}
+
+function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
+  let current = value;
+  for (const key of path) {
+    if (!isPlainObject(current)) return undefined;
+    current = current[String(key)];
+  }
+  return current;
+}

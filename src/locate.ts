@@ -1,0 +1,101 @@
+/**
+ * Where the daemon lives: runtime directory, socket and daemon.json. Shared
+ * by the daemon and every client, so both ends apply the same rules.
+ */
+import { readFile } from 'node:fs/promises';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { BridgeError } from './protocol/errors.js';
+
+export const ENV_RUNTIME_DIR = 'MCP_PROGRESS_RUNTIME_DIR';
+export const ENV_SOCKET = 'MCP_PROGRESS_SOCKET';
+export const ENV_TOKEN = 'MCP_PROGRESS_TOKEN';
+
+export const SOCKET_NAME = 'bridge.sock';
+export const DAEMON_INFO_NAME = 'daemon.json';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** --runtime-dir, else $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else <tmpdir>/mcp-progress-<uid>. */
+export function resolveRuntimeDir(explicit?: string, env: Env = process.env): string {
+  if (explicit) return explicit;
+  const fromEnv = env[ENV_RUNTIME_DIR];
+  if (fromEnv) return fromEnv;
+  const xdg = env.XDG_RUNTIME_DIR;
+  if (xdg) return join(xdg, 'mcp-progress');
+  return join(tmpdir(), `mcp-progress-${userKey()}`);
+}
+
+/** <runtime-dir>/bridge.sock, or on Windows the named pipe \\.\pipe\mcp-progress-<user>. */
+export function defaultSocketPath(
+  runtimeDir: string,
+  platform: NodeJS.Platform = process.platform,
+): string {
+  if (platform === 'win32') return `\\\\.\\pipe\\mcp-progress-${safeUserName()}`;
+  return join(runtimeDir, SOCKET_NAME);
+}
+
+export function daemonInfoPath(runtimeDir: string): string {
+  return join(runtimeDir, DAEMON_INFO_NAME);
+}
+
+/** What a running daemon publishes about itself in daemon.json (mode 0600). */
+export interface DaemonInfo {
+  pid: number;
+  version: string;
+  socket: string;
+  /** The WebSocket gateway URL. */
+  url: string;
+  secret: string;
+}
+
+export async function readDaemonInfo(runtimeDir: string): Promise<DaemonInfo> {
+  const path = daemonInfoPath(runtimeDir);
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new BridgeError(
+      'daemon_not_running',
+      `no ${DAEMON_INFO_NAME} in ${runtimeDir}: start the daemon with "mcp-progress daemon" (or pass the runtime dir it uses)`,
+      { cause: error },
+    );
+  }
+  const info = JSON.parse(text) as Partial<DaemonInfo>;
+  if (
+    typeof info.pid !== 'number' ||
+    typeof info.socket !== 'string' ||
+    typeof info.url !== 'string' ||
+    typeof info.secret !== 'string' ||
+    typeof info.version !== 'string'
+  ) {
+    throw new BridgeError(
+      'bad_daemon_info',
+      `${path} is not a daemon.json written by mcp-progress`,
+    );
+  }
+  return info as DaemonInfo;
+}
+
+/** The socket a worker or CLI should use: explicit, else $MCP_PROGRESS_SOCKET, else the default. */
+export function resolveSocketPath(
+  options: { socket?: string | undefined; runtimeDir?: string | undefined },
+  env: Env = process.env,
+): string {
+  if (options.socket) return options.socket;
+  const fromEnv = env[ENV_SOCKET];
+  if (fromEnv && !options.runtimeDir) return fromEnv;
+  return defaultSocketPath(resolveRuntimeDir(options.runtimeDir, env));
+}
+
+function userKey(): string {
+  return typeof process.getuid === 'function' ? String(process.getuid()) : safeUserName();
+}
+
+function safeUserName(): string {
+  try {
+    return userInfo().username.replace(/[^a-zA-Z0-9_.-]/g, '_');
+  } catch {
+    return 'user';
+  }
+}
