@@ -17,7 +17,8 @@ Token (one of):
                        (default: $MCP_PROGRESS_TOKEN, as a string)
 
 Fields:
-  --progress N         progress value; must exceed the last one (omitted: last + 1)
+  --progress N         progress value; must exceed the last one (omitted: last + 1);
+                       write a negative value as --progress=-5
   --total N            total, if known
   --message S          human-readable message
   --meta JSON          a JSON object forwarded as _meta

@@ -1,0 +1,472 @@
+/** The real binary, run as a user would: exit codes, messages, files and modes. */
+import { spawn } from 'node:child_process';
+import { statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import {
+  cleanupAll,
+  type RunningDaemon,
+  runCli,
+  startDaemon,
+  tempDir,
+  waitForExit,
+} from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
+
+afterAll(() => cleanupAll());
+
+describe('help and version', () => {
+  it('prints the version', async () => {
+    const { version } = (await import('../../package.json', { with: { type: 'json' } })).default;
+    for (const flag of ['--version', '-v']) {
+      const result = await runCli([flag]);
+      expect(result).toMatchObject({ code: 0, stdout: `${version}\n` });
+    }
+  });
+
+  it('lists the commands, and each command has help', async () => {
+    const top = await runCli(['--help']);
+    expect(top.code).toBe(0);
+    for (const command of ['daemon', 'publish', 'status', 'schema']) {
+      expect(top.stdout).toContain(`  ${command}`);
+      const help = await runCli([command, '--help']);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toMatch(new RegExp(`^Usage: mcp-progress ${command}`));
+    }
+  });
+
+  it('an unknown command or flag exits 2 with a hint', async () => {
+    const unknown = await runCli(['frobnicate']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('unknown command "frobnicate"');
+    const flag = await runCli(['status', '--bogus']);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain('--bogus');
+    expect(flag.stderr).toContain('mcp-progress status --help');
+  });
+});
+
+describe('publish and status', () => {
+  let daemon: RunningDaemon;
+  beforeAll(async () => {
+    daemon = await startDaemon();
+  });
+  afterAll(() => daemon.stop());
+
+  const socketArgs = () => ['--socket', daemon.info.socket];
+
+  it('exits 0 when the frame is accepted and 1 with the daemon message when it is rejected', async () => {
+    const ok = await runCli([
+      'publish',
+      ...socketArgs(),
+      '--token',
+      'cli-1',
+      '--progress',
+      '5',
+      '--total',
+      '10',
+    ]);
+    expect(ok).toMatchObject({ code: 0, stderr: '' });
+    const again = await runCli(['publish', ...socketArgs(), '--token', 'cli-1', '--progress', '5']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(
+      'rejected (non_monotonic): progress 5 is not greater than the last accepted progress 5',
+    );
+    const done = await runCli([
+      'publish',
+      ...socketArgs(),
+      '--token',
+      'cli-1',
+      '--done',
+      '--status',
+      'error',
+      '--message',
+      'x',
+    ]);
+    expect(done.code).toBe(0);
+    const closed = await runCli(['publish', ...socketArgs(), '--token', 'cli-1']);
+    expect(closed.code).toBe(1);
+    expect(closed.stderr).toContain('rejected (stream_closed)');
+  });
+
+  it('--token sends a string and --token-json sends any JSON token', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: '7', minIntervalMs: 0 });
+    await gateway.request('progress/subscribe', { progressToken: 7, minIntervalMs: 0 });
+    expect(
+      (await runCli(['publish', ...socketArgs(), '--token', '7', '--progress', '1'])).code,
+    ).toBe(0);
+    expect(
+      (
+        await runCli([
+          'publish',
+          ...socketArgs(),
+          '--token-json',
+          '7',
+          '--progress',
+          '2',
+          '--meta',
+          '{"k":[1]}',
+        ])
+      ).code,
+    ).toBe(0);
+    const got = await gateway.waitFor(2);
+    expect(got.map((n) => n.params)).toEqual([
+      { progressToken: '7', progress: 1 },
+      { progressToken: 7, progress: 2, _meta: { k: [1] } },
+    ]);
+    await gateway.close();
+  });
+
+  it('uses MCP_PROGRESS_SOCKET and MCP_PROGRESS_TOKEN when the flags are absent', async () => {
+    const result = await runCli(['publish', '--message', 'from env'], {
+      MCP_PROGRESS_SOCKET: daemon.info.socket,
+      MCP_PROGRESS_TOKEN: 'env-token',
+    });
+    expect(result.code).toBe(0);
+    const status = JSON.parse((await runCli(['status', '--json', ...socketArgs()])).stdout);
+    expect(status.streams.active).toBeGreaterThanOrEqual(1);
+  });
+
+  it('finds the default socket of a runtime dir', async () => {
+    const result = await runCli([
+      'publish',
+      '--runtime-dir',
+      daemon.runtimeDir,
+      '--token',
+      'rd',
+      '--progress',
+      '1',
+    ]);
+    expect(result.code).toBe(0);
+  });
+
+  it('refuses a wrong command line with exit 2 and says why', async () => {
+    const cases: Array<[string[], string]> = [
+      [['--token', 'a', '--progress', 'ten'], '--progress: expected a finite number, got "ten"'],
+      [['--token', 'a', '--token-json', '1'], 'give --token or --token-json, not both'],
+      [['--progress', '1'], 'no token: pass --token T'],
+      [
+        ['--token', 'a', '--done', '--status', 'failed'],
+        '--status: expected ok, error or cancelled',
+      ],
+      [['--token', 'a', '--status', 'ok'], '--status goes with --done'],
+      [['--token-json', '{"a":1}'], '--token-json: a token is a JSON string or integer'],
+      [['--token', 'a', '--meta', 'nope'], '--meta: expected JSON'],
+    ];
+    for (const [args, message] of cases) {
+      const result = await runCli(['publish', ...socketArgs(), ...args]);
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr).toContain(message);
+    }
+  });
+
+  it('reports a frame the daemon rejects for its content', async () => {
+    // A negative value goes after '=': a bare '-1' reads as a flag.
+    const result = await runCli(['publish', ...socketArgs(), '--token', 'neg', '--total=-1']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'rejected (invalid_field): field total: expected a finite number >= 0',
+    );
+  });
+
+  it('status shows the figures, as text and as JSON', async () => {
+    const text = await runCli(['status', ...socketArgs()]);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain(`pid ${daemon.child.pid}`);
+    expect(text.stdout).toMatch(/frames\s+\d+ accepted, \d+ rejected \(/);
+    const json = JSON.parse((await runCli(['status', '--json', ...socketArgs()])).stdout);
+    expect(json).toMatchObject({
+      pid: daemon.child.pid,
+      socket: daemon.info.socket,
+      url: daemon.info.url,
+      counters: { framesRejected: { non_monotonic: 1 } },
+    });
+    expect(json.counters.framesAccepted).toBeGreaterThan(0);
+  });
+
+  it('exits 1 and says how to start a daemon when none runs', async () => {
+    const dir = tempDir();
+    const publish = await runCli(['publish', '--runtime-dir', dir, '--token', 'x']);
+    expect(publish.code).toBe(1);
+    expect(publish.stderr).toContain('no daemon socket at');
+    expect(publish.stderr).toContain('mcp-progress daemon');
+    const status = await runCli(['status', '--runtime-dir', dir]);
+    expect(status.code).toBe(1);
+  });
+});
+
+describe('the daemon process', () => {
+  const running: RunningDaemon[] = [];
+  afterEach(async () => {
+    for (const d of running.splice(0)) await d.stop('SIGKILL');
+  });
+
+  it('creates the runtime dir 0700, and the socket and daemon.json 0600', async () => {
+    const daemon = await startDaemon([], join(tempDir(), 'nested', 'run'));
+    running.push(daemon);
+    expect(statSync(daemon.runtimeDir).mode & 0o777).toBe(0o700);
+    expect(statSync(daemon.info.socket).mode & 0o777).toBe(0o600);
+    expect(statSync(join(daemon.runtimeDir, 'daemon.json')).mode & 0o777).toBe(0o600);
+    expect(daemon.info).toMatchObject({
+      pid: daemon.child.pid,
+      socket: join(daemon.runtimeDir, 'bridge.sock'),
+      url: expect.stringMatching(/^ws:\/\/127\.0\.0\.1:\d+\/ws$/),
+      secret: expect.stringMatching(/^[\w-]{40,}$/),
+    });
+  });
+
+  it('tightens an existing runtime dir that others could read', async () => {
+    const dir = tempDir();
+    const { chmodSync } = await import('node:fs');
+    chmodSync(dir, 0o755);
+    const daemon = await startDaemon([], dir);
+    running.push(daemon);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  it('a second daemon on the same socket exits non-zero naming the running pid', async () => {
+    const first = await startDaemon();
+    running.push(first);
+    const second = await runCli(['daemon', '--runtime-dir', first.runtimeDir, '--port', '0']);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(`a daemon (pid ${first.child.pid}`);
+    expect(second.stderr).toContain('is already running');
+    // The live daemon's socket is untouched and still answers.
+    expect((await runCli(['status', '--socket', first.info.socket])).code).toBe(0);
+  });
+
+  it('replaces a stale socket left by a daemon that was killed', async () => {
+    const dir = tempDir();
+    const killed = await startDaemon([], dir);
+    await killed.stop('SIGKILL');
+    expect(statSync(killed.info.socket).isSocket()).toBe(true);
+    const next = await startDaemon([], dir);
+    running.push(next);
+    expect(next.info.pid).not.toBe(killed.info.pid);
+    expect(
+      (await runCli(['publish', '--socket', next.info.socket, '--token', 's', '--progress', '1']))
+        .code,
+    ).toBe(0);
+  });
+
+  it('refuses to remove a socket path that is not a socket', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'bridge.sock'), 'precious');
+    const result = await runCli(['daemon', '--runtime-dir', dir, '--port', '0']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('exists and is not a socket');
+  });
+
+  it('on SIGTERM stops cleanly and removes the socket and daemon.json', async () => {
+    const daemon = await startDaemon();
+    const code = await daemon.stop('SIGTERM');
+    expect(code).toBe(0);
+    expect(() => statSync(daemon.info.socket)).toThrow();
+    expect(() => statSync(join(daemon.runtimeDir, 'daemon.json'))).toThrow();
+    expect(daemon.stderr()).toContain('stopped');
+  });
+
+  it('on SIGINT flushes held values to subscribers before closing them', async () => {
+    const daemon = await startDaemon(['--min-interval-ms', '60000']);
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'flush' });
+    await runCli([
+      'publish',
+      '--socket',
+      daemon.info.socket,
+      '--token',
+      'flush',
+      '--progress',
+      '1',
+    ]);
+    await runCli([
+      'publish',
+      '--socket',
+      daemon.info.socket,
+      '--token',
+      'flush',
+      '--progress',
+      '2',
+    ]);
+    await gateway.waitFor(1);
+    const closed = new Promise<number>((resolve) =>
+      gateway.ws.once('close', (code) => resolve(code)),
+    );
+    expect(await daemon.stop('SIGINT')).toBe(0);
+    expect(await closed).toBe(1001);
+    expect(gateway.notifications.map((n) => n.params.progress)).toEqual([1, 2]);
+  });
+
+  it('checks options up front and names the bad one', async () => {
+    const port = await runCli(['daemon', '--runtime-dir', tempDir(), '--port', 'abc']);
+    expect(port.code).toBe(2);
+    expect(port.stderr).toContain('--port: expected a finite number');
+    const range = await runCli(['daemon', '--runtime-dir', tempDir(), '--port', '70000']);
+    expect(range.code).toBe(1);
+    expect(range.stderr).toContain('option --port: expected an integer from 0 to 65535, got 70000');
+    const remote = await runCli([
+      'daemon',
+      '--runtime-dir',
+      tempDir(),
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '0',
+    ]);
+    expect(remote.code).toBe(1);
+    expect(remote.stderr).toContain('--allow-remote');
+  });
+
+  it('binding a non-loopback host needs --allow-remote and prints a warning', async () => {
+    const dir = tempDir();
+    const child = spawn(
+      process.execPath,
+      [
+        join(import.meta.dirname, '../../bin/mcp-progress'),
+        'daemon',
+        '--runtime-dir',
+        dir,
+        '--port',
+        '0',
+        '--host',
+        '0.0.0.0',
+        '--allow-remote',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (t: string) => {
+      stderr += t;
+    });
+    await expect.poll(() => stderr, { timeout: 10_000 }).toContain('ready:');
+    expect(stderr).toContain('reachable beyond this machine');
+    expect(stderr).not.toMatch(/secret":|[\w-]{43}/);
+    child.kill('SIGTERM');
+    expect(await waitForExit(child)).toBe(0);
+  });
+});
+
+describe('the WebSocket gateway refuses what it must', () => {
+  let daemon: RunningDaemon;
+  beforeAll(async () => {
+    daemon = await startDaemon(['--allow-origin', 'http://localhost:5173']);
+  });
+  afterAll(() => daemon.stop());
+
+  function attempt(
+    url: string,
+    headers: Record<string, string>,
+    protocols: string[] = ['mcp-progress.v1'],
+  ) {
+    return new Promise<{ status: number; body: string } | 'open'>((resolve) => {
+      const ws = new WebSocket(url, protocols, { headers });
+      ws.once('open', () => {
+        ws.close();
+        resolve('open');
+      });
+      ws.once('unexpected-response', (_req, res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (t: string) => {
+          body += t;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      ws.once('error', () => {});
+    });
+  }
+
+  it('without the secret: 401', async () => {
+    const result = await attempt(daemon.info.url, {});
+    expect(result).toMatchObject({
+      status: 401,
+      body: expect.stringContaining('secret is missing'),
+    });
+  });
+
+  it('with a wrong secret: 401', async () => {
+    const result = await attempt(daemon.info.url, { authorization: 'Bearer wrong-wrong-wrong' });
+    expect(result).toMatchObject({ status: 401, body: expect.stringContaining('secret is wrong') });
+  });
+
+  it('with a foreign Origin, even with the secret: 403', async () => {
+    const result = await attempt(daemon.info.url, {
+      authorization: `Bearer ${daemon.info.secret}`,
+      origin: 'https://evil.example',
+    });
+    expect(result).toMatchObject({
+      status: 403,
+      body: expect.stringContaining('--allow-origin https://evil.example'),
+    });
+  });
+
+  it('without the subprotocol: 400', async () => {
+    const result = await attempt(
+      daemon.info.url,
+      { authorization: `Bearer ${daemon.info.secret}` },
+      [],
+    );
+    expect(result).toMatchObject({ status: 400, body: expect.stringContaining('mcp-progress.v1') });
+  });
+
+  it('accepts the secret as a header or as ?access_token=, and an allowed Origin', async () => {
+    expect(await attempt(daemon.info.url, { authorization: `Bearer ${daemon.info.secret}` })).toBe(
+      'open',
+    );
+    expect(await attempt(`${daemon.info.url}?access_token=${daemon.info.secret}`, {})).toBe('open');
+    expect(
+      await attempt(daemon.info.url, {
+        authorization: `Bearer ${daemon.info.secret}`,
+        origin: 'http://localhost:5173',
+      }),
+    ).toBe('open');
+  });
+
+  it('never logs the secret', () => {
+    expect(daemon.stderr()).not.toContain(daemon.info.secret);
+  });
+
+  it('answers bad JSON-RPC with stable codes, and one session never affects another', async () => {
+    const bad = await connectGateway(daemon.info);
+    const good = await connectGateway(daemon.info);
+    await good.request('progress/subscribe', { progressToken: 'steady', minIntervalMs: 0 });
+    const errorOf = (raw: string) =>
+      new Promise<{ code: number; message: string; data: { code: string } }>((resolve) => {
+        bad.ws.once('message', (data) => resolve(JSON.parse(String(data)).error));
+        bad.ws.send(raw);
+      });
+    expect(await errorOf('not json')).toMatchObject({
+      code: -32700,
+      data: { code: 'parse_error' },
+    });
+    expect(await errorOf('[1]')).toMatchObject({ code: -32600, data: { code: 'invalid_request' } });
+    expect(await errorOf('{"jsonrpc":"1.0","id":1,"method":"progress/list"}')).toMatchObject({
+      code: -32600,
+    });
+    expect(await errorOf('{"jsonrpc":"2.0","id":1,"method":"progress/nope"}')).toMatchObject({
+      code: -32601,
+      message: expect.stringContaining('progress/subscribe'),
+    });
+    const invalid = await errorOf(
+      '{"jsonrpc":"2.0","id":2,"method":"progress/subscribe","params":{"progressToken":"x","minIntervalMs":-5}}',
+    );
+    expect(invalid).toMatchObject({ code: -32602, data: { code: 'invalid_params' } });
+    expect(invalid.message).toContain('params.minIntervalMs');
+    const unknown = await errorOf(
+      '{"jsonrpc":"2.0","id":3,"method":"progress/subscribe","params":{"progressToken":"x","colour":1}}',
+    );
+    expect(unknown.message).toContain('colour');
+    await runCli([
+      'publish',
+      '--socket',
+      daemon.info.socket,
+      '--token',
+      'steady',
+      '--progress',
+      '1',
+    ]);
+    expect((await good.waitFor(1))[0]?.params).toEqual({ progressToken: 'steady', progress: 1 });
+    await Promise.all([bad.close(), good.close()]);
+  });
+});

@@ -1,0 +1,66 @@
+/** The Node gateway client against the real daemon, including a daemon restart. */
+import { afterAll, describe, expect, it } from 'vitest';
+import { GatewayClient, GatewayRpcError } from '../../src/egress/gateway-client.js';
+import type { Notification } from '../../src/router/notifications.js';
+import { cleanupAll, eventually, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
+
+afterAll(() => cleanupAll());
+
+const publish = (socket: string, token: string, progress: number) =>
+  runCli(['publish', '--socket', socket, '--token', token, '--progress', String(progress)]);
+
+describe('GatewayClient', () => {
+  it('finds the daemon through daemon.json, subscribes, and reports RPC errors with codes', async () => {
+    const daemon = await startDaemon();
+    const client = await GatewayClient.connect({ runtimeDir: daemon.runtimeDir });
+    const got: Notification[] = [];
+    await client.subscribe({ progressToken: 'gc', as: 'mine', minIntervalMs: 0 }, (n) =>
+      got.push(n),
+    );
+    await publish(daemon.info.socket, 'gc', 1);
+    await eventually(() => (got.length === 1 ? true : undefined));
+    expect(got[0]?.params).toEqual({ progressToken: 'mine', progress: 1 });
+    const error = await client
+      .request('progress/subscribe', { progressToken: '' })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GatewayRpcError);
+    expect(error).toMatchObject({ code: 'invalid_params', rpcCode: -32602 });
+    expect((await client.list()).streams.map((s) => s.progressToken)).toContain('gc');
+    await client.close();
+    await daemon.stop();
+  });
+
+  it('reconnects and resubscribes after the daemon is killed and restarted, never repeating a value', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon([], runtimeDir);
+    const states: string[] = [];
+    const client = await GatewayClient.connect({ runtimeDir, onState: (s) => states.push(s) });
+    const seen: number[] = [];
+    await client.subscribe({ progressToken: 'survivor', minIntervalMs: 0 }, (n) => {
+      if (n.method === 'notifications/progress') seen.push(n.params.progress);
+    });
+    await publish(first.info.socket, 'survivor', 1);
+    await publish(first.info.socket, 'survivor', 2);
+    await eventually(() => (seen.length === 2 ? true : undefined));
+    await first.stop('SIGKILL');
+    const second = await startDaemon([], runtimeDir);
+    await eventually(
+      () => (states.at(-1) === 'connected' && states.length >= 3 ? true : undefined),
+      10_000,
+      'reconnect',
+    );
+    // The restarted stream replays 2 (not shown again), then moves on.
+    await publish(second.info.socket, 'survivor', 2);
+    await publish(second.info.socket, 'survivor', 3);
+    await eventually(() => (seen.length === 3 ? true : undefined));
+    expect(seen).toEqual([1, 2, 3]);
+    expect(states).toEqual(['connected', 'disconnected', 'connected']);
+    await client.close();
+    await second.stop();
+  });
+
+  it('says clearly when no daemon runs', async () => {
+    const error = await GatewayClient.connect({ runtimeDir: tempDir() }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'daemon_not_running' });
+  });
+});

@@ -1,0 +1,74 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_PORT, resolveDaemonOptions } from '../../src/config.js';
+import { defaultSocketPath, resolveRuntimeDir, resolveSocketPath } from '../../src/locate.js';
+
+describe('runtime dir and socket rules', () => {
+  it('prefers the flag, then MCP_PROGRESS_RUNTIME_DIR, then XDG_RUNTIME_DIR/mcp-progress, then tmpdir', () => {
+    expect(
+      resolveRuntimeDir('/flag', { MCP_PROGRESS_RUNTIME_DIR: '/env', XDG_RUNTIME_DIR: '/xdg' }),
+    ).toBe('/flag');
+    expect(
+      resolveRuntimeDir(undefined, { MCP_PROGRESS_RUNTIME_DIR: '/env', XDG_RUNTIME_DIR: '/xdg' }),
+    ).toBe('/env');
+    expect(resolveRuntimeDir(undefined, { XDG_RUNTIME_DIR: '/xdg' })).toBe('/xdg/mcp-progress');
+    expect(resolveRuntimeDir(undefined, {})).toMatch(/mcp-progress-\d+$/);
+  });
+
+  it('puts the socket in the runtime dir, or names a pipe on Windows', () => {
+    expect(defaultSocketPath('/run/x', 'linux')).toBe(join('/run/x', 'bridge.sock'));
+    expect(defaultSocketPath('/run/x', 'win32')).toMatch(/^\\\\\.\\pipe\\mcp-progress-/);
+  });
+
+  it('a client uses --socket, then MCP_PROGRESS_SOCKET, then the default', () => {
+    const env = { MCP_PROGRESS_SOCKET: '/env.sock', XDG_RUNTIME_DIR: '/xdg' };
+    expect(resolveSocketPath({ socket: '/flag.sock' }, env)).toBe('/flag.sock');
+    expect(resolveSocketPath({}, env)).toBe('/env.sock');
+    expect(resolveSocketPath({ runtimeDir: '/rd' }, env)).toBe(join('/rd', 'bridge.sock'));
+    expect(resolveSocketPath({}, { XDG_RUNTIME_DIR: '/xdg' })).toBe(
+      '/xdg/mcp-progress/bridge.sock',
+    );
+  });
+});
+
+describe('daemon options', () => {
+  it('fills the documented defaults', () => {
+    const options = resolveDaemonOptions({ runtimeDir: '/r' }, {});
+    expect(options).toMatchObject({
+      socketPath: '/r/bridge.sock',
+      host: '127.0.0.1',
+      port: DEFAULT_PORT,
+      maxFrameBytes: 65_536,
+      router: {
+        retentionMs: 60_000,
+        streamTtlMs: 3_600_000,
+        defaultMinIntervalMs: 100,
+        abandonGraceMs: 30_000,
+      },
+    });
+  });
+
+  it.each([
+    [{ port: -1 }, 'option --port: expected an integer from 0 to 65535, got -1'],
+    [{ port: 1.5 }, 'option --port'],
+    [{ maxConnections: 0 }, 'option --max-connections: expected an integer >= 1, got 0'],
+    [
+      { router: { defaultMinIntervalMs: 70_000 } },
+      'option --min-interval-ms: expected an integer from 0 to 60000',
+    ],
+    [{ router: { retentionMs: -5 } }, 'option --retention-ms'],
+    [{ maxFrameBytes: 1_000_000 }, 'option --max-frame-bytes'],
+    [{ host: 'example.com' }, 'option --host: expected an IP address'],
+    [{ host: '10.0.0.5' }, 'Pass --allow-remote'],
+    [{ allowOrigins: ['evil.example'] }, 'option --allow-origin'],
+    [{ secret: 'short' }, 'option --secret: expected at least 16 characters'],
+  ])('refuses %j', (input, message) => {
+    expect(() => resolveDaemonOptions({ runtimeDir: '/r', ...input }, {})).toThrow(message);
+  });
+
+  it('allows a non-loopback host with allowRemote', () => {
+    expect(
+      resolveDaemonOptions({ runtimeDir: '/r', host: '0.0.0.0', allowRemote: true }, {}).host,
+    ).toBe('0.0.0.0');
+  });
+});

@@ -1,0 +1,51 @@
+/** docs/PROTOCOL.md is the contract: it must name every code, method and limit the code uses. */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_PORT } from '../../src/config.js';
+import { CLOSE_CODES } from '../../src/egress/endpoint.js';
+import { RPC_METHODS } from '../../src/egress/rpc.js';
+import {
+  FRAME_TIMEOUT_MS,
+  MAX_FRAME_BYTES,
+  MAX_MESSAGE_BYTES,
+  MAX_TOKEN_BYTES,
+  MAX_WS_MESSAGE_BYTES,
+  REJECT_CODES,
+  RPC_ERRORS,
+  WORKER_EVENTS,
+  WS_SUBPROTOCOL,
+} from '../../src/protocol/index.js';
+import { DEFAULT_ROUTER_OPTIONS } from '../../src/router/router.js';
+
+const protocol = readFileSync(resolve(import.meta.dirname, '../../docs/PROTOCOL.md'), 'utf8');
+
+describe('docs/PROTOCOL.md', () => {
+  it('lists every rejection code', () => {
+    for (const code of Object.keys(REJECT_CODES)) expect(protocol).toContain(`\`${code}\``);
+  });
+
+  it('lists every JSON-RPC error and method', () => {
+    for (const [name, { code }] of Object.entries(RPC_ERRORS))
+      expect(protocol).toContain(`| ${code} | \`${name}\``);
+    for (const method of RPC_METHODS) expect(protocol).toContain(`\`${method}\``);
+  });
+
+  it('lists every worker event and close code', () => {
+    for (const event of Object.keys(WORKER_EVENTS)) expect(protocol).toContain(`**\`${event}\`**`);
+    for (const code of Object.values(CLOSE_CODES)) expect(protocol).toContain(`| ${code} |`);
+  });
+
+  it('quotes the limits the code enforces', () => {
+    expect(protocol).toContain(`**${MAX_FRAME_BYTES} bytes** (64 KiB)`);
+    expect(protocol).toContain(`**${MAX_WS_MESSAGE_BYTES} bytes**`);
+    expect(protocol).toContain(`at most **${MAX_TOKEN_BYTES} UTF-8 bytes**`);
+    expect(protocol).toContain(`at most **${MAX_MESSAGE_BYTES} UTF-8 bytes**`);
+    expect(protocol).toContain(`**${FRAME_TIMEOUT_MS / 1000} s**`);
+    expect(protocol).toContain(`(default **${DEFAULT_ROUTER_OPTIONS.retentionMs / 1000} s**`);
+    expect(protocol).toContain(`(default **${DEFAULT_ROUTER_OPTIONS.abandonGraceMs / 1000} s**`);
+    expect(protocol).toContain(`(default **${DEFAULT_ROUTER_OPTIONS.defaultMinIntervalMs}**`);
+    expect(protocol).toContain(`ws://127.0.0.1:${DEFAULT_PORT}/ws`);
+    expect(protocol).toContain(WS_SUBPROTOCOL);
+  });
+});

@@ -1,0 +1,207 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  checkDoneFrame,
+  checkProgressFrame,
+  doneFrameSchema,
+  encodeFrame,
+  FrameDecoder,
+  MAX_MESSAGE_BYTES,
+  MAX_TOKEN_BYTES,
+  progressFrameSchema,
+} from '../../src/protocol/index.js';
+
+const ok = (data: unknown) => checkProgressFrame(data).ok;
+const codeOf = (data: unknown) => {
+  const check = checkProgressFrame(data);
+  return check.ok ? 'ok' : check.rejection.code;
+};
+
+describe('progress frame validation', () => {
+  it('accepts the minimal and the full frame', () => {
+    expect(ok({ v: 1, progressToken: 'a' })).toBe(true);
+    expect(
+      ok({
+        v: 1,
+        progressToken: 7,
+        progress: -1.5,
+        total: 0,
+        message: '',
+        _meta: { a: { b: [] } },
+        seq: 0,
+      }),
+    ).toBe(true);
+  });
+
+  it('returns the input object itself, so nothing is copied or normalised', () => {
+    const data = { v: 1, progressToken: 'a', progress: 0.1 + 0.2, _meta: { k: 1 } };
+    const check = checkProgressFrame(data);
+    expect(check.ok && check.frame).toBe(data);
+  });
+
+  it.each([
+    [{ v: 1, progressToken: 'x'.repeat(MAX_TOKEN_BYTES) }, 'ok'],
+    [{ v: 1, progressToken: 'x'.repeat(MAX_TOKEN_BYTES + 1) }, 'invalid_token'],
+    // 341 three-byte characters = 1023 bytes; 342 = 1026 bytes.
+    [{ v: 1, progressToken: '€'.repeat(341) }, 'ok'],
+    [{ v: 1, progressToken: '€'.repeat(342) }, 'invalid_token'],
+    [{ v: 1, progressToken: Number.MAX_SAFE_INTEGER }, 'ok'],
+    [{ v: 1, progressToken: Number.MAX_SAFE_INTEGER + 1 }, 'invalid_token'],
+    [{ v: 1, progressToken: -3 }, 'ok'],
+    [{ v: 1, progressToken: 0.5 }, 'invalid_token'],
+    [{ v: 1, progressToken: '' }, 'invalid_token'],
+    [{ v: 1, progressToken: null }, 'invalid_token'],
+    [{ v: 1, progressToken: true }, 'invalid_token'],
+    [{ v: 1, progressToken: ['a'] }, 'invalid_token'],
+    [{ v: 1 }, 'invalid_token'],
+  ])('token %j: %s', (data, expected) => {
+    expect(codeOf(data)).toBe(expected);
+  });
+
+  it.each([
+    [{ message: 'm'.repeat(MAX_MESSAGE_BYTES) }, 'ok'],
+    [{ message: 'm'.repeat(MAX_MESSAGE_BYTES + 1) }, 'invalid_field'],
+    [{ message: '€'.repeat(1365) }, 'ok'],
+    [{ message: '€'.repeat(1366) }, 'invalid_field'],
+    [{ message: 5 }, 'invalid_field'],
+    [{ progress: Number.POSITIVE_INFINITY }, 'invalid_field'],
+    [{ progress: Number.NaN }, 'invalid_field'],
+    [{ progress: '1' }, 'invalid_field'],
+    [{ progress: 1e308 }, 'ok'],
+    [{ progress: 5e-324 }, 'ok'],
+    [{ total: -0.0001 }, 'invalid_field'],
+    [{ total: 0 }, 'ok'],
+    [{ total: Number.NEGATIVE_INFINITY }, 'invalid_field'],
+    [{ _meta: [] }, 'invalid_field'],
+    [{ _meta: null }, 'invalid_field'],
+    [{ _meta: 'x' }, 'invalid_field'],
+    [{ seq: -1 }, 'invalid_field'],
+    [{ seq: 1.5 }, 'invalid_field'],
+    [{ seq: Number.MAX_SAFE_INTEGER }, 'ok'],
+    [{ status: 'ok' }, 'unknown_field'],
+    [{ extra: 1 }, 'unknown_field'],
+    [{ v: 2 }, 'unsupported_version'],
+    [{ v: '1' }, 'unsupported_version'],
+    [{ v: undefined }, 'unsupported_version'],
+  ])('field %j: %s', (fields, expected) => {
+    expect(codeOf({ v: 1, progressToken: 't', ...fields })).toBe(expected);
+  });
+
+  it('refuses __proto__ and constructor keys as unknown fields', () => {
+    expect(codeOf(JSON.parse('{"v":1,"progressToken":"t","__proto__":{"polluted":true}}'))).toBe(
+      'unknown_field',
+    );
+    expect(codeOf(JSON.parse('{"v":1,"progressToken":"t","constructor":{}}'))).toBe(
+      'unknown_field',
+    );
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('explains the most fundamental problem first: version, then token, then fields', () => {
+    expect(codeOf({ progressToken: '', extra: 1, progress: 'x' })).toBe('unsupported_version');
+    expect(codeOf({ v: 1, progressToken: '', extra: 1 })).toBe('invalid_token');
+    expect(codeOf({ v: 1, progressToken: 'a', extra: 1, progress: 'x' })).toBe('unknown_field');
+  });
+
+  it('messages name the field, what was expected and what came', () => {
+    const check = checkProgressFrame({ v: 1, progressToken: 'a', total: 'ten' });
+    expect(check.ok).toBe(false);
+    if (!check.ok) {
+      expect(check.rejection.message).toBe(
+        'field total: expected a finite number >= 0, got the string "ten" (3 bytes)',
+      );
+    }
+  });
+
+  it('the compiled fast path agrees with the zod schema on arbitrary input', () => {
+    const value = fc.oneof(
+      fc.constant(undefined),
+      fc.constant(null),
+      fc.boolean(),
+      fc.double(),
+      fc.integer(),
+      fc.string(),
+      fc.constantFrom(
+        1,
+        2,
+        '1',
+        'ok',
+        'error',
+        'cancelled',
+        'done',
+        -1,
+        0,
+        Number.MAX_SAFE_INTEGER + 2,
+      ),
+      fc.array(fc.integer(), { maxLength: 2 }),
+      fc.dictionary(fc.string({ maxLength: 3 }), fc.integer(), { maxKeys: 2 }),
+    );
+    const frame = fc.record(
+      {
+        v: fc.oneof(fc.constant(1), value),
+        progressToken: fc.oneof(fc.string({ minLength: 1 }), fc.integer(), value),
+        progress: value,
+        total: value,
+        message: value,
+        _meta: value,
+        seq: value,
+        status: value,
+        other: value,
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(frame, (data) => {
+        expect(checkProgressFrame(data).ok).toBe(progressFrameSchema.safeParse(data).success);
+        expect(checkDoneFrame(data).ok).toBe(doneFrameSchema.safeParse(data).success);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
+
+describe('done frame validation', () => {
+  it.each([
+    [{}, 'ok'],
+    [{ status: 'ok' }, 'ok'],
+    [{ status: 'error', message: 'boom' }, 'ok'],
+    [{ status: 'cancelled' }, 'ok'],
+    [{ status: 'abandoned' }, 'invalid_field'],
+    [{ progress: 1 }, 'unknown_field'],
+  ])('%j: %s', (fields, expected) => {
+    const check = checkDoneFrame({ v: 1, progressToken: 'd', ...fields });
+    expect(check.ok ? 'ok' : check.rejection.code).toBe(expected);
+  });
+});
+
+describe('wire format', () => {
+  it('encodes an envelope followed by one form feed', () => {
+    expect(encodeFrame('progress', { v: 1, progressToken: 'a' })).toBe(
+      '{"type":"progress","data":{"v":1,"progressToken":"a"}}\f',
+    );
+  });
+
+  it('decodes frames split anywhere across reads', () => {
+    const text = encodeFrame('ack', { seq: 1 }) + encodeFrame('cancel', { progressToken: 7 });
+    for (let cut = 0; cut <= text.length; cut++) {
+      const decoder = new FrameDecoder(1024);
+      const out = [...decoder.push(text.slice(0, cut)), ...decoder.push(text.slice(cut))];
+      expect(out).toEqual([
+        { type: 'ack', data: { seq: 1 } },
+        { type: 'cancel', data: { progressToken: 7 } },
+      ]);
+      expect(decoder.pending).toBe(0);
+    }
+  });
+
+  it('reports bad frames instead of throwing', () => {
+    const decoder = new FrameDecoder(16);
+    const out = decoder.push('nope\fnull\f{"data":1}\f');
+    expect(out.map((e) => (e instanceof Error ? e.message : e))).toEqual([
+      'not JSON: nope',
+      'a frame is not a JSON object',
+      'a frame has no string type',
+    ]);
+    expect(decoder.push('x'.repeat(17))[0]).toBeInstanceOf(Error);
+  });
+});
