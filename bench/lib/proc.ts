@@ -1,0 +1,55 @@
+/** What the harness reads about a process from outside: resident memory and CPU time (Linux /proc). */
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+
+export interface ProcSample {
+  /** Resident set size in bytes, or NaN where /proc is missing. */
+  rssBytes: number;
+  /** User plus system CPU seconds so far. */
+  cpuSeconds: number;
+  /** When the sample was taken, monotonic milliseconds. */
+  atMs: number;
+}
+
+const CLOCK_TICKS = 100;
+
+export function sampleProcess(pid: number): ProcSample {
+  const atMs = performance.now();
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const rss = /VmRSS:\s+(\d+) kB/.exec(status);
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which may itself contain spaces and parentheses.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return {
+      rssBytes: rss ? Number(rss[1]) * 1024 : Number.NaN,
+      cpuSeconds: ticks / CLOCK_TICKS,
+      atMs,
+    };
+  } catch {
+    return { rssBytes: Number.NaN, cpuSeconds: Number.NaN, atMs };
+  }
+}
+
+/** Share of one core the process used between two samples (1 = a full core). */
+export function cpuShare(from: ProcSample, to: ProcSample): number {
+  return (to.cpuSeconds - from.cpuSeconds) / ((to.atMs - from.atMs) / 1000);
+}
+
+/** A TCP port that was free a moment ago, for servers that cannot take port 0 and report it. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

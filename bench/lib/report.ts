@@ -1,0 +1,253 @@
+/** The suite's table (Markdown, readable in a terminal) and the issue's targets, as ratios. */
+import type { Outcome, SuiteResult } from './suite.ts';
+import { SYSTEM_LABELS, type SystemName } from './systems.ts';
+
+export interface TargetCheck {
+  name: string;
+  value: string;
+  target: string;
+  met: boolean | undefined;
+}
+
+const KIB = 1024;
+const MIB = 1024 * 1024;
+
+function rate(value: number): string {
+  if (!Number.isFinite(value)) return 'n/a';
+  if (value >= 1e6) return `${(value / 1e6).toFixed(2)}M`;
+  if (value >= 1e3) return `${(value / 1e3).toFixed(0)}k`;
+  return value.toFixed(0);
+}
+
+function ms(value: number): string {
+  return Number.isFinite(value) ? value.toFixed(2) : 'n/a';
+}
+
+function cpu(value: number): string {
+  return Number.isFinite(value) ? ` (cpu ${(value * 100).toFixed(0)}%)` : '';
+}
+
+function cell<T>(outcome: Outcome<T> | undefined, show: (value: T) => string): string {
+  if (outcome === undefined) return '—';
+  return outcome.ok ? show(outcome.value) : 'failed';
+}
+
+function ratio(
+  bridge: Outcome<unknown> | undefined,
+  raw: Outcome<unknown> | undefined,
+  figure: (value: never) => number,
+): number {
+  if (!bridge?.ok || !raw?.ok) return Number.NaN;
+  return figure(bridge.value as never) / figure(raw.value as never);
+}
+
+export function targets(result: SuiteResult): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  for (const [publishers, row] of Object.entries(result.ingest)) {
+    const r = ratio(row.bridge, row.raw, (v: { framesPerSecond: number }) => v.framesPerSecond);
+    checks.push({
+      name: `ingest, ${publishers} publisher(s): bridge / raw relay`,
+      value: r.toFixed(2),
+      target: '>= 0.70',
+      met: Number.isFinite(r) ? r >= 0.7 : undefined,
+    });
+  }
+  if (result.e2e.bridge !== undefined) {
+    const r = ratio(
+      result.e2e.bridge,
+      result.e2e.raw,
+      (v: { framesPerSecond: number }) => v.framesPerSecond,
+    );
+    checks.push({
+      name: 'end to end, coalescing off: bridge / raw relay',
+      value: r.toFixed(2),
+      target: '>= 0.60',
+      met: Number.isFinite(r) ? r >= 0.6 : undefined,
+    });
+  }
+  const at10k = result.latency[10_000];
+  if (at10k?.bridge?.ok) {
+    const bridgeP99 = at10k.bridge.value.p99Ms;
+    const rawP99 = at10k.raw?.ok ? at10k.raw.value.p99Ms : Number.NaN;
+    const added = bridgeP99 - rawP99;
+    checks.push({
+      name: 'p99 latency added over the raw relay at 10k frames/s',
+      value: `${ms(added)} ms (bridge p99 ${ms(bridgeP99)} ms, raw ${ms(rawP99)} ms)`,
+      target: '<= 1 ms',
+      met: Number.isFinite(added) ? added <= 1 : undefined,
+    });
+  }
+  const flood = result.flood.bridge;
+  if (flood?.ok) {
+    const f = flood.value;
+    checks.push({
+      name: 'flood: notifications per subscriber per second (highest)',
+      value: f.perSubscriberMax.toFixed(1),
+      target: '<= 11',
+      met: f.perSubscriberMax <= 11,
+    });
+    checks.push({
+      name: 'flood: final value delivered',
+      value: `${f.finalDelivered}/${f.sessions} subscribers`,
+      target: 'all',
+      met: f.finalDelivered === f.sessions && f.outOfOrder === 0,
+    });
+    checks.push({
+      name: 'flood: daemon memory after warm-up',
+      value: `${(f.rssStartBytes / MIB).toFixed(0)} -> ${(f.rssMidBytes / MIB).toFixed(0)} -> ${(f.rssEndBytes / MIB).toFixed(0)} MiB over ${rate(f.framesSent)} frames (${f.rssBytesPerFrame.toFixed(3)} B/frame)`,
+      target: 'flat (< 1 B/frame)',
+      met: Number.isFinite(f.rssBytesPerFrame) ? f.rssBytesPerFrame < 1 : undefined,
+    });
+  }
+  const scale = result.scale.bridge;
+  if (scale?.ok) {
+    const perWorker = scale.value.rssPerWorkerBytes;
+    checks.push({
+      name: `${scale.value.workers.count} idle workers: RSS per connection`,
+      value: `${(perWorker / KIB).toFixed(1)} KiB`,
+      target: '<= 16 KiB',
+      met: scale.value.workers.failures === 0 && perWorker <= 16 * KIB,
+    });
+  }
+  return checks;
+}
+
+function row(cells: string[]): string {
+  return `| ${cells.join(' | ')} |`;
+}
+
+export function table(result: SuiteResult): string {
+  const systems = result.systems;
+  const header = ['workload', ...systems.map((name) => SYSTEM_LABELS[name]), 'bridge / raw'];
+  const lines = [row(header), row(header.map(() => '---'))];
+  const add = <T>(
+    label: string,
+    outcomes: Partial<Record<SystemName, Outcome<T>>>,
+    show: (value: T) => string,
+    compare: ((value: T) => number) | undefined,
+  ) => {
+    const r =
+      compare === undefined
+        ? ''
+        : (() => {
+            const value = ratio(outcomes.bridge, outcomes.raw, compare as (value: never) => number);
+            return Number.isFinite(value) ? value.toFixed(2) : '';
+          })();
+    lines.push(row([label, ...systems.map((name) => cell(outcomes[name], show)), r]));
+  };
+  for (const [publishers, outcomes] of Object.entries(result.ingest)) {
+    add(
+      `ingest, ${publishers} publisher${publishers === '1' ? '' : 's'} (frames/s)`,
+      outcomes,
+      (v) =>
+        `${rate(v.framesPerSecond)}${cpu(v.serverCpu)}${v.rejected ? ` ${v.rejected} rejected` : ''}`,
+      (v) => v.framesPerSecond,
+    );
+  }
+  if (Object.keys(result.e2e).length > 0) {
+    const sample = Object.values(result.e2e).find((o) => o?.ok);
+    const publishers = sample?.ok ? sample.value.publishers : '?';
+    add(
+      `end to end, ${publishers} publishers -> 1 session, coalescing off (notifications/s)`,
+      result.e2e,
+      (v) =>
+        `${rate(v.notificationsPerSecond)}${cpu(v.serverCpu)}${v.allDelivered ? '' : ' INCOMPLETE'}`,
+      (v) => v.notificationsPerSecond,
+    );
+  }
+  for (const [offered, outcomes] of Object.entries(result.latency)) {
+    add(
+      `latency at ${rate(Number(offered))} frames/s: p50 / p99 / p99.9 (ms)`,
+      outcomes,
+      (v) =>
+        `${ms(v.p50Ms)} / ${ms(v.p99Ms)} / ${ms(v.p999Ms)}${v.allDelivered ? '' : ' INCOMPLETE'}`,
+      undefined,
+    );
+  }
+  if (Object.keys(result.fanout).length > 0) {
+    const sample = Object.values(result.fanout).find((o) => o?.ok);
+    const sessions = sample?.ok ? sample.value.sessions : '?';
+    add(
+      `fan-out, 1 stream -> ${sessions} sessions (notifications/s, all sessions)`,
+      result.fanout,
+      (v) =>
+        `${rate(v.notificationsPerSecond)}${cpu(v.serverCpu)}${v.allDelivered ? '' : ' INCOMPLETE'}`,
+      (v) => v.notificationsPerSecond,
+    );
+  }
+  if (Object.keys(result.flood).length > 0) {
+    add(
+      'flood, coalescing 100 ms: notifications/s per subscriber (highest), final value',
+      result.flood,
+      (v) =>
+        `${v.perSubscriberMax.toFixed(1)}/s from ${rate(v.framesPerSecond)} frames/s, final ${v.finalDelivered}/${v.sessions}`,
+      undefined,
+    );
+    add(
+      'flood: daemon RSS after warm-up, start -> end',
+      result.flood,
+      (v) =>
+        `${(v.rssStartBytes / MIB).toFixed(0)} -> ${(v.rssEndBytes / MIB).toFixed(0)} MiB (${v.rssBytesPerFrame.toFixed(3)} B/frame)`,
+      undefined,
+    );
+  }
+  if (Object.keys(result.scale).length > 0) {
+    const sample = Object.values(result.scale).find((o) => o?.ok);
+    const workers = sample?.ok ? sample.value.workers.count + sample.value.workers.failures : '?';
+    const sessions =
+      sample?.ok && sample.value.sessions
+        ? sample.value.sessions.count + sample.value.sessions.failures
+        : '?';
+    add(
+      `${workers} idle workers: RSS per connection (KiB)`,
+      result.scale,
+      (v) =>
+        `${(v.rssPerWorkerBytes / KIB).toFixed(1)}${v.workers.failures ? ` ${v.workers.failures} failed` : ''}`,
+      (v) => v.rssPerWorkerBytes,
+    );
+    add(
+      `${workers} idle workers: connect time, all (s) / p99 one (ms)`,
+      result.scale,
+      (v) => `${(v.workers.elapsedMs / 1000).toFixed(2)} / ${ms(v.workers.p99Ms)}`,
+      undefined,
+    );
+    add(
+      `${sessions} WebSocket sessions: RSS per session (KiB)`,
+      result.scale,
+      (v) =>
+        v.sessions === undefined
+          ? '—'
+          : `${(v.rssPerSessionBytes / KIB).toFixed(1)}${v.sessions.failures ? ` ${v.sessions.failures} failed` : ''}`,
+      undefined,
+    );
+    add(
+      `${sessions} WebSocket sessions: connect time, all (s) / p99 one (ms)`,
+      result.scale,
+      (v) =>
+        v.sessions === undefined
+          ? '—'
+          : `${(v.sessions.elapsedMs / 1000).toFixed(2)} / ${ms(v.sessions.p99Ms)}`,
+      undefined,
+    );
+  }
+  return lines.join('\n');
+}
+
+export function targetTable(checks: TargetCheck[]): string {
+  const lines = [row(['target', 'measured', 'wanted', '']), row(['---', '---', '---', '---'])];
+  for (const check of checks) {
+    const verdict = check.met === undefined ? 'n/a' : check.met ? 'met' : 'MISSED';
+    lines.push(row([check.name, check.value, check.target, verdict]));
+  }
+  return lines.join('\n');
+}
+
+export function conditions(result: SuiteResult): string {
+  const c = result.conditions;
+  return [
+    `${c.date}, Node ${c.node}, ${c.cores} x ${c.cpu}, ${c.memoryGiB} GiB, sizes "${c.sizes}"`,
+    `load average before ${c.loadAverageBefore.map((l) => l.toFixed(2)).join(' ')}, after ${c.loadAverageAfter.map((l) => l.toFixed(2)).join(' ')}`,
+    ...c.skipped,
+    'Figures in parentheses: CPU of the server process, as a share of one core, over the measured window.',
+  ].join('\n');
+}

@@ -1,0 +1,255 @@
+/**
+ * The systems under test, each started as its own process: the bridge (the
+ * real binary), the raw relay, the node-ipc relay, and NATS (Debian's
+ * nats-server) when it is installed.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Child } from './child.ts';
+import { FormFeedSplitter } from './frames.ts';
+import { freePort, sleep } from './proc.ts';
+import type { SubscriberTarget, WorkerTarget } from './targets.ts';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+const BIN = join(ROOT, 'bin/mcp-progress');
+
+export type SystemName = 'bridge' | 'raw' | 'nodeipc' | 'nats';
+
+export const SYSTEM_LABELS: Record<SystemName, string> = {
+  bridge: 'bridge',
+  raw: 'raw relay',
+  nodeipc: 'node-ipc relay',
+  nats: 'NATS',
+};
+
+export interface StartOptions {
+  /** The bridge's default coalescing interval (subscribers also ask explicitly). */
+  minIntervalMs: number;
+  /** Node flags for the server process, e.g. --cpu-prof. */
+  execArgv: string[];
+}
+
+export interface RunningSystem {
+  readonly name: SystemName;
+  readonly pid: number;
+  readonly workers: WorkerTarget;
+  readonly subscribers: SubscriberTarget;
+  /** Frames the server has taken in so far, and when, on the server's own clock. */
+  ingested(): Promise<{ frames: number; atMs: number }>;
+  stop(): Promise<void>;
+}
+
+export function natsServerPath(): string | undefined {
+  for (const candidate of ['/usr/sbin/nats-server', '/usr/bin/nats-server']) {
+    if (existsSync(candidate)) return candidate;
+  }
+  try {
+    return (
+      execFileSync('sh', ['-c', 'command -v nats-server'], { encoding: 'utf8' }).trim() || undefined
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+export function startSystem(name: SystemName, options: StartOptions): Promise<RunningSystem> {
+  switch (name) {
+    case 'bridge':
+      return startBridge(options);
+    case 'raw':
+      return startRelay('raw', 'baselines/raw-relay.ts', options);
+    case 'nodeipc':
+      return startRelay('nodeipc', 'baselines/node-ipc-relay.ts', options);
+    case 'nats':
+      return startNats();
+  }
+}
+
+function scratchDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), `mcp-progress-bench-${prefix}-`));
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+async function stopProcess(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited(child);
+  clearTimeout(timer);
+}
+
+async function startBridge(options: StartOptions): Promise<RunningSystem> {
+  const runtimeDir = scratchDir('bridge');
+  const child = spawn(
+    process.execPath,
+    [
+      ...options.execArgv,
+      BIN,
+      'daemon',
+      '--runtime-dir',
+      runtimeDir,
+      '--port',
+      '0',
+      '--log-level',
+      'warn',
+      '--min-interval-ms',
+      String(options.minIntervalMs),
+      // Throughput runs hold a backlog while the subscriber catches up; the publisher's window bounds it.
+      '--max-session-buffer-bytes',
+      String(1024 * 1024 * 1024),
+      '--max-connections',
+      '20000',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+  );
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr = (stderr + text).slice(-4000);
+  });
+  const infoPath = join(runtimeDir, 'daemon.json');
+  const deadline = Date.now() + 20_000;
+  while (!existsSync(infoPath)) {
+    if (child.exitCode !== null) throw new Error(`the bridge exited at start: ${stderr}`);
+    if (Date.now() > deadline) throw new Error(`the bridge did not start: ${stderr}`);
+    await sleep(20);
+  }
+  const info = JSON.parse(readFileSync(infoPath, 'utf8')) as {
+    socket: string;
+    url: string;
+    secret: string;
+  };
+  return {
+    name: 'bridge',
+    pid: child.pid ?? -1,
+    workers: { kind: 'unix', path: info.socket },
+    subscribers: { kind: 'bridge', url: info.url, secret: info.secret },
+    async ingested() {
+      const status = (await bridgeStatus(info.socket)) as {
+        uptimeMs: number;
+        counters: { framesAccepted: number };
+      };
+      return { frames: status.counters.framesAccepted, atMs: status.uptimeMs };
+    },
+    async stop() {
+      await stopProcess(child);
+      rmSync(runtimeDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The daemon's `status` answer, asked over the worker socket. */
+function bridgeStatus(socketPath: string): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ path: socketPath });
+    socket.setEncoding('utf8');
+    const splitter = new FormFeedSplitter();
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error('no status answer from the bridge within 30 s'));
+    }, 30_000);
+    socket.once('error', reject);
+    socket.on('data', (text: string) =>
+      splitter.push(text, (frame) => {
+        const envelope = JSON.parse(frame);
+        if (envelope.type !== 'status') return;
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(envelope.data);
+      }),
+    );
+    socket.once('connect', () => socket.write('{"type":"status","data":{}}\f'));
+  });
+}
+
+async function startRelay(
+  name: 'raw' | 'nodeipc',
+  script: string,
+  options: StartOptions,
+): Promise<RunningSystem> {
+  const dir = scratchDir(name);
+  const socketPath = join(dir, 'relay.sock');
+  const child = new Child(script, options.execArgv);
+  child.send({ type: 'start', socketPath });
+  const ready = await child.next<{ type: 'ready'; url: string }>('ready', 20_000);
+  return {
+    name,
+    pid: child.pid,
+    workers: { kind: 'unix', path: socketPath },
+    subscribers: { kind: 'relay', url: ready.url },
+    async ingested() {
+      child.send({ type: 'stats' });
+      const stats = await child.next<{ type: 'stats'; frames: number; atMs: number }>(
+        'stats',
+        30_000,
+      );
+      return { frames: stats.frames, atMs: stats.atMs };
+    },
+    async stop() {
+      await stopProcess(child.process);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function startNats(): Promise<RunningSystem> {
+  const binary = natsServerPath();
+  if (binary === undefined) throw new Error('nats-server is not installed');
+  const dir = scratchDir('nats');
+  const port = await freePort();
+  const monitorPort = await freePort();
+  const configPath = join(dir, 'nats.conf');
+  // Subscribers that fall behind during a throughput run are slowed by the publisher's window, not cut off.
+  writeFileSync(
+    configPath,
+    [
+      `listen: 127.0.0.1:${port}`,
+      `http: 127.0.0.1:${monitorPort}`,
+      'max_connections: 100000',
+      'max_pending: 1073741824',
+      'write_deadline: "60s"',
+      '',
+    ].join('\n'),
+  );
+  mkdirSync(dir, { recursive: true });
+  const child = spawn(binary, ['-c', configPath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr = (stderr + text).slice(-4000);
+  });
+  const varz = async () => {
+    const response = await fetch(`http://127.0.0.1:${monitorPort}/varz`);
+    return (await response.json()) as { in_msgs: number; now: string };
+  };
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`nats-server exited at start: ${stderr}`);
+    try {
+      await varz();
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`nats-server did not start: ${stderr}`);
+      await sleep(50);
+    }
+  }
+  return {
+    name: 'nats',
+    pid: child.pid ?? -1,
+    workers: { kind: 'nats', port },
+    subscribers: { kind: 'nats', port },
+    async ingested() {
+      const figures = await varz();
+      return { frames: figures.in_msgs, atMs: Date.parse(figures.now) };
+    },
+    async stop() {
+      await stopProcess(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

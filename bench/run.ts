@@ -1,0 +1,71 @@
+/**
+ * `npm run bench`: the bridge and its baselines (raw relay, node-ipc relay,
+ * NATS) in one run on this machine, as a table, with the issue's targets as
+ * ratios. `npm run bench -- --json` prints the full results as JSON instead.
+ *
+ *   --quick              shorter runs (same shapes)
+ *   --smoke              tiny sizes: checks the harness, measures nothing
+ *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale
+ *   --systems a,b        bridge, raw, nodeipc, nats
+ *   --profile            write V8 CPU profiles of the servers to bench/results/profiles/
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { conditions, table, targets, targetTable } from './lib/report.ts';
+import { ALL_SYSTEMS, runSuite, WORKLOADS, type WorkloadName } from './lib/suite.ts';
+import { ROOT, type SystemName } from './lib/systems.ts';
+import { SIZES } from './lib/workloads.ts';
+
+const { values } = parseArgs({
+  options: {
+    json: { type: 'boolean' },
+    quick: { type: 'boolean' },
+    smoke: { type: 'boolean' },
+    only: { type: 'string' },
+    systems: { type: 'string' },
+    profile: { type: 'boolean' },
+  },
+});
+
+function list<T extends string>(
+  text: string | undefined,
+  allowed: readonly T[],
+  what: string,
+): T[] {
+  if (text === undefined) return [...allowed];
+  const chosen = text.split(',').map((item) => item.trim());
+  for (const item of chosen) {
+    if (!(allowed as readonly string[]).includes(item)) {
+      process.stderr.write(`unknown ${what} "${item}": choose from ${allowed.join(', ')}\n`);
+      process.exit(2);
+    }
+  }
+  return chosen as T[];
+}
+
+const sizeName = values.smoke ? 'smoke' : values.quick ? 'quick' : 'full';
+const resultsDir = join(ROOT, 'bench/results');
+const profileDir = join(resultsDir, 'profiles');
+if (values.profile) mkdirSync(profileDir, { recursive: true });
+
+const result = await runSuite({
+  sizes: SIZES[sizeName],
+  sizeName,
+  systems: list<SystemName>(values.systems, ALL_SYSTEMS, 'system'),
+  workloads: list<WorkloadName>(values.only, WORKLOADS, 'workload'),
+  serverExecArgv: values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+  log: (line) => process.stderr.write(`${line}\n`),
+});
+const checks = targets(result);
+mkdirSync(resultsDir, { recursive: true });
+writeFileSync(
+  join(resultsDir, 'latest.json'),
+  `${JSON.stringify({ ...result, targets: checks }, null, 2)}\n`,
+);
+
+if (values.json) {
+  process.stdout.write(`${JSON.stringify({ ...result, targets: checks }, null, 2)}\n`);
+} else {
+  process.stdout.write(`\n${table(result)}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`);
+}
