@@ -7,6 +7,7 @@
  *   --smoke              tiny sizes: checks the harness, measures nothing
  *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale
  *   --systems a,b        bridge, raw, nodeipc, nats
+ *   --repeat N           run each throughput and latency measurement N times, report the median
  *   --profile            write V8 CPU profiles of the servers to bench/results/profiles/
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -25,6 +26,7 @@ const { values } = parseArgs({
     only: { type: 'string' },
     systems: { type: 'string' },
     profile: { type: 'boolean' },
+    repeat: { type: 'string' },
   },
 });
 
@@ -44,7 +46,14 @@ function list<T extends string>(
   return chosen as T[];
 }
 
-const sizeName = values.smoke ? 'smoke' : values.quick ? 'quick' : 'full';
+// Profiling runs one long instance of each chosen workload, so that each profile shows one thing.
+const sizeName = values.smoke
+  ? 'smoke'
+  : values.profile
+    ? 'profile'
+    : values.quick
+      ? 'quick'
+      : 'full';
 const resultsDir = join(ROOT, 'bench/results');
 const profileDir = join(resultsDir, 'profiles');
 if (values.profile) mkdirSync(profileDir, { recursive: true });
@@ -54,6 +63,7 @@ const result = await runSuite({
   sizeName,
   systems: list<SystemName>(values.systems, ALL_SYSTEMS, 'system'),
   workloads: list<WorkloadName>(values.only, WORKLOADS, 'workload'),
+  repeat: Math.max(1, Number(values.repeat ?? 1) || 1),
   serverExecArgv: values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
   log: (line) => process.stderr.write(`${line}\n`),
 });

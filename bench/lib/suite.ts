@@ -23,13 +23,16 @@ export const WORKLOADS = ['ingest', 'e2e', 'latency', 'fanout', 'flood', 'scale'
 export type WorkloadName = (typeof WORKLOADS)[number];
 export const ALL_SYSTEMS: SystemName[] = ['bridge', 'raw', 'nodeipc', 'nats'];
 
-export type Outcome<T> = { ok: true; value: T } | { ok: false; error: string };
+/** A figure from the median run, with the key figure of every run kept alongside. */
+export type Outcome<T> = { ok: true; value: T; runs: number[] } | { ok: false; error: string };
 
 export interface SuiteOptions {
   sizes: Sizes;
   sizeName: string;
   systems: SystemName[];
   workloads: readonly WorkloadName[];
+  /** Runs of each measurement; the median run is reported. */
+  repeat: number;
   /** Node flags for server processes, e.g. --cpu-prof. */
   serverExecArgv: string[];
   log: (line: string) => void;
@@ -45,6 +48,7 @@ export interface SuiteResult {
     loadAverageBefore: number[];
     loadAverageAfter: number[];
     sizes: string;
+    repeat: number;
     skipped: string[];
   };
   systems: SystemName[];
@@ -56,16 +60,56 @@ export interface SuiteResult {
   scale: Partial<Record<SystemName, Outcome<ScaleResult>>>;
 }
 
-async function attempt<T>(what: string, log: (line: string) => void, run: () => Promise<T>) {
+async function attempt<T>(
+  what: string,
+  log: (line: string) => void,
+  run: () => Promise<T>,
+): Promise<{ ok: true; value: T } | { ok: false; error: string }> {
   const started = performance.now();
   try {
     const value = await run();
     log(`  ${what}: done in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    return { ok: true as const, value };
+    return { ok: true, value };
   } catch (error) {
     log(`  ${what}: FAILED: ${(error as Error).message}`);
-    return { ok: false as const, error: (error as Error).message };
+    return { ok: false, error: (error as Error).message };
   }
+}
+
+/**
+ * One row of the table: each system `repeat` times, the systems interleaved
+ * so that a burst of load elsewhere on the machine hurts them alike; the run
+ * with the median key figure stands for the system.
+ */
+async function measureRow<T>(
+  systems: SystemName[],
+  repeat: number,
+  log: (line: string) => void,
+  run: (name: SystemName) => Promise<T>,
+  figure: (value: T) => number,
+): Promise<Partial<Record<SystemName, Outcome<T>>>> {
+  const runs = new Map<SystemName, Array<{ ok: true; value: T } | { ok: false; error: string }>>();
+  for (let round = 1; round <= repeat; round++) {
+    for (const name of systems) {
+      const what = repeat > 1 ? `${name} (run ${round}/${repeat})` : name;
+      const list = runs.get(name) ?? [];
+      list.push(await attempt(what, log, () => run(name)));
+      runs.set(name, list);
+    }
+  }
+  const row: Partial<Record<SystemName, Outcome<T>>> = {};
+  for (const [name, list] of runs) {
+    const good = list.flatMap((outcome) => (outcome.ok ? [outcome.value] : []));
+    const failed = list.find((outcome) => !outcome.ok);
+    if (good.length === 0) {
+      row[name] = failed ?? { ok: false, error: 'no run' };
+      continue;
+    }
+    const sorted = [...good].sort((a, b) => figure(a) - figure(b));
+    const middle = sorted[Math.floor((sorted.length - 1) / 2)] as T;
+    row[name] = { ok: true, value: middle, runs: good.map(figure) };
+  }
+  return row;
 }
 
 export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
@@ -89,6 +133,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       loadAverageBefore: loadavg(),
       loadAverageAfter: [],
       sizes: options.sizeName,
+      repeat: options.repeat,
       skipped,
     },
     systems,
@@ -105,58 +150,78 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
   if (want('ingest')) {
     for (const publishers of sizes.ingestPublishers) {
       log(`ingest, ${publishers} publisher(s)`);
-      const row: SuiteResult['ingest'][number] = {};
-      for (const name of systems) {
-        row[name] = await attempt(name, log, () => runIngest(name, start, sizes, publishers));
-      }
-      result.ingest[publishers] = row;
+      result.ingest[publishers] = await measureRow(
+        systems,
+        options.repeat,
+        log,
+        (name) => runIngest(name, start, sizes, publishers),
+        (value) => value.framesPerSecond,
+      );
     }
   }
   if (want('e2e')) {
     log(`end to end, ${sizes.e2ePublishers} publishers -> 1 session`);
-    for (const name of systems) {
-      result.e2e[name] = await attempt(name, log, () =>
+    result.e2e = await measureRow(
+      systems,
+      options.repeat,
+      log,
+      (name) =>
         runThroughput(name, start, sizes, {
           publishers: sizes.e2ePublishers,
           sessions: 1,
           window: sizes.e2eWindow,
           prefix: 'e2e',
         }),
-      );
-    }
+      (value) => value.notificationsPerSecond,
+    );
   }
   if (want('latency')) {
     for (const rate of sizes.latencyRates) {
       log(`latency at ${rate} frames/s`);
-      const row: SuiteResult['latency'][number] = {};
-      for (const name of systems) {
-        row[name] = await attempt(name, log, () => runLatency(name, start, sizes, rate));
-      }
-      result.latency[rate] = row;
+      result.latency[rate] = await measureRow(
+        systems,
+        options.repeat,
+        log,
+        (name) => runLatency(name, start, sizes, rate),
+        (value) => value.p99Ms,
+      );
     }
   }
   if (want('fanout')) {
     log(`fan-out, 1 stream -> ${sizes.fanoutSubscribers} sessions`);
-    for (const name of systems) {
-      result.fanout[name] = await attempt(name, log, () =>
+    result.fanout = await measureRow(
+      systems,
+      options.repeat,
+      log,
+      (name) =>
         runThroughput(name, start, sizes, {
           publishers: 1,
           sessions: sizes.fanoutSubscribers,
           window: sizes.fanoutWindow,
           prefix: 'fan',
         }),
-      );
-    }
+      (value) => value.notificationsPerSecond,
+    );
   }
   if (want('flood') && systems.includes('bridge')) {
     log(`flood, coalescing ${sizes.floodIntervalMs} ms, ${sizes.floodSubscribers} sessions`);
-    result.flood.bridge = await attempt('bridge', log, () => runFlood('bridge', start, sizes));
+    result.flood = await measureRow(
+      ['bridge'],
+      1,
+      log,
+      (name) => runFlood(name, start, sizes),
+      (value) => value.perSubscriberMax,
+    );
   }
   if (want('scale')) {
     log(`scale, ${sizes.scaleWorkers} idle workers and ${sizes.scaleSessions} sessions`);
-    for (const name of systems) {
-      result.scale[name] = await attempt(name, log, () => runScale(name, start, sizes));
-    }
+    result.scale = await measureRow(
+      systems,
+      1,
+      log,
+      (name) => runScale(name, start, sizes),
+      (value) => value.rssPerWorkerBytes,
+    );
   }
   result.conditions.loadAverageAfter = loadavg();
   return result;

@@ -19,6 +19,7 @@ export interface PublisherConfig {
    * frames a second in total, each stamped with the host clock.
    */
   mode: 'flood' | 'window' | 'paced';
+  /** Stops by itself after this long, unless the harness sends `stop` first. */
   durationMs: number;
   framesPerChunk: number;
   ratePerSecond?: number;

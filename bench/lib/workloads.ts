@@ -34,7 +34,7 @@ export interface Sizes {
   fanoutWindow: number;
 }
 
-export const SIZES: Record<'full' | 'quick' | 'smoke', Sizes> = {
+export const SIZES: Record<'full' | 'quick' | 'profile' | 'smoke', Sizes> = {
   full: {
     warmupMs: 1500,
     measureMs: 4000,
@@ -48,8 +48,8 @@ export const SIZES: Record<'full' | 'quick' | 'smoke', Sizes> = {
     scaleWorkers: 10_000,
     scaleSessions: 1000,
     framesPerChunk: 256,
-    e2eWindow: 16_384,
-    fanoutWindow: 1024,
+    e2eWindow: 262_144,
+    fanoutWindow: 2048,
   },
   quick: {
     warmupMs: 700,
@@ -64,8 +64,24 @@ export const SIZES: Record<'full' | 'quick' | 'smoke', Sizes> = {
     scaleWorkers: 10_000,
     scaleSessions: 1000,
     framesPerChunk: 256,
-    e2eWindow: 16_384,
-    fanoutWindow: 1024,
+    e2eWindow: 262_144,
+    fanoutWindow: 2048,
+  },
+  profile: {
+    warmupMs: 1000,
+    measureMs: 5000,
+    ingestPublishers: [1],
+    e2ePublishers: 4,
+    latencyRates: [10_000],
+    fanoutSubscribers: 100,
+    floodSubscribers: 10,
+    floodMs: 5000,
+    floodIntervalMs: 100,
+    scaleWorkers: 10_000,
+    scaleSessions: 1000,
+    framesPerChunk: 256,
+    e2eWindow: 262_144,
+    fanoutWindow: 2048,
   },
   smoke: {
     warmupMs: 100,
@@ -80,15 +96,22 @@ export const SIZES: Record<'full' | 'quick' | 'smoke', Sizes> = {
     scaleWorkers: 20,
     scaleSessions: 5,
     framesPerChunk: 32,
-    e2eWindow: 2048,
-    fanoutWindow: 512,
+    e2eWindow: 262_144,
+    fanoutWindow: 2048,
   },
 };
+
+/** CPU of the load generators over the measured window, as a share of one core. */
+export interface LoadCpu {
+  publisher: number;
+  subscriber?: number;
+}
 
 export interface IngestResult {
   publishers: number;
   framesPerSecond: number;
   serverCpu: number;
+  loadCpu: LoadCpu;
   sent: number;
   rejected: number;
   errors: string[];
@@ -102,6 +125,7 @@ export interface ThroughputResult {
   /** Notifications per second delivered over all sessions. */
   notificationsPerSecond: number;
   serverCpu: number;
+  loadCpu: LoadCpu;
   sent: number;
   /** Every session got every frame, the last one with the final value, in order. */
   allDelivered: boolean;
@@ -116,6 +140,7 @@ export interface LatencyResult {
   p999Ms: number;
   maxMs: number;
   serverCpu: number;
+  loadCpu: LoadCpu;
   allDelivered: boolean;
   errors: string[];
 }
@@ -200,23 +225,29 @@ export function runIngest(
       target: system.workers,
       tokens: tokens('ingest', publishers),
       mode: 'flood',
-      durationMs: sizes.warmupMs + sizes.measureMs + 200,
+      durationMs: 600_000,
       framesPerChunk: sizes.framesPerChunk,
     });
     try {
-      const done = pub.next<PublisherDone>('done', 120_000);
+      const done = pub.next<PublisherDone>('done', 720_000);
       pub.send({ type: 'go' });
       await sleep(sizes.warmupMs);
+      // A busy server may take a while to answer; its own clock times the window, and the
+      // publishers keep writing until both counts are in.
       const from = await system.ingested();
       const cpuFrom = sampleProcess(system.pid);
+      const pubFrom = sampleProcess(pub.pid);
       await sleep(sizes.measureMs);
       const to = await system.ingested();
       const cpuTo = sampleProcess(system.pid);
+      const pubTo = sampleProcess(pub.pid);
+      pub.send({ type: 'stop' });
       const result = await done;
       return {
         publishers,
         framesPerSecond: (to.frames - from.frames) / ((to.atMs - from.atMs) / 1000),
         serverCpu: cpuShare(cpuFrom, cpuTo),
+        loadCpu: { publisher: cpuShare(pubFrom, pubTo) },
         sent: result.sent,
         rejected: result.rejected,
         errors: result.errors,
@@ -263,9 +294,12 @@ export function runThroughput(
       const goMs = nowUs() / 1000;
       pub.send({ type: 'go' });
       await sleep(sizes.warmupMs);
-      const cpuFrom = sampleProcess(system.pid);
+      const cpuFrom = [system.pid, pub.pid, sub.pid].map(sampleProcess);
       await sleep(sizes.measureMs);
-      const cpuTo = sampleProcess(system.pid);
+      const cpuTo = [system.pid, pub.pid, sub.pid].map(sampleProcess);
+      const [serverCpu, publisherCpu, subscriberCpu] = cpuFrom.map((from, i) =>
+        cpuShare(from, cpuTo[i] ?? from),
+      );
       const sent = await done;
       const from = reports.find(([at]) => at >= goMs + sizes.warmupMs);
       const to = reports.findLast(([at]) => at <= goMs + sizes.warmupMs + sizes.measureMs);
@@ -285,7 +319,8 @@ export function runThroughput(
         sessions: shape.sessions,
         framesPerSecond,
         notificationsPerSecond: framesPerSecond * shape.sessions,
-        serverCpu: cpuShare(cpuFrom, cpuTo),
+        serverCpu: serverCpu ?? Number.NaN,
+        loadCpu: { publisher: publisherCpu ?? Number.NaN, subscriber: subscriberCpu ?? Number.NaN },
         sent: sent.sent,
         allDelivered:
           result.complete && sent.rejected === 0 && everyFrameArrived(result, sent, true),
@@ -343,9 +378,12 @@ export function runLatency(
       sub.send({ type: 'record-from', fromUs: nowUs() + sizes.warmupMs * 1000 });
       pub.send({ type: 'go' });
       await sleep(sizes.warmupMs);
-      const cpuFrom = sampleProcess(system.pid);
+      const cpuFrom = [system.pid, pub.pid, sub.pid].map(sampleProcess);
       await sleep(sizes.measureMs);
-      const cpuTo = sampleProcess(system.pid);
+      const cpuTo = [system.pid, pub.pid, sub.pid].map(sampleProcess);
+      const [serverCpu, publisherCpu, subscriberCpu] = cpuFrom.map((from, i) =>
+        cpuShare(from, cpuTo[i] ?? from),
+      );
       const sent = await done;
       sub.send({ type: 'expect', count: sent.sent, final: sent.lastProgress, timeoutMs: 60_000 });
       const result = await sub.next<SubscriberResult>('result', 90_000);
@@ -359,7 +397,8 @@ export function runLatency(
       return {
         offeredPerSecond: ratePerSecond,
         ...latency,
-        serverCpu: cpuShare(cpuFrom, cpuTo),
+        serverCpu: serverCpu ?? Number.NaN,
+        loadCpu: { publisher: publisherCpu ?? Number.NaN, subscriber: subscriberCpu ?? Number.NaN },
         allDelivered:
           result.complete && sent.rejected === 0 && everyFrameArrived(result, sent, true),
         errors: [...sent.errors, ...result.errors],

@@ -161,6 +161,7 @@ function flushed(socket: Socket): Promise<void> {
 
 async function run(): Promise<void> {
   const startedUs = nowUs();
+  // The harness says when to stop; the duration is a fallback.
   setTimeout(() => {
     stopped = true;
   }, config.durationMs);
@@ -192,6 +193,9 @@ onParentMessage((message: Message) => {
       return;
     case 'go':
       void run();
+      return;
+    case 'stop':
+      stopped = true;
       return;
     case 'credit':
       delivered = message.delivered as number;

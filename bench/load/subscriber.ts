@@ -5,9 +5,9 @@
  * end says whether every session got the final value, and the latencies.
  */
 import { type NatsConnection, connect as natsConnect } from 'nats';
-import WebSocket from 'ws';
 import { type Message, onParentMessage, toParent } from '../lib/child.ts';
 import { natsSubject, nowUs } from '../lib/frames.ts';
+import { openLeanWebSocket } from '../lib/lean-websocket.ts';
 import { SampleList, summariseLatencies } from '../lib/stats.ts';
 import type { SessionResult, SubscriberConfig, SubscriberResult } from '../lib/targets.ts';
 
@@ -115,23 +115,24 @@ function finish(complete: boolean): void {
 }
 
 async function openBridge(url: string, secret: string, session: Session): Promise<void> {
-  const ws = new WebSocket(url, 'mcp-progress.v1', {
-    headers: { authorization: `Bearer ${secret}` },
-    perMessageDeflate: false,
-  });
-  await opened(ws);
   // Subscribe to each token and wait for every answer before counting notifications.
+  let answered: (error?: Error) => void = () => {};
+  let answers = 0;
+  let onMessage = (payload: Buffer) => {
+    const reply = JSON.parse(payload.toString());
+    if (reply.error) answered(new Error(`subscribe refused: ${JSON.stringify(reply.error)}`));
+    if (++answers === config.tokens.length) {
+      onMessage = (raw) => receive(session, raw);
+      answered();
+    }
+  };
+  const ws = await openLeanWebSocket(
+    url,
+    { 'sec-websocket-protocol': 'mcp-progress.v1', authorization: `Bearer ${secret}` },
+    { message: (payload) => onMessage(payload), closed: (reason) => closedEarly(reason) },
+  );
   await new Promise<void>((resolve, reject) => {
-    let answers = 0;
-    ws.on('message', function subscribed(data: Buffer) {
-      const reply = JSON.parse(data.toString());
-      if (reply.error) reject(new Error(`subscribe refused: ${JSON.stringify(reply.error)}`));
-      if (++answers === config.tokens.length) {
-        ws.off('message', subscribed);
-        ws.on('message', (raw: Buffer) => receive(session, raw));
-        resolve();
-      }
-    });
+    answered = (error) => (error ? reject(error) : resolve());
     config.tokens.forEach((progressToken, id) => {
       ws.send(
         JSON.stringify({
@@ -143,16 +144,16 @@ async function openBridge(url: string, secret: string, session: Session): Promis
       );
     });
   });
-  watchClose(ws);
-  session.close = () => ws.terminate();
+  session.close = () => ws.close();
 }
 
 async function openRelay(url: string, session: Session): Promise<void> {
-  const ws = new WebSocket(url, { perMessageDeflate: false });
-  ws.on('message', (raw: Buffer) => receive(session, raw));
-  await opened(ws);
-  watchClose(ws);
-  session.close = () => ws.terminate();
+  const ws = await openLeanWebSocket(
+    url,
+    {},
+    { message: (raw) => receive(session, raw), closed: (reason) => closedEarly(reason) },
+  );
+  session.close = () => ws.close();
 }
 
 async function openNats(port: number, session: Session): Promise<void> {
@@ -172,20 +173,8 @@ async function openNats(port: number, session: Session): Promise<void> {
   session.close = () => void nc.close();
 }
 
-function opened(ws: WebSocket): Promise<void> {
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve());
-    ws.once('error', reject);
-    ws.once('unexpected-response', (_request, response) =>
-      reject(new Error(`HTTP ${response.statusCode}`)),
-    );
-  });
-}
-
-function watchClose(ws: WebSocket): void {
-  ws.on('close', (code, reason) => {
-    if (!finished) errors.push(`session closed early: ${code} ${reason.toString()}`);
-  });
+function closedEarly(reason: string): void {
+  if (!finished) errors.push(`session closed early: ${reason}`);
 }
 
 async function start(): Promise<void> {
