@@ -8,6 +8,8 @@
  *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale
  *   --systems a,b        bridge, raw, nodeipc, nats
  *   --repeat N           run each throughput and latency measurement N times, report the median
+ *   --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",
+ *                        to measure a change against its parent in the same run
  *   --profile            write V8 CPU profiles of the servers to bench/results/profiles/
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -27,6 +29,7 @@ const { values } = parseArgs({
     systems: { type: 'string' },
     profile: { type: 'boolean' },
     repeat: { type: 'string' },
+    before: { type: 'string' },
   },
 });
 
@@ -61,7 +64,11 @@ if (values.profile) mkdirSync(profileDir, { recursive: true });
 const result = await runSuite({
   sizes: SIZES[sizeName],
   sizeName,
-  systems: list<SystemName>(values.systems, ALL_SYSTEMS, 'system'),
+  systems: [
+    ...(values.before === undefined ? [] : (['before'] as SystemName[])),
+    ...list<SystemName>(values.systems, ALL_SYSTEMS, 'system'),
+  ],
+  beforeRoot: values.before,
   workloads: list<WorkloadName>(values.only, WORKLOADS, 'workload'),
   repeat: Math.max(1, Number(values.repeat ?? 1) || 1),
   serverExecArgv: values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],

@@ -35,6 +35,8 @@ export interface SuiteOptions {
   repeat: number;
   /** Node flags for server processes, e.g. --cpu-prof. */
   serverExecArgv: string[];
+  /** Another build of the bridge to run beside this one as `before`. */
+  beforeRoot?: string | undefined;
   log: (line: string) => void;
 }
 
@@ -144,7 +146,11 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     flood: {},
     scale: {},
   };
-  const start = { minIntervalMs: 0, execArgv: options.serverExecArgv };
+  const start = {
+    minIntervalMs: 0,
+    execArgv: options.serverExecArgv,
+    beforeRoot: options.beforeRoot,
+  };
   const want = (name: WorkloadName) => options.workloads.includes(name);
 
   if (want('ingest')) {

@@ -16,10 +16,12 @@ import type { SubscriberTarget, WorkerTarget } from './targets.ts';
 export const ROOT = resolve(import.meta.dirname, '../..');
 const BIN = join(ROOT, 'bin/mcp-progress');
 
-export type SystemName = 'bridge' | 'raw' | 'nodeipc' | 'nats';
+/** `before` is another build of the bridge (--before DIR), for an A/B of a change in one run. */
+export type SystemName = 'bridge' | 'before' | 'raw' | 'nodeipc' | 'nats';
 
 export const SYSTEM_LABELS: Record<SystemName, string> = {
   bridge: 'bridge',
+  before: 'bridge (before)',
   raw: 'raw relay',
   nodeipc: 'node-ipc relay',
   nats: 'NATS',
@@ -30,6 +32,8 @@ export interface StartOptions {
   minIntervalMs: number;
   /** Node flags for the server process, e.g. --cpu-prof. */
   execArgv: string[];
+  /** A checkout whose bin/ and dist/ run as the `before` system. */
+  beforeRoot?: string | undefined;
 }
 
 export interface RunningSystem {
@@ -58,7 +62,10 @@ export function natsServerPath(): string | undefined {
 export function startSystem(name: SystemName, options: StartOptions): Promise<RunningSystem> {
   switch (name) {
     case 'bridge':
-      return startBridge(options);
+      return startBridge('bridge', BIN, options);
+    case 'before':
+      if (options.beforeRoot === undefined) throw new Error('the before system needs --before DIR');
+      return startBridge('before', join(options.beforeRoot, 'bin/mcp-progress'), options);
     case 'raw':
       return startRelay('raw', 'baselines/raw-relay.ts', options);
     case 'nodeipc':
@@ -85,13 +92,17 @@ async function stopProcess(child: ChildProcess, graceMs = 10_000): Promise<void>
   clearTimeout(timer);
 }
 
-async function startBridge(options: StartOptions): Promise<RunningSystem> {
-  const runtimeDir = scratchDir('bridge');
+async function startBridge(
+  name: 'bridge' | 'before',
+  bin: string,
+  options: StartOptions,
+): Promise<RunningSystem> {
+  const runtimeDir = scratchDir(name);
   const child = spawn(
     process.execPath,
     [
       ...options.execArgv,
-      BIN,
+      bin,
       'daemon',
       '--runtime-dir',
       runtimeDir,
@@ -126,7 +137,7 @@ async function startBridge(options: StartOptions): Promise<RunningSystem> {
     secret: string;
   };
   return {
-    name: 'bridge',
+    name,
     pid: child.pid ?? -1,
     workers: { kind: 'unix', path: info.socket },
     subscribers: { kind: 'bridge', url: info.url, secret: info.secret },
