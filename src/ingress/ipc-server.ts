@@ -7,7 +7,7 @@
  */
 import type { Socket } from 'node:net';
 import { GuardedParser, IPCModule, IPCProtocolError, type IpcConfig } from 'node-ipc';
-import type { RejectCode } from '../protocol/index.js';
+import { FRAME_DELIMITER, type RejectCode } from '../protocol/index.js';
 
 export type ConnectionId = number;
 
@@ -92,12 +92,14 @@ function framingMessage(code: RejectCode, maxFrameBytes: number): string {
  * node-ipc's Guarded parser closes a connection without telling the peer why.
  * This one surfaces the error as a FramingFault dispatched under the reserved
  * name 'error' (which no wire frame can carry), so the adapter answers first.
+ * It also owns the split loop: the same checks as GuardedParser.read, but a
+ * frame's bytes are counted only when its length could exceed the limit.
  */
 function makeParser(maxFrameBytes: number) {
   return class SurfacingParser extends GuardedParser {
     override read(buffer: string, data: string, receive: (message: unknown) => void): string {
       try {
-        return super.read(buffer, data, receive);
+        return this.#split(buffer, data, receive);
       } catch (error) {
         if (!(error instanceof IPCProtocolError)) throw error;
         const code = FRAMING_CODES[error.code] ?? 'invalid_envelope';
@@ -109,10 +111,26 @@ function makeParser(maxFrameBytes: number) {
       }
     }
 
+    #split(buffer: string, data: string, receive: (message: unknown) => void): string {
+      const combined = buffer ? buffer + data : data;
+      let start = 0;
+      let end = combined.indexOf(FRAME_DELIMITER);
+      while (end !== -1) {
+        const frame = combined.slice(start, end);
+        this.#checkSize(frame);
+        receive(this.decodeMessage(frame));
+        start = end + 1;
+        end = combined.indexOf(FRAME_DELIMITER, start);
+      }
+      const remainder = start === 0 ? combined : combined.slice(start);
+      this.#checkSize(remainder);
+      return remainder;
+    }
+
     /** Bytes are at most 3 per UTF-16 unit, so most frames skip the byte count. */
-    override assertFrameSize(characters: number, bytes: number): void {
-      if (characters * 3 <= this.maxMessageSize) return;
-      super.assertFrameSize(characters, bytes);
+    #checkSize(text: string): void {
+      if (text.length * 3 <= this.maxMessageSize) return;
+      this.assertFrameSize(text.length, Buffer.byteLength(text));
     }
   };
 }
@@ -127,7 +145,17 @@ interface Connection extends WorkerConnection {
   partialTimer: NodeJS.Timeout | undefined;
 }
 
-type TaggedSocket = Socket & { [STATE]?: Connection; ipcBuffer?: string };
+interface Envelope {
+  type: string;
+  data: unknown;
+}
+
+/** node-ipc keeps its per-socket state on the socket: the unread tail, and the frame dispatcher. */
+type TaggedSocket = Socket & {
+  [STATE]?: Connection;
+  ipcBuffer?: string;
+  ipcDispatch?: (message: Envelope) => void;
+};
 
 export class IngressServer {
   readonly #options: IngressOptions;
@@ -254,6 +282,9 @@ export class IngressServer {
       },
     };
     socket[STATE] = connection;
+    // node-ipc hands each frame to its event emitter (a rest-args array, a type check and a
+    // wildcard loop per frame); frames of our connections go straight to #dispatch instead.
+    socket.ipcDispatch = (message) => this.#dispatch(socket, message);
     if (this.#stopping || this.#connections.size >= this.#options.maxConnections) {
       this.refusedConnections++;
       this.#log.warn(
@@ -277,6 +308,14 @@ export class IngressServer {
       this.#connections.delete(id);
       this.#handlers.closed(connection);
     });
+  }
+
+  #dispatch(socket: TaggedSocket, message: Envelope): void {
+    if (message.type === 'error' && message.data instanceof FramingFault) {
+      this.#fault(socket, message.data);
+    } else {
+      this.#frame(socket, message.type, message.data);
+    }
   }
 
   #frame(socket: TaggedSocket, type: string, data: unknown): void {

@@ -45,6 +45,8 @@ declare module 'node-ipc' {
     maxMessageSize: number;
     encode(type: string, data: unknown): string;
     read(buffer: string, data: string, receive: (message: unknown) => void): string;
+    /** JSON.parse plus the envelope checks (object, type name); throws IPCProtocolError. */
+    decodeMessage(frame: string): unknown;
     assertFrameSize(characters: number, bytes: number): void;
   }
 
