@@ -18,9 +18,11 @@ import { type DaemonInfo, daemonInfoPath } from './locate.js';
 import { createLogger, type Logger } from './log.js';
 import {
   BridgeError,
-  checkDoneFrame,
-  checkProgressFrame,
+  explainDoneFrame,
+  explainProgressFrame,
   type FrameRejection,
+  isDoneFrame,
+  isProgressFrame,
   PROTOCOL_VERSION,
   type ProgressToken,
   type RejectCode,
@@ -208,28 +210,21 @@ export class Daemon {
 
   #frame(connection: WorkerConnection, type: string, data: unknown): void {
     switch (type) {
-      case 'progress': {
-        const check = checkProgressFrame(data);
-        if (!check.ok) this.#reject(connection, check.rejection);
-        else
-          this.#answer(
-            connection,
-            this.#router.publish(connection.id, check.frame, this.now()),
-            check.frame,
-          );
+      case 'progress':
+        // The guard alone on the hot path: no result object per frame; refusals are explained apart.
+        if (isProgressFrame(data)) {
+          this.#answer(connection, this.#router.publish(connection.id, data, this.now()), data);
+        } else {
+          this.#reject(connection, explainProgressFrame(data));
+        }
         return;
-      }
-      case 'done': {
-        const check = checkDoneFrame(data);
-        if (!check.ok) this.#reject(connection, check.rejection);
-        else
-          this.#answer(
-            connection,
-            this.#router.finish(connection.id, check.frame, this.now()),
-            check.frame,
-          );
+      case 'done':
+        if (isDoneFrame(data)) {
+          this.#answer(connection, this.#router.finish(connection.id, data, this.now()), data);
+        } else {
+          this.#reject(connection, explainDoneFrame(data));
+        }
         return;
-      }
       case 'ping':
         connection.send('pong', { pid: process.pid, version: VERSION, protocol: PROTOCOL_VERSION });
         return;

@@ -41,14 +41,32 @@ const EXPECTED: Record<string, string> = {
 const PROGRESS_FIELDS = Object.keys(progressFrameSchema.shape);
 const DONE_FIELDS = Object.keys(doneFrameSchema.shape);
 
+/** The hot path's check: the compiled validator alone, with no result object to allocate. */
+export function isProgressFrame(data: unknown): data is ProgressFrame {
+  return z.validate(compiledProgress, data);
+}
+
+export function isDoneFrame(data: unknown): data is DoneFrame {
+  return z.validate(compiledDone, data);
+}
+
+/** Why a frame that failed isProgressFrame was refused, naming the field. */
+export function explainProgressFrame(data: unknown): FrameRejection {
+  return explain('progress', data, PROGRESS_FIELDS);
+}
+
+export function explainDoneFrame(data: unknown): FrameRejection {
+  return explain('done', data, DONE_FIELDS);
+}
+
 export function checkProgressFrame(data: unknown): FrameCheck<ProgressFrame> {
-  if (z.validate(compiledProgress, data)) return { ok: true, frame: data };
-  return { ok: false, rejection: explain('progress', data, PROGRESS_FIELDS) };
+  if (isProgressFrame(data)) return { ok: true, frame: data };
+  return { ok: false, rejection: explainProgressFrame(data) };
 }
 
 export function checkDoneFrame(data: unknown): FrameCheck<DoneFrame> {
-  if (z.validate(compiledDone, data)) return { ok: true, frame: data };
-  return { ok: false, rejection: explain('done', data, DONE_FIELDS) };
+  if (isDoneFrame(data)) return { ok: true, frame: data };
+  return { ok: false, rejection: explainDoneFrame(data) };
 }
 
 function explain(event: 'progress' | 'done', data: unknown, fields: string[]): FrameRejection {
