@@ -1,0 +1,135 @@
+/**
+ * The benchmark harness keeps working: every workload runs at a tiny size
+ * against the bridge and its baselines, and what arrived is checked for
+ * correctness (counts, order, final values, fields present). Never speed:
+ * no figure here is compared with a threshold of time or rate.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { table, targets, targetTable } from '../bench/lib/report.ts';
+import { ALL_SYSTEMS, runSuite, type SuiteResult, WORKLOADS } from '../bench/lib/suite.ts';
+import { natsServerPath, type SystemName } from '../bench/lib/systems.ts';
+import { SIZES } from '../bench/lib/workloads.ts';
+
+const sizes = SIZES.smoke;
+const natsInstalled = natsServerPath() !== undefined;
+const log: string[] = [];
+let result: SuiteResult;
+
+beforeAll(async () => {
+  if (!natsInstalled) {
+    console.warn(
+      'bench smoke: the NATS baseline is skipped because nats-server is not installed (Debian: apt-get install nats-server)',
+    );
+  }
+  result = await runSuite({
+    sizes,
+    sizeName: 'smoke',
+    systems: ALL_SYSTEMS,
+    workloads: WORKLOADS,
+    repeat: 1,
+    serverExecArgv: [],
+    log: (line) => log.push(line),
+  });
+}, 600_000);
+
+afterAll(() => {
+  if (log.some((line) => line.includes('FAILED'))) console.error(log.join('\n'));
+});
+
+const nodeSystems: SystemName[] = ['bridge', 'raw', 'nodeipc'];
+const measured = (): SystemName[] => (natsInstalled ? [...nodeSystems, 'nats'] : nodeSystems);
+
+function ok<T>(outcome: { ok: true; value: T } | { ok: false; error: string } | undefined): T {
+  if (outcome === undefined) throw new Error('no result');
+  if (!outcome.ok) throw new Error(outcome.error);
+  return outcome.value;
+}
+
+describe('bench smoke (tiny sizes; correctness only)', () => {
+  it('ingest: every system takes in frames and rejects none', () => {
+    for (const publishers of sizes.ingestPublishers) {
+      for (const name of measured()) {
+        const ingest = ok(result.ingest[publishers]?.[name]);
+        expect(ingest.sent, `${name}, ${publishers} publishers`).toBeGreaterThan(0);
+        expect(ingest.framesPerSecond, name).toBeGreaterThan(0);
+        expect(ingest.rejected, name).toBe(0);
+        expect(ingest.errors, name).toEqual([]);
+      }
+    }
+  });
+
+  it('end to end: every frame reaches the session once, in order, ending with the final value', () => {
+    for (const name of measured()) {
+      const e2e = ok(result.e2e[name]);
+      expect(e2e.errors, name).toEqual([]);
+      expect(e2e.allDelivered, name).toBe(true);
+      expect(e2e.sent, name).toBeGreaterThan(0);
+    }
+  });
+
+  it('latency: every frame delivered, and p50, p99 and p99.9 reported', () => {
+    for (const rate of sizes.latencyRates) {
+      for (const name of measured()) {
+        const latency = ok(result.latency[rate]?.[name]);
+        expect(latency.errors, name).toEqual([]);
+        expect(latency.allDelivered, name).toBe(true);
+        expect(latency.count, name).toBeGreaterThan(0);
+        for (const field of [latency.p50Ms, latency.p99Ms, latency.p999Ms]) {
+          expect(Number.isFinite(field), name).toBe(true);
+        }
+        expect(latency.p50Ms).toBeLessThanOrEqual(latency.p99Ms);
+        expect(latency.p99Ms).toBeLessThanOrEqual(latency.p999Ms);
+      }
+    }
+  });
+
+  it('fan-out: every session gets every frame', () => {
+    for (const name of measured()) {
+      const fanout = ok(result.fanout[name]);
+      expect(fanout.sessions, name).toBe(sizes.fanoutSubscribers);
+      expect(fanout.errors, name).toEqual([]);
+      expect(fanout.allDelivered, name).toBe(true);
+    }
+  });
+
+  it('flood with coalescing: every subscriber ends with the final value, in order', () => {
+    const flood = ok(result.flood.bridge);
+    expect(flood.errors).toEqual([]);
+    expect(flood.framesSent).toBeGreaterThan(0);
+    expect(flood.finalDelivered).toBe(sizes.floodSubscribers);
+    expect(flood.outOfOrder).toBe(0);
+    expect(Number.isFinite(flood.rssEndBytes)).toBe(true);
+  });
+
+  it('scale: every idle worker and session connects and is answered', () => {
+    for (const name of measured()) {
+      const scale = ok(result.scale[name]);
+      expect(scale.workers.failures, name).toBe(0);
+      expect(scale.workers.count, name).toBe(sizes.scaleWorkers);
+      expect(Number.isFinite(scale.rssPerWorkerBytes), name).toBe(true);
+      if (name === 'nats') continue;
+      expect(scale.sessions?.failures, name).toBe(0);
+      expect(scale.sessions?.count, name).toBe(sizes.scaleSessions);
+    }
+  });
+
+  it.skipIf(!natsInstalled)(
+    'the NATS baseline ran (skipped when nats-server is not installed)',
+    () => {
+      expect(result.systems).toContain('nats');
+    },
+  );
+
+  it('prints the table and the targets', () => {
+    const text = table(result);
+    expect(text).toContain('ingest, 1 publisher (frames/s)');
+    expect(text).toContain('latency at');
+    expect(text).toContain('RSS per connection');
+    const checks = targets(result);
+    expect(checks.map((check) => check.name)).toContain(
+      'end to end, coalescing off: bridge / raw relay',
+    );
+    expect(targetTable(checks)).toContain('| target |');
+    expect(() => JSON.stringify(result)).not.toThrow();
+  });
+});
