@@ -149,16 +149,17 @@ export interface FloodResult {
   sessions: number;
   framesSent: number;
   framesPerSecond: number;
-  /** Notifications each subscriber received per second of flood: highest, and mean. */
+  /** Notifications per second each subscriber received (count - 1 over first to last): highest, mean. */
   perSubscriberMax: number;
   perSubscriberMean: number;
+  perSubscriberCounts: number[];
   finalDelivered: number;
   outOfOrder: number;
   rssStartBytes: number;
   rssMidBytes: number;
   rssEndBytes: number;
   rssMaxBytes: number;
-  /** Growth of resident memory per accepted frame, after warm-up (least squares). */
+  /** Growth of resident memory per accepted frame over the second half (least squares). */
   rssBytesPerFrame: number;
   errors: string[];
 }
@@ -452,25 +453,33 @@ export function runFlood(
       await samplesDone;
       sub.send({ type: 'expect', final: sent.lastProgress, timeoutMs: 10_000 });
       const result = await sub.next<SubscriberResult>('result', 30_000);
-      const rates = result.sessions.map((session) => session.count / (sizes.floodMs / 1000));
-      // The first quarter warms up the JIT and the heap; memory must be flat after it.
-      const steady = samples.slice(Math.floor(samples.length / 4));
-      const rssOf = (index: number) => steady[index]?.rss ?? Number.NaN;
+      // Spacing of what each subscriber received: the coalescing interval bounds it.
+      const rates = result.sessions.map((session) =>
+        session.count < 2
+          ? Number.NaN
+          : (session.count - 1) / ((session.lastAtMs - session.firstAtMs) / 1000),
+      );
+      // The heap grows to its working size first; a leak would go on growing, so memory
+      // is judged over the second half of the flood.
+      const warm = samples.slice(Math.floor(samples.length / 4));
+      const late = samples.slice(Math.floor(samples.length / 2));
+      const rssOf = (index: number) => warm[index]?.rss ?? Number.NaN;
       return {
         sessions: sizes.floodSubscribers,
         framesSent: sent.sent,
         framesPerSecond: sent.sent / (sizes.floodMs / 1000),
         perSubscriberMax: Math.max(...rates),
         perSubscriberMean: rates.reduce((a, b) => a + b, 0) / Math.max(1, rates.length),
+        perSubscriberCounts: result.sessions.map((session) => session.count),
         finalDelivered: result.sessions.filter((session) =>
           streamTokens.every((token) => session.lastProgress[token] === sent.lastProgress[token]),
         ).length,
         outOfOrder: result.sessions.reduce((sum, session) => sum + session.outOfOrder, 0),
         rssStartBytes: rssOf(0),
-        rssMidBytes: rssOf(Math.floor(steady.length / 2)),
-        rssEndBytes: rssOf(steady.length - 1),
+        rssMidBytes: late[0]?.rss ?? Number.NaN,
+        rssEndBytes: rssOf(warm.length - 1),
         rssMaxBytes: Math.max(...samples.map((sample) => sample.rss)),
-        rssBytesPerFrame: slope(steady.map((sample) => [sample.frames, sample.rss] as const)),
+        rssBytesPerFrame: slope(late.map((sample) => [sample.frames, sample.rss] as const)),
         errors: [...sent.errors, ...result.errors],
       };
     } finally {
