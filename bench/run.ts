@@ -50,6 +50,9 @@ function list<T extends string>(
 }
 
 // Profiling runs one long instance of each chosen workload, so that each profile shows one thing.
+// Exit through process.exit so that the servers started so far are killed with the harness.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+
 const sizeName = values.smoke
   ? 'smoke'
   : values.profile

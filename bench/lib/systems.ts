@@ -46,6 +46,20 @@ export interface RunningSystem {
   stop(): Promise<void>;
 }
 
+/** Server processes still running, killed if the harness itself exits early (Ctrl-C, a crash). */
+const running = new Set<ChildProcess>();
+const scratch = new Set<string>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
+
+function track(child: ChildProcess): ChildProcess {
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  return child;
+}
+
 export function natsServerPath(): string | undefined {
   for (const candidate of ['/usr/sbin/nats-server', '/usr/bin/nats-server']) {
     if (existsSync(candidate)) return candidate;
@@ -76,7 +90,14 @@ export function startSystem(name: SystemName, options: StartOptions): Promise<Ru
 }
 
 function scratchDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), `mcp-progress-bench-${prefix}-`));
+  const dir = mkdtempSync(join(tmpdir(), `mcp-progress-bench-${prefix}-`));
+  scratch.add(dir);
+  return dir;
+}
+
+function removeScratch(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  scratch.delete(dir);
 }
 
 function exited(child: ChildProcess): Promise<void> {
@@ -120,6 +141,7 @@ async function startBridge(
     ],
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
   );
+  track(child);
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (text: string) => {
     stderr = (stderr + text).slice(-4000);
@@ -150,7 +172,7 @@ async function startBridge(
     },
     async stop() {
       await stopProcess(child);
-      rmSync(runtimeDir, { recursive: true, force: true });
+      removeScratch(runtimeDir);
     },
   };
 }
@@ -187,6 +209,7 @@ async function startRelay(
   const dir = scratchDir(name);
   const socketPath = join(dir, 'relay.sock');
   const child = new Child(script, options.execArgv);
+  track(child.process);
   child.send({ type: 'start', socketPath });
   const ready = await child.next<{ type: 'ready'; url: string }>('ready', 20_000);
   return {
@@ -204,7 +227,7 @@ async function startRelay(
     },
     async stop() {
       await stopProcess(child.process);
-      rmSync(dir, { recursive: true, force: true });
+      removeScratch(dir);
     },
   };
 }
@@ -229,7 +252,7 @@ async function startNats(): Promise<RunningSystem> {
     ].join('\n'),
   );
   mkdirSync(dir, { recursive: true });
-  const child = spawn(binary, ['-c', configPath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = track(spawn(binary, ['-c', configPath], { stdio: ['ignore', 'ignore', 'pipe'] }));
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (text: string) => {
     stderr = (stderr + text).slice(-4000);
@@ -260,7 +283,7 @@ async function startNats(): Promise<RunningSystem> {
     },
     async stop() {
       await stopProcess(child);
-      rmSync(dir, { recursive: true, force: true });
+      removeScratch(dir);
     },
   };
 }
