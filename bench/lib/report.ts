@@ -1,4 +1,5 @@
 /** The suite's table (Markdown, readable in a terminal) and the issue's targets, as ratios. */
+import { median } from './stats.ts';
 import type { Outcome, SuiteResult } from './suite.ts';
 import { SYSTEM_LABELS, type SystemName } from './systems.ts';
 
@@ -32,6 +33,12 @@ function cell<T>(outcome: Outcome<T> | undefined, show: (value: T) => string): s
   return outcome.ok ? show(outcome.value) : 'failed';
 }
 
+/** Bridge over raw relay of the median rate per server CPU-second over all runs. */
+function perCpuRatio(bridge: Outcome<unknown> | undefined, raw: Outcome<unknown> | undefined) {
+  if (!bridge?.ok || !raw?.ok) return Number.NaN;
+  return median(bridge.perCpuRuns) / median(raw.perCpuRuns);
+}
+
 function ratio(
   bridge: Outcome<unknown> | undefined,
   raw: Outcome<unknown> | undefined,
@@ -45,11 +52,7 @@ export function targets(result: SuiteResult): TargetCheck[] {
   const checks: TargetCheck[] = [];
   for (const [publishers, row] of Object.entries(result.ingest)) {
     const r = ratio(row.bridge, row.raw, (v: { framesPerSecond: number }) => v.framesPerSecond);
-    const perCpu = ratio(
-      row.bridge,
-      row.raw,
-      (v: { framesPerSecond: number; serverCpu: number }) => v.framesPerSecond / v.serverCpu,
-    );
+    const perCpu = perCpuRatio(row.bridge, row.raw);
     checks.push({
       name: `ingest, ${publishers} publisher(s): bridge / raw relay`,
       value: `${r.toFixed(2)} (${perCpu.toFixed(2)} per server CPU-second)`,
@@ -63,11 +66,7 @@ export function targets(result: SuiteResult): TargetCheck[] {
       result.e2e.raw,
       (v: { framesPerSecond: number }) => v.framesPerSecond,
     );
-    const perCpu = ratio(
-      result.e2e.bridge,
-      result.e2e.raw,
-      (v: { framesPerSecond: number; serverCpu: number }) => v.framesPerSecond / v.serverCpu,
-    );
+    const perCpu = perCpuRatio(result.e2e.bridge, result.e2e.raw);
     checks.push({
       name: 'end to end, coalescing off: bridge / raw relay',
       value: `${r.toFixed(2)} (${perCpu.toFixed(2)} per server CPU-second)`,
@@ -122,11 +121,6 @@ export function targets(result: SuiteResult): TargetCheck[] {
   return checks;
 }
 
-function serverCpuOf(value: unknown): number {
-  const cpu = (value as { serverCpu?: number }).serverCpu;
-  return typeof cpu === 'number' && cpu > 0 ? cpu : Number.NaN;
-}
-
 function row(cells: string[]): string {
   return `| ${cells.join(' | ')} |`;
 }
@@ -147,11 +141,7 @@ export function table(result: SuiteResult): string {
         : (() => {
             const value = ratio(outcomes.bridge, outcomes.raw, compare as (value: never) => number);
             if (!Number.isFinite(value)) return '';
-            const perCpu = ratio(
-              outcomes.bridge,
-              outcomes.raw,
-              ((v: T) => compare(v) / serverCpuOf(v)) as (value: never) => number,
-            );
+            const perCpu = perCpuRatio(outcomes.bridge, outcomes.raw);
             return Number.isFinite(perCpu)
               ? `${value.toFixed(2)} (${perCpu.toFixed(2)} per CPU-s)`
               : value.toFixed(2);

@@ -23,8 +23,13 @@ export const WORKLOADS = ['ingest', 'e2e', 'latency', 'fanout', 'flood', 'scale'
 export type WorkloadName = (typeof WORKLOADS)[number];
 export const ALL_SYSTEMS: SystemName[] = ['bridge', 'raw', 'nodeipc', 'nats'];
 
-/** A figure from the median run, with the key figure of every run kept alongside. */
-export type Outcome<T> = { ok: true; value: T; runs: number[] } | { ok: false; error: string };
+/**
+ * The median run's figures, with every run's key figure kept alongside, and
+ * the same divided by the server's CPU share (NaN where there is none).
+ */
+export type Outcome<T> =
+  | { ok: true; value: T; runs: number[]; perCpuRuns: number[] }
+  | { ok: false; error: string };
 
 export interface SuiteOptions {
   sizes: Sizes;
@@ -109,7 +114,15 @@ async function measureRow<T>(
     }
     const sorted = [...good].sort((a, b) => figure(a) - figure(b));
     const middle = sorted[Math.floor((sorted.length - 1) / 2)] as T;
-    row[name] = { ok: true, value: middle, runs: good.map(figure) };
+    row[name] = {
+      ok: true,
+      value: middle,
+      runs: good.map(figure),
+      perCpuRuns: good.map((value) => {
+        const cpu = (value as { serverCpu?: number }).serverCpu;
+        return typeof cpu === 'number' && cpu > 0 ? figure(value) / cpu : Number.NaN;
+      }),
+    };
   }
   return row;
 }
