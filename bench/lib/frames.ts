@@ -3,6 +3,9 @@
  * bytes for every system under test. Throughput chunks are copied from a
  * template and only the progress digits are patched, so publishers spend
  * almost nothing and the server under test is what gets measured.
+ *
+ * A throughput frame is what a worker typically sends: token, progress, total
+ * and message. A latency frame also carries its send time in `_meta.t`.
  */
 
 /** How a frame is carried: the bridge's own framing, or NATS's PUB command. */
@@ -11,19 +14,18 @@ export type Wire = 'ipc' | 'nats';
 /** Progress values keep 12 digits for 9e11 frames, so they can be patched in place. */
 export const FIRST_PROGRESS = 100_000_000_000;
 const PROGRESS_DIGITS = 12;
-/** A placeholder timestamp for throughput frames, which nobody reads. */
-const UNSTAMPED = 1_000_000_000_000;
 export const FORM_FEED = 0x0c;
 
 export function natsSubject(token: string): string {
   return `progress.${token}`;
 }
 
-/** The envelope text of one progress frame (no delimiter). */
-export function frameJson(token: string, progress: number, stampUs: number): string {
+/** The envelope text of one progress frame (no delimiter), stamped with its send time if given. */
+export function frameJson(token: string, progress: number, stampUs?: number): string {
+  const meta = stampUs === undefined ? '' : `,"_meta":{"t":${stampUs}}`;
   return (
     `{"type":"progress","data":{"v":1,"progressToken":"${token}","progress":${progress},` +
-    `"total":900000000000,"message":"rendering tile 7 of 16","_meta":{"t":${stampUs}}}}`
+    `"total":900000000000,"message":"rendering tile 7 of 16, pass 2"${meta}}}`
   );
 }
 
@@ -35,7 +37,7 @@ export function encodeFor(wire: Wire, token: string, json: string): string {
 
 /** Bytes of one frame on the bridge's wire, form feed included. */
 export function frameBytes(token: string): number {
-  return Buffer.byteLength(encodeFor('ipc', token, frameJson(token, FIRST_PROGRESS, UNSTAMPED)));
+  return Buffer.byteLength(encodeFor('ipc', token, frameJson(token, FIRST_PROGRESS)));
 }
 
 /** Makes chunks of consecutive frames for one token, as fast as a memcpy. */
@@ -46,10 +48,7 @@ export class ChunkMaker {
   readonly framesPerChunk: number;
 
   constructor(wire: Wire, token: string, framesPerChunk: number) {
-    const one = Buffer.from(
-      encodeFor(wire, token, frameJson(token, FIRST_PROGRESS, UNSTAMPED)),
-      'utf8',
-    );
+    const one = Buffer.from(encodeFor(wire, token, frameJson(token, FIRST_PROGRESS)), 'utf8');
     this.#frameLength = one.length;
     this.#progressOffset = one.indexOf(String(FIRST_PROGRESS));
     this.framesPerChunk = framesPerChunk;
