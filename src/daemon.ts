@@ -16,6 +16,7 @@ import {
 } from './ingress/runtime-dir.js';
 import { type DaemonInfo, daemonInfoPath } from './locate.js';
 import { createLogger, type Logger } from './log.js';
+import { formatPrometheus } from './metrics.js';
 import {
   BridgeError,
   checkDoneFrame,
@@ -39,6 +40,7 @@ export interface DaemonStatus {
   sessions: number;
   streams: { waiting: number; active: number; done: number };
   subscriptions: number;
+  memory: { rss: number; heapUsed: number };
   counters: {
     framesAccepted: number;
     framesRejected: Partial<Record<RejectCode, number>>;
@@ -109,6 +111,15 @@ export class Daemon {
       response.writeHead(200, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ ok: true, version: VERSION, pid: process.pid }));
     });
+    this.#endpoint.route(
+      'GET',
+      '/metrics',
+      (_request, response) => {
+        response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+        response.end(formatPrometheus(this.status()));
+      },
+      true,
+    );
   }
 
   /** Validates options, claims the socket, listens, and writes daemon.json when ready. */
@@ -175,6 +186,7 @@ export class Daemon {
       sessions: this.#endpoint.sessionCount,
       streams: stats.streams,
       subscriptions: stats.subscriptions,
+      memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
       counters: {
         framesAccepted: this.#framesAccepted,
         framesRejected: { ...this.#framesRejected },

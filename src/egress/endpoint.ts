@@ -14,6 +14,9 @@ import { type GatewayBackend, handleRpcText, rpcError, type SessionId } from './
 
 export const WS_PATH = '/ws';
 
+/** How long a slow consumer has to read its backlog and the close frame before it is cut off. */
+const SLOW_CONSUMER_GRACE_MS = 10_000;
+
 /** Close codes the gateway uses; docs/PROTOCOL.md lists them. */
 export const CLOSE_CODES = {
   /** The daemon is stopping. */
@@ -191,7 +194,7 @@ export class GatewayEndpoint {
     );
     this.#drop(session);
     session.ws.close(CLOSE_CODES.slowConsumer, 'slow consumer: notifications were not read');
-    setTimeout(() => session.ws.terminate(), 1000).unref();
+    setTimeout(() => session.ws.terminate(), SLOW_CONSUMER_GRACE_MS).unref();
   }
 
   #drop(session: Session): void {
