@@ -27,6 +27,7 @@ import {
   type RejectCode,
 } from './protocol/index.js';
 import { Router } from './router/router.js';
+import { TickScheduler } from './scheduler.js';
 import { VERSION } from './version.js';
 
 /** Figures for `status`, /metrics and the tests. */
@@ -62,8 +63,7 @@ export class Daemon {
   readonly #epoch = Date.now() - performance.now();
   readonly #startedAt: number;
   #info: DaemonInfo | undefined;
-  #timer: NodeJS.Timeout | undefined;
-  #timerAt = Number.POSITIVE_INFINITY;
+  readonly #scheduler: TickScheduler;
   #framesAccepted = 0;
   readonly #framesRejected: Partial<Record<RejectCode, number>> = {};
   #stopping: Promise<void> | undefined;
@@ -76,6 +76,7 @@ export class Daemon {
     this.#router = new Router(options.router, (session, notification) =>
       this.#endpoint.deliver(session, notification),
     );
+    this.#scheduler = new TickScheduler(this.#router, () => this.now());
     this.#ingress = new IngressServer(
       {
         socketPath: options.socketPath,
@@ -86,10 +87,10 @@ export class Daemon {
       },
       {
         frame: (connection, type, data) => this.#frame(connection, type, data),
-        batchEnd: () => this.#schedule(),
+        batchEnd: () => this.#scheduler.schedule(),
         closed: (connection) => {
           this.#router.removeConnection(connection.id, this.now());
-          this.#schedule();
+          this.#scheduler.schedule();
         },
       },
       log,
@@ -163,7 +164,7 @@ export class Daemon {
   readonly backend: GatewayBackend = {
     subscribe: (session, params) => {
       const outcome = this.#router.subscribe(session, params, this.now());
-      this.#schedule();
+      this.#scheduler.schedule();
       return outcome;
     },
     unsubscribe: (session, token) => {
@@ -209,7 +210,7 @@ export class Daemon {
 
   async #stop(): Promise<void> {
     this.#log.info('stopping');
-    clearTimeout(this.#timer);
+    this.#scheduler.stop();
     await this.#ingress.stop(this.options.shutdownGraceMs);
     this.#router.flushAll(this.now());
     await this.#endpoint.stop(this.options.shutdownGraceMs);
@@ -289,24 +290,6 @@ export class Daemon {
       if (this.#ingress.send(id, 'cancel', data)) told++;
     }
     return told;
-  }
-
-  /** Arms the one timer for the router's next deadline (coalescing flush, abandonment, eviction). */
-  #schedule(): void {
-    const deadline = this.#router.nextDeadline();
-    if (deadline >= this.#timerAt || this.#stopping !== undefined) return;
-    clearTimeout(this.#timer);
-    this.#timerAt = deadline;
-    if (deadline === Number.POSITIVE_INFINITY) return;
-    this.#timer = setTimeout(() => this.#tick(), Math.max(0, Math.ceil(deadline - this.now())));
-    this.#timer.unref();
-  }
-
-  #tick(): void {
-    this.#timer = undefined;
-    this.#timerAt = Number.POSITIVE_INFINITY;
-    this.#router.tick(this.now());
-    this.#schedule();
   }
 }
 

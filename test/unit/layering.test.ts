@@ -80,9 +80,11 @@ const ALLOWED: Record<string, string[]> = {
     'metrics',
     'protocol',
     'router',
+    'scheduler',
     'version',
   ],
   metrics: ['daemon'],
+  scheduler: ['router'],
   cli: [
     'cli',
     'client',
