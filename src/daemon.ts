@@ -6,6 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { type DaemonOptions, type DaemonOptionsInput, resolveDaemonOptions } from './config.js';
 import { GatewayEndpoint } from './egress/endpoint.js';
+import { MCP_PATH, McpHttpSessions } from './egress/mcp-http.js';
+import { LocalProgressSource, type ProgressSource } from './egress/progress-source.js';
 import type { GatewayBackend } from './egress/rpc.js';
 import { IngressServer, type WorkerConnection } from './ingress/ipc-server.js';
 import {
@@ -52,13 +54,19 @@ export interface DaemonStatus {
   };
 }
 
+/** An MCP session over HTTP with no request for this long is closed. */
+const MCP_SESSION_IDLE_MS = 30 * 60_000;
+
 export class Daemon {
   readonly options: DaemonOptions;
   readonly #log: Logger;
   readonly #router: Router;
   readonly #ingress: IngressServer;
   readonly #endpoint: GatewayEndpoint;
+  readonly #mcpHttp: McpHttpSessions;
   readonly #secret: string;
+  /** Progress for MCP tools in this process (the embedded daemon, /mcp), without a WebSocket. */
+  readonly progressSource: ProgressSource;
   /** A monotonic clock in epoch milliseconds: wall time at start plus elapsed time. */
   readonly #epoch = Date.now() - performance.now();
   readonly #startedAt: number;
@@ -108,6 +116,26 @@ export class Daemon {
       (session) => this.#router.removeSubscriber(session),
       log,
     );
+    this.progressSource = new LocalProgressSource(this.backend, (receive) =>
+      this.#endpoint.openLocalSession(receive),
+    );
+    this.#mcpHttp = new McpHttpSessions(
+      {
+        source: this.progressSource,
+        maxSessions: options.maxSessions,
+        idleMs: MCP_SESSION_IDLE_MS,
+        defaultMinIntervalMs: options.router.defaultMinIntervalMs,
+      },
+      log,
+    );
+    for (const method of ['POST', 'GET', 'DELETE']) {
+      this.#endpoint.route(
+        method,
+        MCP_PATH,
+        (request, response) => this.#mcpHttp.handle(request, response),
+        true,
+      );
+    }
     this.#endpoint.route('GET', '/healthz', (_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ ok: true, version: VERSION, pid: process.pid }));
@@ -213,6 +241,9 @@ export class Daemon {
     this.#scheduler.stop();
     await this.#ingress.stop(this.options.shutdownGraceMs);
     this.#router.flushAll(this.now());
+    // MCP sessions first: their open SSE responses would hold the HTTP server open.
+    await this.#mcpHttp.close();
+    await this.progressSource.close();
     await this.#endpoint.stop(this.options.shutdownGraceMs);
     await removeQuietly(this.options.socketPath);
     await removeQuietly(daemonInfoPath(this.options.runtimeDir));
