@@ -59,7 +59,7 @@ export interface RelayOptions {
   readonly minIntervalMs?: number | undefined;
   /** How long to wait for the daemon before giving up for this call (default 2000). */
   readonly connectTimeoutMs?: number | undefined;
-  /** Where the one warning about an unreachable daemon goes (default: a line on stderr). */
+  /** Where the warning about an unreachable daemon goes, once per function (default: a line on stderr, once per process). */
   readonly onWarning?: ((message: string) => void) | undefined;
 }
 
@@ -90,8 +90,12 @@ export interface ProgressRelay extends AsyncDisposable {
 export const DEFAULT_RELAY_MIN_INTERVAL_MS = 100;
 const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
 
-/** One warning per process: a daemon that is down stays down for many calls. */
-let warned = false;
+/** One warning per sink: a daemon that is down stays down for many calls. */
+const warnedSinks = new WeakSet<(message: string) => void>();
+
+const warnOnStderr = (message: string): void => {
+  process.stderr.write(`mcp-progress warn: ${message}\n`);
+};
 
 interface RequestScope {
   readonly token: ProgressToken | undefined;
@@ -128,13 +132,10 @@ export async function relayProgress(
   const scope = requestScope(context);
   const routeKey = `relay-${randomUUID()}`;
   const warn = (message: string) => {
-    if (options.onWarning !== undefined) {
-      options.onWarning(message);
-      return;
-    }
-    if (warned) return;
-    warned = true;
-    process.stderr.write(`mcp-progress warn: ${message}\n`);
+    const sink = options.onWarning ?? warnOnStderr;
+    if (warnedSinks.has(sink)) return;
+    warnedSinks.add(sink);
+    sink(message);
   };
   const target = await findDaemon(options);
   const env: RelayEnv = { [ENV_SOCKET]: target.socket, [ENV_TOKEN]: routeKey } as RelayEnv;

@@ -66,6 +66,11 @@ export async function connectHttp(info: DaemonInfo): Promise<TappedClient> {
   return tapped(transport, () => '');
 }
 
+/** Connects to any Streamable HTTP MCP server. */
+export async function connectUrl(url: URL): Promise<TappedClient> {
+  return tapped(new StreamableHTTPClientTransport(url), () => '');
+}
+
 /** Progress notifications among the received messages, as their params. */
 export function progressParams(received: JSONRPCMessage[]): Array<Record<string, unknown>> {
   return received
