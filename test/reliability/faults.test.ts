@@ -132,7 +132,9 @@ describe('a WebSocket subscriber that stops reading', () => {
     const honest = await honestPair(daemon.info);
     const statusOf = async () =>
       JSON.parse((await runCli(['status', '--json', '--socket', daemon.info.socket])).stdout);
-    await expect.poll(async () => (await statusOf()).subscriptions).toBeGreaterThanOrEqual(3);
+    await expect
+      .poll(async () => (await statusOf()).subscriptions, { timeout: 10_000 })
+      .toBeGreaterThanOrEqual(3);
     const before = await statusOf();
     const worker = await rawWorker(daemon.info.socket);
     const padding = 'x'.repeat(1000);

@@ -29,7 +29,18 @@ describe('limits', () => {
     ]);
     await honest.step();
     for (const w of held) w.destroy();
-    // Room again once connections close.
+    // Room again once the daemon has seen those connections close (asked over the gateway,
+    // since a status request on the socket would itself need a connection).
+    const gateway = await connectGateway(daemon.info);
+    await expect
+      .poll(
+        async () =>
+          ((await gateway.request('progress/status')).result as { connections: number })
+            .connections,
+        { timeout: 10_000 },
+      )
+      .toBe(1);
+    await gateway.close();
     const later = await rawWorker(daemon.info.socket);
     later.send('ping', {});
     await later.reply((r) => r.type === 'pong');
