@@ -6,6 +6,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { expect } from 'vitest';
 import type { DaemonInfo } from '../../src/locate.js';
 import { BIN, ROOT } from './daemon.js';
 import { connectGateway } from './gateway.js';
@@ -145,4 +146,31 @@ export async function waitForSubscribers(
 export function textOf(result: object): string {
   const content = (result as { content?: Array<{ type: string; text?: string }> }).content;
   return content?.[0]?.text ?? '';
+}
+
+/**
+ * What the SDK client's onprogress saw: every expected value, in order, except
+ * a tail that the SDK 1.x client itself can drop. It dispatches notifications
+ * a microtask late but responses at once, so a notification read in the same
+ * chunk as the result finds its handler gone and is reported as an unknown
+ * token (modelcontextprotocol/typescript-sdk#2580). The raw messages show the
+ * server sent them in time; here each dropped value must be in such a report.
+ */
+export function expectSeenInOrder(
+  client: TappedClient,
+  seen: number[],
+  expected: number[],
+  token: string | number,
+): void {
+  expect(seen).toEqual(expected.slice(0, seen.length));
+  const dropped = expected.slice(seen.length);
+  const reported = client.errors.map((error) => {
+    const match = /unknown token: (\{.*\})$/s.exec(error.message);
+    if (match?.[1] === undefined) return error.message;
+    const notification = JSON.parse(match[1]) as { params: Record<string, unknown> };
+    return notification.params;
+  });
+  expect(reported).toEqual(
+    dropped.map((progress) => expect.objectContaining({ progressToken: token, progress })),
+  );
 }
