@@ -216,6 +216,8 @@ class Progress:
                 self._wake()
             elif self._state == "closed":
                 return False
+        if threading.current_thread() is self._thread:
+            return False  # called from on_cancel: the thread that would deliver it cannot wait for itself
         self._done_settled.wait(self._done_timeout + 1.0)
         return self._delivered
 

@@ -135,6 +135,8 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
       [child.stderr, process.stderr],
     ] as const) {
       const decoder = new StringDecoder('utf8');
+      // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
+      target.on('error', () => stream?.resume());
       stream?.pipe(target, { end: false });
       stream?.on('data', (chunk: Buffer) => {
         scanner.push(decoder.write(chunk));
