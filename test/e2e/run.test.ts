@@ -140,6 +140,28 @@ describe('mcp-progress run', () => {
     await doneOf(token);
   });
 
+  it("leaves the stream alone when the command's own client already ended it", async () => {
+    const token = await watched('run-inner-done');
+    const result = await runCli(
+      [
+        'run',
+        '--token',
+        token,
+        '--',
+        process.execPath,
+        BIN,
+        'publish',
+        '--done',
+        '--status',
+        'cancelled',
+      ],
+      socketEnv(),
+    );
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'cancelled' });
+    expect(of(token).filter((n) => n.method === 'notifications/progress/done')).toHaveLength(1);
+  });
+
   it('takes the command without "--" too, its flags left alone', async () => {
     const result = await runCli(
       ['run', '--token', 'no-dashes', 'sh', '-c', 'echo -n hi'],

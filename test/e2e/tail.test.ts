@@ -149,8 +149,6 @@ describe('mcp-progress tail --json', () => {
 
   it('without tokens, finds streams that start after it, and stops on SIGTERM', async () => {
     const tail = startTail(['--json']);
-    // Give tail its first look at the (possibly empty) stream list, then start new streams.
-    await eventually(() => (tail.child.pid !== undefined ? true : undefined));
     const [first, second] = [uniqueToken('new-1'), uniqueToken('new-2')];
     await publish(first, '--progress', '3');
     await eventually(
