@@ -108,11 +108,25 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
     },
   });
 
+  // Handlers go in before the spawn: CMD may run (and be signalled) before spawn() returns.
+  const interactive = process.stdin.isTTY === true;
+  const early: NodeJS.Signals[] = [];
+  let forward = (signal: NodeJS.Signals) => {
+    if (!(interactive && TERMINAL_SIGNALS.has(signal))) early.push(signal);
+  };
+  const onSignal = (signal: NodeJS.Signals) => forward(signal);
+  for (const signal of FORWARDED) process.on(signal, onSignal);
+
   const parseOutput = values.parse === true;
   const child = spawn(file, args, {
     stdio: parseOutput ? ['inherit', 'pipe', 'pipe'] : 'inherit',
     env: { ...io.env, [ENV_SOCKET]: socketPath, [ENV_TOKEN]: token },
   });
+  forward = (signal) => {
+    if (interactive && TERMINAL_SIGNALS.has(signal)) return;
+    child.kill(signal);
+  };
+  for (const signal of early.splice(0)) child.kill(signal);
 
   // A cancel reaches run only on a connection that published, that is with --parse.
   let cancelled = false;
@@ -147,13 +161,6 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
     }
   }
 
-  const interactive = process.stdin.isTTY === true;
-  const forward = (signal: NodeJS.Signals) => {
-    if (interactive && TERMINAL_SIGNALS.has(signal)) return;
-    child.kill(signal);
-  };
-  for (const signal of FORWARDED) process.on(signal, forward);
-
   const ended = await new Promise<{
     code: number | null;
     signal: NodeJS.Signals | null;
@@ -162,7 +169,7 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
     child.once('error', (error) => resolve({ code: null, signal: null, error }));
     child.once('close', (code, signal) => resolve({ code, signal }));
   });
-  for (const signal of FORWARDED) process.off(signal, forward);
+  for (const signal of FORWARDED) process.off(signal, onSignal);
   clearTimeout(killTimer);
 
   let exitCode: number;
