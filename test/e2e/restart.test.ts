@@ -3,7 +3,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { GatewayClient } from '../../src/egress/gateway-client.js';
 import type { Notification } from '../../src/router/notifications.js';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
-import { killWorkers, nodeWorker, pythonWorker } from '../helpers/worker.js';
+import { killWorkers, nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());
