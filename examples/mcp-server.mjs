@@ -8,6 +8,7 @@
 // works all the same, without progress. relayProgress gives the worker a
 // fresh route key (never the client's own token) and forwards cancellation.
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -28,28 +29,26 @@ server.registerTool(
     try {
       const { code, stderr } = await new Promise((resolve) => {
         const child = spawn('python3', [trainPy, '--epochs', String(epochs)], {
-          env: { ...process.env, ...relay.env },
+          env: { ...process.env, ...relay.env }, // MCP_PROGRESS_SOCKET and MCP_PROGRESS_TOKEN
           // stdout is this server's protocol channel: the worker must not write to it.
-          stdio: ['ignore', 'pipe', 'pipe'],
+          stdio: ['ignore', 'ignore', 'pipe'],
         });
-        let out = '';
         let err = '';
-        child.stdout.setEncoding('utf8').on('data', (t) => {
-          out += t;
-        });
         child.stderr.setEncoding('utf8').on('data', (t) => {
           err += t;
         });
         child.on('error', (error) => resolve({ code: 127, stderr: String(error) }));
-        child.on('close', (exitCode) => resolve({ code: exitCode ?? 1, stderr: err, stdout: out }));
+        child.on('close', (exitCode) => resolve({ code: exitCode ?? 1, stderr: err }));
       });
+      // Let the worker's last values and its done through before the result.
+      await Promise.race([relay.done, sleep(1000)]);
       const text =
         code === 0
           ? `trained ${epochs} epochs`
           : `training failed (exit ${code}): ${stderr.slice(-500)}`;
       return { content: [{ type: 'text', text }], isError: code !== 0 };
     } finally {
-      await relay.close();
+      await relay.close(); // no progress after the result
     }
   },
 );

@@ -6,6 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { type DaemonOptions, type DaemonOptionsInput, resolveDaemonOptions } from './config.js';
 import { GatewayEndpoint } from './egress/endpoint.js';
+import { MCP_PATH, McpHttpSessions } from './egress/mcp-http.js';
+import { LocalProgressSource, type ProgressSource } from './egress/progress-source.js';
 import type { GatewayBackend } from './egress/rpc.js';
 import { IngressServer, type WorkerConnection } from './ingress/ipc-server.js';
 import {
@@ -16,6 +18,7 @@ import {
 } from './ingress/runtime-dir.js';
 import { type DaemonInfo, daemonInfoPath } from './locate.js';
 import { createLogger, type Logger } from './log.js';
+import { formatPrometheus } from './metrics.js';
 import {
   BridgeError,
   checkDoneFrame,
@@ -26,6 +29,7 @@ import {
   type RejectCode,
 } from './protocol/index.js';
 import { Router } from './router/router.js';
+import { TickScheduler } from './scheduler.js';
 import { VERSION } from './version.js';
 
 /** Figures for `status`, /metrics and the tests. */
@@ -39,6 +43,7 @@ export interface DaemonStatus {
   sessions: number;
   streams: { waiting: number; active: number; done: number };
   subscriptions: number;
+  memory: { rss: number; heapUsed: number };
   counters: {
     framesAccepted: number;
     framesRejected: Partial<Record<RejectCode, number>>;
@@ -49,19 +54,24 @@ export interface DaemonStatus {
   };
 }
 
+/** An MCP session over HTTP with no request for this long is closed. */
+const MCP_SESSION_IDLE_MS = 30 * 60_000;
+
 export class Daemon {
   readonly options: DaemonOptions;
   readonly #log: Logger;
   readonly #router: Router;
   readonly #ingress: IngressServer;
   readonly #endpoint: GatewayEndpoint;
+  readonly #mcpHttp: McpHttpSessions;
   readonly #secret: string;
+  /** Progress for MCP tools in this process (the embedded daemon, /mcp), without a WebSocket. */
+  readonly progressSource: ProgressSource;
   /** A monotonic clock in epoch milliseconds: wall time at start plus elapsed time. */
   readonly #epoch = Date.now() - performance.now();
   readonly #startedAt: number;
   #info: DaemonInfo | undefined;
-  #timer: NodeJS.Timeout | undefined;
-  #timerAt = Number.POSITIVE_INFINITY;
+  readonly #scheduler: TickScheduler;
   #framesAccepted = 0;
   readonly #framesRejected: Partial<Record<RejectCode, number>> = {};
   #stopping: Promise<void> | undefined;
@@ -74,6 +84,7 @@ export class Daemon {
     this.#router = new Router(options.router, (session, notification) =>
       this.#endpoint.deliver(session, notification),
     );
+    this.#scheduler = new TickScheduler(this.#router, () => this.now());
     this.#ingress = new IngressServer(
       {
         socketPath: options.socketPath,
@@ -84,10 +95,10 @@ export class Daemon {
       },
       {
         frame: (connection, type, data) => this.#frame(connection, type, data),
-        batchEnd: () => this.#schedule(),
+        batchEnd: () => this.#scheduler.schedule(),
         closed: (connection) => {
           this.#router.removeConnection(connection.id, this.now());
-          this.#schedule();
+          this.#scheduler.schedule();
         },
       },
       log,
@@ -105,10 +116,39 @@ export class Daemon {
       (session) => this.#router.removeSubscriber(session),
       log,
     );
+    this.progressSource = new LocalProgressSource(this.backend, (receive) =>
+      this.#endpoint.openLocalSession(receive),
+    );
+    this.#mcpHttp = new McpHttpSessions(
+      {
+        source: this.progressSource,
+        maxSessions: options.maxSessions,
+        idleMs: MCP_SESSION_IDLE_MS,
+        defaultMinIntervalMs: options.router.defaultMinIntervalMs,
+      },
+      log,
+    );
+    for (const method of ['POST', 'GET', 'DELETE']) {
+      this.#endpoint.route(
+        method,
+        MCP_PATH,
+        (request, response) => this.#mcpHttp.handle(request, response),
+        true,
+      );
+    }
     this.#endpoint.route('GET', '/healthz', (_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ ok: true, version: VERSION, pid: process.pid }));
     });
+    this.#endpoint.route(
+      'GET',
+      '/metrics',
+      (_request, response) => {
+        response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+        response.end(formatPrometheus(this.status()));
+      },
+      true,
+    );
   }
 
   /** Validates options, claims the socket, listens, and writes daemon.json when ready. */
@@ -152,7 +192,7 @@ export class Daemon {
   readonly backend: GatewayBackend = {
     subscribe: (session, params) => {
       const outcome = this.#router.subscribe(session, params, this.now());
-      this.#schedule();
+      this.#scheduler.schedule();
       return outcome;
     },
     unsubscribe: (session, token) => {
@@ -175,6 +215,7 @@ export class Daemon {
       sessions: this.#endpoint.sessionCount,
       streams: stats.streams,
       subscriptions: stats.subscriptions,
+      memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
       counters: {
         framesAccepted: this.#framesAccepted,
         framesRejected: { ...this.#framesRejected },
@@ -197,9 +238,12 @@ export class Daemon {
 
   async #stop(): Promise<void> {
     this.#log.info('stopping');
-    clearTimeout(this.#timer);
+    this.#scheduler.stop();
     await this.#ingress.stop(this.options.shutdownGraceMs);
     this.#router.flushAll(this.now());
+    // MCP sessions first: their open SSE responses would hold the HTTP server open.
+    await this.#mcpHttp.close();
+    await this.progressSource.close();
     await this.#endpoint.stop(this.options.shutdownGraceMs);
     await removeQuietly(this.options.socketPath);
     await removeQuietly(daemonInfoPath(this.options.runtimeDir));
@@ -277,24 +321,6 @@ export class Daemon {
       if (this.#ingress.send(id, 'cancel', data)) told++;
     }
     return told;
-  }
-
-  /** Arms the one timer for the router's next deadline (coalescing flush, abandonment, eviction). */
-  #schedule(): void {
-    const deadline = this.#router.nextDeadline();
-    if (deadline >= this.#timerAt || this.#stopping !== undefined) return;
-    clearTimeout(this.#timer);
-    this.#timerAt = deadline;
-    if (deadline === Number.POSITIVE_INFINITY) return;
-    this.#timer = setTimeout(() => this.#tick(), Math.max(0, Math.ceil(deadline - this.now())));
-    this.#timer.unref();
-  }
-
-  #tick(): void {
-    this.#timer = undefined;
-    this.#timerAt = Number.POSITIVE_INFINITY;
-    this.#router.tick(this.now());
-    this.#schedule();
   }
 }
 

@@ -4,6 +4,7 @@ import { VERSION } from '../version.js';
 import { UsageError } from './args.js';
 import { daemonCommand } from './daemon-command.js';
 import { type Io, processIo } from './io.js';
+import { mcpCommand } from './mcp-command.js';
 import { publishCommand } from './publish-command.js';
 import { runCommand } from './run-command.js';
 import { schemaCommand } from './schema-command.js';
@@ -20,6 +21,7 @@ const COMMANDS: Record<string, { run: Command; summary: string }> = {
   },
   status: { run: statusCommand, summary: "show the running daemon's figures" },
   schema: { run: schemaCommand, summary: 'print the JSON Schemas of protocol v1' },
+  mcp: { run: mcpCommand, summary: 'serve the progress tools to an MCP host over stdio' },
   run: { run: runCommand, summary: 'run a command that publishes progress, and publish its done' },
   tail: { run: tailCommand, summary: 'watch streams live in the terminal (or as NDJSON)' },
 };

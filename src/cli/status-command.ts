@@ -60,6 +60,8 @@ export function formatStatus(status: DaemonStatus): string {
     `subscriptions  ${status.subscriptions}`,
     `frames         ${status.counters.framesAccepted} accepted, ${rejectedTotal} rejected${detail}`,
     `notifications  ${status.counters.notificationsSent} sent, ${status.counters.coalesced} coalesced`,
+    `refused        ${status.counters.connectionsRefused} connections at the cap, ${status.counters.slowSessionsClosed} slow sessions closed`,
+    `memory         ${(status.memory.rss / 1048576).toFixed(1)} MiB resident`,
     '',
   ].join('\n');
 }

@@ -14,6 +14,9 @@ import { type GatewayBackend, handleRpcText, rpcError, type SessionId } from './
 
 export const WS_PATH = '/ws';
 
+/** How long a slow consumer has to read its backlog and the close frame before it is cut off. */
+const SLOW_CONSUMER_GRACE_MS = 10_000;
+
 /** Close codes the gateway uses; docs/PROTOCOL.md lists them. */
 export const CLOSE_CODES = {
   /** The daemon is stopping. */
@@ -39,6 +42,19 @@ export interface EndpointLog {
 
 export type HttpHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
+/**
+ * A session inside the daemon's process (the MCP tools, the embedded daemon):
+ * it subscribes through the backend like a WebSocket session and shares their
+ * id space, but receives notifications as calls instead of frames.
+ */
+export interface LocalSession {
+  readonly id: SessionId;
+  /** Ends the session: its subscriptions end and nothing more is delivered. */
+  close(): void;
+}
+
+export type LocalReceiver = (notification: Notification) => void;
+
 interface Session {
   readonly id: SessionId;
   readonly ws: WebSocket;
@@ -54,6 +70,7 @@ export class GatewayEndpoint {
   readonly #wss: WebSocketServer;
   readonly #http: Server;
   readonly #sessions = new Map<SessionId, Session>();
+  readonly #localSessions = new Map<SessionId, LocalReceiver>();
   readonly #routes = new Map<string, HttpHandler>();
   readonly #secretDigest: Buffer;
   #nextId = 1;
@@ -98,7 +115,19 @@ export class GatewayEndpoint {
   }
 
   get sessionCount(): number {
-    return this.#sessions.size;
+    return this.#sessions.size + this.#localSessions.size;
+  }
+
+  /** Opens an in-process session; `receive` gets its notifications in order, never re-entrantly. */
+  openLocalSession(receive: LocalReceiver): LocalSession {
+    const id = this.#nextId++;
+    this.#localSessions.set(id, receive);
+    return {
+      id,
+      close: () => {
+        if (this.#localSessions.delete(id)) this.#onClose(id);
+      },
+    };
   }
 
   /** Adds an HTTP route; `authorized` routes require the secret like the WebSocket does. */
@@ -134,6 +163,22 @@ export class GatewayEndpoint {
 
   /** Sends a notification to a session; each notification is serialised once for all its sessions. */
   deliver(id: SessionId, notification: Notification): void {
+    const receive = this.#localSessions.get(id);
+    if (receive !== undefined) {
+      this.notificationsSent++;
+      // The router is mid-update when it delivers: run the receiver after it, in delivery order.
+      queueMicrotask(() => {
+        if (this.#localSessions.get(id) !== receive) return;
+        try {
+          receive(notification);
+        } catch (error) {
+          this.#log.warn(
+            `in-process session ${id} failed on a notification: ${(error as Error).message}`,
+          );
+        }
+      });
+      return;
+    }
     const session = this.#sessions.get(id);
     if (session === undefined) return;
     if (notification !== this.#lastNotification) {
@@ -191,7 +236,7 @@ export class GatewayEndpoint {
     );
     this.#drop(session);
     session.ws.close(CLOSE_CODES.slowConsumer, 'slow consumer: notifications were not read');
-    setTimeout(() => session.ws.terminate(), 1000).unref();
+    setTimeout(() => session.ws.terminate(), SLOW_CONSUMER_GRACE_MS).unref();
   }
 
   #drop(session: Session): void {

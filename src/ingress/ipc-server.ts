@@ -334,8 +334,10 @@ export class IngressServer {
     connection.closing = true;
     clearTimeout(connection.partialTimer);
     if (socket.writableCorked > 0) socket.uncork();
-    socket.end(() => socket.destroy());
-    // A peer that never reads must not keep the socket open.
+    // Linger: destroying while the peer still writes fails its writes, and a failed write
+    // discards our answer unread in its buffer. Keep reading (frames are ignored now) until
+    // the peer closes; a peer that never does is cut off after a second.
+    socket.end();
     setTimeout(() => socket.destroy(), 1000).unref();
   }
 }

@@ -6,8 +6,13 @@
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, type RunningDaemon, startDaemon, tempDir } from '../helpers/daemon.js';
+import {
+  type DrivenWorker,
+  killWorkers,
+  nodeWorker,
+  pythonWorker,
+} from '../helpers/driven-worker.js';
 import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
-import { type DrivenWorker, killWorkers, nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());

@@ -1,0 +1,113 @@
+import { Daemon } from '../daemon.js';
+import { createProgressMcpServer } from '../egress/mcp-server.js';
+import { type ProgressSource, RemoteProgressSource } from '../egress/progress-source.js';
+import { serveStdio } from '../egress/stdio.js';
+import { resolveRuntimeDir } from '../locate.js';
+import { createLogger, LOG_LEVELS, type LogLevel } from '../log.js';
+import { BridgeError } from '../protocol/errors.js';
+import { integerFlag, parse, UsageError } from './args.js';
+import type { Io } from './io.js';
+
+export const MCP_HELP = `Usage: mcp-progress mcp [options]
+
+Runs an MCP server over stdio, for hosts configured with a command line
+(Claude Desktop, Claude Code, Cursor, VS Code):
+
+  {"command": "npx", "args": ["-y", "mcp-progress-bridge", "mcp"]}
+
+It uses the running daemon of the runtime directory, or, when none runs,
+starts one inside this process (same runtime directory, socket and
+daemon.json), so that this one line is the whole set-up. Workers publish to
+it as usual. stdout carries MCP messages only; logs go to stderr.
+
+Tools:
+  watch_progress {progressToken, timeoutMs?, minIntervalMs?}
+                 follow a job until it is done, streaming its progress to the
+                 caller as notifications/progress under the caller's token
+  list_progress  running and recently finished jobs with their last values
+  get_progress {progressToken}
+                 one job's last value and state
+
+Options:
+  --runtime-dir DIR      runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR,
+                         else $XDG_RUNTIME_DIR/mcp-progress, else
+                         <tmpdir>/mcp-progress-<uid>)
+  --port N               port of the embedded daemon's gateway (default 7717;
+                         a free one when that is taken)
+  --min-interval-ms N    default coalescing of watch_progress (default 100)
+  --log-level LEVEL      ${LOG_LEVELS.join(', ')} (default warn)
+  -h, --help             show this help
+`;
+
+export async function mcpCommand(argv: string[], io: Io): Promise<number> {
+  const { values } = parse('mcp', argv, {
+    'runtime-dir': { type: 'string' },
+    port: { type: 'string' },
+    'min-interval-ms': { type: 'string' },
+    'log-level': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) {
+    io.out(MCP_HELP);
+    return 0;
+  }
+  const logLevel = values['log-level'] ?? 'warn';
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw new UsageError(
+      `--log-level: expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`,
+    );
+  }
+  const log = createLogger(logLevel as LogLevel, (line) => io.err(line));
+  const runtimeDir = resolveRuntimeDir(values['runtime-dir'], io.env);
+  const port = integerFlag('port', values.port);
+  const minIntervalMs = integerFlag('min-interval-ms', values['min-interval-ms']);
+
+  const { source, daemon } = await connectOrEmbed(runtimeDir, port, log);
+  const server = createProgressMcpServer({ source, defaultMinIntervalMs: minIntervalMs });
+  const ended = await serveStdio(server);
+  log.debug(`stdio ended (${ended}), stopping`);
+  await source.close();
+  await daemon?.stop();
+  return 0;
+}
+
+/** The running daemon if there is one; else one started in this process (the embedded default). */
+async function connectOrEmbed(
+  runtimeDir: string,
+  port: number | undefined,
+  log: ReturnType<typeof createLogger>,
+): Promise<{ source: ProgressSource; daemon: Daemon | undefined }> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const source = await RemoteProgressSource.connect({ runtimeDir });
+      log.info(`using the running daemon of ${runtimeDir}`);
+      return { source, daemon: undefined };
+    } catch (error) {
+      const code = (error as BridgeError).code;
+      if (code !== 'daemon_not_running' && code !== 'gateway_unreachable') throw error;
+    }
+    try {
+      const daemon = await startEmbedded(runtimeDir, port, log);
+      log.info(`no daemon was running: started one in this process (${daemon.info.url})`);
+      return { source: daemon.progressSource, daemon };
+    } catch (error) {
+      // Another process started one between our look and our start: use it.
+      if ((error as BridgeError).code !== 'already_running' || attempt >= 2) throw error;
+    }
+  }
+}
+
+async function startEmbedded(
+  runtimeDir: string,
+  port: number | undefined,
+  log: ReturnType<typeof createLogger>,
+): Promise<Daemon> {
+  try {
+    return await Daemon.start({ runtimeDir, port, logLevel: 'warn' }, log);
+  } catch (error) {
+    // The default port belongs to someone else (another user's daemon): any free port will do.
+    if (!(error instanceof BridgeError) || error.code !== 'port_in_use' || port !== undefined)
+      throw error;
+    return Daemon.start({ runtimeDir, port: 0, logLevel: 'warn' }, log);
+  }
+}

@@ -1,0 +1,345 @@
+/**
+ * The MCP face of the daemon: tools a model can call to watch, list and read
+ * progress streams. Served over stdio by `mcp-progress mcp` and over
+ * Streamable HTTP at the daemon's /mcp; both build it here.
+ */
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import * as z from 'zod';
+import {
+  type DoneParams,
+  type ProgressParams,
+  type ProgressToken,
+  progressTokenSchema,
+  type StreamSummary,
+  streamEndStatusSchema,
+  streamStateSchema,
+} from '../protocol/frames.js';
+import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import { PROGRESS_METHOD } from '../router/notifications.js';
+import { VERSION } from '../version.js';
+import type { ProgressSource } from './progress-source.js';
+
+export const SERVER_NAME = 'mcp-progress-bridge';
+
+/** How long watch_progress waits by default: under the 60 s request timeout most MCP clients use. */
+export const DEFAULT_WATCH_TIMEOUT_MS = 50_000;
+export const MAX_WATCH_TIMEOUT_MS = 3_600_000;
+
+export interface ProgressServerOptions {
+  readonly source: ProgressSource;
+  /** Coalescing interval of watch_progress when the caller does not choose one (default 100). */
+  readonly defaultMinIntervalMs?: number | undefined;
+}
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+const tokenInput = progressTokenSchema.describe(
+  'The progressToken the job publishes under: a string, or an integer. "7" and 7 are different tokens.',
+);
+
+/** One stream as the tools report it: flat, so a model reads it at a glance. */
+const streamView = z.object({
+  progressToken: progressTokenSchema,
+  state: streamStateSchema.describe(
+    'waiting: nothing published yet; active: running; done: finished (kept for a while after)',
+  ),
+  progress: z.number().optional().describe('The last progress value'),
+  total: z.number().optional().describe('The total, when the job knows it'),
+  message: z
+    .string()
+    .optional()
+    .describe('The done message when done, else the last progress message'),
+  status: streamEndStatusSchema.optional().describe('How the job ended, when it is done'),
+  startedAt: z.number().describe('When the stream started, in milliseconds since the epoch'),
+  updatedAt: z.number().describe('When the stream last changed, in milliseconds since the epoch'),
+  durationMs: z.number().optional().describe('From start to done, when it is done'),
+});
+
+type StreamView = z.infer<typeof streamView>;
+
+const watchOutput = {
+  progressToken: progressTokenSchema,
+  state: streamStateSchema,
+  timedOut: z
+    .boolean()
+    .describe('true when timeoutMs passed before the job finished; call watch_progress again'),
+  progress: z.number().optional(),
+  total: z.number().optional(),
+  message: z.string().optional(),
+  status: streamEndStatusSchema.optional(),
+  durationMs: z.number().optional(),
+  updates: z.int().min(0).describe('How many progress updates this call received'),
+};
+
+const getOutput = {
+  progressToken: progressTokenSchema,
+  found: z.boolean().describe('false when the daemon has no stream with this token'),
+  stream: streamView.optional(),
+};
+
+const listOutput = { streams: z.array(streamView) };
+
+export function createProgressMcpServer(options: ProgressServerOptions): McpServer {
+  const { source } = options;
+  const defaultMinIntervalMs = options.defaultMinIntervalMs ?? 100;
+  const server = new McpServer(
+    { name: SERVER_NAME, version: VERSION },
+    {
+      instructions:
+        'Progress of long-running jobs (renders, training runs, builds) that publish to the mcp-progress daemon. ' +
+        'list_progress shows what is running; watch_progress follows one job until it finishes; get_progress reads one job once.',
+    },
+  );
+
+  server.registerTool(
+    'watch_progress',
+    {
+      title: 'Watch a job until it finishes',
+      description:
+        "Follows one job's progress stream until the job is done, then returns its final state (progress, total, status, message, duration). " +
+        'If the job has not started yet, waits for it. While waiting, every update is sent to you as an MCP progress notification under your own progressToken (when your request has one). ' +
+        `Returns at timeoutMs (default ${DEFAULT_WATCH_TIMEOUT_MS}) with timedOut: true if the job is still running: that is not an error, call watch_progress again to keep watching. ` +
+        'Use list_progress to find tokens, get_progress for one look without waiting.',
+      inputSchema: {
+        progressToken: tokenInput,
+        timeoutMs: z
+          .int()
+          .min(0)
+          .max(MAX_WATCH_TIMEOUT_MS)
+          .optional()
+          .describe(
+            `How long to wait before returning the state so far (default ${DEFAULT_WATCH_TIMEOUT_MS} ms)`,
+          ),
+        minIntervalMs: z
+          .int()
+          .min(0)
+          .max(MAX_MIN_INTERVAL_MS)
+          .optional()
+          .describe(
+            `At most one progress notification per this many ms, always the newest (default ${defaultMinIntervalMs}; 0 sends every update)`,
+          ),
+      },
+      outputSchema: watchOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async (args, extra) => {
+      const result = await watch(source, extra, {
+        token: args.progressToken,
+        timeoutMs: args.timeoutMs ?? DEFAULT_WATCH_TIMEOUT_MS,
+        minIntervalMs: args.minIntervalMs ?? defaultMinIntervalMs,
+      });
+      return {
+        content: [{ type: 'text' as const, text: describeWatch(result) }],
+        structuredContent: result,
+      };
+    },
+  );
+
+  server.registerTool(
+    'list_progress',
+    {
+      title: 'List jobs',
+      description:
+        'Lists the jobs publishing progress: running ones and those finished in the last minute or so, each with its token, state, last progress, total and message. ' +
+        'Pass a token to watch_progress or get_progress.',
+      inputSchema: {},
+      outputSchema: listOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async () => {
+      const { streams } = await source.list();
+      const views = streams.filter((s) => s.state !== 'waiting').map(view);
+      const text =
+        views.length === 0
+          ? 'No jobs are publishing progress.'
+          : views.map((s) => describeStream(s)).join('\n');
+      return {
+        content: [{ type: 'text' as const, text }],
+        structuredContent: { streams: views },
+      };
+    },
+  );
+
+  server.registerTool(
+    'get_progress',
+    {
+      title: "Read one job's progress",
+      description:
+        "Returns one job's last progress, total, message and state, without waiting. " +
+        'For a token the daemon does not know, found is false (the job never published, or finished long enough ago to be forgotten).',
+      inputSchema: { progressToken: tokenInput },
+      outputSchema: getOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async (args) => {
+      const summary = (await source.list()).streams.find(
+        (s) => s.progressToken === args.progressToken && s.state !== 'waiting',
+      );
+      if (summary === undefined) {
+        return {
+          content: [
+            {
+              type: 'text' as const,
+              text: `No job has token ${show(args.progressToken)}: it has not published yet, or it finished long enough ago to be forgotten. list_progress shows the known jobs.`,
+            },
+          ],
+          structuredContent: { progressToken: args.progressToken, found: false },
+        };
+      }
+      const stream = view(summary);
+      return {
+        content: [{ type: 'text' as const, text: describeStream(stream) }],
+        structuredContent: { progressToken: args.progressToken, found: true, stream },
+      };
+    },
+  );
+
+  return server;
+}
+
+/** A type alias, not an interface: the SDK wants an index-signature-compatible object. */
+type WatchResult = {
+  progressToken: ProgressToken;
+  state: StreamView['state'];
+  timedOut: boolean;
+  progress?: number;
+  total?: number;
+  message?: string;
+  status?: DoneParams['status'];
+  durationMs?: number;
+  updates: number;
+};
+
+/**
+ * Subscribes (under the caller's token, so its progress notifications are
+ * its own), forwards updates through the request-scoped send, and returns
+ * once the stream is done, at the timeout, or when the caller cancels.
+ * Nothing is forwarded after it returns.
+ */
+async function watch(
+  source: ProgressSource,
+  extra: Extra,
+  request: { token: ProgressToken; timeoutMs: number; minIntervalMs: number },
+): Promise<WatchResult> {
+  const callerToken = extra._meta?.progressToken;
+  const session = await source.openSession();
+  let last: ProgressParams | undefined;
+  let done: DoneParams | undefined;
+  let updates = 0;
+  let forwarding = true;
+  let sent: Promise<void> = Promise.resolve();
+  let finish = () => {};
+  const finished = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  try {
+    await session.subscribe(
+      {
+        progressToken: request.token,
+        minIntervalMs: request.minIntervalMs,
+        ...(callerToken === undefined ? {} : { as: callerToken }),
+      },
+      (notification) => {
+        if (!forwarding) return;
+        if (notification.method === PROGRESS_METHOD) {
+          last = notification.params;
+          updates++;
+          if (callerToken !== undefined) {
+            const params = notification.params;
+            sent = sent
+              .then(() => extra.sendNotification({ method: PROGRESS_METHOD, params }))
+              .catch(() => {});
+          }
+        } else {
+          done = notification.params;
+          finish();
+        }
+      },
+    );
+    const timer = setTimeout(finish, request.timeoutMs);
+    const onAbort = () => finish();
+    extra.signal.addEventListener('abort', onAbort, { once: true });
+    await finished;
+    forwarding = false;
+    clearTimeout(timer);
+    extra.signal.removeEventListener('abort', onAbort);
+  } finally {
+    forwarding = false;
+    await session.close();
+  }
+  // Every notification goes out before the result: MCP forbids progress after it.
+  await sent;
+  const summary = (await source.list()).streams.find((s) => s.progressToken === request.token);
+  const result: WatchResult = {
+    progressToken: request.token,
+    state: done !== undefined ? 'done' : (summary?.state ?? 'waiting'),
+    timedOut: done === undefined,
+    updates,
+  };
+  const lastValue = last ?? summary?.last;
+  if (lastValue !== undefined) {
+    result.progress = lastValue.progress;
+    if (lastValue.total !== undefined) result.total = lastValue.total;
+    if (lastValue.message !== undefined) result.message = lastValue.message;
+  }
+  if (done !== undefined) {
+    result.status = done.status;
+    if (done.message !== undefined) result.message = done.message;
+    if (summary?.state === 'done') result.durationMs = summary.updatedAt - summary.startedAt;
+  }
+  return result;
+}
+
+function view(summary: StreamSummary): StreamView {
+  const out: StreamView = {
+    progressToken: summary.progressToken,
+    state: summary.state,
+    startedAt: summary.startedAt,
+    updatedAt: summary.updatedAt,
+  };
+  if (summary.last !== undefined) {
+    out.progress = summary.last.progress;
+    if (summary.last.total !== undefined) out.total = summary.last.total;
+    if (summary.last.message !== undefined) out.message = summary.last.message;
+  }
+  if (summary.status !== undefined) out.status = summary.status;
+  if (summary.message !== undefined) out.message = summary.message;
+  if (summary.state === 'done') out.durationMs = summary.updatedAt - summary.startedAt;
+  return out;
+}
+
+function show(token: ProgressToken): string {
+  return JSON.stringify(token);
+}
+
+function amount(progress: number | undefined, total: number | undefined): string {
+  if (progress === undefined) return 'no progress yet';
+  return total === undefined ? `at ${progress}` : `at ${progress}/${total}`;
+}
+
+function describeStream(stream: StreamView): string {
+  const where = amount(stream.progress, stream.total);
+  const message = stream.message === undefined ? '' : `: ${stream.message}`;
+  if (stream.state === 'done') {
+    const took = stream.durationMs === undefined ? '' : ` after ${seconds(stream.durationMs)}`;
+    return `${show(stream.progressToken)} done (${stream.status}) ${where}${took}${message}`;
+  }
+  return `${show(stream.progressToken)} ${stream.state} ${where}${message}`;
+}
+
+function describeWatch(result: WatchResult): string {
+  const where = amount(result.progress, result.total);
+  const message = result.message === undefined ? '' : `: ${result.message}`;
+  if (!result.timedOut) {
+    const took = result.durationMs === undefined ? '' : ` after ${seconds(result.durationMs)}`;
+    return `Job ${show(result.progressToken)} is done (${result.status}) ${where}${took}${message}.`;
+  }
+  const state = result.state === 'waiting' ? 'has not started yet' : `is still running ${where}`;
+  return `Job ${show(result.progressToken)} ${state}${message}. Stopped watching at the timeout; call watch_progress again to keep watching.`;
+}
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}

@@ -1,0 +1,143 @@
+/**
+ * Where the MCP tools get progress from: a running daemon over its WebSocket
+ * (GatewayClient), or the daemon in this very process (in-process sessions).
+ * Each watch opens its own session, because a session holds one subscription
+ * per stream and two watchers of one stream need their own labels.
+ */
+import { BridgeError } from '../protocol/errors.js';
+import type { ListResult, ProgressToken, SubscribeParams } from '../protocol/frames.js';
+import type { Notification } from '../router/notifications.js';
+import type { LocalReceiver, LocalSession } from './endpoint.js';
+import {
+  GatewayClient,
+  type GatewayClientOptions,
+  type NotificationHandler,
+} from './gateway-client.js';
+import type { GatewayBackend } from './rpc.js';
+
+export interface ProgressSubscription {
+  unsubscribe(): Promise<void>;
+}
+
+/** One gateway session: subscriptions that end at done, unsubscribe or close. */
+export interface ProgressSession {
+  subscribe(params: SubscribeParams, handler: NotificationHandler): Promise<ProgressSubscription>;
+  close(): Promise<void>;
+}
+
+export interface ProgressSource {
+  openSession(): Promise<ProgressSession>;
+  list(): Promise<ListResult>;
+  /** Sends `cancel` to the stream's workers; returns how many were told. */
+  cancel(token: ProgressToken, reason?: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** A running daemon, reached over its WebSocket; daemon.json is re-read at every reconnect. */
+export class RemoteProgressSource implements ProgressSource {
+  readonly #options: GatewayClientOptions;
+  readonly #shared: GatewayClient;
+  readonly #sessions = new Set<GatewayClient>();
+
+  private constructor(options: GatewayClientOptions, shared: GatewayClient) {
+    this.#options = options;
+    this.#shared = shared;
+  }
+
+  /** Rejects (daemon_not_running, gateway_unreachable, gateway_refused) when no daemon answers. */
+  static async connect(options: GatewayClientOptions): Promise<RemoteProgressSource> {
+    return new RemoteProgressSource(options, await GatewayClient.connect(options));
+  }
+
+  async openSession(): Promise<ProgressSession> {
+    const client = await GatewayClient.connect(this.#options);
+    this.#sessions.add(client);
+    return {
+      subscribe: (params, handler) => client.subscribe(params, handler),
+      close: async () => {
+        this.#sessions.delete(client);
+        await client.close();
+      },
+    };
+  }
+
+  list(): Promise<ListResult> {
+    return this.#shared.list();
+  }
+
+  cancel(token: ProgressToken, reason?: string): Promise<number> {
+    return this.#shared.cancel(token, reason);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#sessions].map((client) => client.close()));
+    this.#sessions.clear();
+    await this.#shared.close();
+  }
+}
+
+/** The daemon in this process: its backend, and in-process sessions of its endpoint. */
+export class LocalProgressSource implements ProgressSource {
+  readonly #backend: GatewayBackend;
+  readonly #open: (receive: LocalReceiver) => LocalSession;
+  readonly #sessions = new Set<LocalSession>();
+
+  constructor(backend: GatewayBackend, open: (receive: LocalReceiver) => LocalSession) {
+    this.#backend = backend;
+    this.#open = open;
+  }
+
+  async openSession(): Promise<ProgressSession> {
+    const handlers = new Map<ProgressToken, NotificationHandler>();
+    const session = this.#open((notification: Notification) => {
+      const label = notification.params.progressToken;
+      const handler = handlers.get(label);
+      if (handler === undefined) return;
+      if (notification.method === 'notifications/progress/done') handlers.delete(label);
+      handler(notification);
+    });
+    this.#sessions.add(session);
+    return {
+      subscribe: async (params, handler) => {
+        const label = params.as ?? params.progressToken;
+        if (handlers.has(label)) {
+          throw new BridgeError(
+            'duplicate_subscription',
+            `already subscribed under token ${JSON.stringify(label)}`,
+          );
+        }
+        handlers.set(label, handler);
+        const outcome = this.#backend.subscribe(session.id, params);
+        if (!outcome.ok) {
+          handlers.delete(label);
+          throw new BridgeError(outcome.code, outcome.message);
+        }
+        return {
+          unsubscribe: async () => {
+            if (handlers.get(label) !== handler) return;
+            handlers.delete(label);
+            this.#backend.unsubscribe(session.id, params.progressToken);
+          },
+        };
+      },
+      close: async () => {
+        handlers.clear();
+        this.#sessions.delete(session);
+        session.close();
+      },
+    };
+  }
+
+  async list(): Promise<ListResult> {
+    return this.#backend.list();
+  }
+
+  async cancel(token: ProgressToken, reason?: string): Promise<number> {
+    return this.#backend.cancel(token, reason);
+  }
+
+  async close(): Promise<void> {
+    for (const session of this.#sessions) session.close();
+    this.#sessions.clear();
+  }
+}

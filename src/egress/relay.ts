@@ -1,0 +1,313 @@
+/**
+ * relayProgress: for MCP servers written in Node. Inside a tool handler it
+ * gives the worker the handler spawns a socket and a fresh route key, and
+ * forwards the worker's progress to the MCP client under the client's own
+ * progressToken, through the request-scoped send (so that over Streamable
+ * HTTP it flows on the request's own SSE stream). It never throws into the
+ * handler: a message about work must not kill the work.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  ENV_SOCKET,
+  ENV_TOKEN,
+  readDaemonInfo,
+  resolveRuntimeDir,
+  resolveSocketPath,
+} from '../locate.js';
+import type { DoneParams, ProgressParams, ProgressToken } from '../protocol/frames.js';
+import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import { PROGRESS_METHOD } from '../router/notifications.js';
+import { GatewayClient } from './gateway-client.js';
+
+/** The MCP notification the relay sends; structurally what both SDK majors accept. */
+export interface McpProgressNotification {
+  method: 'notifications/progress';
+  params: ProgressParams;
+}
+
+interface RequestMeta {
+  progressToken?: ProgressToken | undefined;
+}
+
+/** The request handler extra of @modelcontextprotocol/sdk 1.x (`extra` in a tool callback). */
+export interface SdkV1RequestContext {
+  _meta?: RequestMeta | undefined;
+  signal: AbortSignal;
+  sendNotification(notification: McpProgressNotification): Promise<void>;
+}
+
+/** The server context of @modelcontextprotocol/server 2.x (`ctx` in a tool callback). */
+export interface SdkV2RequestContext {
+  mcpReq: {
+    _meta?: RequestMeta | undefined;
+    signal: AbortSignal;
+    notify(notification: McpProgressNotification): Promise<void>;
+  };
+}
+
+export type RelayContext = SdkV1RequestContext | SdkV2RequestContext;
+
+export interface RelayOptions {
+  /** WebSocket URL and secret of the daemon; both default to daemon.json. */
+  readonly url?: string | undefined;
+  readonly secret?: string | undefined;
+  /** Where daemon.json is (default: the runtime-dir rules of the daemon). */
+  readonly runtimeDir?: string | undefined;
+  /** The worker socket to hand out when url and secret are given (default: the runtime dir's). */
+  readonly socket?: string | undefined;
+  /** At most one notification per this many ms, always the newest (default 100; 0 sends every update). */
+  readonly minIntervalMs?: number | undefined;
+  /** How long to wait for the daemon before giving up for this call (default 2000). */
+  readonly connectTimeoutMs?: number | undefined;
+  /** Where the warning about an unreachable daemon goes, once per function (default: a line on stderr, once per process). */
+  readonly onWarning?: ((message: string) => void) | undefined;
+}
+
+export interface RelayEnv {
+  MCP_PROGRESS_SOCKET: string;
+  MCP_PROGRESS_TOKEN: string;
+  /** Lets the env be spread into `process.env`-shaped objects. */
+  [name: string]: string;
+}
+
+export interface ProgressRelay extends AsyncDisposable {
+  /** For the worker: where to publish and under which token. Usable even when nothing is relayed. */
+  readonly env: RelayEnv;
+  /** The token the worker publishes under (also env.MCP_PROGRESS_TOKEN). */
+  readonly routeKey: string;
+  /** True when progress is forwarded to the client; false without a token or a daemon. */
+  readonly relaying: boolean;
+  /**
+   * Settles when the worker sends done (with its done params), or with
+   * undefined when the relay closes first or relays nothing. Every update
+   * before done has been handed to the SDK when it settles.
+   */
+  readonly done: Promise<DoneParams | undefined>;
+  /** Stops forwarding and drops whatever is still queued; no progress follows. Idempotent. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_RELAY_MIN_INTERVAL_MS = 100;
+const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
+
+/** One warning per sink: a daemon that is down stays down for many calls. */
+const warnedSinks = new WeakSet<(message: string) => void>();
+
+const warnOnStderr = (message: string): void => {
+  process.stderr.write(`mcp-progress warn: ${message}\n`);
+};
+
+interface RequestScope {
+  readonly token: ProgressToken | undefined;
+  readonly signal: AbortSignal | undefined;
+  readonly send: ((notification: McpProgressNotification) => Promise<void>) | undefined;
+}
+
+function requestScope(context: RelayContext): RequestScope {
+  if ('mcpReq' in context && typeof context.mcpReq === 'object' && context.mcpReq !== null) {
+    const request = context.mcpReq;
+    return {
+      token: request._meta?.progressToken,
+      signal: request.signal,
+      send: typeof request.notify === 'function' ? (n) => request.notify(n) : undefined,
+    };
+  }
+  const extra = context as SdkV1RequestContext;
+  return {
+    token: extra._meta?.progressToken,
+    signal: extra.signal,
+    send:
+      typeof extra.sendNotification === 'function' ? (n) => extra.sendNotification(n) : undefined,
+  };
+}
+
+/**
+ * Call inside a tool handler, before spawning the worker; pass `env` to the
+ * worker and close the relay (or `await using`) before returning the result.
+ */
+export async function relayProgress(
+  context: RelayContext,
+  options: RelayOptions = {},
+): Promise<ProgressRelay> {
+  const scope = requestScope(context);
+  const routeKey = `relay-${randomUUID()}`;
+  const warn = (message: string) => {
+    const sink = options.onWarning ?? warnOnStderr;
+    if (warnedSinks.has(sink)) return;
+    warnedSinks.add(sink);
+    sink(message);
+  };
+  const target = await findDaemon(options);
+  const env: RelayEnv = { [ENV_SOCKET]: target.socket, [ENV_TOKEN]: routeKey } as RelayEnv;
+  const { token, signal, send } = scope;
+  if (token === undefined || send === undefined) return inactive(env, routeKey);
+  if (target.url === undefined || target.secret === undefined) {
+    warn(
+      `progress is not relayed: ${target.problem ?? 'no daemon'}; the tool runs without progress`,
+    );
+    return inactive(env, routeKey);
+  }
+  try {
+    return await activeRelay(
+      { token, signal, send },
+      env,
+      routeKey,
+      { url: target.url, secret: target.secret },
+      options,
+    );
+  } catch (error) {
+    warn(
+      `progress is not relayed: cannot reach the daemon at ${target.url} (${(error as Error).message}); the tool runs without progress. Start it with "mcp-progress daemon".`,
+    );
+    return inactive(env, routeKey);
+  }
+}
+
+interface DaemonTarget {
+  socket: string;
+  url: string | undefined;
+  secret: string | undefined;
+  problem: string | undefined;
+}
+
+async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
+  const fallbackSocket = resolveSocketPath({
+    socket: options.socket,
+    runtimeDir: options.runtimeDir,
+  });
+  if (options.url !== undefined && options.secret !== undefined) {
+    return { socket: fallbackSocket, url: options.url, secret: options.secret, problem: undefined };
+  }
+  try {
+    const info = await readDaemonInfo(resolveRuntimeDir(options.runtimeDir));
+    return {
+      socket: options.socket ?? info.socket,
+      url: options.url ?? info.url,
+      secret: options.secret ?? info.secret,
+      problem: undefined,
+    };
+  } catch (error) {
+    return {
+      socket: fallbackSocket,
+      url: undefined,
+      secret: undefined,
+      problem: (error as Error).message,
+    };
+  }
+}
+
+async function activeRelay(
+  scope: {
+    token: ProgressToken;
+    signal: AbortSignal | undefined;
+    send: (notification: McpProgressNotification) => Promise<void>;
+  },
+  env: RelayEnv,
+  routeKey: string,
+  daemon: { url: string; secret: string },
+  options: RelayOptions,
+): Promise<ProgressRelay> {
+  const minIntervalMs = Math.min(
+    MAX_MIN_INTERVAL_MS,
+    Math.max(0, Math.round(options.minIntervalMs ?? DEFAULT_RELAY_MIN_INTERVAL_MS)),
+  );
+  const client = await withTimeout(
+    GatewayClient.connect({ url: daemon.url, secret: daemon.secret }),
+    options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+  );
+  let forwarding = true;
+  let sent: Promise<void> = Promise.resolve();
+  let settle: (done: DoneParams | undefined) => void = () => {};
+  const done = new Promise<DoneParams | undefined>((resolve) => {
+    settle = resolve;
+  });
+  let subscription: { unsubscribe(): Promise<void> };
+  try {
+    subscription = await client.subscribe(
+      { progressToken: routeKey, as: scope.token, minIntervalMs },
+      (notification) => {
+        if (!forwarding) return;
+        if (notification.method === PROGRESS_METHOD) {
+          const params = notification.params;
+          sent = sent.then(() => scope.send({ method: PROGRESS_METHOD, params })).catch(() => {});
+        } else {
+          // The worker is done: nothing more to forward; the handler decides when to return.
+          forwarding = false;
+          const params = notification.params;
+          sent.then(() => settle(params));
+        }
+      },
+    );
+  } catch (error) {
+    await client.close();
+    throw error;
+  }
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      forwarding = false;
+      scope.signal?.removeEventListener('abort', onAbort);
+      await subscription.unsubscribe().catch(() => {});
+      await client.close();
+      // Sends already handed to the SDK go out before the result does.
+      await sent;
+      settle(undefined);
+    })();
+    return closing;
+  };
+  const onAbort = () => {
+    // The client cancelled the request (notifications/cancelled): tell the worker, then stop.
+    client
+      .cancel(routeKey, 'the MCP client cancelled the request')
+      .catch(() => {})
+      .finally(() => close());
+  };
+  if (scope.signal?.aborted) onAbort();
+  else scope.signal?.addEventListener('abort', onAbort, { once: true });
+
+  return {
+    env,
+    routeKey,
+    relaying: true,
+    done,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}
+
+function inactive(env: RelayEnv, routeKey: string): ProgressRelay {
+  const close = async () => {};
+  return {
+    env,
+    routeKey,
+    relaying: false,
+    done: Promise.resolve(undefined),
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}
+
+function withTimeout<T extends { close(): Promise<void> }>(
+  connecting: Promise<T>,
+  timeoutMs: number,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(new Error(`no answer within ${timeoutMs} ms`));
+    }, timeoutMs);
+    connecting.then(
+      (value) => {
+        clearTimeout(timer);
+        if (late) value.close().catch(() => {});
+        else resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}

@@ -1,0 +1,75 @@
+/** The daemon's figures in the Prometheus text exposition format (version 0.0.4). */
+import type { DaemonStatus } from './daemon.js';
+
+interface Metric {
+  name: string;
+  help: string;
+  type: 'counter' | 'gauge';
+  samples: Array<[labels: string, value: number]>;
+}
+
+export function formatPrometheus(status: DaemonStatus): string {
+  const { counters } = status;
+  const metrics: Metric[] = [
+    counter(
+      'frames_accepted_total',
+      'Frames from workers accepted and routed.',
+      counters.framesAccepted,
+    ),
+    {
+      name: 'frames_rejected_total',
+      help: 'Frames from workers answered with rejected, by code.',
+      type: 'counter',
+      samples: Object.entries(counters.framesRejected).map(([code, n]) => [
+        `{code="${code}"}`,
+        n ?? 0,
+      ]),
+    },
+    counter(
+      'notifications_sent_total',
+      'Notifications written to gateway sessions.',
+      counters.notificationsSent,
+    ),
+    counter(
+      'coalesced_total',
+      'Progress values replaced by a newer one before they were sent.',
+      counters.coalesced,
+    ),
+    counter(
+      'connections_refused_total',
+      'Worker connections refused at the connection cap.',
+      counters.connectionsRefused,
+    ),
+    counter(
+      'slow_sessions_closed_total',
+      'Sessions closed for not reading their notifications.',
+      counters.slowSessionsClosed,
+    ),
+    {
+      name: 'streams',
+      help: 'Streams in the table, by state.',
+      type: 'gauge',
+      samples: Object.entries(status.streams).map(([state, n]) => [`{state="${state}"}`, n]),
+    },
+    gauge('subscriptions', 'Subscriptions held by gateway sessions.', status.subscriptions),
+    gauge('sessions', 'Open gateway sessions.', status.sessions),
+    gauge('connections', 'Open worker connections.', status.connections),
+    gauge('resident_memory_bytes', 'Resident set size of the daemon process.', status.memory.rss),
+    gauge('uptime_seconds', 'Seconds since the daemon started.', status.uptimeMs / 1000),
+  ];
+  const lines: string[] = [];
+  for (const metric of metrics) {
+    const name = `mcp_progress_${metric.name}`;
+    lines.push(`# HELP ${name} ${metric.help}`, `# TYPE ${name} ${metric.type}`);
+    for (const [labels, value] of metric.samples) lines.push(`${name}${labels} ${value}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function counter(name: string, help: string, value: number): Metric {
+  return { name, help, type: 'counter', samples: [['', value]] };
+}
+
+function gauge(name: string, help: string, value: number): Metric {
+  return { name, help, type: 'gauge', samples: [['', value]] };
+}

@@ -1,0 +1,170 @@
+/**
+ * `mcp-progress mcp` as a host runs it: an SDK Client spawns the real binary
+ * over stdio; separate worker processes publish to the daemon.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  cleanupAll,
+  eventually,
+  runCli,
+  startDaemon,
+  tempDir,
+  waitForExit,
+} from '../helpers/daemon.js';
+import {
+  connectStdio,
+  expectSeenInOrder,
+  progressParams,
+  responseIndex,
+  runWorker,
+  textOf,
+  waitForSubscribers,
+} from '../helpers/mcp.js';
+
+afterAll(() => cleanupAll());
+
+describe('mcp-progress mcp over stdio', () => {
+  it('prints its help', async () => {
+    const help = await runCli(['mcp', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: mcp-progress mcp/);
+    expect(help.stdout).toContain('"args": ["-y", "mcp-progress-bridge", "mcp"]');
+    for (const tool of ['watch_progress', 'list_progress', 'get_progress'])
+      expect(help.stdout).toContain(tool);
+    const top = await runCli(['--help']);
+    expect(top.stdout).toContain('  mcp ');
+  });
+
+  it('watch_progress streams every update under the caller token, then the result, then nothing', async () => {
+    const daemon = await startDaemon();
+    const mcp = await connectStdio(['--runtime-dir', daemon.runtimeDir]);
+    const token = 'render-stdio';
+    const seen: number[] = [];
+    const call = mcp.client.callTool(
+      { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
+      undefined,
+      { onprogress: (p) => seen.push(p.progress) },
+    );
+    // Publish only once the watch is subscribed, so that every value is live, not a late-join snapshot.
+    await waitForSubscribers(daemon.info, token);
+    const worker = await runWorker(
+      { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
+      ['5'],
+    );
+    expect(worker).toMatchObject({ code: 0, stderr: '' });
+    const result = await call;
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent).toMatchObject({
+      progressToken: token,
+      state: 'done',
+      status: 'ok',
+      timedOut: false,
+      progress: 5,
+      total: 5,
+      updates: 5,
+    });
+    // One more round trip: anything sent after the result would arrive before its answer.
+    await mcp.client.callTool({ name: 'list_progress', arguments: {} });
+    const request = mcp.received.findIndex((m) => 'id' in m && 'result' in m);
+    const callId = (mcp.received[request] as { id: number }).id;
+    const resultAt = responseIndex(mcp.received, callId);
+    const progress = progressParams(mcp.received);
+    // Verbatim, in order, under the SDK's own token for this request (its request id).
+    expect(progress).toEqual(
+      [1, 2, 3, 4, 5].map((n) => ({
+        progressToken: callId,
+        progress: n,
+        total: 5,
+        message: `step ${n}`,
+      })),
+    );
+    const lastProgressAt = mcp.received.findLastIndex(
+      (m) => 'method' in m && m.method === 'notifications/progress',
+    );
+    expect(lastProgressAt).toBeLessThan(resultAt);
+    expectSeenInOrder(mcp, seen, [1, 2, 3, 4, 5], callId);
+    await mcp.close();
+    await daemon.stop();
+  });
+
+  it('returns the state so far at the timeout, as a result and not an error', async () => {
+    const daemon = await startDaemon();
+    const mcp = await connectStdio(['--runtime-dir', daemon.runtimeDir]);
+    const result = await mcp.client.callTool({
+      name: 'watch_progress',
+      arguments: { progressToken: 'never-starts', timeoutMs: 50 },
+    });
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent).toMatchObject({
+      progressToken: 'never-starts',
+      state: 'waiting',
+      timedOut: true,
+      updates: 0,
+    });
+    expect(textOf(result)).toContain('call watch_progress again');
+    await mcp.close();
+    await daemon.stop();
+  });
+
+  it('starts an embedded daemon when none runs, and stops it when the host goes away', async () => {
+    const runtimeDir = tempDir();
+    const mcp = await connectStdio(['--runtime-dir', runtimeDir]);
+    const info = join(runtimeDir, 'daemon.json');
+    expect(existsSync(info)).toBe(true);
+    const tools = await mcp.client.listTools();
+    expect(tools.tools.map((t) => t.name).sort()).toEqual([
+      'get_progress',
+      'list_progress',
+      'watch_progress',
+    ]);
+    for (const tool of tools.tools) {
+      expect(tool.description?.length).toBeGreaterThan(80);
+      expect(tool.outputSchema?.type).toBe('object');
+    }
+    const published = await runCli([
+      'publish',
+      '--runtime-dir',
+      runtimeDir,
+      '--token-json',
+      '7',
+      '--progress',
+      '3',
+      '--total',
+      '10',
+      '--message',
+      'three',
+    ]);
+    expect(published).toMatchObject({ code: 0, stderr: '' });
+    const got = await mcp.client.callTool({
+      name: 'get_progress',
+      arguments: { progressToken: 7 },
+    });
+    expect(got.structuredContent).toMatchObject({
+      progressToken: 7,
+      found: true,
+      stream: { progressToken: 7, state: 'active', progress: 3, total: 10, message: 'three' },
+    });
+    // "7" is another token than 7.
+    const other = await mcp.client.callTool({
+      name: 'get_progress',
+      arguments: { progressToken: '7' },
+    });
+    expect(other.isError).toBeFalsy();
+    expect(other.structuredContent).toEqual({ progressToken: '7', found: false });
+    expect(textOf(other)).toContain('No job has token "7"');
+    const listed = await mcp.client.callTool({ name: 'list_progress', arguments: {} });
+    expect((listed.structuredContent as { streams: unknown[] }).streams).toEqual([
+      expect.objectContaining({ progressToken: 7, state: 'active', progress: 3 }),
+    ]);
+    const child = mcp.transport as unknown as {
+      _process?: import('node:child_process').ChildProcess;
+    };
+    const process = child._process;
+    await mcp.close();
+    if (process !== undefined) await waitForExit(process);
+    await eventually(() => (existsSync(info) ? undefined : true), 10_000, 'daemon.json removed');
+    expect(mcp.stderr()).not.toContain('internal error');
+  });
+});

@@ -1,0 +1,176 @@
+/** Real MCP SDK clients for the tests, with a tap on the raw messages they receive. */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { expect } from 'vitest';
+import type { DaemonInfo } from '../../src/locate.js';
+import { BIN, ROOT } from './daemon.js';
+import { connectGateway } from './gateway.js';
+import { PYTHON, PYTHON_ARGS } from './python.js';
+
+export interface TappedClient {
+  readonly client: Client;
+  /** Every JSON-RPC message the client received, in order. */
+  readonly received: JSONRPCMessage[];
+  /** Errors the client reported (an unknown progress token is one). */
+  readonly errors: Error[];
+  stderr(): string;
+  close(): Promise<void>;
+}
+
+async function tapped(transport: Transport, stderr: () => string): Promise<TappedClient> {
+  const client = new Client({ name: 'mcp-progress-test', version: '0.0.0' });
+  const received: JSONRPCMessage[] = [];
+  const errors: Error[] = [];
+  client.onerror = (error) => errors.push(error);
+  await client.connect(transport);
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    received.push(message);
+    deliver?.(message, extra);
+  };
+  return { client, received, errors, stderr, close: () => client.close() };
+}
+
+/** Spawns `mcp-progress mcp` over stdio, as a host does. */
+export async function connectStdio(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<TappedClient & { transport: StdioClientTransport }> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [BIN, 'mcp', ...args],
+    env: { ...(process.env as Record<string, string>), MCP_PROGRESS_SOCKET: '', ...env },
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  return { ...(await tapped(transport, () => stderr)), transport };
+}
+
+/** The daemon's HTTP base (its gateway URL without /ws). */
+export function httpBase(info: DaemonInfo): string {
+  return info.url.replace(/^ws:/, 'http:').replace(/\/ws$/, '');
+}
+
+/** Connects to the daemon's /mcp over Streamable HTTP with its secret. */
+export async function connectHttp(info: DaemonInfo): Promise<TappedClient> {
+  const transport = new StreamableHTTPClientTransport(new URL(`${httpBase(info)}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${info.secret}` } },
+  });
+  return tapped(transport, () => '');
+}
+
+/** Connects to any Streamable HTTP MCP server. */
+export async function connectUrl(url: URL): Promise<TappedClient> {
+  return tapped(new StreamableHTTPClientTransport(url), () => '');
+}
+
+/** Progress notifications among the received messages, as their params. */
+export function progressParams(received: JSONRPCMessage[]): Array<Record<string, unknown>> {
+  return received
+    .filter((m) => 'method' in m && m.method === 'notifications/progress')
+    .map((m) => (m as { params: Record<string, unknown> }).params);
+}
+
+/** Index of the response to request `id` among the received messages. */
+export function responseIndex(received: JSONRPCMessage[], id: number | string): number {
+  return received.findIndex((m) => 'id' in m && m.id === id && ('result' in m || 'error' in m));
+}
+
+export interface WorkerRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs test/fixtures/progress_worker.py with the given env (only the env: it knows nothing else). */
+export function runWorker(
+  env: Record<string, string>,
+  args: string[],
+  onStdout?: (text: string) => void,
+): Promise<WorkerRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      PYTHON,
+      [...PYTHON_ARGS, join(ROOT, 'test/fixtures/progress_worker.py'), ...args],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { PATH: process.env.PATH ?? '', ...env },
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      onStdout?.(text);
+    });
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      stderr += text;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Waits until the daemon shows `count` subscribers on `token` (so that publishing now is seen live). */
+export async function waitForSubscribers(
+  info: DaemonInfo,
+  token: string | number,
+  count = 1,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const gateway = await connectGateway(info);
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const reply = await gateway.request('progress/list');
+      const streams = (reply.result as { streams: Array<Record<string, unknown>> }).streams;
+      if (streams.some((s) => s.progressToken === token && s.subscribers === count)) return;
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${count} subscribers on ${JSON.stringify(token)}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  } finally {
+    await gateway.close();
+  }
+}
+
+/** The text of a tool result's first content item. */
+export function textOf(result: object): string {
+  const content = (result as { content?: Array<{ type: string; text?: string }> }).content;
+  return content?.[0]?.text ?? '';
+}
+
+/**
+ * What the SDK client's onprogress saw: every expected value, in order, except
+ * a tail that the SDK 1.x client itself can drop. It dispatches notifications
+ * a microtask late but responses at once, so a notification read in the same
+ * chunk as the result finds its handler gone and is reported as an unknown
+ * token (modelcontextprotocol/typescript-sdk#2580). The raw messages show the
+ * server sent them in time; here each dropped value must be in such a report.
+ */
+export function expectSeenInOrder(
+  client: TappedClient,
+  seen: number[],
+  expected: number[],
+  token: string | number,
+): void {
+  expect(seen).toEqual(expected.slice(0, seen.length));
+  const dropped = expected.slice(seen.length);
+  const reported = client.errors.map((error) => {
+    const match = /unknown token: (\{.*\})$/s.exec(error.message);
+    if (match?.[1] === undefined) return error.message;
+    const notification = JSON.parse(match[1]) as { params: Record<string, unknown> };
+    return notification.params;
+  });
+  expect(reported).toEqual(
+    dropped.map((progress) => expect.objectContaining({ progressToken: token, progress })),
+  );
+}

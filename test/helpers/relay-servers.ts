@@ -1,0 +1,172 @@
+/**
+ * Someone else's MCP server, written with the SDK 1.x or the v2 server
+ * package, hosted over Streamable HTTP on loopback. Its one tool, `render`,
+ * is whatever the test passes: with relayProgress or without the bridge.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { McpServer as McpServerV1 } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import {
+  McpServer as McpServerV2,
+  type ServerContext,
+  WebStandardStreamableHTTPServerTransport,
+} from '@modelcontextprotocol/server';
+import * as z from 'zod';
+
+export interface RenderArgs {
+  steps: number;
+  waitCancel?: boolean | undefined;
+}
+
+export type ExtraV1 = RequestHandlerExtra<ServerRequest, ServerNotification>;
+export type RenderV1 = (args: RenderArgs, extra: ExtraV1) => Promise<string>;
+export type RenderV2 = (args: RenderArgs, ctx: ServerContext) => Promise<string>;
+
+export interface HostedServer {
+  readonly url: URL;
+  close(): Promise<void>;
+}
+
+const DESCRIPTION = 'Renders a few frames in a worker process.';
+
+/** A server built with @modelcontextprotocol/sdk 1.x: one McpServer per session. */
+export function hostV1(render: RenderV1): Promise<HostedServer> {
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const servers: McpServerV1[] = [];
+  return host(
+    async (request, response) => {
+      const id = request.headers['mcp-session-id'];
+      let transport = typeof id === 'string' ? sessions.get(id) : undefined;
+      if (transport === undefined) {
+        const server = new McpServerV1({ name: 'render-server', version: '1.0.0' });
+        server.registerTool(
+          'render',
+          {
+            description: DESCRIPTION,
+            inputSchema: { steps: z.int().min(1), waitCancel: z.boolean().optional() },
+          },
+          async (args, extra) => ({
+            content: [{ type: 'text' as const, text: await render(args, extra) }],
+          }),
+        );
+        const created = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (sessionId) => {
+            sessions.set(sessionId, created);
+          },
+        });
+        transport = created;
+        servers.push(server);
+        await server.connect(created);
+      }
+      await transport.handleRequest(request, response);
+    },
+    async () => {
+      await Promise.all(servers.map((server) => server.close()));
+    },
+  );
+}
+
+/** A server built with the v2 server package (@modelcontextprotocol/server), web-standard transport. */
+export function hostV2(render: RenderV2): Promise<HostedServer> {
+  const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  const servers: McpServerV2[] = [];
+  return host(
+    async (request, response) => {
+      const id = request.headers['mcp-session-id'];
+      let transport = typeof id === 'string' ? sessions.get(id) : undefined;
+      if (transport === undefined) {
+        const server = new McpServerV2({ name: 'render-server', version: '2.0.0' });
+        server.registerTool(
+          'render',
+          {
+            description: DESCRIPTION,
+            inputSchema: z.object({ steps: z.int().min(1), waitCancel: z.boolean().optional() }),
+          },
+          async (args, ctx) => ({
+            content: [{ type: 'text' as const, text: await render(args, ctx) }],
+          }),
+        );
+        const created = new WebStandardStreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (sessionId) => {
+            sessions.set(sessionId, created);
+          },
+        });
+        transport = created;
+        servers.push(server);
+        await server.connect(created);
+      }
+      await sendWebResponse(response, await transport.handleRequest(await webRequest(request)));
+    },
+    async () => {
+      await Promise.all(servers.map((server) => server.close()));
+    },
+  );
+}
+
+async function host(
+  handle: (request: IncomingMessage, response: ServerResponse) => Promise<void>,
+  closeServers: () => Promise<void>,
+): Promise<HostedServer> {
+  const http: Server = createServer((request, response) => {
+    if (request.method === 'GET') {
+      // No standalone SSE stream: a notification not sent on its request's own stream is lost,
+      // so the tests see only what the relay sent through the request-scoped send.
+      response.writeHead(405, { allow: 'POST, DELETE' }).end();
+      return;
+    }
+    handle(request, response).catch((error: Error) => {
+      if (!response.headersSent) response.writeHead(500);
+      response.end(String(error.stack));
+    });
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const { port } = http.address() as AddressInfo;
+  return {
+    url: new URL(`http://127.0.0.1:${port}/mcp`),
+    async close() {
+      await closeServers();
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
+
+/** Node's request as a web Request, for the web-standard transport. */
+async function webRequest(request: IncomingMessage): Promise<Request> {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (Array.isArray(value)) for (const item of value) headers.append(name, item);
+    else if (value !== undefined) headers.set(name, value);
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  const body = chunks.length > 0 ? Buffer.concat(chunks) : undefined;
+  return new Request(new URL(request.url ?? '/', 'http://127.0.0.1'), {
+    method: request.method ?? 'GET',
+    headers,
+    ...(body !== undefined && request.method !== 'GET' ? { body } : {}),
+  });
+}
+
+async function sendWebResponse(response: ServerResponse, web: Response): Promise<void> {
+  response.writeHead(web.status, Object.fromEntries(web.headers));
+  response.flushHeaders();
+  if (web.body !== null) {
+    const reader = web.body.getReader();
+    response.on('close', () => {
+      reader.cancel().catch(() => {});
+    });
+    for (;;) {
+      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+      if (done) break;
+      response.write(value);
+    }
+  }
+  response.end();
+}

@@ -1,0 +1,54 @@
+/** A raw worker connection over node:net: writes bytes, collects the daemon's replies. */
+import { connect, type Socket } from 'node:net';
+import { type Envelope, encodeFrame, FrameDecoder } from '../../src/protocol/wire.js';
+import { eventually } from './daemon.js';
+
+export interface RawWorker {
+  readonly socket: Socket;
+  readonly replies: Envelope[];
+  readonly closed: Promise<void>;
+  isClosed(): boolean;
+  send(type: string, data: unknown): void;
+  write(bytes: string | Buffer): void;
+  /** Waits for a reply matching `match`, and returns it. */
+  reply(match: (envelope: Envelope) => boolean, timeoutMs?: number): Promise<Envelope>;
+  destroy(): void;
+}
+
+export async function rawWorker(socketPath: string): Promise<RawWorker> {
+  const socket = connect({ path: socketPath });
+  socket.setEncoding('utf8');
+  const decoder = new FrameDecoder(1 << 20);
+  const replies: Envelope[] = [];
+  let closed = false;
+  const closedPromise = new Promise<void>((resolve) =>
+    socket.once('close', () => {
+      closed = true;
+      resolve();
+    }),
+  );
+  socket.on('error', () => {});
+  socket.on('data', (text: string) => {
+    for (const envelope of decoder.push(text))
+      if (!(envelope instanceof Error)) replies.push(envelope);
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', () => resolve());
+    socket.once('error', reject);
+  });
+  return {
+    socket,
+    replies,
+    closed: closedPromise,
+    isClosed: () => closed,
+    send: (type, data) => {
+      if (!socket.destroyed) socket.write(encodeFrame(type, data));
+    },
+    write: (bytes) => {
+      if (!socket.destroyed) socket.write(bytes);
+    },
+    reply: (match, timeoutMs = 10_000) =>
+      eventually(() => replies.find(match), timeoutMs, 'a reply'),
+    destroy: () => socket.destroy(),
+  };
+}

@@ -1,0 +1,168 @@
+/**
+ * Access control: only the user who runs the daemon reaches it. The other
+ * user is real: created for the test when it runs as root.
+ */
+import { spawnSync } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
+import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+
+const OTHER_USER = 'mcpprogress-other';
+const isRoot = process.getuid?.() === 0;
+
+/** Creates the other user once; returns false where that cannot be done here. */
+function ensureOtherUser(): boolean {
+  if (!isRoot) return false;
+  if (spawnSync('id', ['-u', OTHER_USER]).status === 0) return true;
+  return (
+    spawnSync('useradd', [
+      '--system',
+      '--no-create-home',
+      '--shell',
+      '/usr/sbin/nologin',
+      OTHER_USER,
+    ]).status === 0
+  );
+}
+
+const canSwitchUser = ensureOtherUser();
+
+/** Runs a Python snippet as the other user and returns what it printed. */
+function asOtherUser(code: string, ...args: string[]): string {
+  const result = spawnSync(
+    'runuser',
+    ['-u', OTHER_USER, '--', PYTHON, ...PYTHON_ARGS, '-c', code, ...args],
+    {
+      encoding: 'utf8',
+      cwd: '/',
+    },
+  );
+  if (result.status !== 0) throw new Error(`python as ${OTHER_USER} failed: ${result.stderr}`);
+  return result.stdout.trim();
+}
+
+const TRY_CONNECT = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+`;
+
+const TRY_READ = `
+import sys
+try:
+    open(sys.argv[1]).read()
+    print("read")
+except OSError as e:
+    print(type(e).__name__)
+`;
+
+let daemon: RunningDaemon;
+beforeAll(async () => {
+  daemon = await startDaemon(['--log-level', 'debug']);
+});
+afterAll(async () => {
+  await daemon.stop();
+  cleanupAll();
+});
+
+describe('file modes', () => {
+  it('runtime dir 0700, socket and daemon.json 0600, owned by the daemon user', () => {
+    expect(statSync(daemon.runtimeDir).mode & 0o777).toBe(0o700);
+    expect(statSync(daemon.info.socket).mode & 0o777).toBe(0o600);
+    expect(statSync(join(daemon.runtimeDir, 'daemon.json')).mode & 0o777).toBe(0o600);
+    expect(statSync(daemon.info.socket).uid).toBe(process.getuid?.());
+  });
+});
+
+describe.skipIf(!canSwitchUser)(`another local user (${OTHER_USER})`, () => {
+  it('cannot connect to the socket or read daemon.json', () => {
+    expect(asOtherUser(TRY_CONNECT, daemon.info.socket)).toBe('PermissionError');
+    expect(asOtherUser(TRY_READ, join(daemon.runtimeDir, 'daemon.json'))).toBe('PermissionError');
+  });
+
+  it('cannot connect even when the runtime dir is opened up: the socket itself is 0600', () => {
+    const { mode } = statSync(daemon.runtimeDir);
+    chmodSync(daemon.runtimeDir, 0o755);
+    try {
+      expect(asOtherUser(TRY_CONNECT, daemon.info.socket)).toBe('PermissionError');
+      expect(asOtherUser(TRY_READ, join(daemon.runtimeDir, 'daemon.json'))).toBe('PermissionError');
+    } finally {
+      chmodSync(daemon.runtimeDir, mode & 0o777);
+    }
+  });
+
+  it('the check itself works: the other user can reach a socket that allows it', () => {
+    const { mode } = statSync(daemon.runtimeDir);
+    chmodSync(daemon.runtimeDir, 0o755);
+    chmodSync(daemon.info.socket, 0o666);
+    try {
+      expect(asOtherUser(TRY_CONNECT, daemon.info.socket)).toBe('connected');
+    } finally {
+      chmodSync(daemon.info.socket, 0o600);
+      chmodSync(daemon.runtimeDir, mode & 0o777);
+    }
+  });
+});
+
+describe('HTTP surface', () => {
+  const base = () => daemon.info.url.replace(/^ws/, 'http').replace(/\/ws$/, '');
+
+  it('GET /healthz answers without the secret', async () => {
+    const response = await fetch(`${base()}/healthz`);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ ok: true, pid: daemon.child.pid });
+  });
+
+  it('GET /metrics needs the secret, and shows the figures in Prometheus text format', async () => {
+    expect((await fetch(`${base()}/metrics`)).status).toBe(401);
+    expect(
+      (await fetch(`${base()}/metrics`, { headers: { authorization: 'Bearer nope-nope-nope' } }))
+        .status,
+    ).toBe(401);
+    const foreign = await fetch(`${base()}/metrics`, {
+      headers: { authorization: `Bearer ${daemon.info.secret}`, origin: 'https://evil.example' },
+    });
+    expect(foreign.status).toBe(403);
+    const response = await fetch(`${base()}/metrics`, {
+      headers: { authorization: `Bearer ${daemon.info.secret}` },
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/plain; version=0.0.4');
+    const text = await response.text();
+    for (const name of [
+      'mcp_progress_frames_accepted_total',
+      'mcp_progress_frames_rejected_total',
+      'mcp_progress_notifications_sent_total',
+      'mcp_progress_coalesced_total',
+      'mcp_progress_streams{state="active"}',
+      'mcp_progress_sessions',
+      'mcp_progress_connections',
+    ]) {
+      expect(text).toContain(name);
+    }
+    expect(text).toMatch(/^# TYPE mcp_progress_frames_accepted_total counter$/m);
+  });
+
+  it('no log line contains the secret, even at debug level', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'x' });
+    await gateway.close();
+    await fetch(`${base()}/metrics?access_token=${daemon.info.secret}`);
+    expect(daemon.stderr()).toContain('session');
+    expect(daemon.stderr()).not.toContain(daemon.info.secret);
+  });
+});
+
+if (!canSwitchUser) {
+  // Say so plainly rather than pass silently.
+  console.warn(
+    `access.test.ts: skipped the other-user checks (needs root and useradd; running as uid ${process.getuid?.()})`,
+  );
+}

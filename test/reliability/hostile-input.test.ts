@@ -1,0 +1,258 @@
+/**
+ * Hostile input against a real daemon: a fuzzer over frames and envelopes and
+ * a corpus of adversarial inputs. The daemon never crashes, its memory stays
+ * bounded, and an honest worker and subscriber on other connections keep a
+ * 100% delivery record throughout.
+ */
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  cleanupAll,
+  eventually,
+  type RunningDaemon,
+  runCli,
+  startDaemon,
+} from '../helpers/daemon.js';
+import { type HonestPair, honestPair } from '../helpers/honest.js';
+import { rawWorker } from '../helpers/worker.js';
+
+let daemon: RunningDaemon;
+let honest: HonestPair;
+
+beforeAll(async () => {
+  daemon = await startDaemon(['--frame-timeout-ms', '300', '--max-streams-per-connection', '1000']);
+  honest = await honestPair(daemon.info);
+  honest.run();
+});
+
+afterAll(async () => {
+  const delivered = await honest.finish();
+  expect(delivered).toBeGreaterThan(10);
+  // Still alive and answering after everything.
+  expect((await runCli(['status', '--socket', daemon.info.socket])).code).toBe(0);
+  expect(daemon.child.exitCode).toBeNull();
+  expect(await daemon.stop()).toBe(0);
+  cleanupAll();
+});
+
+async function status(): Promise<{ memory: { rss: number }; connections: number }> {
+  return JSON.parse((await runCli(['status', '--json', '--socket', daemon.info.socket])).stdout);
+}
+
+/** Sends bytes on a fresh connection and waits for the daemon to close it or to go quiet. */
+async function hit(
+  bytes: string | Buffer,
+  settleMs = 30,
+): Promise<{ closed: boolean; codes: string[] }> {
+  const worker = await rawWorker(daemon.info.socket);
+  worker.write(bytes);
+  await Promise.race([worker.closed, new Promise((r) => setTimeout(r, settleMs))]);
+  const closed = worker.isClosed();
+  worker.destroy();
+  return {
+    closed,
+    codes: worker.replies
+      .filter((r) => r.type === 'rejected')
+      .map((r) => String((r.data as { code: string }).code)),
+  };
+}
+
+const json = (value: unknown) => `${JSON.stringify(value)}\f`;
+
+describe('fuzzing frames and envelopes', () => {
+  it('survives arbitrary bytes, envelopes and frame data', async () => {
+    const eventName = fc.oneof(
+      fc.constantFrom(
+        'progress',
+        'done',
+        'ping',
+        'status',
+        'error',
+        'connect',
+        '__proto__',
+        'constructor',
+        'toString',
+        'hasOwnProperty',
+        '',
+      ),
+      fc.string({ maxLength: 300 }),
+    );
+    const frameData = fc.oneof(
+      fc.jsonValue(),
+      fc.record(
+        {
+          v: fc.oneof(fc.constant(1), fc.jsonValue()),
+          progressToken: fc.oneof(fc.string({ maxLength: 40 }), fc.integer(), fc.jsonValue()),
+          progress: fc.oneof(fc.double(), fc.jsonValue()),
+          total: fc.oneof(fc.double(), fc.jsonValue()),
+          message: fc.oneof(fc.string(), fc.jsonValue()),
+          _meta: fc.jsonValue(),
+          seq: fc.oneof(fc.nat(), fc.jsonValue()),
+          status: fc.oneof(fc.constantFrom('ok', 'error', 'cancelled'), fc.jsonValue()),
+        },
+        { requiredKeys: [] },
+      ),
+    );
+    const input = fc.oneof(
+      fc.uint8Array({ maxLength: 4096 }).map((bytes) => Buffer.from(bytes)),
+      fc.tuple(eventName, frameData).map(([type, data]) => json({ type, data })),
+      fc
+        .array(fc.tuple(eventName, frameData), { maxLength: 20 })
+        .map((frames) => frames.map(([type, data]) => json({ type, data })).join('')),
+      fc.jsonValue().map((value) => json(value)),
+      fc.string({ maxLength: 500 }).map((text) => `${text}\f`),
+    );
+    await fc.assert(
+      fc.asyncProperty(input, async (bytes) => {
+        await hit(bytes, 5);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('an adversarial corpus', () => {
+  it('invalid UTF-8 inside and outside strings', async () => {
+    const bad = Buffer.concat([
+      Buffer.from('{"type":"progress","data":{"v":1,"progressToken":"'),
+      Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0xed, 0xa0, 0x80]),
+      Buffer.from('","progress":1}}\f'),
+    ]);
+    const result = await hit(bad);
+    // Invalid bytes decode to U+FFFD: a valid (odd) token; the frame is accepted or rejected, never a crash.
+    expect(result.codes.every((c) => c === 'invalid_token')).toBe(true);
+    const raw = await hit(Buffer.from([0xff, 0xfe, 0xfd, 0x0c]));
+    expect(raw.codes).toEqual(['invalid_json']);
+    expect(raw.closed).toBe(true);
+  });
+
+  it('deeply nested JSON', async () => {
+    const depth = 30_000;
+    const nested = `{"type":"progress","data":${'['.repeat(depth)}${']'.repeat(depth)}}\f`;
+    const result = await hit(nested, 200);
+    expect(result.codes).toEqual(['invalid_frame']);
+    const meta = `{"type":"progress","data":{"v":1,"progressToken":"deep","_meta":{"a":${'['.repeat(depth)}${']'.repeat(depth)}}}}\f`;
+    expect((await hit(meta, 200)).codes).toEqual([]);
+  });
+
+  it('10 MB without a delimiter is cut off at the frame limit', async () => {
+    const worker = await rawWorker(daemon.info.socket);
+    const chunk = Buffer.alloc(1024 * 1024, 'x');
+    for (let i = 0; i < 10 && !worker.isClosed(); i++) worker.write(chunk);
+    await worker.closed;
+    expect(worker.replies.map((r) => (r.data as { code: string }).code)).toEqual([
+      'frame_too_large',
+    ]);
+  });
+
+  it('half a frame followed by silence times out and closes', async () => {
+    const worker = await rawWorker(daemon.info.socket);
+    worker.write('{"type":"progress","data":{"v":1,"progre');
+    await worker.closed;
+    expect(worker.replies).toEqual([
+      {
+        type: 'rejected',
+        data: { code: 'frame_timeout', message: expect.stringContaining('300 ms') },
+      },
+    ]);
+  });
+
+  it('a busy connection whose reads end mid-frame is not timed out', async () => {
+    const worker = await rawWorker(daemon.info.socket);
+    const frame = (i: number) =>
+      json({ type: 'progress', data: { v: 1, progressToken: 'busy', progress: i } });
+    // Each write completes the previous frame and starts the next: the buffer is never empty.
+    let pending = frame(1).slice(0, 20);
+    worker.write(pending);
+    for (let i = 1; i <= 12; i++) {
+      const next = frame(i + 1);
+      worker.write(`${frame(i).slice(20)}${next.slice(0, 20)}`);
+      pending = next;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(pending.length).toBeGreaterThan(0);
+    expect(worker.isClosed()).toBe(false);
+    expect(worker.replies).toEqual([]);
+    worker.destroy();
+  });
+
+  it('__proto__ and constructor keys anywhere', async () => {
+    const inputs = [
+      '{"type":"progress","data":{"v":1,"progressToken":"p","__proto__":{"polluted":1}}}\f',
+      '{"type":"progress","data":{"v":1,"progressToken":"p","constructor":{"prototype":{"polluted":1}}}}\f',
+      '{"type":"progress","__proto__":{"polluted":1},"data":{"v":1,"progressToken":"p2"}}\f',
+      '{"type":"progress","data":{"v":1,"progressToken":"p3","_meta":{"__proto__":{"polluted":1}}}}\f',
+      '{"type":"constructor","data":{}}\f',
+    ];
+    const worker = await rawWorker(daemon.info.socket);
+    for (const input of inputs.slice(0, 4)) worker.write(input);
+    await worker.reply(
+      (r) => r.type === 'rejected' && (r.data as { code: string }).code === 'unknown_field',
+    );
+    const last = await hit(inputs[4] ?? '');
+    expect(last.codes).toEqual(['invalid_envelope']);
+    worker.destroy();
+  });
+
+  it('huge and tiny numbers', async () => {
+    const worker = await rawWorker(daemon.info.socket);
+    const cases = ['1e308', '5e-324', '-0', '1e999', '-1e999', '123456789012345678901234567890'];
+    for (const [i, n] of cases.entries()) {
+      worker.write(
+        `{"type":"progress","data":{"v":1,"progressToken":"num-${i}","progress":${n},"seq":${i}}}\f`,
+      );
+    }
+    for (let i = 0; i < cases.length; i++)
+      await worker.reply((r) => (r.data as { seq?: number }).seq === i);
+    expect(worker.replies.map((r) => r.type)).toEqual([
+      'ack',
+      'ack',
+      'ack',
+      'rejected',
+      'rejected',
+      'ack',
+    ]);
+    worker.destroy();
+  });
+
+  it('100,000 distinct tokens from one connection stay within the caps and memory', async () => {
+    const before = await status();
+    const worker = await rawWorker(daemon.info.socket);
+    // In batches, reading the answers as they come: a worker that never reads is disconnected (1 MiB of replies).
+    for (let batch = 0; batch < 100; batch++) {
+      const frames: string[] = [];
+      for (let i = batch * 1000; i < (batch + 1) * 1000; i++) {
+        frames.push(
+          json({ type: 'progress', data: { v: 1, progressToken: `flood-${i}`, progress: 1 } }),
+        );
+      }
+      worker.write(frames.join(''));
+      worker.send('ping', {});
+      const pongs = batch + 1;
+      await eventually(() =>
+        worker.replies.filter((r) => r.type === 'pong').length === pongs ? true : undefined,
+      );
+    }
+    const rejected = worker.replies.filter((r) => r.type === 'rejected');
+    expect(rejected).toHaveLength(99_000);
+    expect(new Set(rejected.map((r) => (r.data as { code: string }).code))).toEqual(
+      new Set(['too_many_streams']),
+    );
+    worker.destroy();
+    const after = await status();
+    expect(after.memory.rss - before.memory.rss).toBeLessThan(200 * 1024 * 1024);
+  });
+
+  it('1,000 connections opened and dropped leave nothing behind', async () => {
+    const before = await status();
+    for (let round = 0; round < 10; round++) {
+      const workers = await Promise.all(
+        Array.from({ length: 100 }, () => rawWorker(daemon.info.socket)),
+      );
+      for (const w of workers) w.destroy();
+    }
+    await expect
+      .poll(async () => (await status()).connections, { timeout: 10_000 })
+      .toBe(before.connections);
+  });
+});

@@ -1,0 +1,136 @@
+/** Each cap answers with its documented error, and the daemon goes on serving everyone else. */
+
+import { afterAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { cleanupAll, runCli, startDaemon } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
+import { honestPair } from '../helpers/honest.js';
+import { rawWorker } from '../helpers/worker.js';
+
+afterAll(() => cleanupAll());
+
+const code = (data: unknown) => (data as { code?: string }).code;
+
+describe('limits', () => {
+  it('max connections: the connection past the cap gets too_many_connections and is closed', async () => {
+    const daemon = await startDaemon(['--max-connections', '4']);
+    const honest = await honestPair(daemon.info);
+    const held = await Promise.all([1, 2, 3].map(() => rawWorker(daemon.info.socket)));
+    const extra = await rawWorker(daemon.info.socket);
+    await extra.closed;
+    expect(extra.replies).toEqual([
+      {
+        type: 'rejected',
+        data: {
+          code: 'too_many_connections',
+          message: expect.stringContaining('--max-connections'),
+        },
+      },
+    ]);
+    await honest.step();
+    for (const w of held) w.destroy();
+    // Room again once the daemon has seen those connections close (asked over the gateway,
+    // since a status request on the socket would itself need a connection).
+    const gateway = await connectGateway(daemon.info);
+    await expect
+      .poll(
+        async () =>
+          ((await gateway.request('progress/status')).result as { connections: number })
+            .connections,
+        { timeout: 10_000 },
+      )
+      .toBe(1);
+    await gateway.close();
+    const later = await rawWorker(daemon.info.socket);
+    later.send('ping', {});
+    await later.reply((r) => r.type === 'pong');
+    later.destroy();
+    await honest.finish();
+    const status = JSON.parse(
+      (await runCli(['status', '--json', '--socket', daemon.info.socket])).stdout,
+    );
+    expect(status.counters.connectionsRefused).toBe(1);
+    await daemon.stop();
+  });
+
+  it('max streams: a full table of active streams refuses new ones; existing streams go on', async () => {
+    const daemon = await startDaemon(['--max-streams', '3']);
+    const worker = await rawWorker(daemon.info.socket);
+    for (let i = 1; i <= 4; i++) worker.send('progress', { v: 1, progressToken: `s${i}`, seq: i });
+    const fourth = await worker.reply((r) => (r.data as { seq?: number }).seq === 4);
+    expect(fourth).toMatchObject({
+      type: 'rejected',
+      data: { code: 'too_many_streams', progressToken: 's4' },
+    });
+    worker.send('progress', { v: 1, progressToken: 's1', seq: 5 });
+    expect((await worker.reply((r) => (r.data as { seq?: number }).seq === 5)).type).toBe('ack');
+    // A done stream makes room: the oldest done stream is evicted for a new one.
+    worker.send('done', { v: 1, progressToken: 's2', seq: 6 });
+    worker.send('progress', { v: 1, progressToken: 's4', seq: 7 });
+    expect((await worker.reply((r) => (r.data as { seq?: number }).seq === 7)).type).toBe('ack');
+    worker.destroy();
+    await daemon.stop();
+  });
+
+  it('max subscriptions per session: -32001 too_many_subscriptions; other sessions unaffected', async () => {
+    const daemon = await startDaemon(['--max-subscriptions', '2']);
+    const greedy = await connectGateway(daemon.info);
+    expect((await greedy.request('progress/subscribe', { progressToken: 'a' })).result).toEqual({});
+    expect((await greedy.request('progress/subscribe', { progressToken: 'b' })).result).toEqual({});
+    const refused = await greedy.request('progress/subscribe', { progressToken: 'c' });
+    expect(refused.error).toMatchObject({ code: -32001, data: { code: 'too_many_subscriptions' } });
+    expect(refused.error?.message).toContain('--max-subscriptions');
+    const other = await connectGateway(daemon.info);
+    expect((await other.request('progress/subscribe', { progressToken: 'c' })).result).toEqual({});
+    await Promise.all([greedy.close(), other.close()]);
+    await daemon.stop();
+  });
+
+  it('max sessions: the session past the cap gets HTTP 503', async () => {
+    const daemon = await startDaemon(['--max-sessions', '1']);
+    const first = await connectGateway(daemon.info);
+    const status = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(daemon.info.url, 'mcp-progress.v1', {
+        headers: { authorization: `Bearer ${daemon.info.secret}` },
+      });
+      ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      ws.once('open', () => resolve(101));
+      ws.once('error', () => {});
+    });
+    expect(status).toBe(503);
+    expect((await first.request('progress/list')).result).toEqual({ streams: [] });
+    await first.close();
+    await daemon.stop();
+  });
+
+  it('frame size: a frame over 64 KiB is refused, a frame just under is accepted', async () => {
+    const daemon = await startDaemon();
+    const honest = await honestPair(daemon.info);
+    const envelope = (message: string) =>
+      `{"type":"progress","data":{"v":1,"progressToken":"size","_meta":{"pad":"${message}"},"seq":1}}\f`;
+    const overhead = envelope('').length - 1;
+    const fits = await rawWorker(daemon.info.socket);
+    fits.write(envelope('x'.repeat(65_536 - overhead)));
+    expect(await fits.reply(() => true)).toEqual({ type: 'ack', data: { seq: 1 } });
+    const tooBig = await rawWorker(daemon.info.socket);
+    tooBig.write(envelope('x'.repeat(65_537 - overhead)));
+    await tooBig.closed;
+    expect(tooBig.replies.map((r) => code(r.data))).toEqual(['frame_too_large']);
+    await honest.step();
+    fits.destroy();
+    await honest.finish();
+    await daemon.stop();
+  });
+
+  it('a WebSocket message over 64 KiB closes that session with 1009; others go on', async () => {
+    const daemon = await startDaemon();
+    const big = await connectGateway(daemon.info);
+    const other = await connectGateway(daemon.info);
+    const closed = new Promise<number>((resolve) => big.ws.once('close', (c) => resolve(c)));
+    big.ws.send('x'.repeat(70_000));
+    expect(await closed).toBe(1009);
+    expect((await other.request('progress/list')).result).toEqual({ streams: [] });
+    await other.close();
+    await daemon.stop();
+  });
+});

@@ -1,0 +1,85 @@
+/** Coalescing timing through the daemon's scheduler, with fake timers driving the real router. */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { DEFAULT_ROUTER_OPTIONS, type Notification, Router } from '../../src/router/index.js';
+import { TickScheduler } from '../../src/scheduler.js';
+
+let delivered: Array<{ at: number; n: Notification }>;
+let router: Router;
+let scheduler: TickScheduler;
+const now = () => Date.now();
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: 0 });
+  delivered = [];
+  router = new Router(
+    { ...DEFAULT_ROUTER_OPTIONS, retentionMs: 1000, abandonGraceMs: 500 },
+    (_s, n) => delivered.push({ at: now(), n }),
+  );
+  scheduler = new TickScheduler(router, now);
+});
+afterEach(() => {
+  scheduler.stop();
+  vi.useRealTimers();
+});
+
+const publish = (progress: number) => {
+  router.publish(1, { v: 1, progressToken: 't', progress }, now());
+  scheduler.schedule();
+};
+const progressAt = () =>
+  delivered.map((d) => [d.at, 'progress' in d.n.params ? d.n.params.progress : d.n.params.status]);
+
+describe('TickScheduler', () => {
+  it('flushes the newest held value exactly when the interval ends', () => {
+    router.subscribe(9, { progressToken: 't', minIntervalMs: 100 }, now());
+    publish(1);
+    vi.advanceTimersByTime(30);
+    publish(2);
+    vi.advanceTimersByTime(30);
+    publish(3);
+    vi.advanceTimersByTime(39);
+    expect(progressAt()).toEqual([[0, 1]]);
+    vi.advanceTimersByTime(1);
+    expect(progressAt()).toEqual([
+      [0, 1],
+      [100, 3],
+    ]);
+  });
+
+  it('paces a steady flood to one notification per interval', () => {
+    router.subscribe(9, { progressToken: 't', minIntervalMs: 100 }, now());
+    for (let i = 1; i <= 1000; i++) {
+      publish(i);
+      vi.advanceTimersByTime(1);
+    }
+    vi.advanceTimersByTime(200);
+    const times = delivered.map((d) => d.at);
+    expect(times).toEqual([0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]);
+    expect(progressAt().at(-1)).toEqual([1000, 1000]);
+  });
+
+  it('re-arms for an earlier deadline and ends an abandoned stream on time', () => {
+    router.subscribe(9, { progressToken: 't', minIntervalMs: 0 }, now());
+    publish(1);
+    router.removeConnection(1, now());
+    scheduler.schedule();
+    vi.advanceTimersByTime(499);
+    expect(delivered).toHaveLength(1);
+    vi.advanceTimersByTime(1);
+    expect(progressAt()).toEqual([
+      [0, 1],
+      [500, 'abandoned'],
+    ]);
+    vi.advanceTimersByTime(1000);
+    expect(router.get('t')).toBeUndefined();
+  });
+
+  it('does nothing after stop', () => {
+    router.subscribe(9, { progressToken: 't', minIntervalMs: 100 }, now());
+    publish(1);
+    publish(2);
+    scheduler.stop();
+    vi.advanceTimersByTime(1000);
+    expect(delivered).toHaveLength(1);
+  });
+});

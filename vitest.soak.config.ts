@@ -1,0 +1,11 @@
+import { defineConfig } from 'vitest/config';
+
+/** `npm run test:soak`: the long reliability scenarios, bounded in time and count. */
+export default defineConfig({
+  test: {
+    include: ['test/**/*.soak.test.ts'],
+    testTimeout: 15 * 60_000,
+    hookTimeout: 60_000,
+    maxWorkers: 1,
+  },
+});
