@@ -5,7 +5,13 @@
  */
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, type RunningDaemon, startDaemon, tempDir } from '../helpers/daemon.js';
+import {
+  cleanupAll,
+  eventually,
+  type RunningDaemon,
+  startDaemon,
+  tempDir,
+} from '../helpers/daemon.js';
 import {
   type DrivenWorker,
   killWorkers,
@@ -215,7 +221,12 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     await worker.next((e) => e.event === 'ready', 'ready');
     worker.send({ update: { progress: 1, message: 'early' } });
     worker.send({ update: { progress: 2, message: 'newest' } });
-    const error = await worker.next((e) => e.event === 'error', 'a report');
+    // The report may come before or after "ready": the client tries to connect at once.
+    const error = await eventually(
+      () => worker.events.find((e) => e.event === 'error'),
+      15_000,
+      'a report',
+    );
     expect(String(error.message)).toMatch(/no daemon/);
     const late = await startDaemon([], runtimeDir);
     const lateGateway = await connectGateway(late.info);
