@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 import traceback
+import weakref
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 __all__ = ["Progress", "Cancelled", "tqdm", "attach", "default_progress"]
@@ -141,7 +142,7 @@ class Progress:
             os.set_blocking(self._wake_w, False)
             self._thread = threading.Thread(target=self._run, name="mcp-progress", daemon=True)
             self._thread.start()
-            atexit.register(self._at_exit)
+            _live.add(self)
 
     # The worker's side: cheap, never raises over transport trouble.
 
@@ -250,9 +251,6 @@ class Progress:
             text = "".join(traceback.format_exception_only(exc_type, exc)).strip()
             self.done("error", text)
         return False
-
-    def _at_exit(self) -> None:
-        self.close()
 
     def _warn(self, code: str, message: str) -> None:
         if code in self._warned:
@@ -518,6 +516,17 @@ class Progress:
         except OSError:
             return False
         return True
+
+
+# Streams whose client thread may still hold an unsent update; a stream is forgotten with its object.
+_live: "weakref.WeakSet[Progress]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit, each open stream sends its newest update (it does not send done: the job did not say)."""
+    for progress in list(_live):
+        progress.close()
 
 
 def _finite(value: Any) -> bool:
