@@ -1,4 +1,4 @@
-import { type DaemonOptionsInput, DEFAULT_PORT, isLoopback } from '../config.js';
+import { DEFAULT_PORT, isLoopback } from '../config.js';
 import { Daemon } from '../daemon.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { integerFlag, parse, UsageError } from './args.js';
@@ -76,7 +76,7 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
       `--log-level: expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`,
     );
   }
-  const options: DaemonOptionsInput = {
+  const daemon = await Daemon.start({
     runtimeDir: values['runtime-dir'],
     socketPath: values.socket,
     host: values.host,
@@ -103,21 +103,6 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
       streamTtlMs: integerFlag('ttl-ms', values['ttl-ms']),
       abandonGraceMs: integerFlag('abandon-grace-ms', values['abandon-grace-ms']),
     },
-  };
-  // The handlers go in before start: start logs "ready", and a signal sent on seeing it
-  // must stop the daemon cleanly, not find no handler and kill it.
-  let requested: string | undefined;
-  let stop = (signal: string) => {
-    requested = signal;
-  };
-  const onSigint = () => stop('SIGINT');
-  const onSigterm = () => stop('SIGTERM');
-  process.on('SIGINT', onSigint);
-  process.on('SIGTERM', onSigterm);
-  const daemon = await Daemon.start(options).catch((error: unknown) => {
-    process.off('SIGINT', onSigint);
-    process.off('SIGTERM', onSigterm);
-    throw error;
   });
   if (!isLoopback(daemon.options.host)) {
     io.err(
@@ -126,7 +111,7 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
   }
   return new Promise<number>((resolve) => {
     let stopping = false;
-    stop = (signal: string) => {
+    const stop = (signal: string) => {
       if (stopping) {
         io.err(`mcp-progress: second ${signal}, exiting at once\n`);
         process.exit(1);
@@ -140,6 +125,7 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
         },
       );
     };
-    if (requested !== undefined) stop(requested);
+    process.on('SIGINT', () => stop('SIGINT'));
+    process.on('SIGTERM', () => stop('SIGTERM'));
   });
 }
