@@ -76,56 +76,79 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
       `--log-level: expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`,
     );
   }
-  const daemon = await Daemon.start({
-    runtimeDir: values['runtime-dir'],
-    socketPath: values.socket,
-    host: values.host,
-    port: integerFlag('port', values.port),
-    allowRemote: values['allow-remote'],
-    allowOrigins: values['allow-origin'],
-    logLevel: logLevel as LogLevel | undefined,
-    maxConnections: integerFlag('max-connections', values['max-connections']),
-    maxSessions: integerFlag('max-sessions', values['max-sessions']),
-    maxSessionBufferBytes: integerFlag(
-      'max-session-buffer-bytes',
-      values['max-session-buffer-bytes'],
-    ),
-    frameTimeoutMs: integerFlag('frame-timeout-ms', values['frame-timeout-ms']),
-    router: {
-      maxStreams: integerFlag('max-streams', values['max-streams']),
-      maxStreamsPerConnection: integerFlag(
-        'max-streams-per-connection',
-        values['max-streams-per-connection'],
-      ),
-      maxSubscriptionsPerSubscriber: integerFlag('max-subscriptions', values['max-subscriptions']),
-      defaultMinIntervalMs: integerFlag('min-interval-ms', values['min-interval-ms']),
-      retentionMs: integerFlag('retention-ms', values['retention-ms']),
-      streamTtlMs: integerFlag('ttl-ms', values['ttl-ms']),
-      abandonGraceMs: integerFlag('abandon-grace-ms', values['abandon-grace-ms']),
-    },
+  // Handlers go in before the daemon starts: a signal that arrives as soon as
+  // "ready:" is printed must still get a clean stop, not the default exit.
+  let daemon: Daemon | undefined;
+  let signalled = false;
+  let finish: (code: number) => void = () => {};
+  const finished = new Promise<number>((resolve) => {
+    finish = resolve;
   });
+  const stopNow = (running: Daemon) =>
+    running.stop().then(
+      () => finish(0),
+      (error: Error) => {
+        io.err(`mcp-progress error: stop failed: ${error.message}\n`);
+        finish(1);
+      },
+    );
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      io.err(`mcp-progress: second ${signal}, exiting at once\n`);
+      process.exit(1);
+    }
+    signalled = true;
+    if (daemon !== undefined) stopNow(daemon);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    daemon = await startDaemon(values, logLevel as LogLevel | undefined);
+  } catch (error) {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    throw error;
+  }
   if (!isLoopback(daemon.options.host)) {
     io.err(
       `mcp-progress warn: the gateway listens on ${daemon.options.host}, reachable beyond this machine; anyone with the secret can read progress\n`,
     );
   }
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) {
-        io.err(`mcp-progress: second ${signal}, exiting at once\n`);
-        process.exit(1);
-      }
-      stopping = true;
-      daemon.stop().then(
-        () => resolve(0),
-        (error: Error) => {
-          io.err(`mcp-progress error: stop failed: ${error.message}\n`);
-          resolve(1);
-        },
-      );
-    };
-    process.on('SIGINT', () => stop('SIGINT'));
-    process.on('SIGTERM', () => stop('SIGTERM'));
+  if (signalled) stopNow(daemon);
+  return finished;
+}
+
+function startDaemon(
+  values: Record<string, string | boolean | string[] | undefined>,
+  logLevel: LogLevel | undefined,
+): Promise<Daemon> {
+  const text = (name: string) => values[name] as string | undefined;
+  return Daemon.start({
+    runtimeDir: text('runtime-dir'),
+    socketPath: text('socket'),
+    host: text('host'),
+    port: integerFlag('port', text('port')),
+    allowRemote: values['allow-remote'] as boolean | undefined,
+    allowOrigins: values['allow-origin'] as string[] | undefined,
+    logLevel,
+    maxConnections: integerFlag('max-connections', text('max-connections')),
+    maxSessions: integerFlag('max-sessions', text('max-sessions')),
+    maxSessionBufferBytes: integerFlag(
+      'max-session-buffer-bytes',
+      text('max-session-buffer-bytes'),
+    ),
+    frameTimeoutMs: integerFlag('frame-timeout-ms', text('frame-timeout-ms')),
+    router: {
+      maxStreams: integerFlag('max-streams', text('max-streams')),
+      maxStreamsPerConnection: integerFlag(
+        'max-streams-per-connection',
+        text('max-streams-per-connection'),
+      ),
+      maxSubscriptionsPerSubscriber: integerFlag('max-subscriptions', text('max-subscriptions')),
+      defaultMinIntervalMs: integerFlag('min-interval-ms', text('min-interval-ms')),
+      retentionMs: integerFlag('retention-ms', text('retention-ms')),
+      streamTtlMs: integerFlag('ttl-ms', text('ttl-ms')),
+      abandonGraceMs: integerFlag('abandon-grace-ms', text('abandon-grace-ms')),
+    },
   });
 }
