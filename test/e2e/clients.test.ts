@@ -4,7 +4,7 @@
  * promise the same behaviour, so the same scenarios run against each.
  */
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   cleanupAll,
   eventually,
@@ -22,6 +22,8 @@ import { connectGateway, type GatewayClient, type Received } from '../helpers/ga
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 type Start = (env: Record<string, string>, options?: Record<string, unknown>) => DrivenWorker;
 
@@ -49,7 +51,7 @@ async function until<T>(
   find: (notifications: Received[]) => T | undefined,
   what: string,
 ): Promise<T> {
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     const found = find(gateway.notifications);
     if (found !== undefined) return found;
@@ -224,7 +226,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     // The report may come before or after "ready": the client tries to connect at once.
     const error = await eventually(
       () => worker.events.find((e) => e.event === 'error'),
-      15_000,
+      60_000,
       'a report',
     );
     expect(String(error.message)).toMatch(/no daemon/);

@@ -2,10 +2,12 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cleanupAll, ROOT, startDaemon, waitForExit } from '../helpers/daemon.js';
 
 afterAll(() => cleanupAll());
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 describe('the demo', () => {
   it('starts its own daemon, runs two example workers, tails them to the end, and exits 0', async () => {
@@ -30,7 +32,7 @@ describe('the demo', () => {
         `${worker} ok in:\n${stdout}`,
       ).toBe(true);
     }
-  }, 60_000);
+  });
 });
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
@@ -68,5 +70,5 @@ describe.skipIf(!hasRelay)('examples/mcp-server.mjs', () => {
     expect(progress.at(-1)).toBe(2);
     await client.close();
     await daemon.stop();
-  }, 90_000);
+  });
 });

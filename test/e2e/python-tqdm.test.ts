@@ -1,7 +1,7 @@
 /** The Python client's tqdm adapter and context manager, run as real Python processes. */
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   cleanupAll,
   eventually,
@@ -14,6 +14,8 @@ import { connectGateway, type GatewayClient, type Received } from '../helpers/ga
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
 afterAll(() => cleanupAll());
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 const hasTqdm = spawnSync(PYTHON, [...PYTHON_ARGS, '-c', 'import tqdm']).status === 0;
 if (!hasTqdm)
@@ -68,7 +70,7 @@ const progressValues = (token: string) =>
 const doneOf = (token: string): Promise<Received['params']> =>
   eventually(
     () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
-    15_000,
+    60_000,
     `done for ${token}`,
   );
 
@@ -127,7 +129,7 @@ describe('the tqdm adapter', () => {
     const script = await runScript('until-cancelled');
     await eventually(
       () => (progressValues(script.token).length > 0 ? true : undefined),
-      15_000,
+      60_000,
       'first update',
     );
     const reply = await gateway.request('progress/cancel', {

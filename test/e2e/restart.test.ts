@@ -1,5 +1,5 @@
 /** A daemon restart under a Node and a Python worker: both reconnect, and their next update arrives. */
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { GatewayClient } from '../../src/egress/gateway-client.js';
 import type { Notification } from '../../src/router/notifications.js';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
@@ -7,6 +7,8 @@ import { killWorkers, nodeWorker, pythonWorker } from '../helpers/driven-worker.
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 describe('a daemon restart while clients publish', () => {
   it('the Node and Python clients reconnect, and their next update reaches the new daemon', async () => {
@@ -31,7 +33,7 @@ describe('a daemon restart while clients publish', () => {
     const reached = (token: string, value: number) =>
       eventually(
         () => (seen.get(token)?.includes(value) ? true : undefined),
-        15_000,
+        60_000,
         `${token} at ${value}`,
       );
 
@@ -47,7 +49,7 @@ describe('a daemon restart while clients publish', () => {
       await worker.next((e) => e.event === 'error', 'the lost-daemon report');
     await eventually(
       () => (states.at(-1) === 'connected' && states.length >= 3 ? true : undefined),
-      15_000,
+      60_000,
       'gateway back',
     );
 

@@ -1,13 +1,13 @@
 /** `mcp-progress run`: the real binary around real commands, watched by a real gateway. */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   BIN,
   cleanupAll,
   eventually,
   type RunningDaemon,
-  runCli,
+  runCli as runCliWithin,
   startDaemon,
   tempDir,
   waitForExit,
@@ -15,6 +15,10 @@ import {
 import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
+const runCli = (args: string[], env: Record<string, string> = {}) =>
+  runCliWithin(args, env, 120_000);
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 let daemon: RunningDaemon;
 let gateway: GatewayClient;
@@ -38,7 +42,7 @@ const of = (token: string) => gateway.notifications.filter((n) => n.params.progr
 const doneOf = (token: string): Promise<Received['params']> =>
   eventually(
     () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
-    15_000,
+    60_000,
     `done for ${token}`,
   );
 const progressOf = (token: string) =>
@@ -195,7 +199,7 @@ describe('mcp-progress run', () => {
     expect(result.code).toBe(4);
     expect(result.stdout).toBe('ran\n');
     expect(result.stderr).toMatch(/no daemon socket/);
-  }, 20_000);
+  });
 
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
     it(`forwards ${signal} to the command and exits with its code`, async () => {
@@ -209,7 +213,7 @@ describe('mcp-progress run', () => {
         '-c',
         `trap 'echo "got ${name}"; exit 7' ${name}; echo ready; while :; do sleep 0.05; done`,
       ]);
-      await eventually(() => (run.stdout().includes('ready') ? true : undefined), 15_000, 'ready');
+      await eventually(() => (run.stdout().includes('ready') ? true : undefined), 60_000, 'ready');
       run.child.kill(signal);
       expect(await run.exit).toBe(7);
       expect(run.stdout()).toContain(`got ${name}`);
@@ -288,7 +292,7 @@ describe('mcp-progress run --parse', () => {
     ]);
     await eventually(
       () => (progressOf(token).length > 0 ? true : undefined),
-      15_000,
+      60_000,
       'first progress',
     );
     const reply = await gateway.request('progress/cancel', {

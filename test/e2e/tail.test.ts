@@ -1,18 +1,22 @@
 /** `mcp-progress tail`: NDJSON and plain lines through pipes, and the live view in a real pseudo-terminal (tmux). */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   BIN,
   cleanupAll,
   eventually,
   type RunningDaemon,
-  runCli,
+  runCli as runCliWithin,
   startDaemon,
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
+const runCli = (args: string[], env: Record<string, string> = {}) =>
+  runCliWithin(args, env, 120_000);
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 let daemon: RunningDaemon;
 let gateway: GatewayClient;
@@ -67,7 +71,7 @@ function startTail(args: string[]) {
 
 /** Waits until the daemon counts `count` subscribers on the token, so that nothing published after is missed. */
 async function subscribed(token: string | number, count = 1): Promise<void> {
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     const list = (await gateway.request('progress/list')).result as {
       streams: Array<{ progressToken: unknown; subscribers: number }>;
@@ -97,9 +101,9 @@ describe('mcp-progress tail --json', () => {
     await subscribed(a);
     await subscribed(b);
     await publish(a, '--progress', '1', '--total', '2', '--message', 'half');
-    await eventually(() => (tail.lines().length === 1 ? true : undefined), 15_000, 'first line');
+    await eventually(() => (tail.lines().length === 1 ? true : undefined), 60_000, 'first line');
     await publish(a, '--progress', '2', '--total', '2');
-    await eventually(() => (tail.lines().length === 2 ? true : undefined), 15_000, 'second line');
+    await eventually(() => (tail.lines().length === 2 ? true : undefined), 60_000, 'second line');
     await publish(a, '--done');
     await publish(b, '--done', '--status', 'error', '--message', 'boom');
     expect(await tail.exit).toBe(0);
@@ -153,13 +157,13 @@ describe('mcp-progress tail --json', () => {
     await publish(first, '--progress', '3');
     await eventually(
       () => (tail.lines().some((line) => line.includes(first)) ? true : undefined),
-      15_000,
+      60_000,
       'first new stream',
     );
     await publish(second, '--progress', '4', '--total', '8');
     await eventually(
       () => (tail.lines().some((line) => line.includes(second)) ? true : undefined),
-      15_000,
+      60_000,
       'second new stream',
     );
     const byToken = tail.lines().map((line) => JSON.parse(line).params);
@@ -176,7 +180,7 @@ describe('mcp-progress tail, stdout not a terminal', () => {
     const tail = startTail([token]);
     await subscribed(token);
     await publish(token, '--progress', '5', '--total', '10', '--message', 'frame 5');
-    await eventually(() => (tail.lines().length === 1 ? true : undefined), 15_000, 'a line');
+    await eventually(() => (tail.lines().length === 1 ? true : undefined), 60_000, 'a line');
     await publish(token, '--done', '--message', 'rendered');
     expect(await tail.exit).toBe(0);
     expect(tail.lines()).toEqual([
@@ -213,7 +217,7 @@ describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
         const text = screen();
         return what(text) ? text : undefined;
       },
-      15_000,
+      60_000,
       description,
     ).catch((error: Error) => {
       throw new Error(`${error.message}; the screen:\n${screen()}`);

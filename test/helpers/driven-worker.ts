@@ -62,7 +62,7 @@ function drive(command: string, args: string[], env: Record<string, string>): Dr
     send(commandObject) {
       child.stdin?.write(`${JSON.stringify(commandObject)}\n`);
     },
-    next(match, what, timeoutMs = 15_000) {
+    next(match, what, timeoutMs = 60_000) {
       return new Promise((resolve, reject) => {
         const check = () => {
           while (taken < events.length) {
