@@ -37,7 +37,7 @@ If CMD ended the stream itself (its client sent done), run's done is skipped.
 
 Examples:
   mcp-progress run -- python3 train.py --epochs 10
-  mcp-progress run --token render-7 --parse -- ffmpeg -i in.mov out.mp4
+  mcp-progress run --token build-7 --parse -- ninja -C build
 `;
 
 /** Flags of run that take a value: the command starts at the first word that is neither a flag nor such a value. */

@@ -15,6 +15,11 @@ import {
 import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
+/**
+ * `mcp-progress publish` connects once per frame, so between two frames a stream has no
+ * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
+ */
+const PATIENT = ['--abandon-grace-ms', '600000'];
 const runCli = (args: string[], env: Record<string, string> = {}) =>
   runCliWithin(args, env, 120_000);
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
@@ -23,7 +28,7 @@ vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 let daemon: RunningDaemon;
 let gateway: GatewayClient;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startDaemon(PATIENT);
   gateway = await connectGateway(daemon.info);
 });
 afterAll(async () => {

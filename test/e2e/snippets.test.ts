@@ -18,6 +18,11 @@ import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
 afterAll(() => cleanupAll());
+/**
+ * `mcp-progress publish` connects once per frame, so between two frames a stream has no
+ * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
+ */
+const PATIENT = ['--abandon-grace-ms', '600000'];
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
@@ -45,7 +50,7 @@ function documentedBlock(marker: string, language: string): string {
 let daemon: RunningDaemon;
 let gateway: GatewayClient;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startDaemon(PATIENT);
   gateway = await connectGateway(daemon.info);
 });
 afterAll(async () => {

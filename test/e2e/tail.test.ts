@@ -13,6 +13,11 @@ import {
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
+/**
+ * `mcp-progress publish` connects once per frame, so between two frames a stream has no
+ * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
+ */
+const PATIENT = ['--abandon-grace-ms', '600000'];
 const runCli = (args: string[], env: Record<string, string> = {}) =>
   runCliWithin(args, env, 120_000);
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
@@ -21,7 +26,7 @@ vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 let daemon: RunningDaemon;
 let gateway: GatewayClient;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startDaemon(PATIENT);
   gateway = await connectGateway(daemon.info);
 });
 afterAll(async () => {
@@ -202,7 +207,7 @@ describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
   // A daemon of its own, so that the screen shows this test's streams only.
   let own: RunningDaemon;
   beforeAll(async () => {
-    own = await startDaemon();
+    own = await startDaemon(PATIENT);
   });
   const publish = (token: string, ...fields: string[]) => publishTo(own, token, ...fields);
   const tmux = (...args: string[]) =>
