@@ -6,8 +6,10 @@ import { daemonCommand } from './daemon-command.js';
 import { type Io, processIo } from './io.js';
 import { mcpCommand } from './mcp-command.js';
 import { publishCommand } from './publish-command.js';
+import { runCommand } from './run-command.js';
 import { schemaCommand } from './schema-command.js';
 import { statusCommand } from './status-command.js';
+import { tailCommand } from './tail-command.js';
 
 type Command = (argv: string[], io: Io) => Promise<number>;
 
@@ -20,6 +22,8 @@ const COMMANDS: Record<string, { run: Command; summary: string }> = {
   status: { run: statusCommand, summary: "show the running daemon's figures" },
   schema: { run: schemaCommand, summary: 'print the JSON Schemas of protocol v1' },
   mcp: { run: mcpCommand, summary: 'serve the progress tools to an MCP host over stdio' },
+  run: { run: runCommand, summary: 'run a command that publishes progress, and publish its done' },
+  tail: { run: tailCommand, summary: 'watch streams live in the terminal (or as NDJSON)' },
 };
 
 export function mainHelp(): string {

@@ -1,0 +1,131 @@
+/**
+ * Reads progress out of a program's output for `run --parse`: tqdm bars
+ * (`NN%|...| n/total`, and `n it [..]` without a total), `n/total` and
+ * `NN%`. Pure: text in, values out; no I/O, no clock.
+ */
+
+export interface ParsedProgress {
+  readonly progress: number;
+  readonly total?: number;
+  readonly message?: string;
+}
+
+/** Longest message taken from a line of output. */
+const MAX_MESSAGE_CHARS = 200;
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI escape sequences start with ESC.
+const ANSI = /\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])/g;
+const NUMBER = String.raw`(\d+(?:\.\d+)?)([kMGTPEZY]?)`;
+const TQDM_TOTAL = new RegExp(String.raw`^(.*?)(\d{1,3}(?:\.\d+)?)%\|.*?\|\s*${NUMBER}\/${NUMBER}`);
+const TQDM_COUNT = new RegExp(
+  String.raw`^(?:(.*?):\s*)?${NUMBER}[a-zA-Z/]* \[\d+:\d\d(?::\d\d)?[,\]]`,
+);
+const FRACTION = /(?<![\w./:-])(\d+(?:\.\d+)?)\s*\/\s*(\d+(?:\.\d+)?)(?![\w./:])/;
+const PERCENT = /(?<![\w.])(\d{1,3}(?:\.\d+)?)\s?%/;
+
+const SI: Record<string, number> = {
+  '': 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Z: 1e21,
+  Y: 1e24,
+};
+
+function scaled(digits: string | undefined, suffix: string | undefined): number {
+  return Number(digits) * (SI[suffix ?? ''] ?? 1);
+}
+
+function messageOf(text: string): string | undefined {
+  const trimmed = text.trim().replace(/\s+/g, ' ');
+  if (trimmed === '') return undefined;
+  return trimmed.length > MAX_MESSAGE_CHARS
+    ? `${trimmed.slice(0, MAX_MESSAGE_CHARS - 1)}…`
+    : trimmed;
+}
+
+function withMessage(
+  progress: number,
+  total: number | undefined,
+  message: string | undefined,
+): ParsedProgress {
+  const parsed: { progress: number; total?: number; message?: string } = { progress };
+  if (total !== undefined) parsed.total = total;
+  if (message !== undefined) parsed.message = message;
+  return parsed;
+}
+
+/** The progress a line of output shows, if any; the first shape that matches wins. */
+export function parseProgressLine(raw: string): ParsedProgress | undefined {
+  const line = raw.replace(ANSI, '');
+  const tqdm = TQDM_TOTAL.exec(line);
+  if (tqdm !== null) {
+    const [, desc, , n, nSuffix, total, totalSuffix] = tqdm;
+    return withMessage(
+      scaled(n, nSuffix),
+      scaled(total, totalSuffix),
+      messageOf((desc ?? '').replace(/:\s*$/, '')),
+    );
+  }
+  const count = TQDM_COUNT.exec(line);
+  if (count !== null) {
+    const [, desc, n, suffix] = count;
+    return withMessage(scaled(n, suffix), undefined, messageOf(desc ?? ''));
+  }
+  const fraction = FRACTION.exec(line);
+  if (fraction !== null) {
+    const n = Number(fraction[1]);
+    const total = Number(fraction[2]);
+    if (total > 0 && n <= total) return withMessage(n, total, messageOf(line));
+  }
+  const percent = PERCENT.exec(line);
+  if (percent !== null) {
+    const value = Number(percent[1]);
+    if (value <= 100) return withMessage(value, 100, messageOf(line));
+  }
+  return undefined;
+}
+
+/**
+ * Splits output into lines at \n and \r (tqdm redraws with \r) and reports
+ * the progress of each complete one. The unfinished last line is parsed
+ * only when the caller says the output has gone quiet, so that a bar is
+ * never read half-written.
+ */
+export class OutputScanner {
+  #pending = '';
+  readonly #found: (progress: ParsedProgress) => void;
+
+  constructor(found: (progress: ParsedProgress) => void) {
+    this.#found = found;
+  }
+
+  push(text: string): void {
+    const combined = this.#pending + text;
+    const lines = combined.split(/\r\n|\r|\n/);
+    this.#pending = lines.pop() ?? '';
+    for (const line of lines) this.#scan(line);
+  }
+
+  /**
+   * The output paused: read the unfinished line as it stands. It is kept, so
+   * that if it goes on, the finished line is read again (a repeated value is
+   * not an increase, and the publisher skips it).
+   */
+  quiet(): void {
+    this.#scan(this.#pending);
+  }
+
+  get hasPending(): boolean {
+    return this.#pending !== '';
+  }
+
+  #scan(line: string): void {
+    if (line === '') return;
+    const parsed = parseProgressLine(line);
+    if (parsed !== undefined) this.#found(parsed);
+  }
+}

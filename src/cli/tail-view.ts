@@ -1,0 +1,200 @@
+/**
+ * What `tail` shows: one row per stream, built from the notifications it
+ * receives. Pure: notifications and a clock in, text out, so that the
+ * formatting is tested without a terminal.
+ */
+import type { ProgressToken, StreamEndStatus } from '../protocol/frames.js';
+import type { Notification } from '../router/notifications.js';
+
+/** Rate is measured over this much recent history. */
+const RATE_WINDOW_MS = 10_000;
+const BAR_WIDTH = 20;
+const PARTIAL_BLOCKS = ['', '▏', '▎', '▍', '▌', '▋', '▊', '▉'] as const;
+
+const STATUS_MARK: Record<StreamEndStatus, string> = {
+  ok: '✓ ok',
+  error: '✗ error',
+  cancelled: '⊘ cancelled',
+  abandoned: '? abandoned',
+};
+
+export interface StreamRow {
+  readonly token: ProgressToken;
+  progress: number | undefined;
+  total: number | undefined;
+  message: string | undefined;
+  status: StreamEndStatus | undefined;
+  /** Recent (time, progress) samples for the rate. */
+  samples: Array<[number, number]>;
+  /** The daemon's startedAt of the stream this row follows, when known. */
+  startedAt: number | undefined;
+}
+
+export class TailModel {
+  readonly #rows = new Map<ProgressToken, StreamRow>();
+
+  /** Starts (or restarts, for a new stream under a known token) the row of a token. */
+  follow(token: ProgressToken, startedAt?: number): StreamRow {
+    const existing = this.#rows.get(token);
+    if (existing !== undefined && (startedAt === undefined || existing.startedAt === startedAt))
+      return existing;
+    const row: StreamRow = {
+      token,
+      progress: undefined,
+      total: undefined,
+      message: undefined,
+      status: undefined,
+      samples: [],
+      startedAt,
+    };
+    this.#rows.delete(token);
+    this.#rows.set(token, row);
+    return row;
+  }
+
+  apply(notification: Notification, now: number): StreamRow {
+    const row = this.follow(notification.params.progressToken);
+    if (notification.method === 'notifications/progress') {
+      const { progress, total, message } = notification.params;
+      row.progress = progress;
+      row.total = total;
+      row.message = message;
+      row.samples.push([now, progress]);
+      while (row.samples.length > 2 && (row.samples[0]?.[0] ?? now) < now - RATE_WINDOW_MS)
+        row.samples.shift();
+    } else {
+      row.status = notification.params.status;
+      if (notification.params.message !== undefined) row.message = notification.params.message;
+    }
+    return row;
+  }
+
+  get rows(): StreamRow[] {
+    return [...this.#rows.values()];
+  }
+
+  get(token: ProgressToken): StreamRow | undefined {
+    return this.#rows.get(token);
+  }
+}
+
+/** Units per second over the recent samples, when there is movement to measure. */
+export function rateOf(row: StreamRow): number | undefined {
+  const first = row.samples[0];
+  const last = row.samples.at(-1);
+  if (first === undefined || last === undefined || last[0] <= first[0]) return undefined;
+  return (last[1] - first[1]) / ((last[0] - first[0]) / 1000);
+}
+
+export function formatNumber(value: number): string {
+  if (Number.isInteger(value)) return String(value);
+  return value.toFixed(2).replace(/\.?0+$/, '');
+}
+
+export function formatRate(perSecond: number): string {
+  if (perSecond >= 100) return `${Math.round(perSecond)}/s`;
+  if (perSecond >= 1) return `${perSecond.toFixed(1)}/s`;
+  return `${(perSecond * 60).toFixed(1)}/min`;
+}
+
+export function formatDuration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  const hours = Math.floor(s / 3600);
+  const minutes = Math.floor((s % 3600) / 60);
+  const rest = String(s % 60).padStart(2, '0');
+  return hours > 0 ? `${hours}:${String(minutes).padStart(2, '0')}:${rest}` : `${minutes}:${rest}`;
+}
+
+export function formatToken(token: ProgressToken): string {
+  return typeof token === 'number' ? `#${token}` : token;
+}
+
+export function bar(fraction: number, width = BAR_WIDTH): string {
+  const clamped = Math.min(1, Math.max(0, fraction));
+  const eighths = Math.round(clamped * width * 8);
+  const full = Math.floor(eighths / 8);
+  const partial = PARTIAL_BLOCKS[eighths % 8] ?? '';
+  return `${'█'.repeat(full)}${partial}`.padEnd(width, '░');
+}
+
+/** The parts of a row after the name: bar (when asked and total known), counts, rate, ETA or status, message. */
+function describe(row: StreamRow, withBar: boolean): string[] {
+  const parts: string[] = [];
+  const { progress, total } = row;
+  if (progress === undefined) {
+    parts.push(row.status === undefined ? 'waiting' : '');
+  } else if (total !== undefined && total > 0) {
+    const fraction = progress / total;
+    if (withBar) parts.push(`[${bar(fraction)}]`);
+    parts.push(
+      `${String(Math.floor(fraction * 100)).padStart(3)}%`,
+      `${formatNumber(progress)}/${formatNumber(total)}`,
+    );
+  } else {
+    parts.push(formatNumber(progress));
+  }
+  if (row.status !== undefined) {
+    parts.push(STATUS_MARK[row.status]);
+  } else if (progress !== undefined) {
+    const rate = rateOf(row);
+    if (rate !== undefined && rate > 0) {
+      parts.push(formatRate(rate));
+      if (total !== undefined && total > progress)
+        parts.push(`ETA ${formatDuration((total - progress) / rate)}`);
+    }
+  }
+  if (row.message !== undefined && row.message !== '') parts.push(row.message.replace(/\s+/g, ' '));
+  return parts.filter((part) => part !== '');
+}
+
+/** One line for a terminal that redraws: name padded, a bar, cut to the width. */
+export function formatRow(row: StreamRow, nameWidth: number, columns: number): string {
+  const name = formatToken(row.token).padEnd(nameWidth);
+  return clip(`${name}  ${describe(row, true).join('  ')}`, columns);
+}
+
+/** One plain line (no bar, no padding), for logs and pipes. */
+export function formatLine(row: StreamRow): string {
+  return `${formatToken(row.token)}  ${describe(row, false).join('  ')}`;
+}
+
+export function clip(text: string, columns: number): string {
+  const chars = [...text];
+  if (chars.length <= columns) return text;
+  return `${chars.slice(0, Math.max(0, columns - 1)).join('')}…`;
+}
+
+/** The whole screen: a header and the rows that fit, oldest finished rows dropped first. */
+export function formatScreen(
+  rows: StreamRow[],
+  columns: number,
+  height: number,
+  state: 'connected' | 'disconnected',
+): string[] {
+  const width = Math.max(20, columns - 1);
+  const active = rows.filter((row) => row.status === undefined).length;
+  const header =
+    state === 'disconnected'
+      ? 'mcp-progress tail: lost the daemon, reconnecting…'
+      : rows.length === 0
+        ? 'mcp-progress tail: waiting for streams…'
+        : `mcp-progress tail: ${active} running, ${rows.length - active} finished`;
+  let shown = rows;
+  const room = Math.max(1, height - 2);
+  if (shown.length > room) {
+    let drop = shown.length - room;
+    shown = shown.filter((row) => {
+      if (drop > 0 && row.status !== undefined) {
+        drop--;
+        return false;
+      }
+      return true;
+    });
+    shown = shown.slice(-room);
+  }
+  const nameWidth = Math.min(
+    32,
+    shown.reduce((max, row) => Math.max(max, [...formatToken(row.token)].length), 0),
+  );
+  return [clip(header, width), ...shown.map((row) => formatRow(row, nameWidth, width))];
+}

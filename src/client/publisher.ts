@@ -1,0 +1,549 @@
+/**
+ * The Node publisher for workers: one progress stream over the daemon's
+ * socket. It never throws into the worker over transport trouble: a missing
+ * daemon, a restart or a refused frame is reported through `onError` (a
+ * process warning by default, once per kind) while the job runs on.
+ */
+import { connect, type Socket } from 'node:net';
+import { ENV_TOKEN, resolveSocketPath } from '../locate.js';
+import { BridgeError } from '../protocol/errors.js';
+import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
+import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from '../protocol/limits.js';
+import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
+import { connectError } from './socket-request.js';
+import { Throttle } from './throttle.js';
+
+export interface ProgressUpdate {
+  /** Must exceed the last value; omitted: one more than the last value (the daemon's rule, counted here). */
+  readonly progress?: number | undefined;
+  /** Remembered: later updates carry it until another total is given. */
+  readonly total?: number | undefined;
+  readonly message?: string | undefined;
+}
+
+export interface PublisherOptions {
+  /** Default: $MCP_PROGRESS_TOKEN. Without a token the publisher does nothing (the job runs unobserved). */
+  readonly token?: ProgressToken | undefined;
+  /** Default: $MCP_PROGRESS_SOCKET, else the default socket of the runtime dir. */
+  readonly socket?: string | undefined;
+  /** Coalescing interval: at most one frame per interval, the newest (default 100; 0 sends every update). */
+  readonly intervalMs?: number | undefined;
+  /** How long `done` keeps trying to be delivered, reconnecting if need be (default 5000). */
+  readonly doneTimeoutMs?: number | undefined;
+  /** Transport trouble and refused frames; default: a process warning, once per error code. */
+  readonly onError?: ((error: BridgeError) => void) | undefined;
+  /** Where the defaults come from (default process.env). */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined;
+}
+
+export interface DoneOutcome {
+  /** The daemon acknowledged the done frame. */
+  readonly delivered: boolean;
+  /** Why not, when not. */
+  readonly error?: BridgeError;
+}
+
+export type CancelCallback = (reason: string | undefined) => void;
+
+export interface Publisher {
+  readonly token: ProgressToken | undefined;
+  /** False when there is no token: every call is then a no-op. */
+  readonly enabled: boolean;
+  readonly connected: boolean;
+  /** A gateway asked to cancel this stream (`progress/cancel`). */
+  readonly cancelled: boolean;
+  /** Aborted when the stream is cancelled, with the reason; pass it to fetch, streams, child processes. */
+  readonly signal: AbortSignal;
+  /** Records an update; frames leave at most once per interval, the newest first. Never throws. */
+  update(update: ProgressUpdate): void;
+  /** Sends the newest update, then done, and waits for the daemon's ack (bounded). Never rejects. */
+  done(status?: DoneStatus, message?: string): Promise<DoneOutcome>;
+  /** Calls `callback` when the stream is cancelled (at once if it already was); returns an unsubscribe. */
+  onCancel(callback: CancelCallback): () => void;
+  /** Sends the newest update and closes the connection without ending the stream. */
+  close(): Promise<void>;
+}
+
+const DEFAULT_INTERVAL_MS = 100;
+const DEFAULT_DONE_TIMEOUT_MS = 5000;
+const BACKOFF_MS = [50, 100, 200, 400, 800, 1600, 2000] as const;
+
+type State = 'open' | 'ending' | 'ended' | 'closed';
+
+interface ProgressData {
+  v: typeof PROTOCOL_VERSION;
+  progressToken: ProgressToken;
+  progress: number;
+  total?: number;
+  message?: string;
+  seq?: number;
+}
+
+type Reply = Envelope | 'closed' | 'timeout';
+
+/**
+ * Connects to the daemon and returns a publisher. Resolves even when the
+ * daemon is not there: the publisher keeps trying in the background and
+ * sends the newest update once it connects.
+ */
+export async function connectPublisher(options: PublisherOptions = {}): Promise<Publisher> {
+  const publisher = new SocketPublisher(options);
+  await publisher.start();
+  return publisher;
+}
+
+class SocketPublisher implements Publisher {
+  readonly token: ProgressToken | undefined;
+  readonly #socketPath: string;
+  readonly #doneTimeoutMs: number;
+  readonly #onError: (error: BridgeError) => void;
+  readonly #throttle: Throttle;
+  readonly #abort = new AbortController();
+  readonly #cancelCallbacks = new Set<CancelCallback>();
+  #state: State = 'open';
+  #socket: Socket | undefined;
+  #attempt = 0;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+  #connectedWaiters: Array<(socket: Socket | undefined) => void> = [];
+  /** The last progress value recorded: the local model of the daemon's monotonic rule. */
+  #lastProgress: number | undefined;
+  #total: number | undefined;
+  /** The newest update, and whether it has been written to the current connection. */
+  #newest: ProgressData | undefined;
+  #newestSent = false;
+  #nextSeq = 1;
+  /** The seq of the update resent after a reconnect: a non_monotonic answer to it only means the daemon had it. */
+  #resyncSeq = -1;
+  #replyWaiter: { seq: number; resolve: (reply: Reply) => void } | undefined;
+  #cancelled = false;
+  #cancelReason: string | undefined;
+  #done: Promise<DoneOutcome> | undefined;
+
+  constructor(options: PublisherOptions) {
+    const env = options.env ?? process.env;
+    const token = options.token ?? env[ENV_TOKEN];
+    this.token = token === '' ? undefined : token;
+    this.#socketPath = resolveSocketPath({ socket: options.socket }, env);
+    this.#doneTimeoutMs = options.doneTimeoutMs ?? DEFAULT_DONE_TIMEOUT_MS;
+    this.#onError = options.onError ?? warnOncePerCode();
+    this.#throttle = new Throttle(options.intervalMs ?? DEFAULT_INTERVAL_MS, () =>
+      this.#sendNewest(),
+    );
+  }
+
+  get enabled(): boolean {
+    return this.token !== undefined;
+  }
+
+  get connected(): boolean {
+    return this.#socket !== undefined;
+  }
+
+  get cancelled(): boolean {
+    return this.#cancelled;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  async start(): Promise<void> {
+    if (this.enabled) await this.#connect();
+  }
+
+  update(update: ProgressUpdate): void {
+    if (this.#state !== 'open' || this.token === undefined) return;
+    const { progress: given, total, message } = update;
+    const last = this.#lastProgress;
+    let progress: number;
+    if (given === undefined) {
+      progress = (last ?? 0) + 1;
+    } else if (typeof given !== 'number' || !Number.isFinite(given)) {
+      this.#report(
+        'invalid_field',
+        `update ignored: progress must be a finite number, got ${String(given)}`,
+      );
+      return;
+    } else if (last !== undefined && !(given > last)) {
+      this.#report(
+        'non_monotonic',
+        `update ignored: progress ${given} is not greater than the last progress ${last} for token ${JSON.stringify(this.token)}; MCP requires progress to increase (omit progress to count one up)`,
+      );
+      return;
+    } else {
+      progress = given;
+    }
+    if (total !== undefined) {
+      if (typeof total !== 'number' || !Number.isFinite(total) || total < 0) {
+        this.#report(
+          'invalid_field',
+          `update ignored: total must be a finite number >= 0, got ${String(total)}`,
+        );
+        return;
+      }
+      this.#total = total;
+    }
+    if (message !== undefined && typeof message !== 'string') {
+      this.#report(
+        'invalid_field',
+        `update ignored: message must be a string, got ${typeof message}`,
+      );
+      return;
+    }
+    const data: ProgressData = { v: PROTOCOL_VERSION, progressToken: this.token, progress };
+    if (this.#total !== undefined) data.total = this.#total;
+    if (message !== undefined) data.message = message;
+    this.#lastProgress = progress;
+    this.#newest = data;
+    this.#newestSent = false;
+    this.#throttle.poke();
+  }
+
+  done(status: DoneStatus = 'ok', message?: string): Promise<DoneOutcome> {
+    if (this.#done !== undefined) return this.#done;
+    if (this.token === undefined) {
+      this.#done = Promise.resolve({
+        delivered: false,
+        error: new BridgeError('no_token', `no token: pass one or set ${ENV_TOKEN}`),
+      });
+    } else if (this.#state === 'closed') {
+      this.#done = Promise.resolve({
+        delivered: false,
+        error: new BridgeError('closed', 'done after close(): the publisher is closed'),
+      });
+    } else {
+      this.#done = this.#finish(this.token, status, message);
+    }
+    return this.#done;
+  }
+
+  onCancel(callback: CancelCallback): () => void {
+    if (this.#cancelled) {
+      queueMicrotask(() => this.#call(callback));
+      return () => {};
+    }
+    this.#cancelCallbacks.add(callback);
+    return () => {
+      this.#cancelCallbacks.delete(callback);
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#state === 'closed') return;
+    if (this.#state === 'open') this.#throttle.flush();
+    this.#state = 'closed';
+    this.#throttle.cancel();
+    clearTimeout(this.#reconnectTimer);
+    this.#wakeConnectedWaiters(undefined);
+    this.#replyWaiter?.resolve('closed');
+    const socket = this.#socket;
+    this.#socket = undefined;
+    if (socket === undefined) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        socket.destroy();
+        resolve();
+      }, 1000);
+      socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      socket.end();
+    });
+  }
+
+  async #finish(
+    token: ProgressToken,
+    status: DoneStatus,
+    message: string | undefined,
+  ): Promise<DoneOutcome> {
+    this.#state = 'ending';
+    this.#throttle.cancel();
+    // Until done is settled the process must stay alive, connected or not.
+    this.#socket?.ref();
+    this.#reconnectTimer?.ref();
+    const deadline = Date.now() + this.#doneTimeoutMs;
+    let retried = false;
+    let outcome: DoneOutcome;
+    for (;;) {
+      const socket = await this.#whenConnected(deadline);
+      if (socket === undefined) {
+        outcome = this.#failDone(
+          this.#isClosed() ? 'closed' : 'daemon_unreachable',
+          this.#isClosed()
+            ? 'the publisher was closed before done was delivered'
+            : `done for token ${JSON.stringify(token)} was not delivered: no daemon answered on ${this.#socketPath} within ${this.#doneTimeoutMs} ms`,
+        );
+        break;
+      }
+      if (this.#newest !== undefined && !this.#newestSent) {
+        this.#write(socket, 'progress', this.#newest);
+        this.#newestSent = true;
+      }
+      const seq = this.#nextSeq++;
+      const data: Record<string, unknown> = {
+        v: PROTOCOL_VERSION,
+        progressToken: token,
+        status,
+        seq,
+      };
+      if (message !== undefined) data.message = message;
+      const reply = this.#waitReply(seq, deadline);
+      this.#write(socket, 'done', data);
+      const answer = await reply;
+      if (answer === 'closed' && !this.#isClosed()) {
+        retried = true;
+        continue;
+      }
+      if (answer === 'closed' || answer === 'timeout') {
+        outcome = this.#failDone(
+          answer === 'closed' ? 'closed' : 'daemon_timeout',
+          answer === 'closed'
+            ? 'the publisher was closed before done was acknowledged'
+            : `the daemon did not acknowledge done for token ${JSON.stringify(token)} within ${this.#doneTimeoutMs} ms`,
+        );
+        break;
+      }
+      if (answer.type === 'ack') {
+        outcome = { delivered: true };
+        break;
+      }
+      const rejection = answer.data as { code?: string; message?: string };
+      // A done resent after a dropped connection may find the stream it already ended.
+      if (retried && rejection.code === 'stream_closed') {
+        outcome = { delivered: true };
+        break;
+      }
+      outcome = this.#failDone(
+        rejection.code ?? 'rejected',
+        `the daemon refused done for token ${JSON.stringify(token)}: ${rejection.message ?? 'no reason given'}`,
+      );
+      break;
+    }
+    if (!this.#isClosed()) {
+      this.#state = 'ended';
+      clearTimeout(this.#reconnectTimer);
+      this.#socket?.end();
+      this.#socket?.unref();
+    }
+    return outcome;
+  }
+
+  /** A method, not a field read, so that the type checker does not narrow across awaits. */
+  #isClosed(): boolean {
+    return this.#state === 'closed';
+  }
+
+  #failDone(code: string, message: string): DoneOutcome {
+    const error = new BridgeError(code, message);
+    this.#onErrorSafely(error);
+    return { delivered: false, error };
+  }
+
+  #waitReply(seq: number, deadline: number): Promise<Reply> {
+    return new Promise<Reply>((resolve) => {
+      const timer = setTimeout(() => finish('timeout'), Math.max(0, deadline - Date.now()));
+      const finish = (reply: Reply) => {
+        clearTimeout(timer);
+        if (this.#replyWaiter?.seq === seq) this.#replyWaiter = undefined;
+        resolve(reply);
+      };
+      this.#replyWaiter = { seq, resolve: finish };
+    });
+  }
+
+  #whenConnected(deadline: number): Promise<Socket | undefined> {
+    if (this.#state === 'closed') return Promise.resolve(undefined);
+    if (this.#socket !== undefined) return Promise.resolve(this.#socket);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => finish(undefined), Math.max(0, deadline - Date.now()));
+      const finish = (socket: Socket | undefined) => {
+        clearTimeout(timer);
+        this.#connectedWaiters = this.#connectedWaiters.filter((w) => w !== finish);
+        resolve(socket);
+      };
+      this.#connectedWaiters.push(finish);
+    });
+  }
+
+  #wakeConnectedWaiters(socket: Socket | undefined): void {
+    for (const waiter of this.#connectedWaiters.splice(0)) waiter(socket);
+  }
+
+  /** One connection attempt; resolves when it is connected or has failed. */
+  #connect(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const socket = connect({ path: this.#socketPath });
+      socket.setEncoding('utf8');
+      // A worker that finished its job must be able to exit with the connection open.
+      if (this.#state !== 'ending') socket.unref();
+      let attached = false;
+      socket.once('connect', () => {
+        if (this.#state === 'closed' || this.#state === 'ended') {
+          socket.destroy();
+        } else {
+          attached = true;
+          this.#attach(socket);
+        }
+        resolve();
+      });
+      socket.on('error', (error: NodeJS.ErrnoException) => {
+        if (!attached) this.#onErrorSafely(connectError(this.#socketPath, error));
+      });
+      socket.on('close', () => {
+        resolve();
+        if (attached) this.#detach(socket);
+        else this.#scheduleReconnect();
+      });
+    });
+  }
+
+  #attach(socket: Socket): void {
+    this.#socket = socket;
+    this.#attempt = 0;
+    const decoder = new FrameDecoder(MAX_FRAME_BYTES);
+    socket.on('data', (text: string) => {
+      for (const envelope of decoder.push(text)) this.#receive(envelope);
+    });
+    socket.on('drain', () => {
+      if (this.#state === 'open') this.#sendNewest();
+    });
+    // After a reconnect (a restarted daemon knows nothing), the newest value goes first.
+    if (this.#newest !== undefined && this.#state !== 'ended') {
+      this.#resyncSeq = this.#nextSeq++;
+      this.#write(socket, 'progress', { ...this.#newest, seq: this.#resyncSeq });
+      this.#newestSent = true;
+    }
+    this.#wakeConnectedWaiters(socket);
+  }
+
+  #detach(socket: Socket): void {
+    if (this.#socket !== socket) return;
+    this.#socket = undefined;
+    this.#newestSent = false;
+    this.#replyWaiter?.resolve('closed');
+    if (this.#state === 'open' || this.#state === 'ending') {
+      this.#onErrorSafely(
+        new BridgeError(
+          'daemon_disconnected',
+          `lost the daemon on ${this.#socketPath}; reconnecting, and the newest update will be sent when it is back`,
+        ),
+      );
+      this.#scheduleReconnect();
+    }
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#state !== 'open' && this.#state !== 'ending') return;
+    const delay = BACKOFF_MS[Math.min(this.#attempt, BACKOFF_MS.length - 1)] ?? 2000;
+    this.#attempt++;
+    clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = undefined;
+      void this.#connect();
+    }, delay);
+    if (this.#state !== 'ending') this.#reconnectTimer.unref();
+  }
+
+  #sendNewest(): void {
+    const socket = this.#socket;
+    if (socket === undefined || this.#newest === undefined || this.#newestSent) return;
+    // A daemon that does not read gets no backlog: the newest waits for 'drain'.
+    if (socket.writableNeedDrain) return;
+    this.#write(socket, 'progress', this.#newest);
+    this.#newestSent = true;
+  }
+
+  #write(socket: Socket, type: string, data: unknown): void {
+    socket.write(encodeFrame(type, data));
+  }
+
+  #receive(envelope: Envelope | Error): void {
+    if (envelope instanceof Error) {
+      this.#report('bad_reply', `the daemon sent something unreadable: ${envelope.message}`);
+      return;
+    }
+    const data = (envelope.data ?? {}) as {
+      seq?: unknown;
+      code?: unknown;
+      message?: unknown;
+      progressToken?: unknown;
+      reason?: unknown;
+    };
+    switch (envelope.type) {
+      case 'ack':
+        if (this.#replyWaiter !== undefined && data.seq === this.#replyWaiter.seq)
+          this.#replyWaiter.resolve(envelope);
+        return;
+      case 'rejected': {
+        if (this.#replyWaiter !== undefined && data.seq === this.#replyWaiter.seq) {
+          this.#replyWaiter.resolve(envelope);
+          return;
+        }
+        if (data.seq === this.#resyncSeq && data.code === 'non_monotonic') return;
+        this.#report(
+          typeof data.code === 'string' ? data.code : 'rejected',
+          `the daemon refused an update for token ${JSON.stringify(this.token)}: ${String(data.message)}`,
+        );
+        return;
+      }
+      case 'cancel':
+        if (data.progressToken === this.token) {
+          this.#cancel(typeof data.reason === 'string' ? data.reason : undefined);
+        }
+        return;
+      default:
+        return;
+    }
+  }
+
+  #cancel(reason: string | undefined): void {
+    if (this.#cancelled) return;
+    this.#cancelled = true;
+    this.#cancelReason = reason;
+    this.#abort.abort(
+      new BridgeError(
+        'cancelled',
+        reason === undefined ? 'the stream was cancelled' : `the stream was cancelled: ${reason}`,
+      ),
+    );
+    for (const callback of this.#cancelCallbacks) this.#call(callback);
+    this.#cancelCallbacks.clear();
+  }
+
+  #call(callback: CancelCallback): void {
+    try {
+      callback(this.#cancelReason);
+    } catch (error) {
+      this.#onErrorSafely(
+        new BridgeError('cancel_callback_failed', `an onCancel callback threw: ${String(error)}`, {
+          cause: error,
+        }),
+      );
+    }
+  }
+
+  #report(code: string, message: string): void {
+    this.#onErrorSafely(new BridgeError(code, message));
+  }
+
+  #onErrorSafely(error: BridgeError): void {
+    try {
+      this.#onError(error);
+    } catch {
+      // The reporter belongs to the worker; its failure must not become ours.
+    }
+  }
+}
+
+/** The default reporter: one process warning per error code, so a loop cannot flood stderr. */
+function warnOncePerCode(): (error: BridgeError) => void {
+  const seen = new Set<string>();
+  return (error) => {
+    if (seen.has(error.code)) return;
+    seen.add(error.code);
+    process.emitWarning(`mcp-progress: ${error.message}`, {
+      code: `MCP_PROGRESS_${error.code.toUpperCase()}`,
+    });
+  };
+}

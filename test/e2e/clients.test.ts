@@ -1,0 +1,260 @@
+/**
+ * The Node and Python clients, each run as a separate worker process against
+ * a real daemon and watched through a real gateway connection. Both clients
+ * promise the same behaviour, so the same scenarios run against each.
+ */
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  cleanupAll,
+  eventually,
+  type RunningDaemon,
+  startDaemon,
+  tempDir,
+} from '../helpers/daemon.js';
+import {
+  type DrivenWorker,
+  killWorkers,
+  nodeWorker,
+  pythonWorker,
+} from '../helpers/driven-worker.js';
+import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
+
+afterEach(() => killWorkers());
+afterAll(() => cleanupAll());
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+
+type Start = (env: Record<string, string>, options?: Record<string, unknown>) => DrivenWorker;
+
+const CLIENTS: Array<{
+  name: string;
+  start: Start;
+  loop: number;
+  shortDone: Record<string, unknown>;
+}> = [
+  { name: 'Node', start: nodeWorker, loop: 1_000_000, shortDone: { doneTimeoutMs: 300 } },
+  { name: 'Python', start: pythonWorker, loop: 1_000_000, shortDone: { done_timeout: 0.3 } },
+];
+
+let counter = 0;
+const uniqueToken = (prefix: string) => `${prefix}-${process.pid}-${++counter}`;
+
+function progressOf(notifications: Received[], token: string): Array<Record<string, unknown>> {
+  return notifications
+    .filter((n) => n.method === 'notifications/progress' && n.params.progressToken === token)
+    .map((n) => n.params);
+}
+
+async function until<T>(
+  gateway: GatewayClient,
+  find: (notifications: Received[]) => T | undefined,
+  what: string,
+): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const found = find(gateway.notifications);
+    if (found !== undefined) return found;
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out waiting for ${what}; got ${JSON.stringify(gateway.notifications)}`,
+      );
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const doneNotice = (gateway: GatewayClient, token: string) =>
+  until(
+    gateway,
+    (all) =>
+      all.find(
+        (n) => n.method === 'notifications/progress/done' && n.params.progressToken === token,
+      )?.params,
+    `done notice for ${token}`,
+  );
+
+const progressReaching = (gateway: GatewayClient, token: string, progress: number) =>
+  until(
+    gateway,
+    (all) => progressOf(all, token).find((p) => p.progress === progress),
+    `progress ${progress} for ${token}`,
+  );
+
+describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, shortDone }) => {
+  let daemon: RunningDaemon;
+  let gateway: GatewayClient;
+  beforeAll(async () => {
+    daemon = await startDaemon();
+    gateway = await connectGateway(daemon.info);
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await daemon.stop();
+  });
+
+  const envFor = (token: string) => ({
+    MCP_PROGRESS_SOCKET: daemon.info.socket,
+    MCP_PROGRESS_TOKEN: token,
+  });
+  const watch = async (token: string) => {
+    const reply = await gateway.request('progress/subscribe', {
+      progressToken: token,
+      minIntervalMs: 0,
+    });
+    expect(reply.result).toEqual({});
+  };
+
+  it('publishes from its environment, counts an omitted progress, remembers total, and delivers done', async () => {
+    const token = uniqueToken('basic');
+    await watch(token);
+    const worker = start(envFor(token));
+    await worker.next((e) => e.event === 'ready' && e.enabled === true, 'ready');
+    worker.send({ update: { progress: 1, total: 4, message: 'frame 1' } });
+    expect(await progressReaching(gateway, token, 1)).toEqual({
+      progressToken: token,
+      progress: 1,
+      total: 4,
+      message: 'frame 1',
+    });
+    worker.send({ update: {} });
+    expect(await progressReaching(gateway, token, 2)).toEqual({
+      progressToken: token,
+      progress: 2,
+      total: 4,
+    });
+    worker.send({ update: { progress: 3.5, message: 'almost' } });
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
+    // The update sent just before done was flushed first, not lost to the throttle.
+    expect(progressOf(gateway.notifications, token).at(-1)).toEqual({
+      progressToken: token,
+      progress: 3.5,
+      total: 4,
+      message: 'almost',
+    });
+  });
+
+  it(`coalesces a tight loop of ${loop} updates into few frames and ends on the newest`, async () => {
+    const token = uniqueToken('loop');
+    await watch(token);
+    const worker = start(envFor(token));
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ loop });
+    await worker.next((e) => e.event === 'ok', 'loop finished');
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    await doneNotice(gateway, token);
+    const seen = progressOf(gateway.notifications, token);
+    expect(seen.at(-1)).toEqual({
+      progressToken: token,
+      progress: loop,
+      total: loop,
+      message: `item ${loop}`,
+    });
+    // Every accepted frame reaches this unthrottled subscriber, so this counts frames sent.
+    expect(seen.length).toBeLessThan(1000);
+    expect(seen.map((p) => p.progress)).toEqual(
+      [...seen.map((p) => p.progress as number)].sort((a, b) => a - b),
+    );
+  });
+
+  it('hears a cancel with its reason, and ends the stream as cancelled', async () => {
+    const token = uniqueToken('cancel');
+    await watch(token);
+    const worker = start(envFor(token));
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ update: { progress: 1 } });
+    await progressReaching(gateway, token, 1);
+    const reply = await gateway.request('progress/cancel', {
+      progressToken: token,
+      reason: 'user pressed stop',
+    });
+    expect(reply.result).toEqual({ workers: 1 });
+    expect(await worker.next((e) => e.event === 'cancel', 'cancel callback')).toMatchObject({
+      reason: 'user pressed stop',
+      cancelled: true,
+    });
+    worker.send({ done: 'cancelled' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'cancelled' });
+  });
+
+  it('drops a value that does not increase, says why, and goes on', async () => {
+    const token = uniqueToken('mono');
+    await watch(token);
+    const worker = start(envFor(token));
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ update: { progress: 5 } });
+    await progressReaching(gateway, token, 5);
+    worker.send({ update: { progress: 3 } });
+    const error = await worker.next((e) => e.event === 'error', 'a report');
+    expect(String(error.message)).toContain('progress 3 is not greater than the last progress 5');
+    worker.send({ update: { progress: 6 } });
+    await progressReaching(gateway, token, 6);
+    expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([5, 6]);
+  });
+
+  it('does nothing, and says it is off, without a token', async () => {
+    const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket });
+    expect(await worker.next((e) => e.event === 'ready', 'ready')).toMatchObject({
+      enabled: false,
+    });
+    worker.send({ update: { progress: 1 } });
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: false,
+    });
+  });
+
+  it('runs on when no daemon is there, and sends the newest update once one starts', async () => {
+    const runtimeDir = tempDir();
+    const token = uniqueToken('late');
+    const worker = start({
+      MCP_PROGRESS_SOCKET: join(runtimeDir, 'bridge.sock'),
+      MCP_PROGRESS_TOKEN: token,
+    });
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ update: { progress: 1, message: 'early' } });
+    worker.send({ update: { progress: 2, message: 'newest' } });
+    // The report may come before or after "ready": the client tries to connect at once.
+    const error = await eventually(
+      () => worker.events.find((e) => e.event === 'error'),
+      60_000,
+      'a report',
+    );
+    expect(String(error.message)).toMatch(/no daemon/);
+    const late = await startDaemon([], runtimeDir);
+    const lateGateway = await connectGateway(late.info);
+    await lateGateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const seen = await until(lateGateway, (all) => progressOf(all, token)[0], 'the newest update');
+    expect(seen).toEqual({ progressToken: token, progress: 2, message: 'newest' });
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    expect(progressOf(lateGateway.notifications, token).map((p) => p.progress)).toEqual([2]);
+    await lateGateway.close();
+    await late.stop();
+  });
+
+  it('reports done as not delivered after its bounded retry when no daemon answers', async () => {
+    const token = uniqueToken('nodaemon');
+    const worker = start(
+      { MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'), MCP_PROGRESS_TOKEN: token },
+      shortDone,
+    );
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ update: { progress: 1 } });
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: false,
+    });
+  });
+});

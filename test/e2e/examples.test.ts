@@ -1,0 +1,74 @@
+/** examples/: `npm run demo`'s script end to end, and the MCP server example once relayProgress exists. */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { cleanupAll, ROOT, startDaemon, waitForExit } from '../helpers/daemon.js';
+
+afterAll(() => cleanupAll());
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+
+describe('the demo', () => {
+  it('starts its own daemon, runs two example workers, tails them to the end, and exits 0', async () => {
+    const child = spawn(process.execPath, [join(ROOT, 'examples/demo.mjs'), '--fast'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, MCP_PROGRESS_SOCKET: '', MCP_PROGRESS_TOKEN: '' },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (t: string) => {
+      stdout += t;
+    });
+    child.stderr.setEncoding('utf8').on('data', (t: string) => {
+      stderr += t;
+    });
+    expect(await waitForExit(child), stderr).toBe(0);
+    // stdout is a pipe here, so tail prints plain lines; each worker's stream ends ok.
+    const lines = stdout.split('\n');
+    for (const worker of ['worker.mjs', 'train.py']) {
+      expect(
+        lines.some((line) => line.startsWith(`${worker}  `) && line.includes('✓ ok')),
+        `${worker} ok in:\n${stdout}`,
+      ).toBe(true);
+    }
+  });
+});
+
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  exports: Record<string, string>;
+};
+const hasRelay = pkg.exports['./mcp'] !== undefined;
+if (!hasRelay)
+  console.warn(
+    'mcp-progress-bridge/mcp (relayProgress) is not in this build: the MCP server example test is skipped',
+  );
+
+describe.skipIf(!hasRelay)('examples/mcp-server.mjs', () => {
+  it("relays the Python worker's progress to the MCP client that called the tool", async () => {
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
+    const daemon = await startDaemon();
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [join(ROOT, 'examples/mcp-server.mjs')],
+      env: {
+        ...(process.env as Record<string, string>),
+        MCP_PROGRESS_RUNTIME_DIR: daemon.runtimeDir,
+      },
+      stderr: 'pipe',
+    });
+    const client = new Client({ name: 'example-test', version: '0.0.0' });
+    await client.connect(transport);
+    const progress: number[] = [];
+    const result = await client.callTool({ name: 'train', arguments: { epochs: 2 } }, undefined, {
+      onprogress: (p: { progress: number }) => progress.push(p.progress),
+      timeout: 60_000,
+    });
+    expect(result.isError).toBeFalsy();
+    expect(progress.length).toBeGreaterThan(0);
+    expect(progress.at(-1)).toBe(2);
+    await client.close();
+    await daemon.stop();
+  });
+});

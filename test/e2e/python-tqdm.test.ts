@@ -1,0 +1,189 @@
+/** The Python client's tqdm adapter and context manager, run as real Python processes. */
+import { spawn, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  cleanupAll,
+  eventually,
+  ROOT,
+  type RunningDaemon,
+  startDaemon,
+  waitForExit,
+} from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
+import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+
+afterAll(() => cleanupAll());
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+
+const hasTqdm = spawnSync(PYTHON, [...PYTHON_ARGS, '-c', 'import tqdm']).status === 0;
+if (!hasTqdm)
+  console.warn(
+    'tqdm is not installed for python3: the tests that need the real tqdm are skipped (apt-get install python3-tqdm)',
+  );
+
+let daemon: RunningDaemon;
+let gateway: GatewayClient;
+beforeAll(async () => {
+  daemon = await startDaemon();
+  gateway = await connectGateway(daemon.info);
+});
+afterAll(async () => {
+  await gateway.close();
+  await daemon.stop();
+});
+
+let counter = 0;
+
+interface Script {
+  token: string;
+  stdout: () => string;
+  exit: Promise<number | null>;
+}
+
+/** Runs a mode of py_tqdm.py with a fresh token that a gateway already watches. */
+async function runScript(mode: string, steps = 50, pythonArgs = PYTHON_ARGS): Promise<Script> {
+  const token = `tqdm-${mode}-${process.pid}-${++counter}`;
+  await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+  const child = spawn(
+    PYTHON,
+    [...pythonArgs, join(ROOT, 'test/fixtures/py_tqdm.py'), mode, String(steps)],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
+    },
+  );
+  let stdout = '';
+  child.stdout.setEncoding('utf8').on('data', (t: string) => {
+    stdout += t;
+  });
+  child.stderr.resume();
+  return { token, stdout: () => stdout, exit: waitForExit(child) };
+}
+
+const of = (token: string) => gateway.notifications.filter((n) => n.params.progressToken === token);
+const progressValues = (token: string) =>
+  of(token)
+    .filter((n) => n.method === 'notifications/progress')
+    .map((n) => n.params);
+const doneOf = (token: string): Promise<Received['params']> =>
+  eventually(
+    () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
+    60_000,
+    `done for ${token}`,
+  );
+
+function expectIncreasing(values: Array<Record<string, unknown>>) {
+  const numbers = values.map((v) => v.progress as number);
+  for (let i = 1; i < numbers.length; i++)
+    expect(numbers[i]).toBeGreaterThan(numbers[i - 1] as number);
+}
+
+describe('the tqdm adapter', () => {
+  it.skipIf(!hasTqdm)(
+    'wraps an iterable: one changed import publishes the loop and ends it ok at exit',
+    async () => {
+      const script = await runScript('wrap');
+      expect(await script.exit).toBe(0);
+      expect(script.stdout()).toContain('tqdm=real');
+      expect(await doneOf(script.token)).toEqual({ progressToken: script.token, status: 'ok' });
+      const values = progressValues(script.token);
+      expect(values.at(-1)).toMatchObject({ progress: 50, total: 50, message: 'train 50/50' });
+      expectIncreasing(values);
+    },
+  );
+
+  it.skipIf(!hasTqdm)('attaches to an existing tqdm bar', async () => {
+    const script = await runScript('attach', 40);
+    expect(await script.exit).toBe(0);
+    await doneOf(script.token);
+    expect(progressValues(script.token).at(-1)).toMatchObject({
+      progress: 40,
+      total: 40,
+      message: 'render 40/40',
+    });
+  });
+
+  it('nested bars publish the outer count plus a fraction of the inner one, always increasing', async () => {
+    const script = await runScript('nested', 20);
+    expect(await script.exit).toBe(0);
+    await doneOf(script.token);
+    const values = progressValues(script.token);
+    expectIncreasing(values);
+    expect(values.at(-1)).toMatchObject({ progress: 3, total: 3 });
+    expect(values.some((v) => !Number.isInteger(v.progress))).toBe(true);
+    expect(values.every((v) => v.total === 3)).toBe(true);
+  });
+
+  it('bars that follow each other keep counting up', async () => {
+    const script = await runScript('sequential', 30);
+    expect(await script.exit).toBe(0);
+    await doneOf(script.token);
+    const values = progressValues(script.token);
+    expectIncreasing(values);
+    expect(values.at(-1)).toMatchObject({ progress: 60, total: 60, message: 'epoch 1 30/30' });
+  });
+
+  it('a cancel stops the loop with Cancelled, and the stream ends cancelled', async () => {
+    const script = await runScript('until-cancelled');
+    await eventually(
+      () => (progressValues(script.token).length > 0 ? true : undefined),
+      60_000,
+      'first update',
+    );
+    const reply = await gateway.request('progress/cancel', {
+      progressToken: script.token,
+      reason: 'stop',
+    });
+    expect(reply.result).toEqual({ workers: 1 });
+    expect(await script.exit).not.toBe(0);
+    expect(await doneOf(script.token)).toEqual({
+      progressToken: script.token,
+      status: 'cancelled',
+      message: 'stop',
+    });
+  });
+
+  it('an uncaught exception ends the stream as error, with the exception as message', async () => {
+    const script = await runScript('crash');
+    expect(await script.exit).toBe(1);
+    expect(await doneOf(script.token)).toEqual({
+      progressToken: script.token,
+      status: 'error',
+      message: 'RuntimeError: loss is NaN',
+    });
+  });
+
+  it('works without tqdm installed: the stand-in publishes and draws nothing', async () => {
+    // -S: no site-packages, so `import tqdm` fails as on a bare interpreter.
+    const script = await runScript('wrap', 25, [...PYTHON_ARGS, '-S']);
+    expect(await script.exit).toBe(0);
+    expect(script.stdout()).toContain('tqdm=fallback');
+    await doneOf(script.token);
+    expect(progressValues(script.token).at(-1)).toMatchObject({
+      progress: 25,
+      total: 25,
+      message: 'train 25/25',
+    });
+  });
+});
+
+describe('Progress as a context manager', () => {
+  it('sends done ok on a clean exit', async () => {
+    const script = await runScript('context-ok', 10);
+    expect(await script.exit).toBe(0);
+    expect(await doneOf(script.token)).toEqual({ progressToken: script.token, status: 'ok' });
+    expect(progressValues(script.token).at(-1)).toMatchObject({ progress: 10, total: 10 });
+  });
+
+  it('sends done error with the exception when the block raises', async () => {
+    const script = await runScript('context-error');
+    expect(await script.exit).toBe(1);
+    expect(await doneOf(script.token)).toEqual({
+      progressToken: script.token,
+      status: 'error',
+      message: 'ValueError: bad batch',
+    });
+  });
+});

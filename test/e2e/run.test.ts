@@ -1,0 +1,315 @@
+/** `mcp-progress run`: the real binary around real commands, watched by a real gateway. */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  BIN,
+  cleanupAll,
+  eventually,
+  type RunningDaemon,
+  runCli as runCliWithin,
+  startDaemon,
+  tempDir,
+  waitForExit,
+} from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
+
+afterAll(() => cleanupAll());
+/**
+ * `mcp-progress publish` connects once per frame, so between two frames a stream has no
+ * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
+ */
+const PATIENT = ['--abandon-grace-ms', '600000'];
+const runCli = (args: string[], env: Record<string, string> = {}) =>
+  runCliWithin(args, env, 120_000);
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+
+let daemon: RunningDaemon;
+let gateway: GatewayClient;
+beforeAll(async () => {
+  daemon = await startDaemon(PATIENT);
+  gateway = await connectGateway(daemon.info);
+});
+afterAll(async () => {
+  await gateway.close();
+  await daemon.stop();
+});
+
+let counter = 0;
+async function watched(prefix: string): Promise<string> {
+  const token = `${prefix}-${process.pid}-${++counter}`;
+  await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+  return token;
+}
+const socketEnv = () => ({ MCP_PROGRESS_SOCKET: daemon.info.socket });
+const of = (token: string) => gateway.notifications.filter((n) => n.params.progressToken === token);
+const doneOf = (token: string): Promise<Received['params']> =>
+  eventually(
+    () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
+    60_000,
+    `done for ${token}`,
+  );
+const progressOf = (token: string) =>
+  of(token)
+    .filter((n) => n.method === 'notifications/progress')
+    .map((n) => n.params);
+
+/** Starts run in the background (stdin not a terminal), for signal tests. */
+function startRun(args: string[]) {
+  const child = spawn(process.execPath, [BIN, 'run', ...args], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, MCP_PROGRESS_TOKEN: '', ...socketEnv() },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (t: string) => {
+    stdout += t;
+  });
+  child.stderr.setEncoding('utf8').on('data', (t: string) => {
+    stderr += t;
+  });
+  return { child, stdout: () => stdout, stderr: () => stderr, exit: waitForExit(child) };
+}
+
+describe('mcp-progress run', () => {
+  it('has help', async () => {
+    const help = await runCli(['run', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: mcp-progress run \[--token T\] \[--parse\] -- CMD/);
+  });
+
+  it('exits 2 without a command', async () => {
+    const result = await runCli(['run', '--token', 'x']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('no command');
+  });
+
+  it("sets the worker's environment, passes the exit code through and publishes done ok on 0", async () => {
+    const token = await watched('run-ok');
+    const result = await runCli(
+      [
+        'run',
+        '--token',
+        token,
+        '--',
+        'sh',
+        '-c',
+        'echo "$MCP_PROGRESS_TOKEN $MCP_PROGRESS_SOCKET"',
+      ],
+      socketEnv(),
+    );
+    expect(result).toMatchObject({
+      code: 0,
+      stdout: `${token} ${daemon.info.socket}\n`,
+      stderr: '',
+    });
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(token)).toEqual([]);
+  });
+
+  it('publishes done error with the exit code when the command fails', async () => {
+    const token = await watched('run-fail');
+    const result = await runCli(['run', '--token', token, '--', 'sh', '-c', 'exit 3'], socketEnv());
+    expect(result.code).toBe(3);
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'error',
+      message: 'sh exited with code 3',
+    });
+  });
+
+  it('generates a token, prints it on stderr, and the command publishes to it', async () => {
+    const result = await runCli(
+      ['run', '--', process.execPath, BIN, 'publish', '--progress', '7', '--total', '9'],
+      socketEnv(),
+    );
+    expect(result.code).toBe(0);
+    const token = /token (run-[\w-]+) \(watch it with: mcp-progress tail run-[\w-]+\)/.exec(
+      result.stderr,
+    )?.[1];
+    expect(token).toBeDefined();
+    const list = (await gateway.request('progress/list')).result as {
+      streams: Array<{ progressToken: string; state: string; last?: unknown; status?: string }>;
+    };
+    expect(list.streams.find((s) => s.progressToken === token)).toMatchObject({
+      state: 'done',
+      status: 'ok',
+      last: { progressToken: token, progress: 7, total: 9 },
+    });
+  });
+
+  it('uses $MCP_PROGRESS_TOKEN when no --token is given, and prints nothing then', async () => {
+    const token = await watched('run-env');
+    const result = await runCli(['run', '--', 'sh', '-c', 'echo "$MCP_PROGRESS_TOKEN"'], {
+      ...socketEnv(),
+      MCP_PROGRESS_TOKEN: token,
+    });
+    expect(result).toMatchObject({ code: 0, stdout: `${token}\n`, stderr: '' });
+    await doneOf(token);
+  });
+
+  it("leaves the stream alone when the command's own client already ended it", async () => {
+    const token = await watched('run-inner-done');
+    const result = await runCli(
+      [
+        'run',
+        '--token',
+        token,
+        '--',
+        process.execPath,
+        BIN,
+        'publish',
+        '--done',
+        '--status',
+        'cancelled',
+      ],
+      socketEnv(),
+    );
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'cancelled' });
+    expect(of(token).filter((n) => n.method === 'notifications/progress/done')).toHaveLength(1);
+  });
+
+  it('takes the command without "--" too, its flags left alone', async () => {
+    const result = await runCli(
+      ['run', '--token', 'no-dashes', 'sh', '-c', 'echo -n hi'],
+      socketEnv(),
+    );
+    expect(result).toMatchObject({ code: 0, stdout: 'hi' });
+  });
+
+  it('exits 127 and publishes done error when the command does not exist', async () => {
+    const token = await watched('run-missing');
+    const result = await runCli(
+      ['run', '--token', token, '--', 'no-such-command-xyz'],
+      socketEnv(),
+    );
+    expect(result.code).toBe(127);
+    expect(result.stderr).toContain('command not found: no-such-command-xyz');
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'error',
+      message: 'command not found: no-such-command-xyz',
+    });
+  });
+
+  it('runs the command all the same when no daemon is there, and says so', async () => {
+    const result = await runCli(
+      ['run', '--token', 'lonely', '--', 'sh', '-c', 'echo ran; exit 4'],
+      {
+        MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'),
+      },
+    );
+    expect(result.code).toBe(4);
+    expect(result.stdout).toBe('ran\n');
+    expect(result.stderr).toMatch(/no daemon socket/);
+  });
+
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+    it(`forwards ${signal} to the command and exits with its code`, async () => {
+      const token = await watched(`run-${signal}`);
+      const name = signal.slice(3);
+      const run = startRun([
+        '--token',
+        token,
+        '--',
+        'sh',
+        '-c',
+        `trap 'echo "got ${name}"; exit 7' ${name}; echo ready; while :; do sleep 0.05; done`,
+      ]);
+      await eventually(() => (run.stdout().includes('ready') ? true : undefined), 60_000, 'ready');
+      run.child.kill(signal);
+      expect(await run.exit).toBe(7);
+      expect(run.stdout()).toContain(`got ${name}`);
+      expect(await doneOf(token)).toEqual({
+        progressToken: token,
+        status: 'error',
+        message: 'sh exited with code 7',
+      });
+    });
+  }
+
+  it('exits 128 + N when a signal N kills the command', async () => {
+    const token = await watched('run-killed');
+    const result = await runCli(
+      ['run', '--token', token, '--', 'sh', '-c', 'kill -KILL $$'],
+      socketEnv(),
+    );
+    expect(result.code).toBe(137);
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'error',
+      message: 'sh was killed by SIGKILL',
+    });
+  });
+});
+
+describe('mcp-progress run --parse', () => {
+  const script = [
+    'printf "header line\\n"',
+    'for i in 1 2 3 4 5 6 7 8 9 10; do',
+    '  printf "\\rtrain: %3d%%|##########| %d/10 [00:01<00:02, 3.2it/s]" $((i*10)) $i >&2',
+    '  sleep 0.02',
+    'done',
+    'printf "\\n" >&2',
+    'printf "frame 3/4 written\\nall done\\n"',
+  ].join('\n');
+
+  it('publishes what the output shows, and passes the output through unchanged', async () => {
+    const token = await watched('parse');
+    const result = await runCli(
+      ['run', '--token', token, '--parse', '--', 'sh', '-c', script],
+      socketEnv(),
+    );
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('header line\nframe 3/4 written\nall done\n');
+    const expectedStderr = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+      .map(
+        (i) => `\rtrain: ${String(i * 10).padStart(3)}%|##########| ${i}/10 [00:01<00:02, 3.2it/s]`,
+      )
+      .join('');
+    expect(result.stderr).toBe(`${expectedStderr}\n`);
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    const values = progressOf(token);
+    expect(values.at(-1)).toEqual({
+      progressToken: token,
+      progress: 10,
+      total: 10,
+      message: 'train',
+    });
+    // "frame 3/4" came after 10/10: not an increase, so not published (the daemon would refuse it).
+    expect(values.map((v) => v.progress)).toEqual(
+      [...values.map((v) => v.progress as number)].sort((a, b) => a - b),
+    );
+  });
+
+  it('a cancel from the MCP side stops the command with SIGTERM and ends the stream cancelled', async () => {
+    const token = await watched('parse-cancel');
+    const run = startRun([
+      '--token',
+      token,
+      '--parse',
+      '--',
+      'sh',
+      '-c',
+      'echo "step 1/100"; while :; do sleep 0.05; done',
+    ]);
+    await eventually(
+      () => (progressOf(token).length > 0 ? true : undefined),
+      60_000,
+      'first progress',
+    );
+    const reply = await gateway.request('progress/cancel', {
+      progressToken: token,
+      reason: 'stop it',
+    });
+    expect(reply.result).toEqual({ workers: 1 });
+    expect(await run.exit).toBe(143);
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'cancelled',
+      message: 'sh was killed by SIGTERM',
+    });
+  });
+});

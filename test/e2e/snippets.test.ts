@@ -1,0 +1,229 @@
+/**
+ * The documented snippets, run as written against a real daemon: the README's
+ * Python snippet, and the shell one-liners (mcp-progress publish, and printf
+ * with socat) that README.md and docs/CLIENTS.md both show.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  cleanupAll,
+  eventually,
+  ROOT,
+  type RunningDaemon,
+  startDaemon,
+} from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+
+afterAll(() => cleanupAll());
+/**
+ * `mcp-progress publish` connects once per frame, so between two frames a stream has no
+ * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
+ */
+const PATIENT = ['--abandon-grace-ms', '600000'];
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+
+const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const clientsDoc = readFileSync(join(ROOT, 'docs/CLIENTS.md'), 'utf8');
+
+/** The one line of README.md that starts with `start`; it must appear in docs/CLIENTS.md too. */
+function documentedLine(start: string): string {
+  const lines = readme.split('\n').filter((line) => line.startsWith(start));
+  expect(lines, `README lines starting with ${start}`).toHaveLength(1);
+  const line = lines[0] ?? '';
+  expect(clientsDoc).toContain(line);
+  return line;
+}
+
+/** The first fenced block of `language` after `marker` in the README. */
+function documentedBlock(marker: string, language: string): string {
+  const from = readme.indexOf(marker);
+  expect(from, marker).toBeGreaterThan(-1);
+  const open = readme.indexOf(`\`\`\`${language}\n`, from);
+  const close = readme.indexOf('\n```', open + 1);
+  return readme.slice(open + language.length + 4, close + 1);
+}
+
+let daemon: RunningDaemon;
+let gateway: GatewayClient;
+beforeAll(async () => {
+  daemon = await startDaemon(PATIENT);
+  gateway = await connectGateway(daemon.info);
+});
+afterAll(async () => {
+  await gateway.close();
+  await daemon.stop();
+});
+
+let counter = 0;
+async function watched(prefix: string): Promise<string> {
+  const token = `${prefix}-${process.pid}-${++counter}`;
+  await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+  return token;
+}
+const of = (token: string) => gateway.notifications.filter((n) => n.params.progressToken === token);
+const doneOf = (token: string) =>
+  eventually(
+    () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
+    60_000,
+    `done for ${token}`,
+  );
+const progressOf = (token: string) =>
+  of(token)
+    .filter((n) => n.method === 'notifications/progress')
+    .map((n) => n.params);
+
+/** Runs a command with the worker environment, `mcp-progress` and this Node first on PATH; resolves stdout as bytes. */
+function run(
+  file: string,
+  args: string[],
+  token: string,
+  extraEnv: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: Buffer; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        PATH: `${dirname(process.execPath)}:${join(ROOT, 'bin')}:${process.env.PATH ?? ''}`,
+        MCP_PROGRESS_SOCKET: daemon.info.socket,
+        MCP_PROGRESS_TOKEN: token,
+        ...extraEnv,
+      },
+    });
+    const chunks: Buffer[] = [];
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.stderr.setEncoding('utf8').on('data', (t: string) => {
+      stderr += t;
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${file} ${args.join(' ')} timed out; stderr: ${stderr}`));
+    }, 120_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout: Buffer.concat(chunks), stderr });
+    });
+  });
+}
+
+describe('the README Python snippet', () => {
+  it('runs as written with the one-file client, and ends the stream ok', async () => {
+    const token = await watched('readme-py');
+    const snippet = documentedBlock('Publish from Python with the one-file client', 'python');
+    expect(snippet).toContain('from mcp_progress import Progress');
+    // The file "dropped next to the script": here, put on sys.path.
+    const program = `import sys; sys.path.insert(0, ${JSON.stringify(join(ROOT, 'clients/python'))})\n${snippet}`;
+    const result = await run(PYTHON, [...PYTHON_ARGS, '-c', program], token);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(token).at(-1)).toEqual({
+      progressToken: token,
+      progress: 100,
+      total: 100,
+      message: 'step 100',
+    });
+  });
+});
+
+describe('the documented shell one-liners', () => {
+  it('the mcp-progress publish loop, and done', async () => {
+    const token = await watched('sh-publish');
+    const loop = documentedLine('for i in $(seq 1 100); do render_frame');
+    const done = documentedLine('mcp-progress publish --done --status ok');
+    // Three frames rather than a hundred: each publish starts a Node process.
+    const shortLoop = loop.replace('seq 1 100', 'seq 1 3').replace('--total 100', '--total 3');
+    expect(shortLoop).not.toBe(loop);
+    const result = await run('sh', ['-c', `render_frame() { :; }\n${shortLoop}\n${done}`], token);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(token)).toEqual(
+      [1, 2, 3].map((i) => ({
+        progressToken: token,
+        progress: i,
+        total: 3,
+        message: `frame ${i}`,
+      })),
+    );
+  });
+
+  const hasSocat = spawnSync('socat', ['-V']).status === 0;
+  if (!hasSocat)
+    console.warn(
+      'socat is not installed: the printf | socat tests are skipped (apt-get install socat)',
+    );
+
+  it.skipIf(!hasSocat)('printf | socat writes a progress frame byte for byte', async () => {
+    const token = await watched('sh-socat');
+    const line = documentedLine(`printf '{"type":"progress"`);
+    const result = await run('sh', ['-c', line], token);
+    expect(result.code).toBe(0);
+    await eventually(
+      () => (progressOf(token).length === 1 ? true : undefined),
+      60_000,
+      'the frame',
+    );
+    expect(progressOf(token)).toEqual([{ progressToken: token, progress: 40, total: 100 }]);
+  });
+
+  it.skipIf(!hasSocat)("printf | socat shows the daemon's exact answer to done", async () => {
+    const token = await watched('sh-socat-done');
+    const line = documentedLine(`printf '{"type":"done"`);
+    expect(line.endsWith(' | od -c')).toBe(true);
+    const raw = await run('sh', ['-c', line.slice(0, -' | od -c'.length)], token);
+    expect(raw.stdout.toString('utf8')).toBe('{"type":"ack","data":{"seq":1}}\f');
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    // As written, od -c shows the same bytes, the form feed as \f.
+    const token2 = await watched('sh-socat-od');
+    const shown = (await run('sh', ['-c', line], token2)).stdout.toString('utf8');
+    expect(shown.replace(/^\d+ */gm, '').replace(/\s+/g, '')).toContain(
+      '{"type":"ack","data":{"seq":1}}\\f',
+    );
+  });
+
+  it.skipIf(!hasSocat)(
+    'examples/render.sh sends its frames over one socat connection, under run',
+    async () => {
+      const token = await watched('render-socat');
+      const result = await run(
+        process.execPath,
+        [
+          join(ROOT, 'bin/mcp-progress'),
+          'run',
+          '--token',
+          token,
+          '--',
+          'sh',
+          join(ROOT, 'examples/render.sh'),
+          '5',
+        ],
+        token,
+        { RENDER_DELAY: '0.01' },
+      );
+      expect(result.code).toBe(0);
+      expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+      expect(progressOf(token).map((p) => p.progress)).toEqual([1, 2, 3, 4, 5]);
+      expect(result.stderr).toContain('{"type":"ack","data":{"seq":1}}');
+      expect(daemon.stderr()).not.toContain('rejected');
+    },
+  );
+
+  it('examples/render.sh falls back to mcp-progress publish without a socket path', async () => {
+    const token = await watched('render-publish');
+    const result = await run('sh', [join(ROOT, 'examples/render.sh'), '3'], token, {
+      RENDER_DELAY: '0.01',
+      MCP_PROGRESS_SOCKET: '',
+      MCP_PROGRESS_RUNTIME_DIR: daemon.runtimeDir,
+    });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(token).map((p) => p.progress)).toEqual([1, 2, 3]);
+  });
+});

@@ -1,0 +1,285 @@
+/** `mcp-progress tail`: NDJSON and plain lines through pipes, and the live view in a real pseudo-terminal (tmux). */
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  BIN,
+  cleanupAll,
+  eventually,
+  type RunningDaemon,
+  runCli as runCliWithin,
+  startDaemon,
+  waitForExit,
+} from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+
+afterAll(() => cleanupAll());
+/**
+ * `mcp-progress publish` connects once per frame, so between two frames a stream has no
+ * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
+ */
+const PATIENT = ['--abandon-grace-ms', '600000'];
+const runCli = (args: string[], env: Record<string, string> = {}) =>
+  runCliWithin(args, env, 120_000);
+// Each test starts several real processes; on a machine shared with other test runs that can take long.
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+
+let daemon: RunningDaemon;
+let gateway: GatewayClient;
+beforeAll(async () => {
+  daemon = await startDaemon(PATIENT);
+  gateway = await connectGateway(daemon.info);
+});
+afterAll(async () => {
+  await gateway.close();
+  await daemon.stop();
+});
+
+const tails: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of tails.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
+let counter = 0;
+const uniqueToken = (prefix: string) => `${prefix}-${process.pid}-${++counter}`;
+
+const publish = async (token: string, ...fields: string[]) => publishTo(daemon, token, ...fields);
+const publishTo = async (to: RunningDaemon, token: string, ...fields: string[]) => {
+  const result = await runCli(['publish', '--socket', to.info.socket, '--token', token, ...fields]);
+  expect(result.stderr).toBe('');
+  expect(result.code).toBe(0);
+};
+
+function startTail(args: string[]) {
+  const child = spawn(
+    process.execPath,
+    [BIN, 'tail', '--runtime-dir', daemon.runtimeDir, ...args],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  tails.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (t: string) => {
+    stdout += t;
+  });
+  child.stderr.setEncoding('utf8').on('data', (t: string) => {
+    stderr += t;
+  });
+  return {
+    child,
+    lines: () => stdout.split('\n').filter((line) => line !== ''),
+    stderr: () => stderr,
+    exit: waitForExit(child),
+  };
+}
+
+/** Waits until the daemon counts `count` subscribers on the token, so that nothing published after is missed. */
+async function subscribed(token: string | number, count = 1): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const list = (await gateway.request('progress/list')).result as {
+      streams: Array<{ progressToken: unknown; subscribers: number }>;
+    };
+    if ((list.streams.find((s) => s.progressToken === token)?.subscribers ?? 0) >= count) return;
+    if (Date.now() > deadline) throw new Error(`no subscriber on ${token}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('mcp-progress tail --json', () => {
+  it('has help', async () => {
+    const help = await runCli(['tail', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: mcp-progress tail \[TOKEN\.\.\.\] \[--json\]/);
+  });
+
+  it('says clearly when no daemon runs', async () => {
+    const result = await runCli(['tail', '--runtime-dir', '/nonexistent-mcp-progress']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('start the daemon with "mcp-progress daemon"');
+  });
+
+  it('prints each notification of the named streams as one JSON line, and exits 0 when all are done', async () => {
+    const [a, b] = [uniqueToken('json-a'), uniqueToken('json-b')];
+    const tail = startTail([a, b, '--json']);
+    await subscribed(a);
+    await subscribed(b);
+    await publish(a, '--progress', '1', '--total', '2', '--message', 'half');
+    await eventually(() => (tail.lines().length === 1 ? true : undefined), 60_000, 'first line');
+    await publish(a, '--progress', '2', '--total', '2');
+    await eventually(() => (tail.lines().length === 2 ? true : undefined), 60_000, 'second line');
+    await publish(a, '--done');
+    await publish(b, '--done', '--status', 'error', '--message', 'boom');
+    expect(await tail.exit).toBe(0);
+    expect(tail.lines().map((line) => JSON.parse(line))).toEqual([
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: a, progress: 1, total: 2, message: 'half' },
+      },
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: a, progress: 2, total: 2 },
+      },
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress/done',
+        params: { progressToken: a, status: 'ok' },
+      },
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress/done',
+        params: { progressToken: b, status: 'error', message: 'boom' },
+      },
+    ]);
+  });
+
+  it('follows integer tokens given with --token-json', async () => {
+    const token = 900_000 + (process.pid % 1000) * 10 + ++counter;
+    const tail = startTail(['--token-json', String(token), '--json']);
+    await subscribed(token);
+    const result = await runCli([
+      'publish',
+      '--socket',
+      daemon.info.socket,
+      '--token-json',
+      String(token),
+      '--done',
+    ]);
+    expect(result.code).toBe(0);
+    expect(await tail.exit).toBe(0);
+    expect(JSON.parse(tail.lines()[0] ?? '{}').params).toEqual({
+      progressToken: token,
+      status: 'ok',
+    });
+  });
+
+  it('without tokens, finds streams that start after it, and stops on SIGTERM', async () => {
+    const tail = startTail(['--json']);
+    const [first, second] = [uniqueToken('new-1'), uniqueToken('new-2')];
+    await publish(first, '--progress', '3');
+    await eventually(
+      () => (tail.lines().some((line) => line.includes(first)) ? true : undefined),
+      60_000,
+      'first new stream',
+    );
+    await publish(second, '--progress', '4', '--total', '8');
+    await eventually(
+      () => (tail.lines().some((line) => line.includes(second)) ? true : undefined),
+      60_000,
+      'second new stream',
+    );
+    const byToken = tail.lines().map((line) => JSON.parse(line).params);
+    expect(byToken).toContainEqual({ progressToken: first, progress: 3 });
+    expect(byToken).toContainEqual({ progressToken: second, progress: 4, total: 8 });
+    tail.child.kill('SIGTERM');
+    expect(await tail.exit).toBe(0);
+  });
+});
+
+describe('mcp-progress tail, stdout not a terminal', () => {
+  it('prints plain lines: counts, percent, message, and the status at the end', async () => {
+    const token = uniqueToken('plain');
+    const tail = startTail([token]);
+    await subscribed(token);
+    await publish(token, '--progress', '5', '--total', '10', '--message', 'frame 5');
+    await eventually(() => (tail.lines().length === 1 ? true : undefined), 60_000, 'a line');
+    await publish(token, '--done', '--message', 'rendered');
+    expect(await tail.exit).toBe(0);
+    expect(tail.lines()).toEqual([
+      `${token}   50%  5/10  frame 5`,
+      `${token}   50%  5/10  ✓ ok  rendered`,
+    ]);
+    expect(tail.lines().join('')).not.toContain('\x1b');
+  });
+});
+
+const hasTmux = spawnSync('tmux', ['-V']).status === 0;
+if (!hasTmux)
+  console.warn(
+    'tmux is not installed: the pseudo-terminal test of tail is skipped (apt-get install tmux)',
+  );
+
+describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
+  const server = `mcp-progress-test-${process.pid}`;
+  // A daemon of its own, so that the screen shows this test's streams only.
+  let own: RunningDaemon;
+  beforeAll(async () => {
+    own = await startDaemon(PATIENT);
+  });
+  const publish = (token: string, ...fields: string[]) => publishTo(own, token, ...fields);
+  const tmux = (...args: string[]) =>
+    execFileSync('tmux', ['-L', server, ...args], { encoding: 'utf8' });
+  afterAll(() => {
+    spawnSync('tmux', ['-L', server, 'kill-server']);
+  });
+  const screen = () => tmux('capture-pane', '-p', '-t', 'tail');
+  const screenShows = (what: (text: string) => boolean, description: string) =>
+    eventually(
+      () => {
+        const text = screen();
+        return what(text) ? text : undefined;
+      },
+      60_000,
+      description,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; the screen:\n${screen()}`);
+    });
+
+  it('draws a bar, a counter and statuses, redrawing in place; Ctrl-C leaves it', async () => {
+    const [render, count, failing] = [
+      uniqueToken('bar'),
+      uniqueToken('count'),
+      uniqueToken('fail'),
+    ];
+    tmux(
+      'new-session',
+      '-d',
+      '-s',
+      'tail',
+      '-x',
+      '150',
+      '-y',
+      '20',
+      `${process.execPath} ${BIN} tail --runtime-dir ${own.runtimeDir}; echo TAIL-EXIT=$?; sleep 60`,
+    );
+    await screenShows((text) => text.includes('mcp-progress tail:'), 'the header');
+    await publish(render, '--progress', '25', '--total', '100', '--message', 'frame 25');
+    await publish(count, '--progress', '17');
+    await publish(failing, '--progress', '1', '--total', '4');
+    await screenShows(
+      (text) => text.includes(count) && text.includes(failing),
+      'the three streams',
+    );
+    for (const progress of [50, 75])
+      await publish(render, '--progress', String(progress), '--total', '100');
+    const moving = await screenShows((text) => /75%\s+75\/100/.test(text), 'the bar at 75%');
+    // One line per stream: redrawn in place, not scrolled.
+    expect(moving.split('\n').filter((line) => line.includes(render))).toHaveLength(1);
+    const barLine = moving.split('\n').find((line) => line.includes(render)) ?? '';
+    expect(barLine).toMatch(new RegExp(`${render}\\s+\\[█{15}░{5}\\]\\s+75%\\s+75/100`));
+    const countLine = moving.split('\n').find((line) => line.includes(count)) ?? '';
+    expect(countLine).toMatch(new RegExp(`${count}\\s+17$`));
+    expect(countLine).not.toContain('[');
+
+    await publish(render, '--done');
+    await publish(failing, '--done', '--status', 'error', '--message', 'disk full');
+    const finished = await screenShows(
+      (text) => text.includes('✓ ok') && text.includes('✗ error'),
+      'the statuses',
+    );
+    expect(finished).toMatch(
+      new RegExp(`${failing}\\s+\\[.*\\]\\s+25%\\s+1/4\\s+✗ error\\s+disk full`),
+    );
+    expect(finished).toMatch(/mcp-progress tail: 1 running, 2 finished/);
+    expect(finished.split('\n').filter((line) => line.includes('mcp-progress tail:'))).toHaveLength(
+      1,
+    );
+
+    tmux('send-keys', '-t', 'tail', 'C-c');
+    const after = await screenShows((text) => text.includes('TAIL-EXIT='), 'tail to exit');
+    expect(after).toContain('TAIL-EXIT=0');
+  });
+});

@@ -1,0 +1,118 @@
+/** `run --parse`: the output shapes it understands, and the ones it must leave alone. */
+import { describe, expect, it } from 'vitest';
+import {
+  OutputScanner,
+  type ParsedProgress,
+  parseProgressLine,
+} from '../../src/cli/progress-parser.js';
+
+describe('parseProgressLine', () => {
+  it('reads a tqdm bar with a total, and its description as the message', () => {
+    expect(parseProgressLine(' 45%|████▌     | 45/100 [00:04<00:05,  9.87it/s]')).toEqual({
+      progress: 45,
+      total: 100,
+    });
+    expect(
+      parseProgressLine('epoch 3:  45%|████▌     | 45/100 [00:04<00:05,  9.87it/s, loss=0.3]'),
+    ).toEqual({
+      progress: 45,
+      total: 100,
+      message: 'epoch 3',
+    });
+  });
+
+  it('reads tqdm unit-scaled counts', () => {
+    expect(
+      parseProgressLine('download:  12%|█▏        | 1.2M/10.0M [00:01<00:08, 1.1MB/s]'),
+    ).toEqual({
+      progress: 1_200_000,
+      total: 10_000_000,
+      message: 'download',
+    });
+  });
+
+  it('reads a tqdm counter without a total', () => {
+    expect(parseProgressLine('1234it [00:02, 617.00it/s]')).toEqual({ progress: 1234 });
+    expect(parseProgressLine('frames: 17 frames [01:02:03, 0.5 frames/s]')).toBeUndefined();
+    expect(parseProgressLine('frames: 17frames [01:02:03, 0.5frames/s]')).toEqual({
+      progress: 17,
+      message: 'frames',
+    });
+  });
+
+  it('reads n/total anywhere in a line, with the line as the message', () => {
+    expect(parseProgressLine('Rendering frame 12/240')).toEqual({
+      progress: 12,
+      total: 240,
+      message: 'Rendering frame 12/240',
+    });
+    expect(parseProgressLine('[3 / 10] compiling foo.c')).toEqual({
+      progress: 3,
+      total: 10,
+      message: '[3 / 10] compiling foo.c',
+    });
+  });
+
+  it('reads NN%', () => {
+    expect(parseProgressLine('Encoding: 37.5% done')).toEqual({
+      progress: 37.5,
+      total: 100,
+      message: 'Encoding: 37.5% done',
+    });
+    expect(parseProgressLine('100%')).toEqual({ progress: 100, total: 100, message: '100%' });
+  });
+
+  it('strips terminal colour codes before reading', () => {
+    expect(
+      parseProgressLine('\x1b[32m 50%\x1b[0m|\x1b[34m█████     \x1b[0m| 5/10 [00:01<00:01]'),
+    ).toEqual({
+      progress: 5,
+      total: 10,
+    });
+  });
+
+  it('leaves dates, paths, times, ratios above one and plain numbers alone', () => {
+    for (const line of [
+      'built on 12/05/2024',
+      'see src/1/2/file.c',
+      'elapsed 00:01/00:10',
+      'ratio 7/3',
+      'value 0/0',
+      'exit status 3',
+      'rate 250% of baseline',
+      'version 1.2.3',
+      '',
+    ]) {
+      expect(parseProgressLine(line), line).toBeUndefined();
+    }
+  });
+});
+
+describe('OutputScanner', () => {
+  function scanner() {
+    const found: ParsedProgress[] = [];
+    return { found, scanner: new OutputScanner((p) => found.push(p)) };
+  }
+
+  it('splits at carriage returns as tqdm redraws, and at newlines, across chunks', () => {
+    const { found, scanner: s } = scanner();
+    s.push('\r 10%|█    | 1/10 [00:00<?]\r 20%|██   | 2/1');
+    s.push('0 [00:00<?]\rdone 3/10\n');
+    expect(found.map((f) => f.progress)).toEqual([1, 2, 3]);
+  });
+
+  it('reads an unfinished line only when told the output went quiet, and again once it is finished', () => {
+    const { found, scanner: s } = scanner();
+    s.push('step 4/1');
+    expect(found).toEqual([]);
+    expect(s.hasPending).toBe(true);
+    s.quiet();
+    // Half-written, "4/1" is more than its total and so no progress: nothing yet.
+    expect(found).toEqual([]);
+    s.push('0\n');
+    expect(found).toEqual([{ progress: 4, total: 10, message: 'step 4/10' }]);
+    s.push('step 5/10');
+    s.quiet();
+    expect(found.at(-1)).toEqual({ progress: 5, total: 10, message: 'step 5/10' });
+  });
+});
