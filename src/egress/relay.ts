@@ -17,7 +17,7 @@ import {
 import type { DoneParams, ProgressParams, ProgressToken } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { PROGRESS_METHOD } from '../router/notifications.js';
-import { GatewayClient } from './gateway-client.js';
+import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
 
 /** The MCP notification the relay sends; structurally what both SDK majors accept. */
 export interface McpProgressNotification {
@@ -152,7 +152,7 @@ export async function relayProgress(
       { token, signal, send },
       env,
       routeKey,
-      { url: target.url, secret: target.secret },
+      target.gateway,
       options,
     );
   } catch (error) {
@@ -167,6 +167,8 @@ interface DaemonTarget {
   socket: string;
   url: string | undefined;
   secret: string | undefined;
+  /** How the gateway client finds the daemon again after a restart. */
+  gateway: GatewayClientOptions;
   problem: string | undefined;
 }
 
@@ -176,7 +178,8 @@ async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
     runtimeDir: options.runtimeDir,
   });
   if (options.url !== undefined && options.secret !== undefined) {
-    return { socket: fallbackSocket, url: options.url, secret: options.secret, problem: undefined };
+    const gateway = { url: options.url, secret: options.secret };
+    return { socket: fallbackSocket, ...gateway, gateway, problem: undefined };
   }
   try {
     const info = await readDaemonInfo(resolveRuntimeDir(options.runtimeDir));
@@ -184,6 +187,8 @@ async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
       socket: options.socket ?? info.socket,
       url: options.url ?? info.url,
       secret: options.secret ?? info.secret,
+      // Found through daemon.json: read it again at each reconnect, since a restarted daemon has a new secret.
+      gateway: { url: options.url, secret: options.secret, runtimeDir: options.runtimeDir },
       problem: undefined,
     };
   } catch (error) {
@@ -191,6 +196,7 @@ async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
       socket: fallbackSocket,
       url: undefined,
       secret: undefined,
+      gateway: {},
       problem: (error as Error).message,
     };
   }
@@ -204,7 +210,7 @@ async function activeRelay(
   },
   env: RelayEnv,
   routeKey: string,
-  daemon: { url: string; secret: string },
+  gateway: GatewayClientOptions,
   options: RelayOptions,
 ): Promise<ProgressRelay> {
   const minIntervalMs = Math.min(
@@ -212,7 +218,7 @@ async function activeRelay(
     Math.max(0, Math.round(options.minIntervalMs ?? DEFAULT_RELAY_MIN_INTERVAL_MS)),
   );
   const client = await withTimeout(
-    GatewayClient.connect({ url: daemon.url, secret: daemon.secret }),
+    GatewayClient.connect(gateway),
     options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
   );
   let forwarding = true;
