@@ -21,9 +21,11 @@ import { createLogger, type Logger } from './log.js';
 import { formatPrometheus } from './metrics.js';
 import {
   BridgeError,
+  explainClaimFrame,
   explainDoneFrame,
   explainProgressFrame,
   type FrameRejection,
+  isClaimFrame,
   isDoneFrame,
   isProgressFrame,
   PROTOCOL_VERSION,
@@ -285,6 +287,13 @@ export class Daemon {
           this.#reject(connection, explainDoneFrame(data));
         }
         return;
+      case 'claim':
+        if (isClaimFrame(data)) {
+          this.#answer(connection, this.#router.claim(connection.id, data.progressToken), data);
+        } else {
+          this.#reject(connection, explainClaimFrame(data));
+        }
+        return;
       case 'ping':
         connection.send('pong', { pid: process.pid, version: VERSION, protocol: PROTOCOL_VERSION });
         return;
@@ -294,7 +303,7 @@ export class Daemon {
       default:
         this.#reject(connection, {
           code: 'unknown_event',
-          message: `unknown event type ${JSON.stringify(type).slice(0, 80)}: workers send progress, done, ping or status`,
+          message: `unknown event type ${JSON.stringify(type).slice(0, 80)}: workers send progress, done, claim, ping or status`,
         });
     }
   }

@@ -326,6 +326,10 @@ class Progress:
                 attempt = 0
                 buffer = b""
                 done_seq = -1
+                # Claim the token first: a cancel then reaches this worker before, or without, any update.
+                if not self._send(sock, "claim", {"v": PROTOCOL_VERSION, "progressToken": self.token}):
+                    sock = self._dropped(sock)
+                    continue
                 with self._lock:
                     newest = self._newest
                     self._newest_sent = newest is not None

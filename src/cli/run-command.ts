@@ -14,7 +14,8 @@ export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [A
 Runs CMD with ${ENV_SOCKET} and ${ENV_TOKEN} set, so that a client inside it
 (Python, Node, shell) publishes to the token. When CMD ends, run publishes
 done: ok when it exited 0, error otherwise, cancelled when a cancel from the
-MCP side stopped it. run exits with CMD's exit code (128 + N when a signal N
+MCP side stopped it (a cancel sends CMD SIGTERM, and SIGKILL 10 s later if it
+is still running). run exits with CMD's exit code (128 + N when a signal N
 killed it), forwards SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 to CMD, and SIGINT
 and SIGQUIT too unless run's stdin is a terminal (the terminal already sent
 them to CMD).
@@ -24,9 +25,7 @@ them to CMD).
   --parse            also read CMD's stdout and stderr for progress and publish
                      it, so that an unmodified program reports progress: tqdm
                      bars (NN%|...| n/total, and "n it [..]"), n/total, NN%.
-                     The output passes through unchanged. With --parse, a
-                     cancel from the MCP side sends CMD SIGTERM (SIGKILL 10 s
-                     later if it is still running).
+                     The output passes through unchanged.
   --socket PATH      daemon socket (default: $${ENV_SOCKET}, else the default
                      socket of the runtime dir)
   --runtime-dir DIR  find the default socket in DIR
@@ -128,7 +127,7 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   };
   for (const signal of early.splice(0)) child.kill(signal);
 
-  // A cancel reaches run only on a connection that published, that is with --parse.
+  // The publisher claims the token when it connects, so a cancel reaches run with or without --parse.
   let cancelled = false;
   let killTimer: NodeJS.Timeout | undefined;
   publisher.onCancel(() => {

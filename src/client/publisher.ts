@@ -408,6 +408,10 @@ class SocketPublisher implements Publisher {
     socket.on('drain', () => {
       if (this.#state === 'open') this.#sendNewest();
     });
+    // Claim the token first: a cancel then reaches this worker before, or without, any update.
+    if (this.token !== undefined && this.#state !== 'ended') {
+      this.#write(socket, 'claim', { v: PROTOCOL_VERSION, progressToken: this.token });
+    }
     // After a reconnect (a restarted daemon knows nothing), the newest value goes first.
     if (this.#newest !== undefined && this.#state !== 'ended') {
       this.#resyncSeq = this.#nextSeq++;

@@ -148,13 +148,7 @@ export async function relayProgress(
     return inactive(env, routeKey);
   }
   try {
-    return await activeRelay(
-      { token, signal, send },
-      env,
-      routeKey,
-      target.gateway,
-      options,
-    );
+    return await activeRelay({ token, signal, send }, env, routeKey, target.gateway, options);
   } catch (error) {
     warn(
       `progress is not relayed: cannot reach the daemon at ${target.url} (${(error as Error).message}); the tool runs without progress. Start it with "mcp-progress daemon".`,

@@ -74,6 +74,19 @@ export const doneFrameSchema = z
   .partial({ status: true, message: true, seq: true })
   .meta({ title: 'done frame data (v1)' });
 
+/**
+ * Data of a worker's `claim` frame: this connection works for the token, so a
+ * cancel for it reaches this connection even before (or without) any progress.
+ */
+export const claimFrameSchema = z
+  .strictObject({
+    v: versionField,
+    progressToken: progressTokenSchema,
+    seq: seqField,
+  })
+  .partial({ seq: true })
+  .meta({ title: 'claim frame data (v1)' });
+
 /** Data of `ping` and `status` requests: nothing, or an empty object. */
 export const emptyRequestSchema = z
   .union([z.strictObject({}), z.undefined()])
@@ -82,12 +95,14 @@ export const emptyRequestSchema = z
 export type ProgressToken = z.infer<typeof progressTokenSchema>;
 export type ProgressFrame = z.infer<typeof progressFrameSchema>;
 export type DoneFrame = z.infer<typeof doneFrameSchema>;
+export type ClaimFrame = z.infer<typeof claimFrameSchema>;
 export type DoneStatus = z.infer<typeof doneStatusSchema>;
 
 /** The worker events and their data schemas. */
 export const WORKER_EVENTS = {
   progress: progressFrameSchema,
   done: doneFrameSchema,
+  claim: claimFrameSchema,
   ping: emptyRequestSchema,
   status: emptyRequestSchema,
 } as const;

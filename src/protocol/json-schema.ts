@@ -4,6 +4,7 @@ import {
   ackSchema,
   cancelParamsSchema,
   cancelSchema,
+  claimFrameSchema,
   doneFrameSchema,
   doneParamsSchema,
   listResultSchema,
@@ -19,6 +20,7 @@ import {
 export const PUBLISHED_SCHEMAS = {
   'progress-frame.v1': progressFrameSchema,
   'done-frame.v1': doneFrameSchema,
+  'claim-frame.v1': claimFrameSchema,
   'rejected.v1': rejectedSchema,
   'ack.v1': ackSchema,
   'cancel.v1': cancelSchema,

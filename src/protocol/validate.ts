@@ -5,6 +5,8 @@
 import * as z from 'zod';
 import type { RejectCode } from './errors.js';
 import {
+  type ClaimFrame,
+  claimFrameSchema,
   type DoneFrame,
   doneFrameSchema,
   type ProgressFrame,
@@ -15,6 +17,16 @@ import { MAX_MESSAGE_BYTES, MAX_TOKEN_BYTES, PROTOCOL_VERSION } from './limits.j
 
 const compiledProgress = z.compile(progressFrameSchema);
 const compiledDone = z.compile(doneFrameSchema);
+const compiledClaim = z.compile(claimFrameSchema);
+
+/** The frames with data to validate, by event. */
+const FRAME_SCHEMAS = {
+  progress: progressFrameSchema,
+  done: doneFrameSchema,
+  claim: claimFrameSchema,
+} as const;
+
+type ValidatedEvent = keyof typeof FRAME_SCHEMAS;
 
 /** Why a frame was refused, with whatever correlation the frame carried. */
 export interface FrameRejection {
@@ -38,9 +50,6 @@ const EXPECTED: Record<string, string> = {
   status: 'one of "ok", "error", "cancelled"',
 };
 
-const PROGRESS_FIELDS = Object.keys(progressFrameSchema.shape);
-const DONE_FIELDS = Object.keys(doneFrameSchema.shape);
-
 /** The hot path's check: the compiled validator alone, with no result object to allocate. */
 export function isProgressFrame(data: unknown): data is ProgressFrame {
   return z.validate(compiledProgress, data);
@@ -50,13 +59,21 @@ export function isDoneFrame(data: unknown): data is DoneFrame {
   return z.validate(compiledDone, data);
 }
 
+export function isClaimFrame(data: unknown): data is ClaimFrame {
+  return z.validate(compiledClaim, data);
+}
+
 /** Why a frame that failed isProgressFrame was refused, naming the field. */
 export function explainProgressFrame(data: unknown): FrameRejection {
-  return explain('progress', data, PROGRESS_FIELDS);
+  return explain('progress', data);
 }
 
 export function explainDoneFrame(data: unknown): FrameRejection {
-  return explain('done', data, DONE_FIELDS);
+  return explain('done', data);
+}
+
+export function explainClaimFrame(data: unknown): FrameRejection {
+  return explain('claim', data);
 }
 
 export function checkProgressFrame(data: unknown): FrameCheck<ProgressFrame> {
@@ -69,8 +86,9 @@ export function checkDoneFrame(data: unknown): FrameCheck<DoneFrame> {
   return { ok: false, rejection: explainDoneFrame(data) };
 }
 
-function explain(event: 'progress' | 'done', data: unknown, fields: string[]): FrameRejection {
-  const schema = event === 'progress' ? progressFrameSchema : doneFrameSchema;
+function explain(event: ValidatedEvent, data: unknown): FrameRejection {
+  const schema = FRAME_SCHEMAS[event];
+  const fields = Object.keys(schema.shape);
   if (!isPlainObject(data)) {
     return {
       code: 'invalid_frame',
@@ -101,7 +119,7 @@ function explain(event: 'progress' | 'done', data: unknown, fields: string[]): F
     const names = unknown.keys.map((key) => JSON.stringify(key)).join(', ');
     return {
       code: 'unknown_field',
-      message: `unknown field ${names} in a ${event} frame: protocol v1 allows only ${fields.join(', ')}; put extra data in _meta`,
+      message: `unknown field ${names} in a ${event} frame: protocol v1 allows only ${fields.join(', ')}${fields.includes('_meta') ? '; put extra data in _meta' : ''}`,
       ...correlation,
     };
   }

@@ -107,6 +107,9 @@ export class Router {
   /** Active streams with no live publisher, in the order they were orphaned. */
   readonly #orphans = new Map<Stream, number>();
   readonly #published = new Map<ConnectionId, Set<Stream>>();
+  /** Tokens each connection claimed (`claim`): it hears cancels for them without publishing. */
+  readonly #claimsByConnection = new Map<ConnectionId, Set<ProgressToken>>();
+  readonly #claimants = new Map<ProgressToken, Set<ConnectionId>>();
   readonly #subscribers = new Map<SubscriberId, Map<ProgressToken, Subscription>>();
   #subscriptionCount = 0;
   /** No active stream can reach its TTL before this time. */
@@ -239,6 +242,12 @@ export class Router {
 
   /** A worker connection closed: its streams start their abandonment grace period. */
   removeConnection(connection: ConnectionId, now: number): void {
+    for (const token of this.#claimsByConnection.get(connection) ?? []) {
+      const claimants = this.#claimants.get(token);
+      claimants?.delete(connection);
+      if (claimants?.size === 0) this.#claimants.delete(token);
+    }
+    this.#claimsByConnection.delete(connection);
     const streams = this.#published.get(connection);
     if (streams === undefined) return;
     this.#published.delete(connection);
@@ -248,10 +257,41 @@ export class Router {
     }
   }
 
-  /** The worker connections to tell when a stream is cancelled. */
+  /**
+   * A worker's `claim`: the connection works for the token and hears its
+   * cancels, whether or not it has published yet. Claims end with the connection.
+   */
+  claim(connection: ConnectionId, token: ProgressToken): Outcome<'too_many_streams'> {
+    let mine = this.#claimsByConnection.get(connection);
+    if (mine?.has(token)) return ACCEPTED;
+    if (mine !== undefined && mine.size >= this.#options.maxStreamsPerConnection) {
+      return {
+        ok: false,
+        code: 'too_many_streams',
+        message: `this connection already claims ${mine.size} tokens, the per-connection cap (--max-streams-per-connection)`,
+      };
+    }
+    if (mine === undefined) {
+      mine = new Set();
+      this.#claimsByConnection.set(connection, mine);
+    }
+    mine.add(token);
+    let claimants = this.#claimants.get(token);
+    if (claimants === undefined) {
+      claimants = new Set();
+      this.#claimants.set(token, claimants);
+    }
+    claimants.add(connection);
+    return ACCEPTED;
+  }
+
+  /** The worker connections to tell when a stream is cancelled: its publishers and claimants, unless it is done. */
   cancelTargets(token: ProgressToken): ConnectionId[] {
     const stream = this.#streams.get(token);
-    return stream?.state === 'active' ? [...stream.publishers] : [];
+    if (stream?.state === 'done') return [];
+    const targets = new Set<ConnectionId>(stream?.state === 'active' ? stream.publishers : []);
+    for (const connection of this.#claimants.get(token) ?? []) targets.add(connection);
+    return [...targets];
   }
 
   /** Runs every rule that is due at `now`: coalescing flushes, abandonment, eviction. */

@@ -284,6 +284,29 @@ describe('mcp-progress run --parse', () => {
     );
   });
 
+  it('a cancel reaches run without --parse, before the command has published anything', async () => {
+    const token = await watched('plain-cancel');
+    const run = startRun(['--token', token, '--', 'sh', '-c', 'while :; do sleep 0.05; done']);
+    const reply = await eventually(
+      async () => {
+        const answer = await gateway.request('progress/cancel', {
+          progressToken: token,
+          reason: 'stop',
+        });
+        return (answer.result as { workers: number }).workers === 1 ? answer : undefined;
+      },
+      60_000,
+      'run to claim its token',
+    );
+    expect(reply.result).toEqual({ workers: 1 });
+    expect(await run.exit).toBe(143);
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'cancelled',
+      message: 'sh was killed by SIGTERM',
+    });
+  });
+
   it('a cancel from the MCP side stops the command with SIGTERM and ends the stream cancelled', async () => {
     const token = await watched('parse-cancel');
     const run = startRun([

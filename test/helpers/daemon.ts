@@ -114,13 +114,13 @@ export function runCli(
 
 /** Polls until `check` returns a value other than undefined. */
 export async function eventually<T>(
-  check: () => T | undefined,
+  check: () => T | undefined | Promise<T | undefined>,
   timeoutMs = 10_000,
   what = 'condition',
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = check();
+    const value = await check();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));

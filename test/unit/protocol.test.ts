@@ -5,7 +5,9 @@ import {
   checkProgressFrame,
   doneFrameSchema,
   encodeFrame,
+  explainClaimFrame,
   FrameDecoder,
+  isClaimFrame,
   MAX_MESSAGE_BYTES,
   MAX_TOKEN_BYTES,
   progressFrameSchema,
@@ -171,6 +173,26 @@ describe('done frame validation', () => {
   ])('%j: %s', (fields, expected) => {
     const check = checkDoneFrame({ v: 1, progressToken: 'd', ...fields });
     expect(check.ok ? 'ok' : check.rejection.code).toBe(expected);
+  });
+});
+
+describe('claim frame validation', () => {
+  it.each([
+    [{ v: 1, progressToken: 'c' }, true],
+    [{ v: 1, progressToken: 7, seq: 1 }, true],
+    [{ v: 1, progressToken: 'c', progress: 1 }, false],
+    [{ v: 1 }, false],
+    [{ progressToken: 'c' }, false],
+  ])('%j: %s', (data, ok) => {
+    expect(isClaimFrame(data)).toBe(ok);
+  });
+
+  it('explains a refused claim like any frame', () => {
+    expect(explainClaimFrame({ v: 1, progressToken: 'c', progress: 1 })).toMatchObject({
+      code: 'unknown_field',
+      message:
+        'unknown field "progress" in a claim frame: protocol v1 allows only v, progressToken, seq',
+    });
   });
 });
 

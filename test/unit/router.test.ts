@@ -523,6 +523,41 @@ describe('router: caps', () => {
   });
 });
 
+describe('router: claims', () => {
+  it('a claimed token names its claimants before any progress, and after', () => {
+    const { router } = setup();
+    expect(router.claim(4, 'job').ok).toBe(true);
+    expect(router.claim(4, 'job').ok).toBe(true);
+    expect(router.cancelTargets('job')).toEqual([4]);
+    router.publish(5, p('job'), 0);
+    expect(router.cancelTargets('job').sort()).toEqual([4, 5]);
+    expect(router.get('job')?.state).toBe('active');
+  });
+
+  it('a claim creates no stream and ends with its connection', () => {
+    const { router } = setup();
+    router.claim(4, 'job');
+    expect(router.list()).toEqual([]);
+    router.removeConnection(4, 0);
+    expect(router.cancelTargets('job')).toEqual([]);
+  });
+
+  it('a done stream has no one left to cancel', () => {
+    const { router } = setup();
+    router.claim(4, 'job');
+    router.finish(5, d('job'), 0);
+    expect(router.cancelTargets('job')).toEqual([]);
+  });
+
+  it('caps the claims of one connection', () => {
+    const { router } = setup({ maxStreamsPerConnection: 2 });
+    expect(router.claim(1, 'a').ok).toBe(true);
+    expect(router.claim(1, 'b').ok).toBe(true);
+    expect(router.claim(1, 'c')).toMatchObject({ ok: false, code: 'too_many_streams' });
+    expect(router.claim(2, 'c').ok).toBe(true);
+  });
+});
+
 describe('router: cancel targets', () => {
   it('names the live connections that published an active stream', () => {
     const { router } = setup();
