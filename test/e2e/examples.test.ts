@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { cleanupAll, ROOT, startDaemon, waitForExit } from '../helpers/daemon.js';
+import { cleanupAll, collectOutput, ROOT, startDaemon, waitForExit } from '../helpers/daemon.js';
 
 afterAll(() => cleanupAll());
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
@@ -15,15 +15,9 @@ describe('the demo', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, MCP_PROGRESS_SOCKET: '', MCP_PROGRESS_TOKEN: '' },
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (t: string) => {
-      stdout += t;
-    });
-    child.stderr.setEncoding('utf8').on('data', (t: string) => {
-      stderr += t;
-    });
-    expect(await waitForExit(child), stderr).toBe(0);
+    const output = collectOutput(child);
+    expect(await waitForExit(child), output.stderr()).toBe(0);
+    const stdout = output.stdout();
     // stdout is a pipe here, so tail prints plain lines; each worker's stream ends ok.
     const lines = stdout.split('\n');
     for (const worker of ['worker.mjs', 'train.py']) {

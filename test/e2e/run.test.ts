@@ -5,7 +5,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   BIN,
   cleanupAll,
+  collectOutput,
   eventually,
+  PATIENT_DAEMON_ARGS,
   type RunningDaemon,
   runCli as runCliWithin,
   startDaemon,
@@ -15,11 +17,6 @@ import {
 import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
-/**
- * `mcp-progress publish` connects once per frame, so between two frames a stream has no
- * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
- */
-const PATIENT = ['--abandon-grace-ms', '600000'];
 const runCli = (args: string[], env: Record<string, string> = {}) =>
   runCliWithin(args, env, 120_000);
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
@@ -28,7 +25,7 @@ vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 let daemon: RunningDaemon;
 let gateway: GatewayClient;
 beforeAll(async () => {
-  daemon = await startDaemon(PATIENT);
+  daemon = await startDaemon(PATIENT_DAEMON_ARGS);
   gateway = await connectGateway(daemon.info);
 });
 afterAll(async () => {
@@ -61,15 +58,7 @@ function startRun(args: string[]) {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, MCP_PROGRESS_TOKEN: '', ...socketEnv() },
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (t: string) => {
-    stdout += t;
-  });
-  child.stderr.setEncoding('utf8').on('data', (t: string) => {
-    stderr += t;
-  });
-  return { child, stdout: () => stdout, stderr: () => stderr, exit: waitForExit(child) };
+  return { child, ...collectOutput(child), exit: waitForExit(child) };
 }
 
 describe('mcp-progress run', () => {

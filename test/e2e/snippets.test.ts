@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   cleanupAll,
   eventually,
+  PATIENT_DAEMON_ARGS,
   ROOT,
   type RunningDaemon,
   startDaemon,
@@ -18,11 +19,6 @@ import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
 afterAll(() => cleanupAll());
-/**
- * `mcp-progress publish` connects once per frame, so between two frames a stream has no
- * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
- */
-const PATIENT = ['--abandon-grace-ms', '600000'];
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
@@ -50,7 +46,7 @@ function documentedBlock(marker: string, language: string): string {
 let daemon: RunningDaemon;
 let gateway: GatewayClient;
 beforeAll(async () => {
-  daemon = await startDaemon(PATIENT);
+  daemon = await startDaemon(PATIENT_DAEMON_ARGS);
   gateway = await connectGateway(daemon.info);
 });
 afterAll(async () => {

@@ -4,7 +4,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import {
   BIN,
   cleanupAll,
+  collectOutput,
   eventually,
+  PATIENT_DAEMON_ARGS,
   type RunningDaemon,
   runCli as runCliWithin,
   startDaemon,
@@ -13,11 +15,6 @@ import {
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
-/**
- * `mcp-progress publish` connects once per frame, so between two frames a stream has no
- * publisher; on a loaded machine the default 30 s grace could end it as abandoned mid-test.
- */
-const PATIENT = ['--abandon-grace-ms', '600000'];
 const runCli = (args: string[], env: Record<string, string> = {}) =>
   runCliWithin(args, env, 120_000);
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
@@ -26,7 +23,7 @@ vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 let daemon: RunningDaemon;
 let gateway: GatewayClient;
 beforeAll(async () => {
-  daemon = await startDaemon(PATIENT);
+  daemon = await startDaemon(PATIENT_DAEMON_ARGS);
   gateway = await connectGateway(daemon.info);
 });
 afterAll(async () => {
@@ -58,18 +55,15 @@ function startTail(args: string[]) {
     },
   );
   tails.push(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (t: string) => {
-    stdout += t;
-  });
-  child.stderr.setEncoding('utf8').on('data', (t: string) => {
-    stderr += t;
-  });
+  const output = collectOutput(child);
   return {
     child,
-    lines: () => stdout.split('\n').filter((line) => line !== ''),
-    stderr: () => stderr,
+    lines: () =>
+      output
+        .stdout()
+        .split('\n')
+        .filter((line) => line !== ''),
+    stderr: output.stderr,
     exit: waitForExit(child),
   };
 }
@@ -207,7 +201,7 @@ describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
   // A daemon of its own, so that the screen shows this test's streams only.
   let own: RunningDaemon;
   beforeAll(async () => {
-    own = await startDaemon(PATIENT);
+    own = await startDaemon(PATIENT_DAEMON_ARGS);
   });
   const publish = (token: string, ...fields: string[]) => publishTo(own, token, ...fields);
   const tmux = (...args: string[]) =>

@@ -75,6 +75,31 @@ export async function startDaemon(
   };
 }
 
+/** A child's stdout and stderr, collected as text while it runs. */
+export interface Output {
+  stdout(): string;
+  stderr(): string;
+}
+
+export function collectOutput(child: ChildProcess): Output {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8').on('data', (text: string) => {
+    stdout += text;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr += text;
+  });
+  return { stdout: () => stdout, stderr: () => stderr };
+}
+
+/**
+ * Daemon flags for tests that publish with one-shot `mcp-progress publish`: it connects once
+ * per frame, so between two frames a stream has no publisher, and on a loaded machine the
+ * default 30 s grace could end it as abandoned mid-test.
+ */
+export const PATIENT_DAEMON_ARGS = ['--abandon-grace-ms', '600000'];
+
 export interface CliResult {
   code: number | null;
   stdout: string;
@@ -92,22 +117,15 @@ export function runCli(
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, MCP_PROGRESS_SOCKET: '', MCP_PROGRESS_TOKEN: '', ...env },
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (t: string) => {
-      stdout += t;
-    });
-    child.stderr.setEncoding('utf8').on('data', (t: string) => {
-      stderr += t;
-    });
+    const output = collectOutput(child);
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`mcp-progress ${args.join(' ')} timed out; stderr: ${stderr}`));
+      reject(new Error(`mcp-progress ${args.join(' ')} timed out; stderr: ${output.stderr()}`));
     }, timeoutMs);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
-      resolveRun({ code, stdout, stderr });
+      resolveRun({ code, stdout: output.stdout(), stderr: output.stderr() });
     });
   });
 }

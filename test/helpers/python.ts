@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from './daemon.js';
+import { collectOutput, ROOT } from './daemon.js';
 
 /** The system interpreter when there is one: version-manager shims cost 300 ms a start. */
 export const PYTHON =
@@ -30,18 +30,11 @@ export function pythonRawClient(
   if (expected !== undefined) args.push(String(expected));
   return new Promise((resolve, reject) => {
     const child = spawn(PYTHON, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (t: string) => {
-      stdout += t;
-    });
-    child.stderr.setEncoding('utf8').on('data', (t: string) => {
-      stderr += t;
-    });
+    const output = collectOutput(child);
     child.on('error', reject);
     child.on('close', (code) => {
-      if (code !== 0) return reject(new Error(`python client exited ${code}: ${stderr}`));
-      const lines = stdout.split('\n').filter(Boolean);
+      if (code !== 0) return reject(new Error(`python client exited ${code}: ${output.stderr()}`));
+      const lines = output.stdout().split('\n').filter(Boolean);
       resolve({
         replies: lines.filter((l) => l !== 'CLOSED').map((l) => JSON.parse(l)),
         closed: lines.includes('CLOSED'),

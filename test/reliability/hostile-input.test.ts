@@ -240,7 +240,11 @@ describe('an adversarial corpus', () => {
     );
     worker.destroy();
     const after = await status();
-    expect(after.memory.rss - before.memory.rss).toBeLessThan(200 * 1024 * 1024);
+    const grew = after.memory.rss - before.memory.rss;
+    console.log(
+      `100,000 tokens from one connection: 1,000 accepted, 99,000 refused; daemon RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher`,
+    );
+    expect(grew).toBeLessThan(200 * 1024 * 1024);
   });
 
   it('1,000 connections opened and dropped leave nothing behind', async () => {
