@@ -104,7 +104,7 @@ export class Router {
   #activeStreams = 0;
   /** Done streams in the order they ended, so the oldest is evicted first. */
   readonly #doneOrder = new Set<Stream>();
-  /** Active streams with no live publisher, in the order they were orphaned. */
+  /** Active streams with no live publisher or claimant, in the order they were orphaned. */
   readonly #orphans = new Map<Stream, number>();
   readonly #published = new Map<ConnectionId, Set<Stream>>();
   /** Tokens each connection claimed (`claim`): it hears cancels for them without publishing. */
@@ -242,19 +242,26 @@ export class Router {
 
   /** A worker connection closed: its streams start their abandonment grace period. */
   removeConnection(connection: ConnectionId, now: number): void {
+    const streams = this.#published.get(connection);
+    this.#published.delete(connection);
+    for (const stream of streams ?? []) stream.publishers.delete(connection);
     for (const token of this.#claimsByConnection.get(connection) ?? []) {
       const claimants = this.#claimants.get(token);
       claimants?.delete(connection);
       if (claimants?.size === 0) this.#claimants.delete(token);
+      const stream = this.#streams.get(token);
+      if (stream !== undefined) this.#orphanIfUnattended(stream, now);
     }
     this.#claimsByConnection.delete(connection);
-    const streams = this.#published.get(connection);
-    if (streams === undefined) return;
-    this.#published.delete(connection);
-    for (const stream of streams) {
-      stream.publishers.delete(connection);
-      if (stream.publishers.size === 0) this.#orphans.set(stream, now);
-    }
+    for (const stream of streams ?? []) this.#orphanIfUnattended(stream, now);
+  }
+
+  /** An active stream with no live publisher and no claimant starts its abandonment grace. */
+  #orphanIfUnattended(stream: Stream, now: number): void {
+    if (stream.state !== 'active' || stream.publishers.size > 0 || this.#orphans.has(stream))
+      return;
+    if (this.#claimants.has(stream.token)) return;
+    this.#orphans.set(stream, now);
   }
 
   /**
@@ -282,6 +289,9 @@ export class Router {
       this.#claimants.set(token, claimants);
     }
     claimants.add(connection);
+    // A claimant that comes back (a reconnecting worker, a wrapper) keeps the stream from being abandoned.
+    const stream = this.#streams.get(token);
+    if (stream !== undefined) this.#orphans.delete(stream);
     return ACCEPTED;
   }
 

@@ -549,6 +549,34 @@ describe('router: claims', () => {
     expect(router.cancelTargets('job')).toEqual([]);
   });
 
+  it('a live claimant keeps a stream whose publishers left from being abandoned', () => {
+    const { router, take } = setup({ abandonGraceMs: 100 });
+    router.subscribe(9, { progressToken: 'loop' }, 0);
+    router.claim(4, 'loop');
+    // One short connection per frame, as `mcp-progress publish` in a shell loop under `run`.
+    router.publish(5, p('loop'), 0);
+    router.removeConnection(5, 1);
+    router.tick(1000);
+    router.publish(6, p('loop'), 1000);
+    router.removeConnection(6, 1001);
+    router.tick(5000);
+    expect(router.get('loop')?.state).toBe('active');
+    // The claimant goes: now the grace period runs.
+    router.removeConnection(4, 5000);
+    expect(router.nextDeadline()).toBe(5100);
+    router.tick(5100);
+    expect(take().at(-1)?.n.params).toMatchObject({ status: 'abandoned' });
+  });
+
+  it('a claim that comes back within the grace period keeps the stream', () => {
+    const { router } = setup({ abandonGraceMs: 100 });
+    router.publish(5, p('job'), 0);
+    router.removeConnection(5, 0);
+    router.claim(7, 'job');
+    router.tick(1000);
+    expect(router.get('job')?.state).toBe('active');
+  });
+
   it('caps the claims of one connection', () => {
     const { router } = setup({ maxStreamsPerConnection: 2 });
     expect(router.claim(1, 'a').ok).toBe(true);
