@@ -1,16 +1,9 @@
 /** The Python client's tqdm adapter and context manager, run as real Python processes. */
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import {
-  cleanupAll,
-  eventually,
-  ROOT,
-  type RunningDaemon,
-  startDaemon,
-  waitForExit,
-} from '../helpers/daemon.js';
-import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { cleanupAll, eventually, ROOT, waitForExit } from '../helpers/daemon.js';
+import { type Received, useWatchedBridge } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
 afterAll(() => cleanupAll());
@@ -23,18 +16,7 @@ if (!hasTqdm)
     'tqdm is not installed for python3: the tests that need the real tqdm are skipped (apt-get install python3-tqdm)',
   );
 
-let daemon: RunningDaemon;
-let gateway: GatewayClient;
-beforeAll(async () => {
-  daemon = await startDaemon();
-  gateway = await connectGateway(daemon.info);
-});
-afterAll(async () => {
-  await gateway.close();
-  await daemon.stop();
-});
-
-let counter = 0;
+const bridge = useWatchedBridge();
 
 interface Script {
   token: string;
@@ -44,14 +26,17 @@ interface Script {
 
 /** Runs a mode of py_tqdm.py with a fresh token that a gateway already watches. */
 async function runScript(mode: string, steps = 50, pythonArgs = PYTHON_ARGS): Promise<Script> {
-  const token = `tqdm-${mode}-${process.pid}-${++counter}`;
-  await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+  const token = await bridge.watched(`tqdm-${mode}`);
   const child = spawn(
     PYTHON,
     [...pythonArgs, join(ROOT, 'test/fixtures/py_tqdm.py'), mode, String(steps)],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
+      env: {
+        ...process.env,
+        MCP_PROGRESS_SOCKET: bridge.daemon.info.socket,
+        MCP_PROGRESS_TOKEN: token,
+      },
     },
   );
   let stdout = '';
@@ -62,7 +47,8 @@ async function runScript(mode: string, steps = 50, pythonArgs = PYTHON_ARGS): Pr
   return { token, stdout: () => stdout, exit: waitForExit(child) };
 }
 
-const of = (token: string) => gateway.notifications.filter((n) => n.params.progressToken === token);
+const of = (token: string) =>
+  bridge.gateway.notifications.filter((n) => n.params.progressToken === token);
 const progressValues = (token: string) =>
   of(token)
     .filter((n) => n.method === 'notifications/progress')
@@ -132,7 +118,7 @@ describe('the tqdm adapter', () => {
       60_000,
       'first update',
     );
-    const reply = await gateway.request('progress/cancel', {
+    const reply = await bridge.gateway.request('progress/cancel', {
       progressToken: script.token,
       reason: 'stop',
     });

@@ -1,20 +1,18 @@
 /** `mcp-progress run`: the real binary around real commands, watched by a real gateway. */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import {
   BIN,
   cleanupAll,
   collectOutput,
   eventually,
   PATIENT_DAEMON_ARGS,
-  type RunningDaemon,
   runCli as runCliWithin,
-  startDaemon,
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
+import { type Received, useWatchedBridge } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
 const runCli = (args: string[], env: Record<string, string> = {}) =>
@@ -22,25 +20,12 @@ const runCli = (args: string[], env: Record<string, string> = {}) =>
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
-let daemon: RunningDaemon;
-let gateway: GatewayClient;
-beforeAll(async () => {
-  daemon = await startDaemon(PATIENT_DAEMON_ARGS);
-  gateway = await connectGateway(daemon.info);
-});
-afterAll(async () => {
-  await gateway.close();
-  await daemon.stop();
-});
+const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
 
-let counter = 0;
-async function watched(prefix: string): Promise<string> {
-  const token = `${prefix}-${process.pid}-${++counter}`;
-  await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
-  return token;
-}
-const socketEnv = () => ({ MCP_PROGRESS_SOCKET: daemon.info.socket });
-const of = (token: string) => gateway.notifications.filter((n) => n.params.progressToken === token);
+const watched = bridge.watched;
+const socketEnv = () => ({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket });
+const of = (token: string) =>
+  bridge.gateway.notifications.filter((n) => n.params.progressToken === token);
 const doneOf = (token: string): Promise<Received['params']> =>
   eventually(
     () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
@@ -90,7 +75,7 @@ describe('mcp-progress run', () => {
     );
     expect(result).toMatchObject({
       code: 0,
-      stdout: `${token} ${daemon.info.socket}\n`,
+      stdout: `${token} ${bridge.daemon.info.socket}\n`,
       stderr: '',
     });
     expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
@@ -118,7 +103,7 @@ describe('mcp-progress run', () => {
       result.stderr,
     )?.[1];
     expect(token).toBeDefined();
-    const list = (await gateway.request('progress/list')).result as {
+    const list = (await bridge.gateway.request('progress/list')).result as {
       streams: Array<{ progressToken: string; state: string; last?: unknown; status?: string }>;
     };
     expect(list.streams.find((s) => s.progressToken === token)).toMatchObject({
@@ -278,7 +263,7 @@ describe('mcp-progress run --parse', () => {
     const run = startRun(['--token', token, '--', 'sh', '-c', 'while :; do sleep 0.05; done']);
     const reply = await eventually(
       async () => {
-        const answer = await gateway.request('progress/cancel', {
+        const answer = await bridge.gateway.request('progress/cancel', {
           progressToken: token,
           reason: 'stop',
         });
@@ -312,7 +297,7 @@ describe('mcp-progress run --parse', () => {
       60_000,
       'first progress',
     );
-    const reply = await gateway.request('progress/cancel', {
+    const reply = await bridge.gateway.request('progress/cancel', {
       progressToken: token,
       reason: 'stop it',
     });

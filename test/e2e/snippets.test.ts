@@ -6,16 +6,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import {
-  cleanupAll,
-  eventually,
-  PATIENT_DAEMON_ARGS,
-  ROOT,
-  type RunningDaemon,
-  startDaemon,
-} from '../helpers/daemon.js';
-import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { cleanupAll, eventually, PATIENT_DAEMON_ARGS, ROOT } from '../helpers/daemon.js';
+import { useWatchedBridge } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
 afterAll(() => cleanupAll());
@@ -43,24 +36,11 @@ function documentedBlock(marker: string, language: string): string {
   return readme.slice(open + language.length + 4, close + 1);
 }
 
-let daemon: RunningDaemon;
-let gateway: GatewayClient;
-beforeAll(async () => {
-  daemon = await startDaemon(PATIENT_DAEMON_ARGS);
-  gateway = await connectGateway(daemon.info);
-});
-afterAll(async () => {
-  await gateway.close();
-  await daemon.stop();
-});
+const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
 
-let counter = 0;
-async function watched(prefix: string): Promise<string> {
-  const token = `${prefix}-${process.pid}-${++counter}`;
-  await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
-  return token;
-}
-const of = (token: string) => gateway.notifications.filter((n) => n.params.progressToken === token);
+const watched = bridge.watched;
+const of = (token: string) =>
+  bridge.gateway.notifications.filter((n) => n.params.progressToken === token);
 const doneOf = (token: string) =>
   eventually(
     () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
@@ -85,7 +65,7 @@ function run(
       env: {
         ...process.env,
         PATH: `${dirname(process.execPath)}:${join(ROOT, 'bin')}:${process.env.PATH ?? ''}`,
-        MCP_PROGRESS_SOCKET: daemon.info.socket,
+        MCP_PROGRESS_SOCKET: bridge.daemon.info.socket,
         MCP_PROGRESS_TOKEN: token,
         ...extraEnv,
       },
@@ -206,7 +186,7 @@ describe('the documented shell one-liners', () => {
       expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
       expect(progressOf(token).map((p) => p.progress)).toEqual([1, 2, 3, 4, 5]);
       expect(result.stderr).toContain('{"type":"ack","data":{"seq":1}}');
-      expect(daemon.stderr()).not.toContain('rejected');
+      expect(bridge.daemon.stderr()).not.toContain('rejected');
     },
   );
 
@@ -215,7 +195,7 @@ describe('the documented shell one-liners', () => {
     const result = await run('sh', [join(ROOT, 'examples/render.sh'), '3'], token, {
       RENDER_DELAY: '0.01',
       MCP_PROGRESS_SOCKET: '',
-      MCP_PROGRESS_RUNTIME_DIR: daemon.runtimeDir,
+      MCP_PROGRESS_RUNTIME_DIR: bridge.daemon.runtimeDir,
     });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);

@@ -12,7 +12,7 @@ import {
   startDaemon,
   waitForExit,
 } from '../helpers/daemon.js';
-import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { useWatchedBridge } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
 const runCli = (args: string[], env: Record<string, string> = {}) =>
@@ -20,16 +20,7 @@ const runCli = (args: string[], env: Record<string, string> = {}) =>
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
-let daemon: RunningDaemon;
-let gateway: GatewayClient;
-beforeAll(async () => {
-  daemon = await startDaemon(PATIENT_DAEMON_ARGS);
-  gateway = await connectGateway(daemon.info);
-});
-afterAll(async () => {
-  await gateway.close();
-  await daemon.stop();
-});
+const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
 
 const tails: ChildProcess[] = [];
 afterEach(() => {
@@ -39,7 +30,8 @@ afterEach(() => {
 let counter = 0;
 const uniqueToken = (prefix: string) => `${prefix}-${process.pid}-${++counter}`;
 
-const publish = async (token: string, ...fields: string[]) => publishTo(daemon, token, ...fields);
+const publish = async (token: string, ...fields: string[]) =>
+  publishTo(bridge.daemon, token, ...fields);
 const publishTo = async (to: RunningDaemon, token: string, ...fields: string[]) => {
   const result = await runCli(['publish', '--socket', to.info.socket, '--token', token, ...fields]);
   expect(result.stderr).toBe('');
@@ -49,7 +41,7 @@ const publishTo = async (to: RunningDaemon, token: string, ...fields: string[]) 
 function startTail(args: string[]) {
   const child = spawn(
     process.execPath,
-    [BIN, 'tail', '--runtime-dir', daemon.runtimeDir, ...args],
+    [BIN, 'tail', '--runtime-dir', bridge.daemon.runtimeDir, ...args],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
@@ -72,7 +64,7 @@ function startTail(args: string[]) {
 async function subscribed(token: string | number, count = 1): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const list = (await gateway.request('progress/list')).result as {
+    const list = (await bridge.gateway.request('progress/list')).result as {
       streams: Array<{ progressToken: unknown; subscribers: number }>;
     };
     if ((list.streams.find((s) => s.progressToken === token)?.subscribers ?? 0) >= count) return;
@@ -137,7 +129,7 @@ describe('mcp-progress tail --json', () => {
     const result = await runCli([
       'publish',
       '--socket',
-      daemon.info.socket,
+      bridge.daemon.info.socket,
       '--token-json',
       String(token),
       '--done',

@@ -1,7 +1,8 @@
 /** A real `ws` gateway client: JSON-RPC requests and collected notifications. */
+import { afterAll, beforeAll } from 'vitest';
 import WebSocket from 'ws';
 import type { DaemonInfo } from '../../src/locate.js';
-import { eventually } from './daemon.js';
+import { eventually, type RunningDaemon, startDaemon } from './daemon.js';
 
 export interface Received {
   method: string;
@@ -79,4 +80,49 @@ export async function connectGateway(
       });
     },
   };
+}
+
+/** A daemon and a gateway connected to it, shared by the tests of one file or describe block. */
+export interface WatchedBridge {
+  readonly daemon: RunningDaemon;
+  readonly gateway: GatewayClient;
+  /** A fresh token (`prefix-pid-n`) that the gateway already watches with coalescing off. */
+  watched(prefix: string): Promise<string>;
+}
+
+/** Starts the daemon and the gateway before the tests of the enclosing scope, stops both after. */
+export function useWatchedBridge(daemonArgs: string[] = []): WatchedBridge {
+  let daemon: RunningDaemon | undefined;
+  let gateway: GatewayClient | undefined;
+  let counter = 0;
+  beforeAll(async () => {
+    daemon = await startDaemon(daemonArgs);
+    gateway = await connectGateway(daemon.info);
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await daemon?.stop();
+  });
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('useWatchedBridge: used before its beforeAll ran');
+    return value;
+  };
+  const bridge: WatchedBridge = {
+    get daemon() {
+      return started(daemon);
+    },
+    get gateway() {
+      return started(gateway);
+    },
+    async watched(prefix) {
+      const token = `${prefix}-${process.pid}-${++counter}`;
+      const reply = await bridge.gateway.request('progress/subscribe', {
+        progressToken: token,
+        minIntervalMs: 0,
+      });
+      if (reply.error) throw new Error(`subscribe ${token}: ${reply.error.message}`);
+      return token;
+    },
+  };
+  return bridge;
 }
