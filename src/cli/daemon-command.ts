@@ -1,8 +1,11 @@
-import { DEFAULT_PORT, isLoopback } from '../config.js';
+import { DEFAULT_PORT, DEFAULTS, isLoopback } from '../config.js';
 import { Daemon } from '../daemon.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
+import { DEFAULT_ROUTER_OPTIONS } from '../router/router.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
+
+const ROUTER = DEFAULT_ROUTER_OPTIONS;
 
 export const DAEMON_HELP = `Usage: mcp-progress daemon [options]
 
@@ -22,22 +25,22 @@ Where:
   --allow-origin ORIGIN    let a browser page from ORIGIN connect (repeatable)
 
 Limits:
-  --max-connections N      worker connections (default 10000)
-  --max-sessions N         WebSocket sessions (default 10000)
-  --max-streams N          streams in the table (default 100000)
+  --max-connections N      worker connections (default ${DEFAULTS.maxConnections})
+  --max-sessions N         sessions: WebSocket and /mcp, together (default ${DEFAULTS.maxSessions})
+  --max-streams N          streams in the table (default ${ROUTER.maxStreams})
   --max-streams-per-connection N
-                           active streams one worker connection may publish (default 10000)
-  --max-subscriptions N    subscriptions per session (default 10000)
+                           active streams one worker connection may publish (default ${ROUTER.maxStreamsPerConnection})
+  --max-subscriptions N    subscriptions per session (default ${ROUTER.maxSubscriptionsPerSubscriber})
   --max-session-buffer-bytes N
-                           unread bytes before a session is closed (default 8388608)
+                           unread bytes before a session is closed (default ${DEFAULTS.maxSessionBufferBytes})
 
 Timing (milliseconds):
-  --min-interval-ms N      default coalescing interval (default 100; 0 = off)
-  --retention-ms N         how long a done stream is kept (default 60000)
-  --ttl-ms N               idle time after which a stream ends (default 3600000)
+  --min-interval-ms N      default coalescing interval (default ${ROUTER.defaultMinIntervalMs}; 0 = off)
+  --retention-ms N         how long a done stream is kept (default ${ROUTER.retentionMs})
+  --ttl-ms N               idle time after which a stream ends (default ${ROUTER.streamTtlMs})
   --abandon-grace-ms N     how long a stream waits for its worker to come back
-                           (default 30000)
-  --frame-timeout-ms N     incomplete-frame timeout (default 30000)
+                           (default ${ROUTER.abandonGraceMs})
+  --frame-timeout-ms N     incomplete-frame timeout (default ${DEFAULTS.frameTimeoutMs})
 
 Other:
   --log-level LEVEL        ${LOG_LEVELS.join(', ')} (default info)
