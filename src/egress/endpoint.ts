@@ -70,6 +70,8 @@ export class GatewayEndpoint {
   readonly #wss: WebSocketServer;
   readonly #http: Server;
   readonly #sessions = new Map<SessionId, Session>();
+  /** Sessions closed as slow consumers, still within their grace: a stop ends them at once. */
+  readonly #closingSlow = new Set<WebSocket>();
   readonly #localSessions = new Map<SessionId, LocalReceiver>();
   readonly #routes = new Map<string, HttpHandler>();
   readonly #secretDigest: Buffer;
@@ -100,10 +102,24 @@ export class GatewayEndpoint {
       perMessageDeflate: false,
       handleProtocols: (protocols) => (protocols.has(WS_SUBPROTOCOL) ? WS_SUBPROTOCOL : false),
     });
-    this.#http = createServer((request, response) => this.#request(request, response));
-    this.#http.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) =>
-      this.#upgrade(request, socket as Socket, head),
-    );
+    this.#http = createServer((request, response) => {
+      try {
+        this.#request(request, response);
+      } catch (error) {
+        // One bad request never takes the daemon down with it.
+        this.#log.warn(`HTTP ${request.method} failed: ${(error as Error).message}`);
+        if (!response.headersSent) sendText(response, 500, 'internal error\n');
+        else response.destroy();
+      }
+    });
+    this.#http.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+      try {
+        this.#upgrade(request, socket as Socket, head);
+      } catch (error) {
+        this.#log.warn(`WebSocket upgrade failed: ${(error as Error).message}`);
+        socket.destroy();
+      }
+    });
     this.#http.on('clientError', (_error, socket) => socket.destroy());
     this.route('GET', '/', (_request, response) =>
       sendText(
@@ -214,9 +230,14 @@ export class GatewayEndpoint {
           }, graceMs).unref();
         }),
     );
+    for (const ws of this.#closingSlow) ws.terminate();
     await Promise.all(closing);
-    await new Promise<void>((resolve) => this.#http.close(() => resolve()));
-    this.#http.closeAllConnections();
+    // Idle keep-alive connections close now; a client that holds a request half-sent gets the grace, no more.
+    const closed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
+    this.#http.closeIdleConnections();
+    const cutOff = setTimeout(() => this.#http.closeAllConnections(), graceMs);
+    await closed;
+    clearTimeout(cutOff);
   }
 
   #uncorkAll(): void {
@@ -236,6 +257,8 @@ export class GatewayEndpoint {
     );
     this.#drop(session);
     session.ws.close(CLOSE_CODES.slowConsumer, 'slow consumer: notifications were not read');
+    this.#closingSlow.add(session.ws);
+    session.ws.once('close', () => this.#closingSlow.delete(session.ws));
     setTimeout(() => session.ws.terminate(), SLOW_CONSUMER_GRACE_MS).unref();
   }
 
@@ -244,7 +267,7 @@ export class GatewayEndpoint {
   }
 
   #request(request: IncomingMessage, response: ServerResponse): void {
-    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+    const { path } = requestTarget(request);
     const handler = this.#routes.get(`${request.method} ${path}`);
     if (handler !== undefined) {
       handler(request, response);
@@ -299,7 +322,7 @@ export class GatewayEndpoint {
   }
 
   #upgradeRefusal(request: IncomingMessage): { status: number; message: string } | undefined {
-    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+    const { path } = requestTarget(request);
     if (path !== WS_PATH)
       return { status: 404, message: `no WebSocket endpoint at ${path}: use ${WS_PATH}` };
     const refusal = this.#refusal(request);
@@ -328,9 +351,24 @@ export class GatewayEndpoint {
     this.#log.debug(`session ${session.id} opened`);
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!this.#sessions.has(session.id)) return;
-      const answer = isBinary
-        ? rpcError(null, 'invalid_request', 'send JSON-RPC as WebSocket text messages, not binary')
-        : handleRpcText(session.id, data.toString('utf8'), this.#backend);
+      let answer: string | undefined;
+      try {
+        answer = isBinary
+          ? rpcError(
+              null,
+              'invalid_request',
+              'send JSON-RPC as WebSocket text messages, not binary',
+            )
+          : handleRpcText(session.id, data.toString('utf8'), this.#backend);
+      } catch (error) {
+        // A bug or an oversized reply fails this request only, never the daemon or the session.
+        this.#log.warn(`session ${session.id}: request failed: ${(error as Error).message}`);
+        answer = rpcError(
+          null,
+          'internal_error',
+          `the daemon failed on this request: ${(error as Error).message}`,
+        );
+      }
       if (answer !== undefined && ws.readyState === ws.OPEN) ws.send(answer);
     });
     ws.on('error', (error) => this.#log.debug(`session ${session.id} error: ${error.message}`));
@@ -345,11 +383,23 @@ function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
 
+/**
+ * The path and query of a request, split by hand: `new URL()` throws on targets such as `//`,
+ * and any local process or web page can send one.
+ */
+export function requestTarget(request: IncomingMessage): { path: string; query: URLSearchParams } {
+  const target = request.url ?? '/';
+  const mark = target.indexOf('?');
+  return mark === -1
+    ? { path: target, query: new URLSearchParams() }
+    : { path: target.slice(0, mark), query: new URLSearchParams(target.slice(mark + 1)) };
+}
+
 function presentedSecret(request: IncomingMessage): string | undefined {
-  const header = request.headers.authorization;
-  if (header?.startsWith('Bearer ')) return header.slice('Bearer '.length).trim();
-  const query = new URL(request.url ?? '/', 'http://localhost').searchParams.get('access_token');
-  return query ?? undefined;
+  // The auth scheme is case-insensitive (RFC 9110 §11.1).
+  const bearer = /^bearer\s+(.+)$/i.exec(request.headers.authorization ?? '');
+  if (bearer?.[1] !== undefined) return bearer[1].trim();
+  return requestTarget(request).query.get('access_token') ?? undefined;
 }
 
 function sendText(response: ServerResponse, status: number, text: string): void {

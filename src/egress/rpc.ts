@@ -161,6 +161,8 @@ export function handleRpcText(
     );
   }
   const parsed = definition.params.safeParse(message.params);
+  // JSON-RPC 2.0 §4.1: a notification (no id) is never answered, not even with an error.
+  if (!parsed.success && !hasId) return undefined;
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue && issue.path.length > 0 ? `params.${issue.path.join('.')}` : 'params';

@@ -278,7 +278,13 @@ export class IngressServer {
       framesThisRead: 0,
       partialTimer: undefined,
       send: (type, data) => {
-        if (!connection.closing && !socket.destroyed) server.emit(socket, type, data);
+        if (connection.closing || socket.destroyed) return;
+        try {
+          server.emit(socket, type, data);
+        } catch (error) {
+          // node-ipc refuses to encode a frame over the cap: that reply is lost, the connection is not.
+          this.#log.warn(`connection ${id}: ${type} not sent: ${(error as Error).message}`);
+        }
       },
     };
     socket[STATE] = connection;

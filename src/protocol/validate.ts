@@ -116,7 +116,7 @@ function explain(event: ValidatedEvent, data: unknown): FrameRejection {
   }
   const unknown = issues.find((issue) => issue.code === 'unrecognized_keys');
   if (unknown && unknown.code === 'unrecognized_keys') {
-    const names = unknown.keys.map((key) => JSON.stringify(key)).join(', ');
+    const names = listKeys(unknown.keys);
     return {
       code: 'unknown_field',
       message: `unknown field ${names} in a ${event} frame: protocol v1 allows only ${fields.join(', ')}${fields.includes('_meta') ? '; put extra data in _meta' : ''}`,
@@ -178,4 +178,12 @@ export function describe(value: unknown): string {
     default:
       return typeof value;
   }
+}
+
+/** At most the first ten names, each cut to 64 characters: a reply must stay far below the frame cap. */
+function listKeys(keys: readonly string[]): string {
+  const shown = keys
+    .slice(0, 10)
+    .map((key) => JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key));
+  return keys.length > 10 ? `${shown.join(', ')} and ${keys.length - 10} more` : shown.join(', ');
 }

@@ -193,6 +193,18 @@ export class Router {
         message: `this session already holds ${mine.size} subscriptions, the cap (--max-subscriptions); unsubscribe from finished streams first`,
       };
     }
+    let stream = this.#streams.get(token);
+    // Waiting streams (subscribers, no worker yet) have a cap of their own, as large as the live one.
+    if (
+      stream === undefined &&
+      this.#streams.size - this.#liveStreams >= this.#options.maxStreams
+    ) {
+      return {
+        ok: false,
+        code: 'too_many_streams',
+        message: `${this.#options.maxStreams} streams are already waiting for their first frame, the cap (--max-streams): unsubscribe from tokens no worker will publish`,
+      };
+    }
     if (mine === undefined) {
       mine = new Map();
       this.#subscribers.set(subscriber, mine);
@@ -205,7 +217,6 @@ export class Router {
     );
     mine.set(token, subscription);
     this.#subscriptionCount++;
-    let stream = this.#streams.get(token);
     if (stream === undefined) {
       stream = newStream(token, 'waiting', now);
       this.#streams.set(token, stream);

@@ -1,6 +1,8 @@
 /** The real binary, run as a user would: exit codes, messages, files and modes. */
+
 import { spawn } from 'node:child_process';
 import { statSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -268,6 +270,20 @@ describe('the daemon process', () => {
     expect(daemon.stderr()).toContain('stopped');
   });
 
+  it('a client holding a half-sent HTTP request does not hold up the stop', async () => {
+    const daemon = await startDaemon();
+    const { port } = new URL(daemon.info.url);
+    const holder = connect({ host: '127.0.0.1', port: Number(port) });
+    holder.on('error', () => {});
+    const closedByDaemon = new Promise<void>((resolve) => holder.once('close', () => resolve()));
+    await new Promise<void>((resolve) => holder.once('connect', () => resolve()));
+    holder.write('GET / HTTP/1.1\r\nHost: x\r\n');
+    // Without a cut-off the stop would wait for Node's 60 s header timeout, beyond this test's.
+    expect(await daemon.stop('SIGTERM')).toBe(0);
+    await closedByDaemon;
+    expect(() => statSync(join(daemon.runtimeDir, 'daemon.json'))).toThrow();
+  }, 45_000);
+
   it('on SIGINT flushes held values to subscribers before closing them', async () => {
     const daemon = await startDaemon(['--min-interval-ms', '60000']);
     const gateway = await connectGateway(daemon.info);
@@ -458,6 +474,11 @@ describe('the WebSocket gateway refuses what it must', () => {
       '{"jsonrpc":"2.0","id":3,"method":"progress/subscribe","params":{"progressToken":"x","colour":1}}',
     );
     expect(unknown.message).toContain('colour');
+    // A notification (no id) is never answered, even when its params are wrong: the next reply is the request's.
+    bad.ws.send('{"jsonrpc":"2.0","method":"progress/subscribe","params":{"minIntervalMs":-5}}');
+    expect(await errorOf('{"jsonrpc":"2.0","id":4,"method":"progress/nope"}')).toMatchObject({
+      code: -32601,
+    });
     await runCli([
       'publish',
       '--socket',

@@ -150,6 +150,13 @@ describe('HTTP surface', () => {
     expect(text).toMatch(/^# TYPE mcp_progress_frames_accepted_total counter$/m);
   });
 
+  it('takes the auth scheme in any case, as HTTP says', async () => {
+    const response = await fetch(`${base()}/metrics`, {
+      headers: { authorization: `bearer ${daemon.info.secret}` },
+    });
+    expect(response.status).toBe(200);
+  });
+
   it('no log line contains the secret, even at debug level', async () => {
     const gateway = await connectGateway(daemon.info);
     await gateway.request('progress/subscribe', { progressToken: 'x' });

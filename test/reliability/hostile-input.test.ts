@@ -4,8 +4,10 @@
  * bounded, and an honest worker and subscriber on other connections keep a
  * 100% delivery record throughout.
  */
+import { connect } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REJECT_CODES } from '../../src/protocol/errors.js';
 import {
   cleanupAll,
   eventually,
@@ -104,7 +106,9 @@ describe('fuzzing frames and envelopes', () => {
     );
     await fc.assert(
       fc.asyncProperty(input, async (bytes) => {
-        await hit(bytes, 5);
+        const { codes } = await hit(bytes, 5);
+        for (const code of codes) expect(Object.keys(REJECT_CODES)).toContain(code);
+        expect(daemon.child.exitCode).toBeNull();
       }),
       { numRuns: 300 },
     );
@@ -124,6 +128,22 @@ describe('an adversarial corpus', () => {
     const raw = await hit(Buffer.from([0xff, 0xfe, 0xfd, 0x0c]));
     expect(raw.codes).toEqual(['invalid_json']);
     expect(raw.closed).toBe(true);
+  });
+
+  it('thousands of unknown fields get a short rejected, and the connection stays open', async () => {
+    const data: Record<string, unknown> = { v: 1, progressToken: 'many-fields' };
+    for (let i = 0; i < 5000; i++) data[`f${i}`] = 0;
+    const worker = await rawWorker(daemon.info.socket);
+    worker.send('progress', data);
+    worker.send('progress', { v: 1, progressToken: 'many-fields', progress: 1, seq: 1 });
+    const rejected = await worker.reply((r) => r.type === 'rejected');
+    const { code, message } = rejected.data as { code: string; message: string };
+    expect(code).toBe('unknown_field');
+    expect(message).toContain('and 4990 more');
+    expect(message.length).toBeLessThan(1024);
+    expect((await worker.reply((r) => r.type === 'ack')).data).toEqual({ seq: 1 });
+    expect(worker.isClosed()).toBe(false);
+    worker.destroy();
   });
 
   it('deeply nested JSON', async () => {
@@ -263,5 +283,44 @@ describe('an adversarial corpus', () => {
     await expect
       .poll(async () => (await status()).connections, { timeout: 10_000 })
       .toBe(before.connections);
+  });
+});
+
+/** Sends raw bytes to the gateway's HTTP port; resolves with what came back before the close. */
+function rawHttp(bytes: string): Promise<string> {
+  const { port } = new URL(daemon.info.url);
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port: Number(port) });
+    let answer = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      answer += chunk;
+      if (answer.includes('\r\n\r\n')) socket.end();
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(answer));
+    socket.setTimeout(5000, () => socket.destroy());
+    socket.write(bytes);
+  });
+}
+
+describe('hostile HTTP requests to the gateway port', () => {
+  it('answers request targets that no URL parser accepts, and goes on serving', async () => {
+    for (const target of ['//', '//x?access_token=a', '/%', '/mcp?%zz', 'http://[', '*', '/\\']) {
+      for (const upgrade of ['', 'Upgrade: websocket\r\nConnection: Upgrade\r\n']) {
+        const answer = await rawHttp(`GET ${target} HTTP/1.1\r\nHost: x\r\n${upgrade}\r\n`);
+        expect(answer, target).toMatch(/^HTTP\/1\.1 [1-5]\d\d |^$/);
+        expect(daemon.child.exitCode, target).toBeNull();
+      }
+    }
+    await fc.assert(
+      fc.asyncProperty(fc.string({ minLength: 1, maxLength: 200 }), async (target) => {
+        await rawHttp(`GET ${target.replace(/[\s]/g, '')}x HTTP/1.1\r\nHost: x\r\n\r\n`);
+        expect(daemon.child.exitCode).toBeNull();
+      }),
+      { numRuns: 100 },
+    );
+    const health = await fetch(new URL('/healthz', daemon.info.url.replace(/^ws/, 'http')));
+    expect(health.status).toBe(200);
   });
 });

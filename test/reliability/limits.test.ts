@@ -72,6 +72,27 @@ describe('limits', () => {
     await daemon.stop();
   });
 
+  it('max streams: subscribing to new tokens no worker publishes stops at the cap with -32002', async () => {
+    const daemon = await startDaemon(['--max-streams', '2']);
+    const gateway = await connectGateway(daemon.info);
+    expect((await gateway.request('progress/subscribe', { progressToken: 'w1' })).result).toEqual(
+      {},
+    );
+    expect((await gateway.request('progress/subscribe', { progressToken: 'w2' })).result).toEqual(
+      {},
+    );
+    const refused = await gateway.request('progress/subscribe', { progressToken: 'w3' });
+    expect(refused.error).toMatchObject({ code: -32002, data: { code: 'too_many_streams' } });
+    expect(refused.error?.message).toContain('--max-streams');
+    // Leaving a waiting stream makes room.
+    await gateway.request('progress/unsubscribe', { progressToken: 'w1' });
+    expect((await gateway.request('progress/subscribe', { progressToken: 'w3' })).result).toEqual(
+      {},
+    );
+    await gateway.close();
+    await daemon.stop();
+  });
+
   it('max subscriptions per session: -32001 too_many_subscriptions; other sessions unaffected', async () => {
     const daemon = await startDaemon(['--max-subscriptions', '2']);
     const greedy = await connectGateway(daemon.info);

@@ -499,6 +499,22 @@ describe('router: caps', () => {
     expect(router.publish(2, p('b', { progress: 2 }), 0).ok).toBe(true);
   });
 
+  it('caps the streams that subscribers wait on apart from the live ones', () => {
+    const { router } = setup({ maxStreams: 2 });
+    expect(router.subscribe(1, { progressToken: 'w1' }, 0).ok).toBe(true);
+    expect(router.subscribe(2, { progressToken: 'w2' }, 0).ok).toBe(true);
+    const refused = router.subscribe(1, { progressToken: 'w3' }, 0);
+    expect(refused).toMatchObject({ ok: false, code: 'too_many_streams' });
+    if (!refused.ok) expect(refused.message).toContain('--max-streams');
+    // A stream that exists, waiting or live, can still be joined; the live cap is separate.
+    expect(router.subscribe(3, { progressToken: 'w1' }, 0).ok).toBe(true);
+    expect(router.publish(1, p('live', { progress: 1 }), 0).ok).toBe(true);
+    expect(router.subscribe(1, { progressToken: 'live' }, 0).ok).toBe(true);
+    // Once a waiting stream starts, it no longer counts as waiting.
+    expect(router.publish(1, p('w1', { progress: 1 }), 0).ok).toBe(true);
+    expect(router.subscribe(1, { progressToken: 'w3' }, 0).ok).toBe(true);
+  });
+
   it('caps the active streams of one connection without hurting another', () => {
     const { router } = setup({ maxStreamsPerConnection: 2 });
     expect(router.publish(1, p('a'), 0).ok).toBe(true);
