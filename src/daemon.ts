@@ -93,7 +93,11 @@ export class Daemon {
     this.#router = new Router(options.router, (session, notification) =>
       this.#endpoint.deliver(session, notification),
     );
-    this.#scheduler = new TickScheduler(this.#router, () => this.now());
+    this.#scheduler = new TickScheduler(
+      this.#router,
+      () => this.now(),
+      (error) => this.#log.error(`router tick failed: ${error.message}`),
+    );
     this.#ingress = new IngressServer(
       {
         socketPath: options.socketPath,

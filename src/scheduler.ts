@@ -5,16 +5,22 @@
  */
 import type { Router } from './router/router.js';
 
+/** setTimeout fires at once for a delay above this (a 32-bit count of milliseconds). */
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+const RETRY_AFTER_ERROR_MS = 1000;
+
 export class TickScheduler {
   readonly #router: Router;
   readonly #now: () => number;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #armedFor = Number.POSITIVE_INFINITY;
   #stopped = false;
+  readonly #onError: (error: Error) => void;
 
-  constructor(router: Router, now: () => number) {
+  constructor(router: Router, now: () => number, onError: (error: Error) => void = () => {}) {
     this.#router = router;
     this.#now = now;
+    this.#onError = onError;
   }
 
   /** Call after anything that may have moved the router's next deadline earlier. */
@@ -25,7 +31,9 @@ export class TickScheduler {
     clearTimeout(this.#timer);
     this.#armedFor = deadline;
     if (deadline === Number.POSITIVE_INFINITY) return;
-    this.#timer = setTimeout(() => this.#tick(), Math.max(0, Math.ceil(deadline - this.#now())));
+    const delay = Math.min(MAX_TIMER_DELAY_MS, Math.max(0, Math.ceil(deadline - this.#now())));
+    // A deadline beyond the longest timer is simply re-armed when this one fires.
+    this.#timer = setTimeout(() => this.#tick(), delay);
     this.#timer.unref?.();
   }
 
@@ -37,7 +45,18 @@ export class TickScheduler {
   #tick(): void {
     this.#timer = undefined;
     this.#armedFor = Number.POSITIVE_INFINITY;
-    this.#router.tick(this.#now());
+    try {
+      this.#router.tick(this.#now());
+    } catch (error) {
+      // A timer has no caller to throw to: an escape here would end the process. Retry in a
+      // second rather than at once, so that a lasting fault logs once a second, not spins.
+      this.#onError(error as Error);
+      if (this.#stopped) return;
+      this.#armedFor = this.#now() + RETRY_AFTER_ERROR_MS;
+      this.#timer = setTimeout(() => this.#tick(), RETRY_AFTER_ERROR_MS);
+      this.#timer.unref?.();
+      return;
+    }
     this.schedule();
   }
 }

@@ -198,8 +198,11 @@ export class GatewayEndpoint {
     const session = this.#sessions.get(id);
     if (session === undefined) return;
     if (notification !== this.#lastNotification) {
+      // Both cache fields change together or not at all: a half-updated cache would send one
+      // stream's payload under another's notification.
+      const payload = Buffer.from(JSON.stringify(notification));
       this.#lastNotification = notification;
-      this.#lastPayload = Buffer.from(JSON.stringify(notification));
+      this.#lastPayload = payload;
     }
     if (!session.corked) {
       session.corked = true;

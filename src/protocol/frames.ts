@@ -6,6 +6,7 @@ import * as z from 'zod';
 import {
   fitsUtf8Bytes,
   MAX_MESSAGE_BYTES,
+  MAX_META_DEPTH,
   MAX_MIN_INTERVAL_MS,
   MAX_REASON_BYTES,
   MAX_TOKEN_BYTES,
@@ -40,9 +41,26 @@ const seqField = z.int().min(0).meta({
     'Optional sequence number; the daemon answers `ack` {seq} when it accepts the frame.',
 });
 
-const metaField = z.record(z.string(), z.unknown()).meta({
-  description: 'Forwarded unchanged as the notification params `_meta`.',
-});
+const metaField = z
+  .record(z.string(), z.unknown())
+  .refine((meta) => nestedWithin(meta, MAX_META_DEPTH), {
+    message: `nested at most ${MAX_META_DEPTH} levels deep`,
+  })
+  .meta({
+    description: `Forwarded unchanged as the notification params \`_meta\`. Objects and arrays nest at most ${MAX_META_DEPTH} levels deep.`,
+  });
+
+/** Whether objects and arrays in `value` nest at most `limit` levels; iterative, so any depth is safe to check. */
+export function nestedWithin(value: unknown, limit: number): boolean {
+  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (next.value === null || typeof next.value !== 'object') continue;
+    if (next.depth > limit) return false;
+    for (const child of Object.values(next.value))
+      pending.push({ value: child, depth: next.depth + 1 });
+  }
+  return true;
+}
 
 export const doneStatusSchema = z.enum(['ok', 'error', 'cancelled']);
 

@@ -20,6 +20,9 @@ export const MAX_MESSAGE_BYTES = 4096;
 /** Longest `reason` on a cancel request. */
 export const MAX_REASON_BYTES = 1024;
 
+/** Deepest nesting of objects and arrays inside `_meta`: deeper would overflow the stack of JSON.stringify downstream. */
+export const MAX_META_DEPTH = 32;
+
 /** An incomplete frame older than this closes the connection. */
 export const FRAME_TIMEOUT_MS = 30_000;
 

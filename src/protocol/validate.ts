@@ -13,7 +13,7 @@ import {
   type ProgressToken,
   progressFrameSchema,
 } from './frames.js';
-import { MAX_MESSAGE_BYTES, MAX_TOKEN_BYTES, PROTOCOL_VERSION } from './limits.js';
+import { MAX_MESSAGE_BYTES, MAX_META_DEPTH, MAX_TOKEN_BYTES, PROTOCOL_VERSION } from './limits.js';
 
 const compiledProgress = z.compile(progressFrameSchema);
 const compiledDone = z.compile(doneFrameSchema);
@@ -45,7 +45,7 @@ const EXPECTED: Record<string, string> = {
   progress: 'a finite number greater than the last accepted progress (omit it to get last + 1)',
   total: 'a finite number >= 0',
   message: `a string of at most ${MAX_MESSAGE_BYTES} UTF-8 bytes`,
-  _meta: 'a JSON object',
+  _meta: `a JSON object, nested at most ${MAX_META_DEPTH} levels deep`,
   seq: 'a non-negative safe integer',
   status: 'one of "ok", "error", "cancelled"',
 };

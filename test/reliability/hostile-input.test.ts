@@ -15,6 +15,7 @@ import {
   runCli,
   startDaemon,
 } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
 import { type HonestPair, honestPair } from '../helpers/honest.js';
 import { rawWorker } from '../helpers/worker.js';
 
@@ -146,13 +147,42 @@ describe('an adversarial corpus', () => {
     worker.destroy();
   });
 
-  it('deeply nested JSON', async () => {
+  it('deeply nested JSON: refused in data and past the depth cap in _meta; nothing leaks between sessions', async () => {
     const depth = 30_000;
     const nested = `{"type":"progress","data":${'['.repeat(depth)}${']'.repeat(depth)}}\f`;
     const result = await hit(nested, 200);
     expect(result.codes).toEqual(['invalid_frame']);
-    const meta = `{"type":"progress","data":{"v":1,"progressToken":"deep","_meta":{"a":${'['.repeat(depth)}${']'.repeat(depth)}}}}\f`;
-    expect((await hit(meta, 200)).codes).toEqual([]);
+    // Subscribers with coalescing off and on: serialising a 30,000-deep _meta would overflow the stack.
+    const watcher = await connectGateway(daemon.info);
+    const held = await connectGateway(daemon.info);
+    await watcher.request('progress/subscribe', { progressToken: 'deep', minIntervalMs: 0 });
+    await held.request('progress/subscribe', { progressToken: 'deep', minIntervalMs: 100 });
+    const worker = await rawWorker(daemon.info.socket);
+    const deepMeta = (levels: number) =>
+      `{"type":"progress","data":{"v":1,"progressToken":"deep","seq":${levels},"_meta":${'['.repeat(levels - 1).replace(/^/, '{"a":')}${']'.repeat(levels - 1)}}}}\f`;
+    worker.write(deepMeta(depth));
+    const refused = await worker.reply((r) => (r.data as { seq?: number }).seq === depth);
+    expect(refused).toMatchObject({ type: 'rejected', data: { code: 'invalid_field' } });
+    expect((refused.data as { message: string }).message).toContain('_meta');
+    worker.write(deepMeta(32));
+    expect((await worker.reply((r) => (r.data as { seq?: number }).seq === 32)).type).toBe('ack');
+    worker.write(deepMeta(33));
+    expect((await worker.reply((r) => (r.data as { seq?: number }).seq === 33)).type).toBe(
+      'rejected',
+    );
+    await watcher.waitFor(1);
+    await held.waitFor(1);
+    // Another stream right after: each session gets its own stream's payloads, nothing else.
+    const other = await connectGateway(daemon.info);
+    await other.request('progress/subscribe', { progressToken: 'after-deep', minIntervalMs: 0 });
+    worker.send('progress', { v: 1, progressToken: 'after-deep', progress: 1, seq: 1 });
+    await other.waitFor(1);
+    expect(other.notifications.map((n) => n.params.progressToken)).toEqual(['after-deep']);
+    for (const session of [watcher, held])
+      expect(session.notifications.map((n) => n.params.progressToken)).toEqual(['deep']);
+    expect(worker.isClosed()).toBe(false);
+    worker.destroy();
+    await Promise.all([watcher.close(), held.close(), other.close()]);
   });
 
   it('10 MB without a delimiter is cut off at the frame limit', async () => {

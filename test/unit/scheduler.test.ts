@@ -30,6 +30,40 @@ const progressAt = () =>
   delivered.map((d) => [d.at, 'progress' in d.n.params ? d.n.params.progress : d.n.params.status]);
 
 describe('TickScheduler', () => {
+  it('arms deadlines beyond the longest timer without firing early', () => {
+    const far = new Router({ ...DEFAULT_ROUTER_OPTIONS, streamTtlMs: 3e9 }, () => {});
+    const ticks = vi.spyOn(far, 'tick');
+    const farScheduler = new TickScheduler(far, now);
+    far.publish(1, { v: 1, progressToken: 'long', progress: 1 }, now());
+    farScheduler.schedule();
+    vi.advanceTimersByTime(1000);
+    expect(ticks).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(2 ** 31);
+    expect(ticks).toHaveBeenCalledTimes(1);
+    expect(far.get('long')?.state).toBe('active');
+    vi.advanceTimersByTime(3e9 - 1000 - 2 ** 31 + 1);
+    expect(far.get('long')?.state).toBe('done');
+    farScheduler.stop();
+  });
+
+  it('reports a failing tick and keeps ticking', () => {
+    const errors: string[] = [];
+    const failing = new TickScheduler(router, now, (error) => errors.push(error.message));
+    const tick = vi.spyOn(router, 'tick').mockImplementationOnce(() => {
+      throw new Error('boom');
+    });
+    router.subscribe(9, { progressToken: 't', minIntervalMs: 100 }, now());
+    router.publish(1, { v: 1, progressToken: 't', progress: 1 }, now());
+    router.publish(1, { v: 1, progressToken: 't', progress: 2 }, now());
+    failing.schedule();
+    vi.advanceTimersByTime(100);
+    expect(errors).toEqual(['boom']);
+    vi.advanceTimersByTime(1000);
+    expect(tick.mock.calls.length).toBe(2);
+    expect(progressAt().at(-1)).toEqual([1100, 2]);
+    failing.stop();
+  });
+
   it('flushes the newest held value exactly when the interval ends', () => {
     router.subscribe(9, { progressToken: 't', minIntervalMs: 100 }, now());
     publish(1);
