@@ -267,10 +267,14 @@ export class Router {
     for (const stream of streams ?? []) this.#orphanIfUnattended(stream, now);
   }
 
-  /** An active stream with no live publisher and no claimant starts its abandonment grace. */
+  /**
+   * An active stream with no live publisher and no claimant starts its abandonment grace; so does
+   * a waiting one whose last claimant left before publishing, since its subscribers wait for that worker.
+   */
   #orphanIfUnattended(stream: Stream, now: number): void {
-    if (stream.state !== 'active' || stream.publishers.size > 0 || this.#orphans.has(stream))
-      return;
+    const attended =
+      stream.state === 'active' || (stream.state === 'waiting' && stream.subscriptions.size > 0);
+    if (!attended || stream.publishers.size > 0 || this.#orphans.has(stream)) return;
     if (this.#claimants.has(stream.token)) return;
     this.#orphans.set(stream, now);
   }
@@ -321,6 +325,12 @@ export class Router {
     const { retentionMs, abandonGraceMs, streamTtlMs } = this.#options;
     for (const [stream, since] of this.#orphans) {
       if (since + abandonGraceMs > now) break;
+      if (stream.state === 'waiting') {
+        // Counted as live from here: a done stream is kept for the retention window like any other.
+        stream.state = 'active';
+        this.#liveStreams++;
+        this.#activeStreams++;
+      }
       this.#end(
         stream,
         {
@@ -509,6 +519,7 @@ export class Router {
     stream.subscriptions.delete(subscription);
     if (stream.state === 'waiting' && stream.subscriptions.size === 0) {
       this.#streams.delete(stream.token);
+      this.#orphans.delete(stream);
     }
   }
 }

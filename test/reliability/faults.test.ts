@@ -33,6 +33,22 @@ describe('a worker that dies without done', () => {
     await daemon.stop();
   });
 
+  it('a worker that claimed its token and died before its first update is abandoned too', async () => {
+    const daemon = await startDaemon(['--abandon-grace-ms', '300']);
+    const watcher = await connectGateway(daemon.info);
+    await watcher.request('progress/subscribe', { progressToken: 'stillborn', minIntervalMs: 0 });
+    await pythonRawClient(daemon.info.socket, [
+      { type: 'claim', data: { v: 1, progressToken: 'stillborn', seq: 1 } },
+    ]);
+    const [done] = await watcher.waitFor(1);
+    expect(done).toMatchObject({
+      method: 'notifications/progress/done',
+      params: { progressToken: 'stillborn', status: 'abandoned' },
+    });
+    await watcher.close();
+    await daemon.stop();
+  });
+
   it('a worker that reconnects within the grace period keeps its stream', async () => {
     const daemon = await startDaemon(['--abandon-grace-ms', '5000']);
     const watcher = await connectGateway(daemon.info);

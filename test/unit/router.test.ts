@@ -584,6 +584,49 @@ describe('router: claims', () => {
     expect(take().at(-1)?.n.params).toMatchObject({ status: 'abandoned' });
   });
 
+  it('a claimant that leaves before publishing abandons the stream its subscribers wait on', () => {
+    const { router, take } = setup({ abandonGraceMs: 100, retentionMs: 1000 });
+    router.subscribe(9, { progressToken: 'early', as: 1 }, 0);
+    router.claim(4, 'early');
+    router.removeConnection(4, 10);
+    expect(router.nextDeadline()).toBe(110);
+    router.tick(109);
+    expect(take()).toEqual([]);
+    router.tick(110);
+    expect(take().map((x) => [x.to, x.n.method, x.n.params])).toEqual([
+      [
+        9,
+        'notifications/progress/done',
+        expect.objectContaining({ progressToken: 1, status: 'abandoned' }),
+      ],
+    ]);
+    expect(router.stats().streams).toEqual({ waiting: 0, active: 0, done: 1 });
+    router.tick(1110);
+    expect(router.stats().streams).toEqual({ waiting: 0, active: 0, done: 0 });
+  });
+
+  it('a waiting stream left by its claimant and then by its subscribers is forgotten', () => {
+    const { router, take } = setup({ abandonGraceMs: 100 });
+    router.subscribe(9, { progressToken: 'gone' }, 0);
+    router.claim(4, 'gone');
+    router.removeConnection(4, 0);
+    router.unsubscribe(9, 'gone');
+    expect(router.nextDeadline()).toBe(Number.POSITIVE_INFINITY);
+    router.tick(1000);
+    expect(take()).toEqual([]);
+    expect(router.list()).toEqual([]);
+  });
+
+  it('a worker that publishes after its claim ended keeps the stream', () => {
+    const { router } = setup({ abandonGraceMs: 100 });
+    router.subscribe(9, { progressToken: 'late' }, 0);
+    router.claim(4, 'late');
+    router.removeConnection(4, 0);
+    router.publish(5, p('late'), 50);
+    router.tick(1000);
+    expect(router.get('late')?.state).toBe('active');
+  });
+
   it('a claim that comes back within the grace period keeps the stream', () => {
     const { router } = setup({ abandonGraceMs: 100 });
     router.publish(5, p('job'), 0);
