@@ -372,7 +372,11 @@ export class GatewayEndpoint {
           `the daemon failed on this request: ${(error as Error).message}`,
         );
       }
-      if (answer !== undefined && ws.readyState === ws.OPEN) ws.send(answer);
+      if (answer === undefined || ws.readyState !== ws.OPEN) return;
+      ws.send(answer);
+      // Replies count against the cap too: a client that asks and never reads is a slow consumer.
+      if (session.socket.writableLength > this.#options.maxSessionBufferBytes)
+        this.#closeSlow(session);
     });
     ws.on('error', (error) => this.#log.debug(`session ${session.id} error: ${error.message}`));
     ws.on('close', () => {

@@ -91,14 +91,14 @@ async function stalledSubscriber(url: string, secret: string, token: string): Pr
     };
     socket.on('data', onData);
   });
-  const payload = Buffer.from(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'progress/subscribe',
-      params: { progressToken: token, minIntervalMs: 0 },
-    }),
-  );
+  sendRequest(socket, 1, 'progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+  socket.pause();
+  return socket;
+}
+
+/** Writes one JSON-RPC request as a masked WebSocket text frame (a client must mask). */
+function sendRequest(socket: Socket, id: number, method: string, params: object): void {
+  const payload = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
   const mask = randomBytes(4);
   const masked = Buffer.from(payload.map((byte, i) => byte ^ (mask[i % 4] ?? 0)));
   socket.write(
@@ -108,8 +108,6 @@ async function stalledSubscriber(url: string, secret: string, token: string): Pr
       masked,
     ]),
   );
-  socket.pause();
-  return socket;
 }
 
 /** Reads a paused WebSocket to its end and returns the close code the server sent. */
@@ -138,6 +136,19 @@ async function closeCodeOf(socket: Socket): Promise<number | undefined> {
 }
 
 describe('a WebSocket subscriber that stops reading', () => {
+  it('is closed with 4008 when the replies to its own requests pass the buffer cap', async () => {
+    const daemon = await startDaemon(['--max-session-buffer-bytes', String(256 * 1024)]);
+    const stalled = await stalledSubscriber(daemon.info.url, daemon.info.secret, 'unread');
+    // Each status reply is a few hundred bytes; 50,000 of them, never read, fill the kernel buffers and then pass the cap.
+    for (let id = 2; id < 50_002; id++) sendRequest(stalled, id, 'progress/status', {});
+    expect(await closeCodeOf(stalled)).toBe(4008);
+    const status = JSON.parse(
+      (await runCli(['status', '--json', '--socket', daemon.info.socket])).stdout,
+    );
+    expect(status.counters.slowSessionsClosed).toBe(1);
+    await daemon.stop();
+  });
+
   it('is closed with 4008 past the buffer cap; memory stays bounded; other subscribers are unaffected', async () => {
     const cap = 1024 * 1024;
     const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
