@@ -116,6 +116,7 @@ export class Daemon {
           this.#router.removeConnection(connection.id, this.now());
           this.#scheduler.schedule();
         },
+        framingRejected: (code) => this.#countRejected(code),
       },
       log,
     );
@@ -338,8 +339,12 @@ export class Daemon {
     this.#reject(connection, rejection);
   }
 
+  #countRejected(code: RejectCode): void {
+    this.#framesRejected[code] = (this.#framesRejected[code] ?? 0) + 1;
+  }
+
   #reject(connection: WorkerConnection, rejection: FrameRejection): void {
-    this.#framesRejected[rejection.code] = (this.#framesRejected[rejection.code] ?? 0) + 1;
+    this.#countRejected(rejection.code);
     connection.send('rejected', rejection);
   }
 

@@ -26,6 +26,8 @@ export interface IngressHandlers {
   /** After the frames of one read have been handled. */
   batchEnd(): void;
   closed(connection: WorkerConnection): void;
+  /** A framing error answered with `rejected` before the connection closes; counted like any refusal. */
+  framingRejected(code: RejectCode): void;
 }
 
 export interface IngressOptions {
@@ -359,6 +361,7 @@ export class IngressServer {
 
   #timeout(connection: Connection): void {
     connection.partialTimer = undefined;
+    this.#handlers.framingRejected('frame_timeout');
     this.#closeWith(connection, {
       code: 'frame_timeout',
       message: `an incomplete frame waited more than ${this.#options.frameTimeoutMs} ms for its form feed: end every frame with 0x0C`,
@@ -368,6 +371,7 @@ export class IngressServer {
   #fault(socket: TaggedSocket, fault: FramingFault): void {
     const connection = socket[STATE];
     if (connection === undefined || connection.closing) return;
+    this.#handlers.framingRejected(fault.code);
     this.#closeWith(connection, { code: fault.code, message: fault.message });
   }
 

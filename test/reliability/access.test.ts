@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+import { rawWorker } from '../helpers/worker.js';
 
 const OTHER_USER = 'mcpprogress-other';
 const isRoot = process.getuid?.() === 0;
@@ -130,23 +131,30 @@ describe('HTTP surface', () => {
       headers: { authorization: `Bearer ${daemon.info.secret}`, origin: 'https://evil.example' },
     });
     expect(foreign.status).toBe(403);
+    // A framing error is counted by its code like any other refusal.
+    const garbage = await rawWorker(daemon.info.socket);
+    garbage.write('not json\f');
+    await garbage.closed;
     const response = await fetch(`${base()}/metrics`, {
       headers: { authorization: `Bearer ${daemon.info.secret}` },
     });
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toContain('text/plain; version=0.0.4');
     const text = await response.text();
+    // Samples, not just names: `name{labels} value` on a line of its own.
     for (const name of [
       'mcp_progress_frames_accepted_total',
-      'mcp_progress_frames_rejected_total',
       'mcp_progress_notifications_sent_total',
       'mcp_progress_coalesced_total',
+      'mcp_progress_connections_refused_total',
       'mcp_progress_streams{state="active"}',
+      'mcp_progress_subscriptions',
       'mcp_progress_sessions',
       'mcp_progress_connections',
     ]) {
-      expect(text).toContain(name);
+      expect(text).toMatch(new RegExp(`^${name.replace(/[{}]/g, '\\$&')} \\d+$`, 'm'));
     }
+    expect(text).toMatch(/^mcp_progress_frames_rejected_total\{code="invalid_json"\} 1$/m);
     expect(text).toMatch(/^# TYPE mcp_progress_frames_accepted_total counter$/m);
   });
 
