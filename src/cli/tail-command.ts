@@ -80,9 +80,15 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
   const finished = new Promise<number>((resolve) => {
     finish = resolve;
   });
-  /** Tokens whose subscription is live, and the stream (startedAt) each follows. */
+  /**
+   * Tokens whose subscription is live, and the stream (the daemon's startedAt) each follows.
+   * A daemon restart, or a waiting stream that becomes active, gives the same stream a new
+   * startedAt: `followed` takes it over while the subscription lives, and a token whose done
+   * arrived before its new startedAt was seen is `settling` until the list shows it done.
+   */
   const live = new Set<ProgressToken>();
   const followed = new Map<ProgressToken, number | undefined>();
+  const settling = new Set<ProgressToken>();
   const pendingNamed = new Set<ProgressToken>(named);
 
   const screen = mode === 'screen' ? new Screen(io) : undefined;
@@ -98,12 +104,14 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
     else render();
     if (notification.method === 'notifications/progress/done') {
       live.delete(token);
+      settling.add(token);
       if (pendingNamed.delete(token) && named.length > 0 && pendingNamed.size === 0) finish(0);
     }
   };
 
   const follow = async (token: ProgressToken, startedAt?: number) => {
     live.add(token);
+    settling.delete(token);
     followed.set(token, startedAt);
     model.follow(token, startedAt);
     try {
@@ -125,13 +133,18 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
       return; // disconnected: the gateway client reconnects, and the next poll goes on
     }
     for (const stream of streams) {
-      if (stream.state === 'waiting' || live.has(stream.progressToken)) continue;
-      if (
-        followed.has(stream.progressToken) &&
-        followed.get(stream.progressToken) === stream.startedAt
-      )
+      const token = stream.progressToken;
+      if (stream.state === 'waiting') continue;
+      // The stream this subscription follows, under the startedAt this daemon gave it.
+      const same = live.has(token) || (settling.has(token) && stream.state === 'done');
+      if (same) {
+        settling.delete(token);
+        followed.set(token, stream.startedAt);
+        model.restamp(token, stream.startedAt);
         continue;
-      await follow(stream.progressToken, stream.startedAt);
+      }
+      if (followed.has(token) && followed.get(token) === stream.startedAt) continue;
+      await follow(token, stream.startedAt);
     }
   };
 

@@ -52,6 +52,12 @@ export class TailModel {
     return row;
   }
 
+  /** Records a new startedAt for the stream a row already follows (after a daemon restart). */
+  restamp(token: ProgressToken, startedAt: number): void {
+    const row = this.#rows.get(token);
+    if (row !== undefined) row.startedAt = startedAt;
+  }
+
   apply(notification: Notification, now: number): StreamRow {
     const row = this.follow(notification.params.progressToken);
     if (notification.method === 'notifications/progress') {

@@ -10,9 +10,10 @@ import {
   type RunningDaemon,
   runCli as runCliWithin,
   startDaemon,
+  tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { useWatchedBridge } from '../helpers/gateway.js';
+import { connectGateway, type GatewayClient, useWatchedBridge } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
 const runCli = (args: string[], env: Record<string, string> = {}) =>
@@ -38,14 +39,10 @@ const publishTo = async (to: RunningDaemon, token: string, ...fields: string[]) 
   expect(result.code).toBe(0);
 };
 
-function startTail(args: string[]) {
-  const child = spawn(
-    process.execPath,
-    [BIN, 'tail', '--runtime-dir', bridge.daemon.runtimeDir, ...args],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+function startTail(args: string[], runtimeDir = bridge.daemon.runtimeDir) {
+  const child = spawn(process.execPath, [BIN, 'tail', '--runtime-dir', runtimeDir, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   tails.push(child);
   const output = collectOutput(child);
   return {
@@ -61,10 +58,14 @@ function startTail(args: string[]) {
 }
 
 /** Waits until the daemon counts `count` subscribers on the token, so that nothing published after is missed. */
-async function subscribed(token: string | number, count = 1): Promise<void> {
+async function subscribed(
+  token: string | number,
+  count = 1,
+  gateway: GatewayClient = bridge.gateway,
+): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const list = (await bridge.gateway.request('progress/list')).result as {
+    const list = (await gateway.request('progress/list')).result as {
       streams: Array<{ progressToken: unknown; subscribers: number }>;
     };
     if ((list.streams.find((s) => s.progressToken === token)?.subscribers ?? 0) >= count) return;
@@ -160,6 +161,51 @@ describe('mcp-progress tail --json', () => {
     const byToken = tail.lines().map((line) => JSON.parse(line).params);
     expect(byToken).toContainEqual({ progressToken: first, progress: 3 });
     expect(byToken).toContainEqual({ progressToken: second, progress: 4, total: 8 });
+    tail.child.kill('SIGTERM');
+    expect(await tail.exit).toBe(0);
+  });
+});
+
+describe('mcp-progress tail across a daemon restart', () => {
+  it('shows a stream that finishes after the restart once, and does not follow it again', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    const tail = startTail(['--json'], runtimeDir);
+    const token = uniqueToken('restart');
+    const ofToken = () =>
+      tail
+        .lines()
+        .map((line) => JSON.parse(line))
+        .filter((message) => message.params.progressToken === token);
+    await publishTo(first, token, '--progress', '5');
+    await eventually(() => (ofToken().length === 1 ? true : undefined), 60_000, 'the first value');
+
+    await first.stop('SIGKILL');
+    const second = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    const gateway = await connectGateway(second.info);
+    try {
+      // tail reconnects and subscribes again, so the new daemon's stream has a new startedAt.
+      await subscribed(token, 1, gateway);
+      await publishTo(second, token, '--progress', '1131');
+      await publishTo(second, token, '--done');
+      await eventually(() => (ofToken().length === 3 ? true : undefined), 60_000, 'the done');
+      // Published after tail printed the done: the poll that finds it lists the finished
+      // stream first, so a second follow of that stream would print before this marker.
+      const marker = uniqueToken('restart-marker');
+      await publishTo(second, marker, '--progress', '1');
+      await eventually(
+        () => (tail.lines().some((line) => line.includes(marker)) ? true : undefined),
+        60_000,
+        'the marker stream',
+      );
+      expect(ofToken().map((message) => message.params)).toEqual([
+        { progressToken: token, progress: 5 },
+        { progressToken: token, progress: 1131 },
+        { progressToken: token, status: 'ok' },
+      ]);
+    } finally {
+      await gateway.close();
+    }
     tail.child.kill('SIGTERM');
     expect(await tail.exit).toBe(0);
   });
