@@ -5,6 +5,7 @@
  */
 import type { ProgressToken, StreamEndStatus } from '../protocol/frames.js';
 import type { Notification } from '../router/notifications.js';
+import { clip, displayWidth, padEnd } from './terminal-text.js';
 
 /** Rate is measured over this much recent history. */
 const RATE_WINDOW_MS = 10_000;
@@ -153,21 +154,15 @@ function describe(row: StreamRow, withBar: boolean): string[] {
   return parts.filter((part) => part !== '');
 }
 
-/** One line for a terminal that redraws: name padded, a bar, cut to the width. */
+/** One line for a terminal that redraws: name padded, a bar, cut to the width (in columns). */
 export function formatRow(row: StreamRow, nameWidth: number, columns: number): string {
-  const name = formatToken(row.token).padEnd(nameWidth);
+  const name = padEnd(formatToken(row.token), nameWidth);
   return clip(`${name}  ${describe(row, true).join('  ')}`, columns);
 }
 
 /** One plain line (no bar, no padding), for logs and pipes. */
 export function formatLine(row: StreamRow): string {
   return `${formatToken(row.token)}  ${describe(row, false).join('  ')}`;
-}
-
-export function clip(text: string, columns: number): string {
-  const chars = [...text];
-  if (chars.length <= columns) return text;
-  return `${chars.slice(0, Math.max(0, columns - 1)).join('')}…`;
 }
 
 /** The whole screen: a header and the rows that fit, oldest finished rows dropped first. */
@@ -200,7 +195,7 @@ export function formatScreen(
   }
   const nameWidth = Math.min(
     32,
-    shown.reduce((max, row) => Math.max(max, [...formatToken(row.token)].length), 0),
+    shown.reduce((max, row) => Math.max(max, displayWidth(formatToken(row.token))), 0),
   );
   return [clip(header, width), ...shown.map((row) => formatRow(row, nameWidth, width))];
 }

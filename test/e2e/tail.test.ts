@@ -247,17 +247,17 @@ describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
   afterAll(() => {
     spawnSync('tmux', ['-L', server, 'kill-server']);
   });
-  const screen = () => tmux('capture-pane', '-p', '-t', 'tail');
-  const screenShows = (what: (text: string) => boolean, description: string) =>
+  const screen = (session = 'tail') => tmux('capture-pane', '-p', '-t', session);
+  const screenShows = (what: (text: string) => boolean, description: string, session = 'tail') =>
     eventually(
       () => {
-        const text = screen();
+        const text = screen(session);
         return what(text) ? text : undefined;
       },
       60_000,
       description,
     ).catch((error: Error) => {
-      throw new Error(`${error.message}; the screen:\n${screen()}`);
+      throw new Error(`${error.message}; the screen:\n${screen(session)}`);
     });
 
   it('draws a bar, a counter and statuses, redrawing in place; Ctrl-C leaves it', async () => {
@@ -312,6 +312,49 @@ describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
 
     tmux('send-keys', '-t', 'tail', 'C-c');
     const after = await screenShows((text) => text.includes('TAIL-EXIT='), 'tail to exit');
+    expect(after).toContain('TAIL-EXIT=0');
+  });
+  it('keeps rows with wide characters on one line each, so the view redraws in place', async () => {
+    const [wide, plain] = [uniqueToken('漢字'), uniqueToken('plain')];
+    tmux(
+      'new-session',
+      '-d',
+      '-s',
+      'wide',
+      '-x',
+      '80',
+      '-y',
+      '20',
+      `${process.execPath} ${BIN} tail --runtime-dir ${own.runtimeDir}; echo TAIL-EXIT=$?; sleep 60`,
+    );
+    await screenShows((text) => text.includes('mcp-progress tail:'), 'the header', 'wide');
+    // Far wider than the screen in columns, though fewer than 80 code points.
+    const message = '処理中🚀フレーム'.repeat(8);
+    for (let progress = 1; progress <= 6; progress++) {
+      await publish(wide, '--progress', String(progress), '--total', '10', '--message', message);
+      await publish(plain, '--progress', String(progress));
+      await screenShows(
+        (text) =>
+          text.includes(`${progress}/10`) && new RegExp(`${plain}\\s+${progress}\\b`).test(text),
+        `progress ${progress}`,
+        'wide',
+      );
+    }
+    const text = screen('wide');
+    const lines = text.split('\n');
+    expect(lines.filter((line) => line.includes('mcp-progress tail:'))).toHaveLength(1);
+    expect(lines.filter((line) => line.includes(wide))).toHaveLength(1);
+    expect(lines.filter((line) => line.includes(plain))).toHaveLength(1);
+    expect(
+      lines.find((line) => line.includes(wide)),
+      text,
+    ).toMatch(/6\/10 .*処理中.*…$/);
+    tmux('send-keys', '-t', 'wide', 'C-c');
+    const after = await screenShows(
+      (screenText) => screenText.includes('TAIL-EXIT='),
+      'tail to exit',
+      'wide',
+    );
     expect(after).toContain('TAIL-EXIT=0');
   });
 });

@@ -2,7 +2,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   bar,
-  clip,
   formatDuration,
   formatLine,
   formatRow,
@@ -10,6 +9,7 @@ import {
   rateOf,
   TailModel,
 } from '../../src/cli/tail-view.js';
+import { clip, codePointWidth, displayWidth, padEnd } from '../../src/cli/terminal-text.js';
 import type { Notification } from '../../src/router/notifications.js';
 
 const progress = (
@@ -98,11 +98,66 @@ describe('the tail view', () => {
     const lines = formatScreen(model.rows, 60, 5, 'connected');
     expect(lines[0]).toBe('mcp-progress tail: 2 running, 2 finished');
     expect(lines.slice(1).map((line) => line.split(' ')[0])).toEqual(['old-2', 'live-1', 'live-2']);
-    for (const line of lines) expect([...line].length).toBeLessThanOrEqual(59);
+    for (const line of lines) expect(displayWidth(line)).toBeLessThanOrEqual(59);
     expect(formatScreen([], 80, 24, 'disconnected')[0]).toBe(
       'mcp-progress tail: lost the daemon, reconnecting…',
     );
     expect(clip('abcdef', 4)).toBe('abc…');
     expect(formatDuration(3725)).toBe('1:02:05');
+  });
+});
+
+describe('text on a terminal', () => {
+  it('counts columns: wide and fullwidth characters and emoji take two, combining marks none', () => {
+    expect(codePointWidth(0x61)).toBe(1); // a
+    expect(codePointWidth(0xe9)).toBe(1); // é
+    expect(codePointWidth(0x6f22)).toBe(2); // 漢
+    expect(codePointWidth(0xac00)).toBe(2); // 가
+    expect(codePointWidth(0x3042)).toBe(2); // あ
+    expect(codePointWidth(0xff21)).toBe(2); // Ａ (fullwidth)
+    expect(codePointWidth(0x3000)).toBe(2); // ideographic space
+    expect(codePointWidth(0x1f680)).toBe(2); // 🚀
+    expect(codePointWidth(0x231a)).toBe(2); // ⌚ (emoji presentation)
+    expect(codePointWidth(0x0301)).toBe(0); // combining acute accent
+    expect(codePointWidth(0x200d)).toBe(0); // zero width joiner
+    expect(codePointWidth(0x2588)).toBe(1); // █, the bar
+    expect(codePointWidth(0x2026)).toBe(1); // …
+    expect(codePointWidth(0x1b)).toBe(0);
+
+    expect(displayWidth('frame 7')).toBe(7);
+    expect(displayWidth('漢字かな')).toBe(8);
+    expect(displayWidth('e\u0301te\u0301')).toBe(3); // été, decomposed
+    expect(displayWidth('ok 🚀 done')).toBe(10);
+    expect(displayWidth('\u2764\ufe0f')).toBe(2); // ❤️: a text symbol with the emoji selector
+    expect(displayWidth('[████░░]')).toBe(8);
+  });
+
+  it('clips and pads by columns, without splitting a character', () => {
+    expect(clip('abcdef', 4)).toBe('abc…');
+    expect(clip('abc', 3)).toBe('abc');
+    expect(clip('漢字漢字', 8)).toBe('漢字漢字');
+    expect(clip('漢字漢字', 7)).toBe('漢字漢…');
+    // A wide character that would straddle the edge is left out, not split.
+    expect(clip('漢字漢字', 6)).toBe('漢字…');
+    expect(displayWidth(clip('漢字漢字', 6))).toBe(5);
+    expect(clip('🚀🚀🚀', 4)).toBe('🚀…');
+    expect(clip('e\u0301e\u0301e\u0301', 2)).toBe('e\u0301…');
+    for (let columns = 1; columns < 30; columns++) {
+      const text = `render 漢字 🚀 ok ${'字'.repeat(columns)}`;
+      expect(displayWidth(clip(text, columns))).toBeLessThanOrEqual(columns);
+    }
+    expect(padEnd('漢', 4)).toBe('漢  ');
+    expect(padEnd('abcdef', 4)).toBe('abcdef');
+  });
+
+  it('fits rows with wide text to the screen width', () => {
+    const model = new TailModel();
+    model.apply(progress('漢字-job', 3, 10, '処理中 🚀 '.repeat(20)), 0);
+    model.apply(progress('ascii', 1, 10), 0);
+    const lines = formatScreen(model.rows, 80, 24, 'connected');
+    for (const line of lines) expect(displayWidth(line)).toBeLessThanOrEqual(79);
+    // Names are padded to the same width in columns, so the bars line up.
+    const bars = lines.slice(1).map((line) => displayWidth(line.slice(0, line.indexOf('['))));
+    expect(bars).toEqual([10, 10]); // 漢字-job is 8 columns, then two spaces
   });
 });
