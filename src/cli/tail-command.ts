@@ -5,6 +5,7 @@ import type { Notification } from '../router/notifications.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
 import { formatLine, formatScreen, TailModel } from './tail-view.js';
+import { printable } from './terminal-text.js';
 
 export const TAIL_HELP = `Usage: mcp-progress tail [TOKEN...] [--json] [options]
 
@@ -119,8 +120,9 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
     } catch (error) {
       live.delete(token);
       if (error instanceof BridgeError && error.code === 'disconnected') return;
+      // JSON.stringify escapes C0 controls but neither DEL nor C1 controls, nor the daemon's message.
       io.err(
-        `mcp-progress tail: cannot follow ${JSON.stringify(token)}: ${(error as Error).message}\n`,
+        `${printable(`mcp-progress tail: cannot follow ${JSON.stringify(token)}: ${(error as Error).message}`)}\n`,
       );
     }
   };

@@ -5,7 +5,7 @@
  */
 import type { ProgressToken, StreamEndStatus } from '../protocol/frames.js';
 import type { Notification } from '../router/notifications.js';
-import { clip, displayWidth, padEnd } from './terminal-text.js';
+import { clip, displayWidth, padEnd, printable } from './terminal-text.js';
 
 /** Rate is measured over this much recent history. */
 const RATE_WINDOW_MS = 10_000;
@@ -112,8 +112,9 @@ export function formatDuration(seconds: number): string {
   return hours > 0 ? `${hours}:${String(minutes).padStart(2, '0')}:${rest}` : `${minutes}:${rest}`;
 }
 
+/** A token as shown: integers as #7, strings with their control characters made visible. */
 export function formatToken(token: ProgressToken): string {
-  return typeof token === 'number' ? `#${token}` : token;
+  return typeof token === 'number' ? `#${token}` : printable(token);
 }
 
 export function bar(fraction: number, width = BAR_WIDTH): string {
@@ -150,7 +151,8 @@ function describe(row: StreamRow, withBar: boolean): string[] {
         parts.push(`ETA ${formatDuration((total - progress) / rate)}`);
     }
   }
-  if (row.message !== undefined && row.message !== '') parts.push(row.message.replace(/\s+/g, ' '));
+  if (row.message !== undefined && row.message !== '')
+    parts.push(printable(row.message.replace(/\s+/g, ' ')));
   return parts.filter((part) => part !== '');
 }
 

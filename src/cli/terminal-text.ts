@@ -1,7 +1,8 @@
 /**
- * Text as a terminal shows it: width is counted in terminal columns, not code
- * points, so that a line cut to the screen's width stays on one row. Pure, no
- * dependencies.
+ * Text as a terminal shows it. Control characters are made visible, so that
+ * text from a worker cannot move the cursor, ring the bell or start an escape
+ * sequence; and width is counted in terminal columns, not code points, so that
+ * a line cut to the screen's width stays on one row. Pure, no dependencies.
  *
  * Widths follow the usual wcwidth rules: East Asian Wide and Fullwidth
  * characters and emoji take two columns, combining marks and format
@@ -10,8 +11,37 @@
  * a column short of the screen is harmless, a line a column too long wraps.
  */
 
+/** Unicode's Control Pictures block has one for each C0 control (U+2400 + code) and DEL. */
+const CONTROL_PICTURES = 0x2400;
+const DEL_PICTURE = '\u2421';
+const REPLACEMENT = '\ufffd';
+
 function isControl(code: number): boolean {
   return code < 0x20 || (code >= 0x7f && code <= 0x9f);
+}
+
+/**
+ * `text` with each C0 control, DEL and C1 control replaced by a visible stand-in:
+ * the Control Pictures symbol (ESC becomes ␛, BEL ␇, LF ␊, DEL ␡) or, for C1
+ * controls, which have none, U+FFFD.
+ */
+export function printable(text: string): string {
+  let out: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (!isControl(code)) {
+      if (out !== undefined) out += text[i];
+      continue;
+    }
+    out ??= text.slice(0, i);
+    out +=
+      code < 0x20
+        ? String.fromCharCode(CONTROL_PICTURES + code)
+        : code === 0x7f
+          ? DEL_PICTURE
+          : REPLACEMENT;
+  }
+  return out ?? text;
 }
 
 /** Code point ranges (inclusive) of East Asian Wide and Fullwidth text, with emoji blocks. */
@@ -46,7 +76,7 @@ const ZERO_WIDTH = /^[\p{Mn}\p{Me}\p{Cf}]$/u;
 const EMOJI_PRESENTATION = /^\p{Emoji_Presentation}$/u;
 const EMOJI_SELECTOR = '\ufe0f';
 
-/** Columns one code point takes: 0, 1 or 2. Controls count 0. */
+/** Columns one code point takes: 0, 1 or 2. Controls count 0 (print them through `printable`). */
 export function codePointWidth(codePoint: number): 0 | 1 | 2 {
   if (isControl(codePoint)) return 0;
   if (codePoint < 0x300) return 1; // Latin, fast path

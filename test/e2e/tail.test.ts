@@ -228,6 +228,29 @@ describe('mcp-progress tail, stdout not a terminal', () => {
   });
 });
 
+describe('mcp-progress tail and control characters', () => {
+  it('prints them visibly in plain lines, and verbatim in --json', async () => {
+    const token = `${uniqueToken('ctl')}\nsecond-row`;
+    const message = 'clear\x1b[2J\x1b]0;title\x07 bell\x07 back\x08 del\x7f c1\x9b';
+    const plain = startTail([token]);
+    const json = startTail([token, '--json']);
+    await subscribed(token, 2);
+    await publish(token, '--progress', '1', '--total', '2', '--message', message);
+    await publish(token, '--done');
+    expect(await plain.exit).toBe(0);
+    expect(await json.exit).toBe(0);
+    const shown = token.replace('\n', '␊');
+    expect(plain.lines()).toEqual([
+      `${shown}   50%  1/2  clear␛[2J␛]0;title␇ bell␇ back␈ del␡ c1\ufffd`,
+      `${shown}   50%  1/2  ✓ ok  clear␛[2J␛]0;title␇ bell␇ back␈ del␡ c1\ufffd`,
+    ]);
+    expect(json.lines().map((line) => JSON.parse(line).params)).toEqual([
+      { progressToken: token, progress: 1, total: 2, message },
+      { progressToken: token, status: 'ok' },
+    ]);
+  });
+});
+
 const hasTmux = spawnSync('tmux', ['-V']).status === 0;
 if (!hasTmux)
   console.warn(

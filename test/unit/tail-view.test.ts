@@ -9,7 +9,13 @@ import {
   rateOf,
   TailModel,
 } from '../../src/cli/tail-view.js';
-import { clip, codePointWidth, displayWidth, padEnd } from '../../src/cli/terminal-text.js';
+import {
+  clip,
+  codePointWidth,
+  displayWidth,
+  padEnd,
+  printable,
+} from '../../src/cli/terminal-text.js';
 import type { Notification } from '../../src/router/notifications.js';
 
 const progress = (
@@ -159,5 +165,24 @@ describe('text on a terminal', () => {
     // Names are padded to the same width in columns, so the bars line up.
     const bars = lines.slice(1).map((line) => displayWidth(line.slice(0, line.indexOf('['))));
     expect(bars).toEqual([10, 10]); // 漢字-job is 8 columns, then two spaces
+  });
+
+  it('shows control characters from tokens and messages as visible symbols', () => {
+    expect(printable('plain 漢字')).toBe('plain 漢字');
+    expect(printable('a\x1b[2Jb\x07c\x08d\x7fe\x9bf\x00')).toBe('a␛[2Jb␇c␈d␡e\ufffdf␀');
+    const model = new TailModel();
+    model.apply(progress('evil\ntoken', 1, 2, 'clear\x1b[2J\x1b]0;title\x07 bell\x07\x08'), 0);
+    const line = formatLine(model.get('evil\ntoken') ?? model.follow('x'));
+    expect(line).toBe('evil␊token   50%  1/2  clear␛[2J␛]0;title␇ bell␇␈');
+    // Whitespace in a message still reads as a space; in a token it stays visible.
+    model.apply(progress('t', 1, undefined, 'two\nlines\tand tab'), 0);
+    expect(formatLine(model.get('t') ?? model.follow('x'))).toBe('t  1  two lines and tab');
+    const controls = (text: string) =>
+      [...text].filter((char) => {
+        const code = char.codePointAt(0) ?? 0;
+        return code < 0x20 || (code >= 0x7f && code <= 0x9f);
+      });
+    for (const text of formatScreen(model.rows, 80, 24, 'connected'))
+      expect(controls(text)).toEqual([]);
   });
 });
