@@ -36,6 +36,8 @@ Examples:
 const POLL_MS = 500;
 /** Terminal redraws at most this often. */
 const FRAME_MS = 100;
+/** And at least this often, so that rates fall and stalled streams show while nothing arrives. */
+const TICK_MS = 1000;
 
 const HIDE_CURSOR = '\x1b[?25l';
 const SHOW_CURSOR = '\x1b[?25h';
@@ -93,15 +95,21 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
   const pendingNamed = new Set<ProgressToken>(named);
 
   const screen = mode === 'screen' ? new Screen(io) : undefined;
-  if (screen !== undefined)
+  let ticker: NodeJS.Timeout | undefined;
+  if (screen !== undefined) {
     render = () =>
-      screen.schedule(() => formatScreen(model.rows, screen.columns, screen.rows, state));
+      screen.schedule(() =>
+        formatScreen(model.rows, screen.columns, screen.rows, state, Date.now()),
+      );
+    ticker = setInterval(() => render(), TICK_MS).unref();
+  }
 
   const received = (notification: Notification) => {
     const token = notification.params.progressToken;
-    const row = model.apply(notification, Date.now());
+    const now = Date.now();
+    const row = model.apply(notification, now);
     if (mode === 'json') io.out(`${JSON.stringify(notification)}\n`);
-    else if (mode === 'lines') io.out(`${formatLine(row)}\n`);
+    else if (mode === 'lines') io.out(`${formatLine(row, now)}\n`);
     else render();
     if (notification.method === 'notifications/progress/done') {
       live.delete(token);
@@ -169,7 +177,8 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
   process.off('SIGINT', stop);
   process.off('SIGTERM', stop);
   clearTimeout(poller);
-  screen?.close(formatScreen(model.rows, screen.columns, screen.rows, state));
+  clearInterval(ticker);
+  screen?.close(formatScreen(model.rows, screen.columns, screen.rows, state, Date.now()));
   await client.close();
   return code;
 }
