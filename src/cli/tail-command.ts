@@ -11,8 +11,8 @@ export const TAIL_HELP = `Usage: mcp-progress tail [TOKEN...] [--json] [options]
 
 A live view of the named streams, or of every stream when none is named (new
 streams appear within a second). One line per stream: a bar when the total
-is known and a counter when it is not, rate, ETA and message; finished
-streams show their status. On a terminal the view redraws in place; when
+is known and a counter when it is not, rate, ETA and message; "stalled" when
+a stream sent nothing for 10 s; finished streams show their status. On a terminal the view redraws in place; when
 stdout is not a terminal, each update is printed as a plain line.
 
 With TOKENs, tail exits (0) once every named stream is done; without, it
