@@ -5,13 +5,14 @@ import type { Notification } from '../router/notifications.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
 import { formatLine, formatScreen, TailModel } from './tail-view.js';
+import { printable } from './terminal-text.js';
 
 export const TAIL_HELP = `Usage: mcp-progress tail [TOKEN...] [--json] [options]
 
 A live view of the named streams, or of every stream when none is named (new
 streams appear within a second). One line per stream: a bar when the total
-is known and a counter when it is not, rate, ETA and message; finished
-streams show their status. On a terminal the view redraws in place; when
+is known and a counter when it is not, rate, ETA and message; "stalled" when
+a stream sent nothing for 10 s; finished streams show their status. On a terminal the view redraws in place; when
 stdout is not a terminal, each update is printed as a plain line.
 
 With TOKENs, tail exits (0) once every named stream is done; without, it
@@ -35,6 +36,8 @@ Examples:
 const POLL_MS = 500;
 /** Terminal redraws at most this often. */
 const FRAME_MS = 100;
+/** And at least this often, so that rates fall and stalled streams show while nothing arrives. */
+const TICK_MS = 1000;
 
 const HIDE_CURSOR = '\x1b[?25l';
 const SHOW_CURSOR = '\x1b[?25h';
@@ -80,30 +83,44 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
   const finished = new Promise<number>((resolve) => {
     finish = resolve;
   });
-  /** Tokens whose subscription is live, and the stream (startedAt) each follows. */
+  /**
+   * Tokens whose subscription is live, and the stream (the daemon's startedAt) each follows.
+   * A daemon restart, or a waiting stream that becomes active, gives the same stream a new
+   * startedAt: `followed` takes it over while the subscription lives, and a token whose done
+   * arrived before its new startedAt was seen is `settling` until the list shows it done.
+   */
   const live = new Set<ProgressToken>();
   const followed = new Map<ProgressToken, number | undefined>();
+  const settling = new Set<ProgressToken>();
   const pendingNamed = new Set<ProgressToken>(named);
 
   const screen = mode === 'screen' ? new Screen(io) : undefined;
-  if (screen !== undefined)
+  let ticker: NodeJS.Timeout | undefined;
+  if (screen !== undefined) {
     render = () =>
-      screen.schedule(() => formatScreen(model.rows, screen.columns, screen.rows, state));
+      screen.schedule(() =>
+        formatScreen(model.rows, screen.columns, screen.rows, state, Date.now()),
+      );
+    ticker = setInterval(() => render(), TICK_MS).unref();
+  }
 
   const received = (notification: Notification) => {
     const token = notification.params.progressToken;
-    const row = model.apply(notification, Date.now());
+    const now = Date.now();
+    const row = model.apply(notification, now);
     if (mode === 'json') io.out(`${JSON.stringify(notification)}\n`);
-    else if (mode === 'lines') io.out(`${formatLine(row)}\n`);
+    else if (mode === 'lines') io.out(`${formatLine(row, now)}\n`);
     else render();
     if (notification.method === 'notifications/progress/done') {
       live.delete(token);
+      settling.add(token);
       if (pendingNamed.delete(token) && named.length > 0 && pendingNamed.size === 0) finish(0);
     }
   };
 
   const follow = async (token: ProgressToken, startedAt?: number) => {
     live.add(token);
+    settling.delete(token);
     followed.set(token, startedAt);
     model.follow(token, startedAt);
     try {
@@ -111,8 +128,9 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
     } catch (error) {
       live.delete(token);
       if (error instanceof BridgeError && error.code === 'disconnected') return;
+      // JSON.stringify escapes C0 controls but neither DEL nor C1 controls, nor the daemon's message.
       io.err(
-        `mcp-progress tail: cannot follow ${JSON.stringify(token)}: ${(error as Error).message}\n`,
+        `${printable(`mcp-progress tail: cannot follow ${JSON.stringify(token)}: ${(error as Error).message}`)}\n`,
       );
     }
   };
@@ -125,13 +143,18 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
       return; // disconnected: the gateway client reconnects, and the next poll goes on
     }
     for (const stream of streams) {
-      if (stream.state === 'waiting' || live.has(stream.progressToken)) continue;
-      if (
-        followed.has(stream.progressToken) &&
-        followed.get(stream.progressToken) === stream.startedAt
-      )
+      const token = stream.progressToken;
+      if (stream.state === 'waiting') continue;
+      // The stream this subscription follows, under the startedAt this daemon gave it.
+      const same = live.has(token) || (settling.has(token) && stream.state === 'done');
+      if (same) {
+        settling.delete(token);
+        followed.set(token, stream.startedAt);
+        model.restamp(token, stream.startedAt);
         continue;
-      await follow(stream.progressToken, stream.startedAt);
+      }
+      if (followed.has(token) && followed.get(token) === stream.startedAt) continue;
+      await follow(token, stream.startedAt);
     }
   };
 
@@ -154,7 +177,8 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
   process.off('SIGINT', stop);
   process.off('SIGTERM', stop);
   clearTimeout(poller);
-  screen?.close(formatScreen(model.rows, screen.columns, screen.rows, state));
+  clearInterval(ticker);
+  screen?.close(formatScreen(model.rows, screen.columns, screen.rows, state, Date.now()));
   await client.close();
   return code;
 }

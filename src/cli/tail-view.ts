@@ -5,9 +5,13 @@
  */
 import type { ProgressToken, StreamEndStatus } from '../protocol/frames.js';
 import type { Notification } from '../router/notifications.js';
+import { clip, displayWidth, padEnd, printable } from './terminal-text.js';
 
-/** Rate is measured over this much recent history. */
-const RATE_WINDOW_MS = 10_000;
+/**
+ * Rate is measured over this much recent history, up to now; a stream with no
+ * new value for this long is shown as stalled, without rate or ETA.
+ */
+export const RATE_WINDOW_MS = 10_000;
 const BAR_WIDTH = 20;
 const PARTIAL_BLOCKS = ['', '▏', '▎', '▍', '▌', '▋', '▊', '▉'] as const;
 
@@ -24,7 +28,7 @@ export interface StreamRow {
   total: number | undefined;
   message: string | undefined;
   status: StreamEndStatus | undefined;
-  /** Recent (time, progress) samples for the rate. */
+  /** Recent (time, progress) samples for the rate: those in the window and the last one before it. */
   samples: Array<[number, number]>;
   /** The daemon's startedAt of the stream this row follows, when known. */
   startedAt: number | undefined;
@@ -52,6 +56,12 @@ export class TailModel {
     return row;
   }
 
+  /** Records a new startedAt for the stream a row already follows (after a daemon restart). */
+  restamp(token: ProgressToken, startedAt: number): void {
+    const row = this.#rows.get(token);
+    if (row !== undefined) row.startedAt = startedAt;
+  }
+
   apply(notification: Notification, now: number): StreamRow {
     const row = this.follow(notification.params.progressToken);
     if (notification.method === 'notifications/progress') {
@@ -60,8 +70,7 @@ export class TailModel {
       row.total = total;
       row.message = message;
       row.samples.push([now, progress]);
-      while (row.samples.length > 2 && (row.samples[0]?.[0] ?? now) < now - RATE_WINDOW_MS)
-        row.samples.shift();
+      while ((row.samples[1]?.[0] ?? now) <= now - RATE_WINDOW_MS) row.samples.shift();
     } else {
       row.status = notification.params.status;
       if (notification.params.message !== undefined) row.message = notification.params.message;
@@ -78,12 +87,28 @@ export class TailModel {
   }
 }
 
-/** Units per second over the recent samples, when there is movement to measure. */
-export function rateOf(row: StreamRow): number | undefined {
-  const first = row.samples[0];
+/**
+ * Units per second from the start of the window up to `now`: measured from the
+ * last sample at or before the window's start (or the first sample), so that
+ * the rate falls while no new value comes. Undefined when there is nothing to
+ * measure, or when the stream is stalled.
+ */
+export function rateOf(row: StreamRow, now: number): number | undefined {
   const last = row.samples.at(-1);
-  if (first === undefined || last === undefined || last[0] <= first[0]) return undefined;
-  return (last[1] - first[1]) / ((last[0] - first[0]) / 1000);
+  if (last === undefined || isStalled(row, now)) return undefined;
+  let from = row.samples[0] ?? last;
+  for (const sample of row.samples) {
+    if (sample[0] > now - RATE_WINDOW_MS) break;
+    from = sample;
+  }
+  if (now <= from[0]) return undefined;
+  return (last[1] - from[1]) / ((now - from[0]) / 1000);
+}
+
+/** No new value for longer than the rate window. */
+export function isStalled(row: StreamRow, now: number): boolean {
+  const last = row.samples.at(-1);
+  return row.status === undefined && last !== undefined && now - last[0] > RATE_WINDOW_MS;
 }
 
 export function formatNumber(value: number): string {
@@ -105,8 +130,9 @@ export function formatDuration(seconds: number): string {
   return hours > 0 ? `${hours}:${String(minutes).padStart(2, '0')}:${rest}` : `${minutes}:${rest}`;
 }
 
+/** A token as shown: integers as #7, strings with their control characters made visible. */
 export function formatToken(token: ProgressToken): string {
-  return typeof token === 'number' ? `#${token}` : token;
+  return typeof token === 'number' ? `#${token}` : printable(token);
 }
 
 export function bar(fraction: number, width = BAR_WIDTH): string {
@@ -118,7 +144,7 @@ export function bar(fraction: number, width = BAR_WIDTH): string {
 }
 
 /** The parts of a row after the name: bar (when asked and total known), counts, rate, ETA or status, message. */
-function describe(row: StreamRow, withBar: boolean): string[] {
+function describe(row: StreamRow, withBar: boolean, now: number): string[] {
   const parts: string[] = [];
   const { progress, total } = row;
   if (progress === undefined) {
@@ -135,33 +161,30 @@ function describe(row: StreamRow, withBar: boolean): string[] {
   }
   if (row.status !== undefined) {
     parts.push(STATUS_MARK[row.status]);
+  } else if (isStalled(row, now)) {
+    parts.push('stalled');
   } else if (progress !== undefined) {
-    const rate = rateOf(row);
+    const rate = rateOf(row, now);
     if (rate !== undefined && rate > 0) {
       parts.push(formatRate(rate));
       if (total !== undefined && total > progress)
         parts.push(`ETA ${formatDuration((total - progress) / rate)}`);
     }
   }
-  if (row.message !== undefined && row.message !== '') parts.push(row.message.replace(/\s+/g, ' '));
+  if (row.message !== undefined && row.message !== '')
+    parts.push(printable(row.message.replace(/\s+/g, ' ')));
   return parts.filter((part) => part !== '');
 }
 
-/** One line for a terminal that redraws: name padded, a bar, cut to the width. */
-export function formatRow(row: StreamRow, nameWidth: number, columns: number): string {
-  const name = formatToken(row.token).padEnd(nameWidth);
-  return clip(`${name}  ${describe(row, true).join('  ')}`, columns);
+/** One line for a terminal that redraws: name padded, a bar, cut to the width (in columns). */
+export function formatRow(row: StreamRow, nameWidth: number, columns: number, now: number): string {
+  const name = padEnd(formatToken(row.token), nameWidth);
+  return clip(`${name}  ${describe(row, true, now).join('  ')}`, columns);
 }
 
 /** One plain line (no bar, no padding), for logs and pipes. */
-export function formatLine(row: StreamRow): string {
-  return `${formatToken(row.token)}  ${describe(row, false).join('  ')}`;
-}
-
-export function clip(text: string, columns: number): string {
-  const chars = [...text];
-  if (chars.length <= columns) return text;
-  return `${chars.slice(0, Math.max(0, columns - 1)).join('')}…`;
+export function formatLine(row: StreamRow, now: number): string {
+  return `${formatToken(row.token)}  ${describe(row, false, now).join('  ')}`;
 }
 
 /** The whole screen: a header and the rows that fit, oldest finished rows dropped first. */
@@ -170,6 +193,7 @@ export function formatScreen(
   columns: number,
   height: number,
   state: 'connected' | 'disconnected',
+  now: number,
 ): string[] {
   const width = Math.max(20, columns - 1);
   const active = rows.filter((row) => row.status === undefined).length;
@@ -194,7 +218,7 @@ export function formatScreen(
   }
   const nameWidth = Math.min(
     32,
-    shown.reduce((max, row) => Math.max(max, [...formatToken(row.token)].length), 0),
+    shown.reduce((max, row) => Math.max(max, displayWidth(formatToken(row.token))), 0),
   );
-  return [clip(header, width), ...shown.map((row) => formatRow(row, nameWidth, width))];
+  return [clip(header, width), ...shown.map((row) => formatRow(row, nameWidth, width, now))];
 }

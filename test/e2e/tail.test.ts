@@ -10,9 +10,10 @@ import {
   type RunningDaemon,
   runCli as runCliWithin,
   startDaemon,
+  tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { useWatchedBridge } from '../helpers/gateway.js';
+import { connectGateway, type GatewayClient, useWatchedBridge } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
 const runCli = (args: string[], env: Record<string, string> = {}) =>
@@ -38,14 +39,10 @@ const publishTo = async (to: RunningDaemon, token: string, ...fields: string[]) 
   expect(result.code).toBe(0);
 };
 
-function startTail(args: string[]) {
-  const child = spawn(
-    process.execPath,
-    [BIN, 'tail', '--runtime-dir', bridge.daemon.runtimeDir, ...args],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+function startTail(args: string[], runtimeDir = bridge.daemon.runtimeDir) {
+  const child = spawn(process.execPath, [BIN, 'tail', '--runtime-dir', runtimeDir, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   tails.push(child);
   const output = collectOutput(child);
   return {
@@ -61,10 +58,14 @@ function startTail(args: string[]) {
 }
 
 /** Waits until the daemon counts `count` subscribers on the token, so that nothing published after is missed. */
-async function subscribed(token: string | number, count = 1): Promise<void> {
+async function subscribed(
+  token: string | number,
+  count = 1,
+  gateway: GatewayClient = bridge.gateway,
+): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const list = (await bridge.gateway.request('progress/list')).result as {
+    const list = (await gateway.request('progress/list')).result as {
       streams: Array<{ progressToken: unknown; subscribers: number }>;
     };
     if ((list.streams.find((s) => s.progressToken === token)?.subscribers ?? 0) >= count) return;
@@ -165,6 +166,51 @@ describe('mcp-progress tail --json', () => {
   });
 });
 
+describe('mcp-progress tail across a daemon restart', () => {
+  it('shows a stream that finishes after the restart once, and does not follow it again', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    const tail = startTail(['--json'], runtimeDir);
+    const token = uniqueToken('restart');
+    const ofToken = () =>
+      tail
+        .lines()
+        .map((line) => JSON.parse(line))
+        .filter((message) => message.params.progressToken === token);
+    await publishTo(first, token, '--progress', '5');
+    await eventually(() => (ofToken().length === 1 ? true : undefined), 60_000, 'the first value');
+
+    await first.stop('SIGKILL');
+    const second = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    const gateway = await connectGateway(second.info);
+    try {
+      // tail reconnects and subscribes again, so the new daemon's stream has a new startedAt.
+      await subscribed(token, 1, gateway);
+      await publishTo(second, token, '--progress', '1131');
+      await publishTo(second, token, '--done');
+      await eventually(() => (ofToken().length === 3 ? true : undefined), 60_000, 'the done');
+      // Published after tail printed the done: the poll that finds it lists the finished
+      // stream first, so a second follow of that stream would print before this marker.
+      const marker = uniqueToken('restart-marker');
+      await publishTo(second, marker, '--progress', '1');
+      await eventually(
+        () => (tail.lines().some((line) => line.includes(marker)) ? true : undefined),
+        60_000,
+        'the marker stream',
+      );
+      expect(ofToken().map((message) => message.params)).toEqual([
+        { progressToken: token, progress: 5 },
+        { progressToken: token, progress: 1131 },
+        { progressToken: token, status: 'ok' },
+      ]);
+    } finally {
+      await gateway.close();
+    }
+    tail.child.kill('SIGTERM');
+    expect(await tail.exit).toBe(0);
+  });
+});
+
 describe('mcp-progress tail, stdout not a terminal', () => {
   it('prints plain lines: counts, percent, message, and the status at the end', async () => {
     const token = uniqueToken('plain');
@@ -179,6 +225,29 @@ describe('mcp-progress tail, stdout not a terminal', () => {
       `${token}   50%  5/10  ✓ ok  rendered`,
     ]);
     expect(tail.lines().join('')).not.toContain('\x1b');
+  });
+});
+
+describe('mcp-progress tail and control characters', () => {
+  it('prints them visibly in plain lines, and verbatim in --json', async () => {
+    const token = `${uniqueToken('ctl')}\nsecond-row`;
+    const message = 'clear\x1b[2J\x1b]0;title\x07 bell\x07 back\x08 del\x7f c1\x9b';
+    const plain = startTail([token]);
+    const json = startTail([token, '--json']);
+    await subscribed(token, 2);
+    await publish(token, '--progress', '1', '--total', '2', '--message', message);
+    await publish(token, '--done');
+    expect(await plain.exit).toBe(0);
+    expect(await json.exit).toBe(0);
+    const shown = token.replace('\n', '␊');
+    expect(plain.lines()).toEqual([
+      `${shown}   50%  1/2  clear␛[2J␛]0;title␇ bell␇ back␈ del␡ c1\ufffd`,
+      `${shown}   50%  1/2  ✓ ok  clear␛[2J␛]0;title␇ bell␇ back␈ del␡ c1\ufffd`,
+    ]);
+    expect(json.lines().map((line) => JSON.parse(line).params)).toEqual([
+      { progressToken: token, progress: 1, total: 2, message },
+      { progressToken: token, status: 'ok' },
+    ]);
   });
 });
 
@@ -201,17 +270,17 @@ describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
   afterAll(() => {
     spawnSync('tmux', ['-L', server, 'kill-server']);
   });
-  const screen = () => tmux('capture-pane', '-p', '-t', 'tail');
-  const screenShows = (what: (text: string) => boolean, description: string) =>
+  const screen = (session = 'tail') => tmux('capture-pane', '-p', '-t', session);
+  const screenShows = (what: (text: string) => boolean, description: string, session = 'tail') =>
     eventually(
       () => {
-        const text = screen();
+        const text = screen(session);
         return what(text) ? text : undefined;
       },
       60_000,
       description,
     ).catch((error: Error) => {
-      throw new Error(`${error.message}; the screen:\n${screen()}`);
+      throw new Error(`${error.message}; the screen:\n${screen(session)}`);
     });
 
   it('draws a bar, a counter and statuses, redrawing in place; Ctrl-C leaves it', async () => {
@@ -247,7 +316,8 @@ describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
     const barLine = moving.split('\n').find((line) => line.includes(render)) ?? '';
     expect(barLine).toMatch(new RegExp(`${render}\\s+\\[█{15}░{5}\\]\\s+75%\\s+75/100`));
     const countLine = moving.split('\n').find((line) => line.includes(count)) ?? '';
-    expect(countLine).toMatch(new RegExp(`${count}\\s+17$`));
+    // Ten seconds after its only value a stream shows as stalled, on a slow machine perhaps already.
+    expect(countLine).toMatch(new RegExp(`${count}\\s+17(\\s+stalled)?$`));
     expect(countLine).not.toContain('[');
 
     await publish(render, '--done');
@@ -266,6 +336,59 @@ describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
 
     tmux('send-keys', '-t', 'tail', 'C-c');
     const after = await screenShows((text) => text.includes('TAIL-EXIT='), 'tail to exit');
+    expect(after).toContain('TAIL-EXIT=0');
+  });
+  it('keeps rows with wide characters on one line each, so the view redraws in place', async () => {
+    const [wide, plain] = [uniqueToken('漢字'), uniqueToken('plain')];
+    tmux(
+      'new-session',
+      '-d',
+      '-s',
+      'wide',
+      '-x',
+      '80',
+      '-y',
+      '20',
+      `${process.execPath} ${BIN} tail --runtime-dir ${own.runtimeDir}; echo TAIL-EXIT=$?; sleep 60`,
+    );
+    await screenShows((text) => text.includes('mcp-progress tail:'), 'the header', 'wide');
+    // Far wider than the screen in columns, though fewer than 80 code points.
+    const message = '処理中🚀フレーム'.repeat(8);
+    for (let progress = 1; progress <= 6; progress++) {
+      await publish(wide, '--progress', String(progress), '--total', '10', '--message', message);
+      await publish(plain, '--progress', String(progress));
+      await screenShows(
+        (text) =>
+          text.includes(`${progress}/10`) && new RegExp(`${plain}\\s+${progress}\\b`).test(text),
+        `progress ${progress}`,
+        'wide',
+      );
+    }
+    const text = screen('wide');
+    const lines = text.split('\n');
+    expect(lines.filter((line) => line.includes('mcp-progress tail:'))).toHaveLength(1);
+    expect(lines.filter((line) => line.includes(wide))).toHaveLength(1);
+    expect(lines.filter((line) => line.includes(plain))).toHaveLength(1);
+    expect(
+      lines.find((line) => line.includes(wide)),
+      text,
+    ).toMatch(/6\/10 .*処理中.*…$/);
+    // Nothing arrives any more, yet the view goes on redrawing: the rate and ETA give way to
+    // "stalled" ten seconds after the last value.
+    const stalled = await screenShows(
+      (screenText) => /6\/10 {2}stalled/.test(screenText),
+      'the stream shown as stalled',
+      'wide',
+    );
+    expect(stalled.split('\n').filter((line) => line.includes('mcp-progress tail:'))).toHaveLength(
+      1,
+    );
+    tmux('send-keys', '-t', 'wide', 'C-c');
+    const after = await screenShows(
+      (screenText) => screenText.includes('TAIL-EXIT='),
+      'tail to exit',
+      'wide',
+    );
     expect(after).toContain('TAIL-EXIT=0');
   });
 });
