@@ -13,7 +13,7 @@ or the daemon cannot be reached, 2 when the command line is wrong.
 
 Token (one of):
   --token T            a string token (always a string, even "7")
-  --token-json JSON    any JSON token: --token-json 7 sends the integer 7
+  --token-json JSON    a JSON string or safe integer: --token-json 7 sends the integer 7
                        (default: $MCP_PROGRESS_TOKEN, as a string)
 
 Fields:
@@ -119,10 +119,13 @@ function tokenFrom(
   if (text !== undefined) return text;
   if (json !== undefined) {
     const value = jsonFlag('token-json', json);
-    if (typeof value !== 'string' && typeof value !== 'number') {
-      throw new UsageError(`--token-json: a token is a JSON string or integer, got ${json}`);
+    // 1.5 would be refused by the daemon, and 1e999 parses to Infinity, which JSON sends as null.
+    if (typeof value !== 'string' && !Number.isSafeInteger(value)) {
+      throw new UsageError(
+        `--token-json: a token is a JSON string or integer (a safe integer, at most 2^53 - 1 either side of 0), got ${json}`,
+      );
     }
-    return value;
+    return value as ProgressToken;
   }
   if (fromEnv) return fromEnv;
   throw new UsageError(`no token: pass --token T (or --token-json JSON), or set ${ENV_TOKEN}`);

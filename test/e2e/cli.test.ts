@@ -153,6 +153,10 @@ describe('publish and status', () => {
       ],
       [['--token', 'a', '--status', 'ok'], '--status goes with --done'],
       [['--token-json', '{"a":1}'], '--token-json: a token is a JSON string or integer'],
+      // The daemon would refuse 1.5; 1e999 parses to Infinity, which JSON sends as null.
+      [['--token-json', '1.5'], '--token-json: a token is a JSON string or integer'],
+      [['--token-json', '1e999'], '--token-json: a token is a JSON string or integer'],
+      [['--token-json', '9007199254740993'], '(a safe integer'],
       [['--token', 'a', '--meta', 'nope'], '--meta: expected JSON'],
     ];
     for (const [args, message] of cases) {
