@@ -1,5 +1,5 @@
 import { socketRequest } from '../client/socket-request.js';
-import { ENV_TOKEN, resolveSocketPath } from '../locate.js';
+import { ENV_TOKEN, locateSocketPath } from '../locate.js';
 import { doneStatusSchema, type ProgressToken } from '../protocol/frames.js';
 import { PROTOCOL_VERSION } from '../protocol/limits.js';
 import { integerFlag, numberFlag, parse, UsageError } from './args.js';
@@ -27,8 +27,9 @@ Fields:
 
 Where:
   --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
-                       default socket of the runtime dir)
-  --runtime-dir DIR    find the default socket in DIR
+                       socket named in the runtime dir's daemon.json, else the
+                       runtime dir's bridge.sock)
+  --runtime-dir DIR    find the daemon's socket through DIR
   --timeout-ms N       how long to wait for the answer (default 5000)
   -h, --help           show this help
 
@@ -88,7 +89,7 @@ export async function publishCommand(argv: string[], io: Io): Promise<number> {
   }
   if (values.message !== undefined) data.message = values.message;
   data.seq = seq;
-  const socketPath = resolveSocketPath(
+  const socketPath = await locateSocketPath(
     { socket: values.socket, runtimeDir: values['runtime-dir'] },
     io.env,
   );

@@ -1,6 +1,6 @@
 import { socketRequest } from '../client/socket-request.js';
 import type { DaemonStatus } from '../daemon.js';
-import { resolveSocketPath } from '../locate.js';
+import { locateSocketPath } from '../locate.js';
 import { integerFlag, parse } from './args.js';
 import type { Io } from './io.js';
 
@@ -11,8 +11,10 @@ connections, sessions, streams, subscriptions and counters. Exit 0 when a
 daemon answers, 1 when none does.
 
   --json               print the figures as one JSON object
-  --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the default)
-  --runtime-dir DIR    find the default socket in DIR
+  --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
+                       socket named in the runtime dir's daemon.json, else the
+                       runtime dir's bridge.sock)
+  --runtime-dir DIR    find the daemon's socket through DIR
   --timeout-ms N       how long to wait for the answer (default 5000)
   -h, --help           show this help
 `;
@@ -29,7 +31,7 @@ export async function statusCommand(argv: string[], io: Io): Promise<number> {
     io.out(STATUS_HELP);
     return 0;
   }
-  const socketPath = resolveSocketPath(
+  const socketPath = await locateSocketPath(
     { socket: values.socket, runtimeDir: values['runtime-dir'] },
     io.env,
   );

@@ -201,6 +201,34 @@ describe('publish and status', () => {
   });
 });
 
+describe('finding a daemon and being refused by it', () => {
+  const running: RunningDaemon[] = [];
+  afterEach(async () => {
+    for (const d of running.splice(0)) await d.stop('SIGKILL');
+  });
+
+  it("status and publish with --runtime-dir use the socket named in the runtime dir's daemon.json", async () => {
+    const elsewhere = join(tempDir(), 'elsewhere.sock');
+    const daemon = await startDaemon(['--socket', elsewhere]);
+    running.push(daemon);
+    expect(daemon.info.socket).toBe(elsewhere);
+    const status = await runCli(['status', '--json', '--runtime-dir', daemon.runtimeDir]);
+    expect(status.stderr).toBe('');
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ pid: daemon.child.pid, socket: elsewhere });
+    const publish = await runCli([
+      'publish',
+      '--runtime-dir',
+      daemon.runtimeDir,
+      '--token',
+      'elsewhere',
+      '--progress',
+      '1',
+    ]);
+    expect(publish).toMatchObject({ code: 0, stderr: '' });
+  });
+});
+
 describe('the daemon process', () => {
   const running: RunningDaemon[] = [];
   afterEach(async () => {
