@@ -8,7 +8,8 @@ export const STATUS_HELP = `Usage: mcp-progress status [--json] [--socket PATH |
 
 Shows the running daemon: pid, version, uptime, socket, gateway URL, worker
 connections, sessions, streams, subscriptions and counters. Exit 0 when a
-daemon answers, 1 when none does.
+daemon answers, 1 when none does or when it refuses the request (at its
+connection cap, or stopping), with its reason.
 
   --json               print the figures as one JSON object
   --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
@@ -39,9 +40,15 @@ export async function statusCommand(argv: string[], io: Io): Promise<number> {
     socketPath,
     type: 'status',
     data: {},
-    isReply: (envelope) => envelope.type === 'status',
+    isReply: (envelope) => envelope.type === 'status' || envelope.type === 'rejected',
     timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? 5000,
   });
+  if (reply.type === 'rejected') {
+    // At its connection cap, or while stopping, the daemon says why instead of answering.
+    const rejection = reply.data as { code?: string; message?: string };
+    io.err(`mcp-progress status: rejected (${rejection.code}): ${rejection.message}\n`);
+    return 1;
+  }
   const status = reply.data as DaemonStatus;
   io.out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
   return 0;

@@ -1,6 +1,7 @@
 /** The real binary, run as a user would: exit codes, messages, files and modes. */
 import { spawn } from 'node:child_process';
 import { statSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -226,6 +227,29 @@ describe('finding a daemon and being refused by it', () => {
       '1',
     ]);
     expect(publish).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it("status at the connection cap prints the daemon's rejected reason and exits 1", async () => {
+    const daemon = await startDaemon(['--max-connections', '1']);
+    running.push(daemon);
+    // Hold the only connection: once it has its pong, the daemon counts it.
+    const held = connect({ path: daemon.info.socket });
+    held.setEncoding('utf8');
+    const answered = new Promise<string>((resolve) => {
+      let text = '';
+      held.on('data', (chunk: string) => {
+        text += chunk;
+        if (text.includes('\f')) resolve(text);
+      });
+    });
+    held.write('{"type":"ping","data":{}}\f');
+    expect(await answered).toContain('"type":"pong"');
+    const status = await runCli(['status', '--socket', daemon.info.socket]);
+    held.destroy();
+    expect(status.code).toBe(1);
+    expect(status.stderr).toContain('rejected (too_many_connections)');
+    expect(status.stderr).toContain('at most 1 worker connections');
+    expect(status.stderr).not.toContain('before answering');
   });
 });
 
