@@ -1,12 +1,14 @@
 /** The real binary, run as a user would: exit codes, messages, files and modes. */
-import { spawn } from 'node:child_process';
-import { statSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import {
+  BIN,
   cleanupAll,
+  collectOutput,
   type RunningDaemon,
   runCli,
   startDaemon,
@@ -293,6 +295,99 @@ describe('the daemon process', () => {
     expect((await runCli(['status', '--socket', first.info.socket])).code).toBe(0);
   });
 
+  it('of three daemons started at once on one runtime dir, one runs and the others name it', async () => {
+    // A race: a round may miss the window, so several rounds make a regression show.
+    for (let round = 0; round < 5; round++) {
+      const dir = tempDir();
+      const starts = [0, 1, 2].map(() => {
+        const child = spawn(
+          process.execPath,
+          [BIN, 'daemon', '--runtime-dir', dir, '--port', '0'],
+          { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+        );
+        const output = collectOutput(child);
+        // Each one either becomes ready or exits.
+        const outcome = new Promise<'ready' | 'exited'>((resolve) => {
+          child.stderr?.on('data', () => {
+            if (output.stderr().includes('ready:')) resolve('ready');
+          });
+          child.once('exit', () => resolve('exited'));
+        });
+        return { child, output, outcome };
+      });
+      try {
+        const outcomes = await Promise.all(starts.map((s) => s.outcome));
+        const winners = starts.filter((_, i) => outcomes[i] === 'ready');
+        expect(winners.length, starts.map((s) => s.output.stderr()).join('\n')).toBe(1);
+        const winner = winners[0] as (typeof starts)[number];
+        for (const loser of starts.filter((s) => s !== winner)) {
+          expect(await waitForExit(loser.child)).toBe(1);
+          expect(loser.output.stderr()).not.toContain('internal error');
+          expect(loser.output.stderr()).toContain(`a daemon (pid ${winner.child.pid}`);
+          expect(loser.output.stderr()).toContain('is already running');
+        }
+        expect(JSON.parse(readFileSync(join(dir, 'daemon.json'), 'utf8')).pid).toBe(
+          winner.child.pid,
+        );
+        expect((await runCli(['status', '--runtime-dir', dir])).code).toBe(0);
+        winner.child.kill('SIGTERM');
+        expect(await waitForExit(winner.child)).toBe(0);
+      } finally {
+        for (const { child } of starts) killIfRunning(child);
+      }
+    }
+  });
+
+  it('a failed start after the bind cleans up and exits: daemon.json in the way as a directory', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'daemon.json'));
+    const result = await runCli(['daemon', '--runtime-dir', dir, '--port', '0']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`cannot write ${join(dir, 'daemon.json')}`);
+    expect(result.stderr).toContain('--runtime-dir');
+    expect(result.stderr).not.toContain('internal error');
+    // No live socket, and no temporary file holding the secret, is left behind.
+    expect(readdirSync(dir)).toEqual(['daemon.json']);
+  });
+
+  it("a second daemon with the same runtime dir but another socket leaves the first one's daemon.json alone", async () => {
+    const first = await startDaemon();
+    running.push(first);
+    const infoPath = join(first.runtimeDir, 'daemon.json');
+    const before = readFileSync(infoPath, 'utf8');
+    const other = join(tempDir(), 'other.sock');
+    const second = await runCli([
+      'daemon',
+      '--runtime-dir',
+      first.runtimeDir,
+      '--socket',
+      other,
+      '--port',
+      '0',
+    ]);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(`a daemon (pid ${first.child.pid}`);
+    expect(second.stderr).toContain('is already running');
+    expect(readFileSync(infoPath, 'utf8')).toBe(before);
+    expect(() => statSync(other)).toThrow();
+  });
+
+  it("on stop a daemon leaves a newer daemon's socket and daemon.json in place", async () => {
+    const dir = tempDir();
+    const old = await startDaemon([], dir);
+    // Its files vanish (a cleaner of /run, a person), and a new daemon starts in their place.
+    rmSync(old.info.socket);
+    rmSync(join(dir, 'daemon.json'));
+    const next = await startDaemon([], dir);
+    running.push(next);
+    expect(await old.stop('SIGTERM')).toBe(0);
+    expect(statSync(next.info.socket).isSocket()).toBe(true);
+    expect(JSON.parse(readFileSync(join(dir, 'daemon.json'), 'utf8')).pid).toBe(next.child.pid);
+    const status = await runCli(['status', '--json', '--runtime-dir', dir]);
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout).pid).toBe(next.child.pid);
+  });
+
   it('replaces a stale socket left by a daemon that was killed', async () => {
     const dir = tempDir();
     const killed = await startDaemon([], dir);
@@ -527,3 +622,7 @@ describe('the WebSocket gateway refuses what it must', () => {
     await Promise.all([bad.close(), good.close()]);
   });
 });
+
+function killIfRunning(child: ChildProcess): void {
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+}
