@@ -11,9 +11,15 @@ import { LocalProgressSource, type ProgressSource } from './egress/progress-sour
 import type { GatewayBackend } from './egress/rpc.js';
 import { IngressServer, type WorkerConnection } from './ingress/ipc-server.js';
 import {
+  bindError,
+  bindPathFor,
   claimSocketPath,
+  type FileIdentity,
   prepareRuntimeDir,
-  removeQuietly,
+  publishSocket,
+  refuseLiveDaemonInfo,
+  removeOwnDaemonInfo,
+  removeOwnSocket,
   writeDaemonInfo,
 } from './ingress/runtime-dir.js';
 import { type DaemonInfo, daemonInfoPath } from './locate.js';
@@ -75,6 +81,8 @@ export class Daemon {
   readonly #epoch = Date.now() - performance.now();
   readonly #startedAt: number;
   #info: DaemonInfo | undefined;
+  /** The socket file this daemon bound: at stop it removes that file and no other. */
+  #boundSocket: FileIdentity | undefined;
   readonly #scheduler: TickScheduler;
   /**
    * The clock reading shared by the frames of one read: they arrived together, and on this
@@ -85,7 +93,7 @@ export class Daemon {
   readonly #framesRejected: Partial<Record<RejectCode, number>> = {};
   #stopping: Promise<void> | undefined;
 
-  private constructor(options: DaemonOptions, log: Logger) {
+  private constructor(options: DaemonOptions, log: Logger, bindPath: string) {
     this.options = options;
     this.#log = log;
     this.#startedAt = this.now();
@@ -100,7 +108,7 @@ export class Daemon {
     );
     this.#ingress = new IngressServer(
       {
-        socketPath: options.socketPath,
+        socketPath: bindPath,
         maxConnections: options.maxConnections,
         maxFrameBytes: options.maxFrameBytes,
         frameTimeoutMs: options.frameTimeoutMs,
@@ -168,31 +176,52 @@ export class Daemon {
     );
   }
 
-  /** Validates options, claims the socket, listens, and writes daemon.json when ready. */
+  /**
+   * Validates options, claims the socket, listens, and writes daemon.json when
+   * ready. Any failure after the bind undoes what was done: ingress and
+   * endpoint stopped, this daemon's socket and temporary file removed.
+   */
   static async start(input: DaemonOptionsInput = {}, logger?: Logger): Promise<Daemon> {
     const options = resolveDaemonOptions(input);
     const log = logger ?? createLogger(options.logLevel);
     prepareRuntimeDir(options.runtimeDir);
+    const infoPath = daemonInfoPath(options.runtimeDir);
+    await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
     await claimSocketPath(options.socketPath);
-    const daemon = new Daemon(options, log);
-    const url = await daemon.#endpoint.listen().catch((error: NodeJS.ErrnoException) => {
-      throw listenError(options, error);
-    });
+    const bindPath = bindPathFor(options.socketPath);
+    const daemon = new Daemon(options, log, bindPath);
+    // The socket first: of daemons started at once, the one that publishes it is the one that runs.
     try {
       await daemon.#ingress.start();
+      daemon.#boundSocket = await publishSocket(bindPath, options.socketPath);
     } catch (error) {
-      await daemon.#endpoint.stop(0);
-      throw error;
+      await daemon.#teardown(0);
+      throw await bindError(options.socketPath, error);
     }
-    daemon.#info = {
-      pid: process.pid,
-      version: VERSION,
-      socket: options.socketPath,
-      url,
-      secret: daemon.#secret,
-    };
-    await writeDaemonInfo(daemonInfoPath(options.runtimeDir), daemon.#info);
-    log.info(`ready: pid ${process.pid}, socket ${options.socketPath}, gateway ${url}`);
+    try {
+      const url = await daemon.#endpoint.listen().catch((error: NodeJS.ErrnoException) => {
+        throw listenError(options, error);
+      });
+      daemon.#info = {
+        pid: process.pid,
+        version: VERSION,
+        socket: options.socketPath,
+        url,
+        secret: daemon.#secret,
+      };
+      // Look again: a daemon with another socket may have written daemon.json meanwhile.
+      await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
+      await writeDaemonInfo(infoPath, daemon.#info);
+    } catch (error) {
+      await daemon.#teardown(0);
+      if (error instanceof BridgeError) throw error;
+      throw new BridgeError(
+        'start_failed',
+        `the daemon could not start: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    log.info(`ready: pid ${process.pid}, socket ${options.socketPath}, gateway ${daemon.info.url}`);
     return daemon;
   }
 
@@ -255,16 +284,28 @@ export class Daemon {
 
   async #stop(): Promise<void> {
     this.#log.info('stopping');
+    await this.#teardown(this.options.shutdownGraceMs);
+    this.#log.info('stopped');
+  }
+
+  /**
+   * Closes everything and removes this daemon's files: the socket only if it is
+   * still the file this daemon bound, daemon.json only if it still names this
+   * daemon. Another daemon may have replaced either; its files are left alone.
+   */
+  async #teardown(graceMs: number): Promise<void> {
     this.#scheduler.stop();
-    await this.#ingress.stop(this.options.shutdownGraceMs);
+    // While the socket is still bound its file cannot be freed and its inode reused,
+    // so the identity check is exact: unlink first, then close.
+    await removeOwnSocket(this.options.socketPath, this.#boundSocket);
+    await this.#ingress.stop(graceMs);
     this.#router.flushAll(this.now());
     // MCP sessions first: their open SSE responses would hold the HTTP server open.
     await this.#mcpHttp.close();
     await this.progressSource.close();
-    await this.#endpoint.stop(this.options.shutdownGraceMs);
-    await removeQuietly(this.options.socketPath);
-    await removeQuietly(daemonInfoPath(this.options.runtimeDir));
-    this.#log.info('stopped');
+    await this.#endpoint.stop(graceMs);
+    if (this.#info !== undefined)
+      await removeOwnDaemonInfo(daemonInfoPath(this.options.runtimeDir), this.#info.pid);
   }
 
   #frame(connection: WorkerConnection, type: string, data: unknown): void {

@@ -88,6 +88,25 @@ export function resolveSocketPath(
   return defaultSocketPath(resolveRuntimeDir(options.runtimeDir, env));
 }
 
+/**
+ * The socket `publish` and `status` use: --socket, else $MCP_PROGRESS_SOCKET
+ * (unless a runtime dir is named), else the socket that the runtime dir's
+ * daemon.json names (a daemon started with --socket elsewhere), else the
+ * runtime dir's default socket.
+ */
+export async function locateSocketPath(
+  options: { socket?: string | undefined; runtimeDir?: string | undefined },
+  env: Env = process.env,
+): Promise<string> {
+  if (options.socket) return options.socket;
+  const fromEnv = env[ENV_SOCKET];
+  if (fromEnv && !options.runtimeDir) return fromEnv;
+  const runtimeDir = resolveRuntimeDir(options.runtimeDir, env);
+  // A missing or unreadable daemon.json is no error here: the default socket is the answer.
+  const info = await readDaemonInfo(runtimeDir).catch(() => undefined);
+  return info?.socket || defaultSocketPath(runtimeDir);
+}
+
 function userKey(): string {
   return typeof process.getuid === 'function' ? String(process.getuid()) : safeUserName();
 }

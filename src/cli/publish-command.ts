@@ -1,5 +1,5 @@
 import { socketRequest } from '../client/socket-request.js';
-import { ENV_TOKEN, resolveSocketPath } from '../locate.js';
+import { ENV_TOKEN, locateSocketPath } from '../locate.js';
 import { doneStatusSchema, type ProgressToken } from '../protocol/frames.js';
 import { PROTOCOL_VERSION } from '../protocol/limits.js';
 import { integerFlag, numberFlag, parse, UsageError } from './args.js';
@@ -13,7 +13,7 @@ or the daemon cannot be reached, 2 when the command line is wrong.
 
 Token (one of):
   --token T            a string token (always a string, even "7")
-  --token-json JSON    any JSON token: --token-json 7 sends the integer 7
+  --token-json JSON    a JSON string or safe integer: --token-json 7 sends the integer 7
                        (default: $MCP_PROGRESS_TOKEN, as a string)
 
 Fields:
@@ -27,8 +27,9 @@ Fields:
 
 Where:
   --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
-                       default socket of the runtime dir)
-  --runtime-dir DIR    find the default socket in DIR
+                       socket named in the runtime dir's daemon.json, else the
+                       runtime dir's bridge.sock)
+  --runtime-dir DIR    find the daemon's socket through DIR
   --timeout-ms N       how long to wait for the answer (default 5000)
   -h, --help           show this help
 
@@ -88,7 +89,7 @@ export async function publishCommand(argv: string[], io: Io): Promise<number> {
   }
   if (values.message !== undefined) data.message = values.message;
   data.seq = seq;
-  const socketPath = resolveSocketPath(
+  const socketPath = await locateSocketPath(
     { socket: values.socket, runtimeDir: values['runtime-dir'] },
     io.env,
   );
@@ -119,10 +120,13 @@ function tokenFrom(
   if (text !== undefined) return text;
   if (json !== undefined) {
     const value = jsonFlag('token-json', json);
-    if (typeof value !== 'string' && typeof value !== 'number') {
-      throw new UsageError(`--token-json: a token is a JSON string or integer, got ${json}`);
+    // 1.5 would be refused by the daemon, and 1e999 parses to Infinity, which JSON sends as null.
+    if (typeof value !== 'string' && !Number.isSafeInteger(value)) {
+      throw new UsageError(
+        `--token-json: a token is a JSON string or integer (a safe integer, at most 2^53 - 1 either side of 0), got ${json}`,
+      );
     }
-    return value;
+    return value as ProgressToken;
   }
   if (fromEnv) return fromEnv;
   throw new UsageError(`no token: pass --token T (or --token-json JSON), or set ${ENV_TOKEN}`);

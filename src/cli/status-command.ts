@@ -1,6 +1,6 @@
 import { socketRequest } from '../client/socket-request.js';
 import type { DaemonStatus } from '../daemon.js';
-import { resolveSocketPath } from '../locate.js';
+import { locateSocketPath } from '../locate.js';
 import { integerFlag, parse } from './args.js';
 import type { Io } from './io.js';
 
@@ -8,11 +8,14 @@ export const STATUS_HELP = `Usage: mcp-progress status [--json] [--socket PATH |
 
 Shows the running daemon: pid, version, uptime, socket, gateway URL, worker
 connections, sessions, streams, subscriptions and counters. Exit 0 when a
-daemon answers, 1 when none does.
+daemon answers, 1 when none does or when it refuses the request (at its
+connection cap, or stopping), with its reason.
 
   --json               print the figures as one JSON object
-  --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the default)
-  --runtime-dir DIR    find the default socket in DIR
+  --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
+                       socket named in the runtime dir's daemon.json, else the
+                       runtime dir's bridge.sock)
+  --runtime-dir DIR    find the daemon's socket through DIR
   --timeout-ms N       how long to wait for the answer (default 5000)
   -h, --help           show this help
 `;
@@ -29,7 +32,7 @@ export async function statusCommand(argv: string[], io: Io): Promise<number> {
     io.out(STATUS_HELP);
     return 0;
   }
-  const socketPath = resolveSocketPath(
+  const socketPath = await locateSocketPath(
     { socket: values.socket, runtimeDir: values['runtime-dir'] },
     io.env,
   );
@@ -37,9 +40,15 @@ export async function statusCommand(argv: string[], io: Io): Promise<number> {
     socketPath,
     type: 'status',
     data: {},
-    isReply: (envelope) => envelope.type === 'status',
+    isReply: (envelope) => envelope.type === 'status' || envelope.type === 'rejected',
     timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? 5000,
   });
+  if (reply.type === 'rejected') {
+    // At its connection cap, or while stopping, the daemon says why instead of answering.
+    const rejection = reply.data as { code?: string; message?: string };
+    io.err(`mcp-progress status: rejected (${rejection.code}): ${rejection.message}\n`);
+    return 1;
+  }
   const status = reply.data as DaemonStatus;
   io.out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
   return 0;

@@ -3,7 +3,7 @@
  * never taken from a live daemon, and daemon.json written atomically at 0600.
  */
 import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
-import { lstat, open, rename, unlink } from 'node:fs/promises';
+import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
 import { socketRequest } from '../client/socket-request.js';
 import type { DaemonInfo } from '../locate.js';
 import { BridgeError } from '../protocol/errors.js';
@@ -78,6 +78,13 @@ export async function probeSocket(path: string, timeoutMs = 2000): Promise<Socke
   }
 }
 
+function alreadyRunning(pid: number, version: string, where: string): BridgeError {
+  return new BridgeError(
+    'already_running',
+    `a daemon (pid ${pid}, version ${version}) is already running ${where}: use it, or stop it first (kill ${pid})`,
+  );
+}
+
 /**
  * Makes the socket path free for this daemon: a stale socket file (nothing
  * answering) is removed; a live daemon's socket is never touched.
@@ -88,32 +95,181 @@ export async function claimSocketPath(path: string): Promise<void> {
     case 'absent':
       return;
     case 'live':
-      throw new BridgeError(
-        'already_running',
-        `a daemon (pid ${probe.pid}, version ${probe.version}) is already running on ${path}: use it, or stop it first (kill ${probe.pid})`,
-      );
+      throw alreadyRunning(probe.pid, probe.version, `on ${path}`);
     case 'foreign':
       throw new BridgeError(
         'socket_in_use',
         `${probe.reason}: remove it or choose another path with --socket`,
       );
-    case 'stale':
-      // Look again just before unlinking: another daemon may have claimed it meanwhile.
-      if ((await probeSocket(path, 500)).state === 'stale') await unlink(path).catch(() => {});
+    case 'stale': {
+      // Look again just before unlinking: another daemon may have claimed it meanwhile,
+      // so only the very file found stale is removed.
+      const stale = await fileIdentity(path);
+      if ((await probeSocket(path, 500)).state !== 'stale') return;
+      const now = await fileIdentity(path);
+      if (stale !== undefined && now !== undefined && sameFile(stale, now))
+        await unlink(path).catch(() => {});
       return;
+    }
   }
+}
+
+let bindCount = 0;
+
+/**
+ * Where the worker socket is bound before it is published under its name: a
+ * private path beside it. On Windows (a named pipe) the name itself.
+ */
+export function bindPathFor(path: string): string {
+  if (process.platform === 'win32') return path;
+  bindCount++;
+  return `${path}.${process.pid}.${bindCount}`;
+}
+
+/**
+ * Publishes a socket bound at `bindPath` under `path` with link(2), which
+ * never replaces an existing file: of daemons started at once, exactly one
+ * gets the name, and the others learn who has it. Binding at a private path
+ * also keeps libuv, which unlinks a pipe's bind path when it closes, away
+ * from the published name. Returns the identity of the bound socket.
+ */
+export async function publishSocket(
+  bindPath: string,
+  path: string,
+): Promise<FileIdentity | undefined> {
+  if (bindPath === path) return fileIdentity(path);
+  const bound = await fileIdentity(bindPath);
+  try {
+    await link(bindPath, path);
+  } catch (error) {
+    throw await bindError(path, error);
+  } finally {
+    await removeQuietly(bindPath);
+  }
+  return bound;
+}
+
+/**
+ * Explains a failed bind of the worker socket. EADDRINUSE means another
+ * process bound the path between our probe and our bind (two daemons started
+ * at once): ask it who it is, so the loser names the winner as a sequential
+ * start would.
+ */
+export async function bindError(path: string, error: unknown): Promise<BridgeError> {
+  if (error instanceof BridgeError) return error;
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  // EEXIST: the name was published by another daemon between our probe and our link.
+  if (code === 'EADDRINUSE' || code === 'EEXIST') {
+    // The winner may sit between its bind and its listen: give it a moment to answer.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const probe = await probeSocket(path);
+      if (probe.state === 'live') return alreadyRunning(probe.pid, probe.version, `on ${path}`);
+      if (probe.state === 'foreign')
+        return new BridgeError(
+          'socket_in_use',
+          `${probe.reason}: remove it or choose another path with --socket`,
+          { cause: error },
+        );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return new BridgeError(
+      'socket_in_use',
+      `${path} was taken by another process while this daemon started, and nothing answers on it: start the daemon again`,
+      { cause: error },
+    );
+  }
+  return new BridgeError(
+    'socket_failed',
+    `cannot listen on ${path}: ${(error as Error | undefined)?.message ?? String(error)}: check the path, or choose another with --socket`,
+    { cause: error },
+  );
+}
+
+/**
+ * Refuses to start when daemon.json names a daemon that still answers on its
+ * socket: a second daemon with the same runtime dir but another socket would
+ * otherwise take daemon.json from the first. A daemon.json that cannot be
+ * read, or whose daemon is gone, is stale and will be replaced.
+ */
+export async function refuseLiveDaemonInfo(runtimeDir: string, infoPath: string): Promise<void> {
+  const info = await readOwnInfo(infoPath);
+  if (info === undefined) return;
+  const probe = await probeSocket(info.socket);
+  if (probe.state === 'live' && probe.pid === info.pid) {
+    throw alreadyRunning(
+      probe.pid,
+      probe.version,
+      `with runtime dir ${runtimeDir} (socket ${info.socket})`,
+    );
+  }
+}
+
+/** pid and socket from a daemon.json, or undefined when it is missing or not one. */
+async function readOwnInfo(path: string): Promise<{ pid: number; socket: string } | undefined> {
+  try {
+    const info = JSON.parse(await readFile(path, 'utf8')) as { pid?: unknown; socket?: unknown };
+    if (typeof info.pid === 'number' && typeof info.socket === 'string')
+      return { pid: info.pid, socket: info.socket };
+  } catch {}
+  return undefined;
+}
+
+/** Which file a path is now; compared at stop, so that a daemon removes only its own socket. */
+export interface FileIdentity {
+  readonly dev: number;
+  readonly ino: number;
+}
+
+export async function fileIdentity(path: string): Promise<FileIdentity | undefined> {
+  if (process.platform === 'win32') return undefined;
+  try {
+    const { dev, ino } = await lstat(path);
+    return { dev, ino };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Removes the socket only if it is still the one this daemon bound. */
+export async function removeOwnSocket(
+  path: string,
+  bound: FileIdentity | undefined,
+): Promise<void> {
+  if (bound === undefined) return;
+  const now = await fileIdentity(path);
+  if (now !== undefined && sameFile(now, bound)) await removeQuietly(path);
+}
+
+function sameFile(a: FileIdentity, b: FileIdentity): boolean {
+  return a.dev === b.dev && a.ino === b.ino;
+}
+
+/** Removes daemon.json only if it still names this daemon (another may have replaced it). */
+export async function removeOwnDaemonInfo(path: string, pid: number): Promise<void> {
+  const info = await readOwnInfo(path);
+  if (info !== undefined && info.pid === pid) await removeQuietly(path);
 }
 
 /** Writes daemon.json with mode 0600 from its first byte, then renames it into place. */
 export async function writeDaemonInfo(path: string, info: DaemonInfo): Promise<void> {
   const temporary = `${path}.${process.pid}.tmp`;
-  const file = await open(temporary, 'w', 0o600);
   try {
-    await file.writeFile(`${JSON.stringify(info, null, 2)}\n`);
-  } finally {
-    await file.close();
+    const file = await open(temporary, 'w', 0o600);
+    try {
+      await file.writeFile(`${JSON.stringify(info, null, 2)}\n`);
+    } finally {
+      await file.close();
+    }
+    await rename(temporary, path);
+  } catch (error) {
+    // The temporary file holds the secret: never leave it behind.
+    await removeQuietly(temporary);
+    throw new BridgeError(
+      'daemon_info_failed',
+      `cannot write ${path}: ${(error as Error).message}: remove what is in its way, or choose another runtime dir with --runtime-dir`,
+      { cause: error },
+    );
   }
-  await rename(temporary, path);
 }
 
 /** Removes a file this daemon created, if it is still there. */

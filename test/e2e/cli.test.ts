@@ -1,13 +1,14 @@
 /** The real binary, run as a user would: exit codes, messages, files and modes. */
-
-import { spawn } from 'node:child_process';
-import { statSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import {
+  BIN,
   cleanupAll,
+  collectOutput,
   type RunningDaemon,
   runCli,
   startDaemon,
@@ -155,6 +156,10 @@ describe('publish and status', () => {
       ],
       [['--token', 'a', '--status', 'ok'], '--status goes with --done'],
       [['--token-json', '{"a":1}'], '--token-json: a token is a JSON string or integer'],
+      // The daemon would refuse 1.5; 1e999 parses to Infinity, which JSON sends as null.
+      [['--token-json', '1.5'], '--token-json: a token is a JSON string or integer'],
+      [['--token-json', '1e999'], '--token-json: a token is a JSON string or integer'],
+      [['--token-json', '9007199254740993'], '(a safe integer'],
       [['--token', 'a', '--meta', 'nope'], '--meta: expected JSON'],
     ];
     for (const [args, message] of cases) {
@@ -199,6 +204,57 @@ describe('publish and status', () => {
   });
 });
 
+describe('finding a daemon and being refused by it', () => {
+  const running: RunningDaemon[] = [];
+  afterEach(async () => {
+    for (const d of running.splice(0)) await d.stop('SIGKILL');
+  });
+
+  it("status and publish with --runtime-dir use the socket named in the runtime dir's daemon.json", async () => {
+    const elsewhere = join(tempDir(), 'elsewhere.sock');
+    const daemon = await startDaemon(['--socket', elsewhere]);
+    running.push(daemon);
+    expect(daemon.info.socket).toBe(elsewhere);
+    const status = await runCli(['status', '--json', '--runtime-dir', daemon.runtimeDir]);
+    expect(status.stderr).toBe('');
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ pid: daemon.child.pid, socket: elsewhere });
+    const publish = await runCli([
+      'publish',
+      '--runtime-dir',
+      daemon.runtimeDir,
+      '--token',
+      'elsewhere',
+      '--progress',
+      '1',
+    ]);
+    expect(publish).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it("status at the connection cap prints the daemon's rejected reason and exits 1", async () => {
+    const daemon = await startDaemon(['--max-connections', '1']);
+    running.push(daemon);
+    // Hold the only connection: once it has its pong, the daemon counts it.
+    const held = connect({ path: daemon.info.socket });
+    held.setEncoding('utf8');
+    const answered = new Promise<string>((resolve) => {
+      let text = '';
+      held.on('data', (chunk: string) => {
+        text += chunk;
+        if (text.includes('\f')) resolve(text);
+      });
+    });
+    held.write('{"type":"ping","data":{}}\f');
+    expect(await answered).toContain('"type":"pong"');
+    const status = await runCli(['status', '--socket', daemon.info.socket]);
+    held.destroy();
+    expect(status.code).toBe(1);
+    expect(status.stderr).toContain('rejected (too_many_connections)');
+    expect(status.stderr).toContain('at most 1 worker connections');
+    expect(status.stderr).not.toContain('before answering');
+  });
+});
+
 describe('the daemon process', () => {
   const running: RunningDaemon[] = [];
   afterEach(async () => {
@@ -237,6 +293,99 @@ describe('the daemon process', () => {
     expect(second.stderr).toContain('is already running');
     // The live daemon's socket is untouched and still answers.
     expect((await runCli(['status', '--socket', first.info.socket])).code).toBe(0);
+  });
+
+  it('of three daemons started at once on one runtime dir, one runs and the others name it', async () => {
+    // A race: a round may miss the window, so several rounds make a regression show.
+    for (let round = 0; round < 5; round++) {
+      const dir = tempDir();
+      const starts = [0, 1, 2].map(() => {
+        const child = spawn(
+          process.execPath,
+          [BIN, 'daemon', '--runtime-dir', dir, '--port', '0'],
+          { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+        );
+        const output = collectOutput(child);
+        // Each one either becomes ready or exits.
+        const outcome = new Promise<'ready' | 'exited'>((resolve) => {
+          child.stderr?.on('data', () => {
+            if (output.stderr().includes('ready:')) resolve('ready');
+          });
+          child.once('exit', () => resolve('exited'));
+        });
+        return { child, output, outcome };
+      });
+      try {
+        const outcomes = await Promise.all(starts.map((s) => s.outcome));
+        const winners = starts.filter((_, i) => outcomes[i] === 'ready');
+        expect(winners.length, starts.map((s) => s.output.stderr()).join('\n')).toBe(1);
+        const winner = winners[0] as (typeof starts)[number];
+        for (const loser of starts.filter((s) => s !== winner)) {
+          expect(await waitForExit(loser.child)).toBe(1);
+          expect(loser.output.stderr()).not.toContain('internal error');
+          expect(loser.output.stderr()).toContain(`a daemon (pid ${winner.child.pid}`);
+          expect(loser.output.stderr()).toContain('is already running');
+        }
+        expect(JSON.parse(readFileSync(join(dir, 'daemon.json'), 'utf8')).pid).toBe(
+          winner.child.pid,
+        );
+        if (round === 0) expect((await runCli(['status', '--runtime-dir', dir])).code).toBe(0);
+        winner.child.kill('SIGTERM');
+        expect(await waitForExit(winner.child)).toBe(0);
+      } finally {
+        for (const { child } of starts) killIfRunning(child);
+      }
+    }
+  }, 150_000); // five rounds of three process starts, on a loaded machine
+
+  it('a failed start after the bind cleans up and exits: daemon.json in the way as a directory', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'daemon.json'));
+    const result = await runCli(['daemon', '--runtime-dir', dir, '--port', '0']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`cannot write ${join(dir, 'daemon.json')}`);
+    expect(result.stderr).toContain('--runtime-dir');
+    expect(result.stderr).not.toContain('internal error');
+    // No live socket, and no temporary file holding the secret, is left behind.
+    expect(readdirSync(dir)).toEqual(['daemon.json']);
+  });
+
+  it("a second daemon with the same runtime dir but another socket leaves the first one's daemon.json alone", async () => {
+    const first = await startDaemon();
+    running.push(first);
+    const infoPath = join(first.runtimeDir, 'daemon.json');
+    const before = readFileSync(infoPath, 'utf8');
+    const other = join(tempDir(), 'other.sock');
+    const second = await runCli([
+      'daemon',
+      '--runtime-dir',
+      first.runtimeDir,
+      '--socket',
+      other,
+      '--port',
+      '0',
+    ]);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(`a daemon (pid ${first.child.pid}`);
+    expect(second.stderr).toContain('is already running');
+    expect(readFileSync(infoPath, 'utf8')).toBe(before);
+    expect(() => statSync(other)).toThrow();
+  });
+
+  it("on stop a daemon leaves a newer daemon's socket and daemon.json in place", async () => {
+    const dir = tempDir();
+    const old = await startDaemon([], dir);
+    // Its files vanish (a cleaner of /run, a person), and a new daemon starts in their place.
+    rmSync(old.info.socket);
+    rmSync(join(dir, 'daemon.json'));
+    const next = await startDaemon([], dir);
+    running.push(next);
+    expect(await old.stop('SIGTERM')).toBe(0);
+    expect(statSync(next.info.socket).isSocket()).toBe(true);
+    expect(JSON.parse(readFileSync(join(dir, 'daemon.json'), 'utf8')).pid).toBe(next.child.pid);
+    const status = await runCli(['status', '--json', '--runtime-dir', dir]);
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout).pid).toBe(next.child.pid);
   });
 
   it('replaces a stale socket left by a daemon that was killed', async () => {
@@ -492,3 +641,7 @@ describe('the WebSocket gateway refuses what it must', () => {
     await Promise.all([bad.close(), good.close()]);
   });
 });
+
+function killIfRunning(child: ChildProcess): void {
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+}

@@ -1,7 +1,14 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PORT, resolveDaemonOptions } from '../../src/config.js';
-import { defaultSocketPath, resolveRuntimeDir, resolveSocketPath } from '../../src/locate.js';
+import {
+  defaultSocketPath,
+  locateSocketPath,
+  resolveRuntimeDir,
+  resolveSocketPath,
+} from '../../src/locate.js';
 
 describe('runtime dir and socket rules', () => {
   it('prefers the flag, then MCP_PROGRESS_RUNTIME_DIR, then XDG_RUNTIME_DIR/mcp-progress, then tmpdir', () => {
@@ -28,6 +35,40 @@ describe('runtime dir and socket rules', () => {
     expect(resolveSocketPath({}, { XDG_RUNTIME_DIR: '/xdg' })).toBe(
       '/xdg/mcp-progress/bridge.sock',
     );
+  });
+});
+
+describe('locating the socket for publish and status', () => {
+  it("uses --socket, then MCP_PROGRESS_SOCKET, then the runtime dir's daemon.json, then the default", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-progress-locate-'));
+    try {
+      const env = { MCP_PROGRESS_SOCKET: '/env.sock' };
+      // No daemon.json yet: the default socket of the runtime dir.
+      expect(await locateSocketPath({ runtimeDir: dir }, env)).toBe(join(dir, 'bridge.sock'));
+      writeFileSync(
+        join(dir, 'daemon.json'),
+        JSON.stringify({
+          pid: 1,
+          version: '0',
+          socket: '/elsewhere.sock',
+          url: 'ws://x',
+          secret: 's',
+        }),
+      );
+      expect(await locateSocketPath({ socket: '/flag.sock', runtimeDir: dir }, env)).toBe(
+        '/flag.sock',
+      );
+      expect(await locateSocketPath({}, { ...env, MCP_PROGRESS_RUNTIME_DIR: dir })).toBe(
+        '/env.sock',
+      );
+      expect(await locateSocketPath({ runtimeDir: dir }, env)).toBe('/elsewhere.sock');
+      expect(await locateSocketPath({}, { MCP_PROGRESS_RUNTIME_DIR: dir })).toBe('/elsewhere.sock');
+      // A daemon.json that is not one: the default again.
+      writeFileSync(join(dir, 'daemon.json'), 'not json');
+      expect(await locateSocketPath({ runtimeDir: dir }, {})).toBe(join(dir, 'bridge.sock'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
