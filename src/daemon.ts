@@ -4,7 +4,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { type DaemonOptions, type DaemonOptionsInput, resolveDaemonOptions } from './config.js';
+import {
+  type DaemonOptions,
+  type DaemonOptionsInput,
+  isLoopback,
+  resolveDaemonOptions,
+} from './config.js';
 import { GatewayEndpoint } from './egress/endpoint.js';
 import { MCP_PATH, McpHttpSessions } from './egress/mcp-http.js';
 import { LocalProgressSource, type ProgressSource } from './egress/progress-source.js';
@@ -219,6 +224,12 @@ export class Daemon {
         'start_failed',
         `the daemon could not start: ${(error as Error).message}`,
         { cause: error },
+      );
+    }
+    if (!isLoopback(options.host)) {
+      // Here, not in the CLI, so that an embedding program warns its user too.
+      log.warn(
+        `the gateway listens on ${options.host}, reachable beyond this machine: anyone with the secret can read progress`,
       );
     }
     log.info(`ready: pid ${process.pid}, socket ${options.socketPath}, gateway ${daemon.info.url}`);

@@ -1,4 +1,4 @@
-import { DEFAULT_PORT, DEFAULTS, isLoopback } from '../config.js';
+import { DEFAULT_PORT, DEFAULTS } from '../config.js';
 import { Daemon } from '../daemon.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { DEFAULT_ROUTER_OPTIONS } from '../router/router.js';
@@ -111,11 +111,6 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     throw error;
-  }
-  if (!isLoopback(daemon.options.host)) {
-    io.err(
-      `mcp-progress warn: the gateway listens on ${daemon.options.host}, reachable beyond this machine; anyone with the secret can read progress\n`,
-    );
   }
   if (signalled) stopNow(daemon);
   return finished;
