@@ -7,7 +7,7 @@ import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../locate.js';
 import type { DoneStatus } from '../protocol/frames.js';
 import { parse, UsageError } from './args.js';
 import type { Io } from './io.js';
-import { OutputScanner } from './progress-parser.js';
+import { OutputScanner, type ParsedProgress } from './progress-parser.js';
 
 export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [ARGS...]
 
@@ -137,17 +137,19 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   });
   if (parseOutput) {
     let last: number | undefined;
-    const scanner = new OutputScanner((found) => {
-      if (last !== undefined && !(found.progress > last)) return;
-      last = found.progress;
-      publisher.update(found);
-    });
-    let quietTimer: NodeJS.Timeout | undefined;
+    const found = (progress: ParsedProgress) => {
+      if (last !== undefined && !(progress.progress > last)) return;
+      last = progress.progress;
+      publisher.update(progress);
+    };
     for (const [stream, target] of [
       [child.stdout, process.stdout],
       [child.stderr, process.stderr],
     ] as const) {
+      // Each stream has its own line, decoder and pause: a half line on one never joins the other's.
+      const scanner = new OutputScanner(found);
       const decoder = new StringDecoder('utf8');
+      let quietTimer: NodeJS.Timeout | undefined;
       // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
       target.on('error', () => stream?.resume());
       stream?.pipe(target, { end: false });
@@ -156,7 +158,10 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
         clearTimeout(quietTimer);
         if (scanner.hasPending) quietTimer = setTimeout(() => scanner.quiet(), QUIET_MS);
       });
-      stream?.on('end', () => scanner.push(`${decoder.end()}\n`));
+      stream?.on('end', () => {
+        clearTimeout(quietTimer);
+        scanner.push(`${decoder.end()}\n`);
+      });
     }
   }
 
