@@ -54,8 +54,11 @@ export interface Publisher {
   readonly cancelled: boolean;
   /** Aborted when the stream is cancelled, with the reason; pass it to fetch, streams, child processes. */
   readonly signal: AbortSignal;
-  /** Records an update; frames leave at most once per interval, the newest first. Never throws. */
-  update(update: ProgressUpdate): void;
+  /**
+   * Records an update; frames leave at most once per interval, the newest first. Never throws:
+   * `update()` counts one up, and anything that is not an update object is reported and ignored.
+   */
+  update(update?: ProgressUpdate): void;
   /** Sends the newest update, then done, and waits for the daemon's ack (bounded). Never rejects. */
   done(status?: DoneStatus, message?: string): Promise<DoneOutcome>;
   /** Calls `callback` when the stream is cancelled (at once if it already was); returns an unsubscribe. */
@@ -151,8 +154,25 @@ class SocketPublisher implements Publisher {
     if (this.enabled) await this.#connect();
   }
 
-  update(update: ProgressUpdate): void {
+  update(update: ProgressUpdate = {}): void {
     if (this.#state !== 'open' || this.token === undefined) return;
+    try {
+      this.#update(update);
+    } catch (error) {
+      // A getter that throws, say: the worker's update is lost, never the worker.
+      this.#report('invalid_field', `update ignored: it could not be read: ${String(error)}`);
+    }
+  }
+
+  #update(update: ProgressUpdate): void {
+    if (this.token === undefined) return;
+    if (typeof update !== 'object' || update === null || Array.isArray(update)) {
+      this.#report(
+        'invalid_field',
+        `update ignored: pass an object { progress?, total?, message? }, got ${update === null ? 'null' : Array.isArray(update) ? 'an array' : typeof update}`,
+      );
+      return;
+    }
     const { progress: given, total, message } = update;
     const last = this.#lastProgress;
     let progress: number;

@@ -258,3 +258,41 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     });
   });
 });
+
+describe('the Node client, given what it must not throw on', () => {
+  let daemon: RunningDaemon;
+  let gateway: GatewayClient;
+  beforeAll(async () => {
+    daemon = await startDaemon();
+    gateway = await connectGateway(daemon.info);
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await daemon.stop();
+  });
+
+  it('counts one up on update() with no argument, and reports and ignores what is not an object', async () => {
+    const token = uniqueToken('noarg');
+    await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const worker = nodeWorker(
+      { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
+      { intervalMs: 0 },
+    );
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ updateWith: 'nothing' });
+    await worker.next((e) => e.event === 'ok', 'update() returned');
+    for (const bad of [null, 5, 'text', [1, 2]]) {
+      worker.send({ updateWith: bad });
+      expect(
+        await worker.next((e) => e.event !== 'ok', `a report on ${String(bad)}`),
+      ).toMatchObject({ event: 'error', code: 'invalid_field' });
+    }
+    worker.send({ updateWith: 'nothing' });
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    await doneNotice(gateway, token);
+    expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([1, 2]);
+  });
+});
