@@ -6,9 +6,15 @@
  */
 import { connect, type Socket } from 'node:net';
 import { ENV_TOKEN, resolveSocketPath } from '../locate.js';
-import { BridgeError } from '../protocol/errors.js';
+import { BridgeError, CLOSING_REJECT_CODES, type RejectCode } from '../protocol/errors.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
-import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from '../protocol/limits.js';
+import {
+  FRAME_DELIMITER,
+  fitsUtf8Bytes,
+  MAX_FRAME_BYTES,
+  MAX_MESSAGE_BYTES,
+  PROTOCOL_VERSION,
+} from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
 import { connectError } from './socket-request.js';
 import { Throttle } from './throttle.js';
@@ -18,6 +24,7 @@ export interface ProgressUpdate {
   readonly progress?: number | undefined;
   /** Remembered: later updates carry it until another total is given. */
   readonly total?: number | undefined;
+  /** Longer than 4096 UTF-8 bytes: cut to 4093 bytes at a code point boundary, and "..." added. */
   readonly message?: string | undefined;
 }
 
@@ -85,6 +92,30 @@ interface ProgressData {
 type Reply = Envelope | 'closed' | 'timeout';
 
 /**
+ * Framing errors that refuse what a frame holds: sent again it would be
+ * refused again, so it is not. (A full daemon and a stalled partial frame
+ * also close the connection, but say nothing against the frame.)
+ */
+const REFUSED_FRAME_CODES: ReadonlySet<string> = new Set<RejectCode>(
+  [...CLOSING_REJECT_CODES].filter(
+    (code) => code !== 'too_many_connections' && code !== 'frame_timeout',
+  ),
+);
+
+/**
+ * A message of at most MAX_MESSAGE_BYTES UTF-8 bytes: a longer one is cut at
+ * a code point boundary to leave room for "...", as the Python client does.
+ */
+export function fitMessage(text: string): string {
+  if (fitsUtf8Bytes(text, MAX_MESSAGE_BYTES)) return text;
+  const bytes = Buffer.from(text, 'utf8');
+  let end = MAX_MESSAGE_BYTES - 3;
+  // Back up over continuation bytes (10xxxxxx) to the start of the code point that would be split.
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
+  return `${bytes.subarray(0, end).toString('utf8')}...`;
+}
+
+/**
  * Connects to the daemon and returns a publisher. Resolves even when the
  * daemon is not there: the publisher keeps trying in the background and
  * sends the newest update once it connects.
@@ -117,6 +148,8 @@ class SocketPublisher implements Publisher {
   #nextSeq = 1;
   /** The seq of the update resent after a reconnect: a non_monotonic answer to it only means the daemon had it. */
   #resyncSeq = -1;
+  /** The daemon refused a frame of the last connection as malformed: the next one does not reset the backoff. */
+  #refused = false;
   #replyWaiter: { seq: number; resolve: (reply: Reply) => void } | undefined;
   #cancelled = false;
   #cancelReason: string | undefined;
@@ -212,7 +245,7 @@ class SocketPublisher implements Publisher {
     }
     const data: ProgressData = { v: PROTOCOL_VERSION, progressToken: this.token, progress };
     if (this.#total !== undefined) data.total = this.#total;
-    if (message !== undefined) data.message = message;
+    if (message !== undefined) data.message = fitMessage(message);
     this.#lastProgress = progress;
     this.#newest = data;
     this.#newestSent = false;
@@ -232,7 +265,11 @@ class SocketPublisher implements Publisher {
         error: new BridgeError('closed', 'done after close(): the publisher is closed'),
       });
     } else {
-      this.#done = this.#finish(this.token, status, message);
+      this.#done = this.#finish(
+        this.token,
+        status,
+        message === undefined ? undefined : fitMessage(String(message)),
+      );
     }
     return this.#done;
   }
@@ -296,10 +333,7 @@ class SocketPublisher implements Publisher {
         );
         break;
       }
-      if (this.#newest !== undefined && !this.#newestSent) {
-        this.#write(socket, 'progress', this.#newest);
-        this.#newestSent = true;
-      }
+      if (this.#newest !== undefined && !this.#newestSent) this.#writeNewest(socket, this.#newest);
       const seq = this.#nextSeq++;
       const data: Record<string, unknown> = {
         v: PROTOCOL_VERSION,
@@ -308,8 +342,19 @@ class SocketPublisher implements Publisher {
         seq,
       };
       if (message !== undefined) data.message = message;
+      const frame = this.#encode('done', data);
+      if (frame === undefined) {
+        outcome = {
+          delivered: false,
+          error: new BridgeError(
+            'frame_too_large',
+            `done for token ${JSON.stringify(token)} was not sent: its frame is larger than ${MAX_FRAME_BYTES} bytes`,
+          ),
+        };
+        break;
+      }
       const reply = this.#waitReply(seq, deadline);
-      this.#write(socket, 'done', data);
+      socket.write(frame);
       const answer = await reply;
       if (answer === 'closed' && !this.#isClosed()) {
         retried = true;
@@ -420,7 +465,8 @@ class SocketPublisher implements Publisher {
 
   #attach(socket: Socket): void {
     this.#socket = socket;
-    this.#attempt = 0;
+    if (!this.#refused) this.#attempt = 0;
+    this.#refused = false;
     const decoder = new FrameDecoder(MAX_FRAME_BYTES);
     socket.on('data', (text: string) => {
       for (const envelope of decoder.push(text)) this.#receive(envelope);
@@ -435,8 +481,7 @@ class SocketPublisher implements Publisher {
     // After a reconnect (a restarted daemon knows nothing), the newest value goes first.
     if (this.#newest !== undefined && this.#state !== 'ended') {
       this.#resyncSeq = this.#nextSeq++;
-      this.#write(socket, 'progress', { ...this.#newest, seq: this.#resyncSeq });
-      this.#newestSent = true;
+      this.#writeNewest(socket, { ...this.#newest, seq: this.#resyncSeq });
     }
     this.#wakeConnectedWaiters(socket);
   }
@@ -474,12 +519,36 @@ class SocketPublisher implements Publisher {
     if (socket === undefined || this.#newest === undefined || this.#newestSent) return;
     // A daemon that does not read gets no backlog: the newest waits for 'drain'.
     if (socket.writableNeedDrain) return;
-    this.#write(socket, 'progress', this.#newest);
-    this.#newestSent = true;
+    this.#writeNewest(socket, this.#newest);
   }
 
-  #write(socket: Socket, type: string, data: unknown): void {
-    socket.write(encodeFrame(type, data));
+  /** Writes the newest update; one too large to ever be accepted is dropped instead. */
+  #writeNewest(socket: Socket, data: ProgressData): void {
+    if (this.#write(socket, 'progress', data)) {
+      this.#newestSent = true;
+    } else {
+      this.#newest = undefined;
+      this.#newestSent = false;
+    }
+  }
+
+  /** Writes a frame, unless it is larger than any daemon accepts: then it is reported and not sent. */
+  #write(socket: Socket, type: string, data: unknown): boolean {
+    const frame = this.#encode(type, data);
+    if (frame === undefined) return false;
+    socket.write(frame);
+    return true;
+  }
+
+  /** The frame, or undefined (reported) when it is larger than any daemon accepts. */
+  #encode(type: string, data: unknown): string | undefined {
+    const frame = encodeFrame(type, data);
+    if (fitsUtf8Bytes(frame, MAX_FRAME_BYTES + FRAME_DELIMITER.length)) return frame;
+    this.#report(
+      'frame_too_large',
+      `a ${type} frame for token ${JSON.stringify(this.token)} is larger than ${MAX_FRAME_BYTES} bytes and was not sent: use a shorter token`,
+    );
+    return undefined;
   }
 
   #receive(envelope: Envelope | Error): void {
@@ -500,6 +569,10 @@ class SocketPublisher implements Publisher {
           this.#replyWaiter.resolve(envelope);
         return;
       case 'rejected': {
+        if (typeof data.code === 'string' && REFUSED_FRAME_CODES.has(data.code)) {
+          this.#refusedFrame(envelope, data.code, data.message);
+          return;
+        }
         if (this.#replyWaiter !== undefined && data.seq === this.#replyWaiter.seq) {
           this.#replyWaiter.resolve(envelope);
           return;
@@ -519,6 +592,25 @@ class SocketPublisher implements Publisher {
       default:
         return;
     }
+  }
+
+  /**
+   * The daemon refused a frame of this connection as malformed and closes it.
+   * Which frame it was is not said, so nothing written on this connection is
+   * sent again: the newest update is dropped, a done waiting for its answer
+   * fails with the daemon's code, and the reconnect keeps its backoff.
+   */
+  #refusedFrame(envelope: Envelope, code: string, message: unknown): void {
+    this.#refused = true;
+    if (this.#newestSent) {
+      this.#newest = undefined;
+      this.#newestSent = false;
+    }
+    this.#report(
+      code,
+      `the daemon refused a frame for token ${JSON.stringify(this.token)} and closed the connection; it is not sent again: ${String(message)}`,
+    );
+    this.#replyWaiter?.resolve(envelope);
   }
 
   #cancel(reason: string | undefined): void {

@@ -5,6 +5,8 @@
  */
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Daemon } from '../../src/daemon.js';
+import { silentLogger } from '../../src/log.js';
 import {
   cleanupAll,
   eventually,
@@ -201,6 +203,27 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([5, 6]);
   });
 
+  it('cuts a message over 4096 UTF-8 bytes at a code point, in an update and in done', async () => {
+    const token = uniqueToken('long');
+    await watch(token);
+    const worker = start(envFor(token));
+    await worker.next((e) => e.event === 'ready', 'ready');
+    // 70,000 bytes make a frame over 64 KiB; 6,000 of "€" (3 bytes each) one the daemon would refuse.
+    worker.send({ update: { progress: 1, message: 'x'.repeat(70_000) } });
+    expect((await progressReaching(gateway, token, 1)).message).toBe(`${'x'.repeat(4093)}...`);
+    worker.send({ update: { progress: 2, message: '€'.repeat(2000) } });
+    expect((await progressReaching(gateway, token, 2)).message).toBe(`${'€'.repeat(1364)}...`);
+    worker.send({ done: 'error', message: `${'a'.repeat(4092)}€€` });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    expect(await doneNotice(gateway, token)).toEqual({
+      progressToken: token,
+      status: 'error',
+      message: `${'a'.repeat(4092)}...`,
+    });
+  });
+
   it('does nothing, and says it is off, without a token', async () => {
     const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket });
     expect(await worker.next((e) => e.event === 'ready', 'ready')).toMatchObject({
@@ -294,5 +317,57 @@ describe('the Node client, given what it must not throw on', () => {
     });
     await doneNotice(gateway, token);
     expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([1, 2]);
+  });
+});
+
+describe('the Node client, refused a frame as malformed', () => {
+  let daemon: Daemon;
+  let gateway: GatewayClient;
+  beforeAll(async () => {
+    // A daemon with a small frame limit (a library option, no flag) refuses a frame that another would take.
+    daemon = await Daemon.start(
+      { runtimeDir: tempDir(), port: 0, maxFrameBytes: 512 },
+      silentLogger,
+    );
+    gateway = await connectGateway(daemon.info);
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await daemon.stop();
+  });
+
+  it('does not send that frame again, and delivers what follows', async () => {
+    const token = uniqueToken('refused');
+    await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const worker = nodeWorker({
+      MCP_PROGRESS_SOCKET: daemon.info.socket,
+      MCP_PROGRESS_TOKEN: token,
+    });
+    await worker.next((e) => e.event === 'ready' && e.connected === true, 'connected');
+    worker.send({ update: { progress: 1, message: 'y'.repeat(1000) } });
+    expect(
+      await worker.next((e) => e.event === 'error' && e.code === 'frame_too_large', 'the refusal'),
+    ).toMatchObject({ code: 'frame_too_large' });
+    // The daemon closed the connection; once the client is back on a new one, it has sent what it resends.
+    await worker.next((e) => e.event === 'error' && e.code === 'daemon_disconnected', 'the close');
+    await eventually(
+      async () => {
+        worker.send({ state: true });
+        const state = await worker.next((e) => e.event === 'state', 'state');
+        return state.connected === true ? true : undefined;
+      },
+      60_000,
+      'the reconnect',
+    );
+    worker.send({ update: { progress: 2, message: 'short' } });
+    await progressReaching(gateway, token, 2);
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([2]);
+    // Sent again on each reconnect, the frame would have been refused each time.
+    expect(worker.events.filter((e) => e.code === 'frame_too_large')).toHaveLength(1);
   });
 });
