@@ -49,6 +49,8 @@ PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 4096
 FORM_FEED = b"\x0c"
 BACKOFF_SECONDS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
+#: How long done() waits for a first connection when the client never had one (no daemon runs).
+NEVER_CONNECTED_GRACE_SECONDS = 0.25
 
 Token = Union[str, int]
 CancelCallback = Callable[[Optional[str]], None]
@@ -201,7 +203,12 @@ class Progress:
 
     def done(self, status: str = "ok", message: Optional[str] = None) -> bool:
         """Send the newest update, then done; wait (at most ``done_timeout`` seconds,
-        reconnecting if need be) for the daemon's ack. Returns whether it was delivered."""
+        reconnecting if need be) for the daemon's ack. Returns whether it was delivered.
+
+        The full ``done_timeout`` applies once the client has been connected (a daemon
+        that went away may be restarting). A client that never reached a daemon tries
+        once more and waits at most 0.25 s (NEVER_CONNECTED_GRACE_SECONDS): no daemon
+        runs, and the job should not wait for one."""
         if self.token is None:
             return False
         if status not in ("ok", "error", "cancelled"):
@@ -210,7 +217,12 @@ class Progress:
         with self._lock:
             if self._state == "open":
                 self._state = "ending"
-                request: Dict[str, Any] = {"status": status, "deadline": time.monotonic() + self._done_timeout}
+                now = time.monotonic()
+                request: Dict[str, Any] = {
+                    "status": status,
+                    "deadline": now + self._done_timeout,
+                    "grace_deadline": now + min(self._done_timeout, NEVER_CONNECTED_GRACE_SECONDS),
+                }
                 if message is not None:
                     request["message"] = _fit_message(str(message))
                 self._done_request = request
@@ -298,6 +310,7 @@ class Progress:
         resync_seq = -1
         done_seq = -1
         done_retried = False
+        ever_connected = False  # only a client that was connected waits out the full done_timeout
         while True:
             now = time.monotonic()
             with self._lock:
@@ -310,8 +323,14 @@ class Progress:
                         self._send(sock, "progress", self._progress_data(unsent))
                     sock.close()
                 return
-            if done_request is not None and now >= done_request["deadline"]:
-                self._warn("daemon_unreachable", "done was not delivered within %.1f s (socket %s)" % (self._done_timeout, self.socket_path))
+            give_up_at = None
+            if done_request is not None:
+                give_up_at = done_request["deadline"] if ever_connected else done_request["grace_deadline"]
+            if give_up_at is not None and now >= give_up_at:
+                if ever_connected:
+                    self._warn("daemon_unreachable", "done was not delivered within %.1f s (socket %s)" % (self._done_timeout, self.socket_path))
+                else:
+                    self._warn("daemon_unreachable", "done was not delivered: no daemon has answered on %s since the client started" % (self.socket_path,))
                 self._finish(False, sock)
                 return
             if sock is None:
@@ -319,10 +338,11 @@ class Progress:
                 if sock is None:
                     delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
                     attempt += 1
-                    if done_request is not None:
-                        delay = min(delay, max(0.0, done_request["deadline"] - now))
+                    if give_up_at is not None:
+                        delay = min(delay, max(0.0, give_up_at - now))
                     self._sleep(delay)
                     continue
+                ever_connected = True
                 attempt = 0
                 buffer = b""
                 done_seq = -1

@@ -35,7 +35,11 @@ export interface PublisherOptions {
   readonly socket?: string | undefined;
   /** Coalescing interval: at most one frame per interval, the newest (default 100; 0 sends every update). */
   readonly intervalMs?: number | undefined;
-  /** How long `done` keeps trying to be delivered, reconnecting if need be (default 5000). */
+  /**
+   * How long `done` keeps trying to be delivered, reconnecting if need be (default 5000), once
+   * the publisher has been connected. One that never reached a daemon tries for at most
+   * NEVER_CONNECTED_GRACE_MS (250) more, then reports done as not delivered: no daemon is running.
+   */
   readonly doneTimeoutMs?: number | undefined;
   /** Transport trouble and refused frames; default: a process warning, once per error code. */
   readonly onError?: ((error: BridgeError) => void) | undefined;
@@ -66,7 +70,10 @@ export interface Publisher {
    * `update()` counts one up, and anything that is not an update object is reported and ignored.
    */
   update(update?: ProgressUpdate): void;
-  /** Sends the newest update, then done, and waits for the daemon's ack (bounded). Never rejects. */
+  /**
+   * Sends the newest update, then done, and waits for the daemon's ack: for up to `doneTimeoutMs`
+   * once connected, for up to 250 ms when no daemon was ever reached. Never rejects.
+   */
   done(status?: DoneStatus, message?: string): Promise<DoneOutcome>;
   /** Calls `callback` when the stream is cancelled (at once if it already was); returns an unsubscribe. */
   onCancel(callback: CancelCallback): () => void;
@@ -76,6 +83,8 @@ export interface Publisher {
 
 const DEFAULT_INTERVAL_MS = 100;
 const DEFAULT_DONE_TIMEOUT_MS = 5000;
+/** How long `done` waits for a first connection when the publisher never had one (no daemon runs). */
+export const NEVER_CONNECTED_GRACE_MS = 250;
 const BACKOFF_MS = [50, 100, 200, 400, 800, 1600, 2000] as const;
 
 type State = 'open' | 'ending' | 'ended' | 'closed';
@@ -150,6 +159,10 @@ class SocketPublisher implements Publisher {
   #resyncSeq = -1;
   /** The daemon refused a frame of the last connection as malformed: the next one does not reset the backoff. */
   #refused = false;
+  /** A connection was established at least once: only then does done wait out its full retry. */
+  #everConnected = false;
+  /** A connection attempt is under way. */
+  #connecting = false;
   #replyWaiter: { seq: number; resolve: (reply: Reply) => void } | undefined;
   #cancelled = false;
   #cancelReason: string | undefined;
@@ -320,16 +333,26 @@ class SocketPublisher implements Publisher {
     this.#socket?.ref();
     this.#reconnectTimer?.ref();
     const deadline = Date.now() + this.#doneTimeoutMs;
+    // Never connected (no daemon runs): one attempt now, and a short grace for it, not the full retry.
+    const graceDeadline = Math.min(deadline, Date.now() + NEVER_CONNECTED_GRACE_MS);
+    if (!this.#everConnected && this.#socket === undefined && !this.#connecting) {
+      clearTimeout(this.#reconnectTimer);
+      this.#reconnectTimer = undefined;
+      void this.#connect();
+    }
     let retried = false;
     let outcome: DoneOutcome;
     for (;;) {
-      const socket = await this.#whenConnected(deadline);
+      const everConnected = this.#everConnected;
+      const socket = await this.#whenConnected(everConnected ? deadline : graceDeadline);
       if (socket === undefined) {
         outcome = this.#failDone(
           this.#isClosed() ? 'closed' : 'daemon_unreachable',
           this.#isClosed()
             ? 'the publisher was closed before done was delivered'
-            : `done for token ${JSON.stringify(token)} was not delivered: no daemon answered on ${this.#socketPath} within ${this.#doneTimeoutMs} ms`,
+            : everConnected
+              ? `done for token ${JSON.stringify(token)} was not delivered: the daemon on ${this.#socketPath} went away and none answered within ${this.#doneTimeoutMs} ms`
+              : `done for token ${JSON.stringify(token)} was not delivered: no daemon has answered on ${this.#socketPath} since the publisher started`,
         );
         break;
       }
@@ -437,6 +460,7 @@ class SocketPublisher implements Publisher {
 
   /** One connection attempt; resolves when it is connected or has failed. */
   #connect(): Promise<void> {
+    this.#connecting = true;
     return new Promise<void>((resolve) => {
       const socket = connect({ path: this.#socketPath });
       socket.setEncoding('utf8');
@@ -444,6 +468,7 @@ class SocketPublisher implements Publisher {
       if (this.#state !== 'ending') socket.unref();
       let attached = false;
       socket.once('connect', () => {
+        this.#connecting = false;
         if (this.#state === 'closed' || this.#state === 'ended') {
           socket.destroy();
         } else {
@@ -456,6 +481,7 @@ class SocketPublisher implements Publisher {
         if (!attached) this.#onErrorSafely(connectError(this.#socketPath, error));
       });
       socket.on('close', () => {
+        if (!attached) this.#connecting = false;
         resolve();
         if (attached) this.#detach(socket);
         else this.#scheduleReconnect();
@@ -465,6 +491,7 @@ class SocketPublisher implements Publisher {
 
   #attach(socket: Socket): void {
     this.#socket = socket;
+    this.#everConnected = true;
     if (!this.#refused) this.#attempt = 0;
     this.#refused = false;
     const decoder = new FrameDecoder(MAX_FRAME_BYTES);

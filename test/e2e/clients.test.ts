@@ -33,10 +33,21 @@ const CLIENTS: Array<{
   name: string;
   start: Start;
   loop: number;
-  shortDone: Record<string, unknown>;
+  /** Worker options: a short done retry, and one far longer than any test waits. */
+  timeouts: { short: Record<string, unknown>; long: Record<string, unknown> };
 }> = [
-  { name: 'Node', start: nodeWorker, loop: 1_000_000, shortDone: { doneTimeoutMs: 300 } },
-  { name: 'Python', start: pythonWorker, loop: 1_000_000, shortDone: { done_timeout: 0.3 } },
+  {
+    name: 'Node',
+    start: nodeWorker,
+    loop: 1_000_000,
+    timeouts: { short: { doneTimeoutMs: 300 }, long: { doneTimeoutMs: 3_600_000 } },
+  },
+  {
+    name: 'Python',
+    start: pythonWorker,
+    loop: 1_000_000,
+    timeouts: { short: { done_timeout: 0.3 }, long: { done_timeout: 3600 } },
+  },
 ];
 
 let counter = 0;
@@ -82,7 +93,7 @@ const progressReaching = (gateway: GatewayClient, token: string, progress: numbe
     `progress ${progress} for ${token}`,
   );
 
-describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, shortDone }) => {
+describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, timeouts }) => {
   let daemon: RunningDaemon;
   let gateway: GatewayClient;
   beforeAll(async () => {
@@ -185,7 +196,10 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: true,
     });
-    expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'cancelled' });
+    expect(await doneNotice(gateway, token)).toEqual({
+      progressToken: token,
+      status: 'cancelled',
+    });
   });
 
   it('drops a value that does not increase, says why, and goes on', async () => {
@@ -267,11 +281,53 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     await late.stop();
   });
 
+  it('reports done as not delivered without its long retry when it never reached a daemon', async () => {
+    const token = uniqueToken('never');
+    const worker = start(
+      { MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'), MCP_PROGRESS_TOKEN: token },
+      timeouts.long,
+    );
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ update: { progress: 1 } });
+    worker.send({ done: 'ok' });
+    // An hour's retry: only the never-connected grace lets this answer come within the wait.
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: false,
+    });
+  });
+
+  it('keeps retrying done after losing a daemon it had, until one is back', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon([], runtimeDir);
+    const token = uniqueToken('regained');
+    const worker = start(
+      { MCP_PROGRESS_SOCKET: first.info.socket, MCP_PROGRESS_TOKEN: token },
+      timeouts.long,
+    );
+    await worker.next((e) => e.event === 'ready', 'ready');
+    await eventually(
+      async () => {
+        worker.send({ state: true });
+        const state = await worker.next((e) => e.event === 'state', 'state');
+        return state.connected === true ? true : undefined;
+      },
+      60_000,
+      'connected',
+    );
+    await first.stop();
+    worker.send({ done: 'ok' });
+    const second = await startDaemon([], runtimeDir);
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    await second.stop();
+  });
+
   it('reports done as not delivered after its bounded retry when no daemon answers', async () => {
     const token = uniqueToken('nodaemon');
     const worker = start(
       { MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'), MCP_PROGRESS_TOKEN: token },
-      shortDone,
+      timeouts.short,
     );
     await worker.next((e) => e.event === 'ready', 'ready');
     worker.send({ update: { progress: 1 } });
