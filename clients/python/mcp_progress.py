@@ -252,6 +252,9 @@ class Progress:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        """Sends done: "cancelled" after a cancel or a KeyboardInterrupt (``Cancelled``
+        included); for ``sys.exit()`` "ok" when the code is 0 or None, else "error" with
+        "exited with code N"; "error" with the exception for any other; else "ok"."""
         if self._state != "open":
             self.close()
             return False
@@ -259,6 +262,15 @@ class Progress:
             self.done("cancelled", self._cancel_reason)
         elif exc_type is None:
             self.done("ok")
+        elif issubclass(exc_type, SystemExit):
+            # sys.exit() in the block: success is exit code 0 or None, as the shell sees it.
+            code = getattr(exc, "code", None)
+            if code is None or code is False or code == 0:
+                self.done("ok")
+            elif isinstance(code, int):
+                self.done("error", "exited with code %d" % code)
+            else:  # sys.exit("text") prints the text and exits with 1
+                self.done("error", "exited with code 1: %s" % (code,))
         else:
             text = "".join(traceback.format_exception_only(exc_type, exc)).strip()
             self.done("error", text)
