@@ -94,6 +94,17 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
     { socket: values.socket, runtimeDir: values['runtime-dir'] },
     io.env,
   );
+  // Handlers go in first, before the connect and the spawn: until they exist, a signal would kill
+  // run (or SIGUSR1 open the inspector), and CMD may run (and be signalled) before spawn() returns.
+  // What comes before CMD exists is passed on to it once it does.
+  const interactive = process.stdin.isTTY === true;
+  const early: NodeJS.Signals[] = [];
+  let forward = (signal: NodeJS.Signals) => {
+    if (!(interactive && TERMINAL_SIGNALS.has(signal))) early.push(signal);
+  };
+  const onSignal = (signal: NodeJS.Signals) => forward(signal);
+  for (const signal of FORWARDED) process.on(signal, onSignal);
+
   const reported = new Set<string>();
   const publisher = await connectPublisher({
     token,
@@ -106,15 +117,6 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
       io.err(`mcp-progress run: ${error.message}\n`);
     },
   });
-
-  // Handlers go in before the spawn: CMD may run (and be signalled) before spawn() returns.
-  const interactive = process.stdin.isTTY === true;
-  const early: NodeJS.Signals[] = [];
-  let forward = (signal: NodeJS.Signals) => {
-    if (!(interactive && TERMINAL_SIGNALS.has(signal))) early.push(signal);
-  };
-  const onSignal = (signal: NodeJS.Signals) => forward(signal);
-  for (const signal of FORWARDED) process.on(signal, onSignal);
 
   const parseOutput = values.parse === true;
   const child = spawn(file, args, {
