@@ -51,6 +51,9 @@ FORM_FEED = b"\x0c"
 BACKOFF_SECONDS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
 #: How long done() waits for a first connection when the client never had one (no daemon runs).
 NEVER_CONNECTED_GRACE_SECONDS = 0.25
+#: Framing errors that refuse what a frame holds: the daemon closes the connection, and
+#: the frame, sent again, would be refused again, so it is not (docs/PROTOCOL.md).
+REFUSED_FRAME_CODES = frozenset(("invalid_json", "invalid_envelope", "reserved_event", "frame_too_large"))
 
 Token = Union[str, int]
 CancelCallback = Callable[[Optional[str]], None]
@@ -133,6 +136,8 @@ class Progress:
         self._idle = False
         self._warned: set = set()
         self._connected = False
+        #: The daemon refused a frame of the current connection as malformed.
+        self._refused = False
         self._thread: Optional[threading.Thread] = None
         self._wake_r = self._wake_w = -1
         if self.token is not None and not hasattr(_socket, "AF_UNIX"):
@@ -323,6 +328,7 @@ class Progress:
         done_seq = -1
         done_retried = False
         ever_connected = False  # only a client that was connected waits out the full done_timeout
+        backed_off = False  # after a refusal, the wait before the next connect was taken
         while True:
             now = time.monotonic()
             with self._lock:
@@ -346,6 +352,15 @@ class Progress:
                 self._finish(False, sock)
                 return
             if sock is None:
+                if self._refused and not backed_off:
+                    # Refused as malformed: reconnect with backoff, not at once.
+                    delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
+                    attempt += 1
+                    if give_up_at is not None:
+                        delay = min(delay, max(0.0, give_up_at - now))
+                    backed_off = True
+                    self._sleep(delay)
+                    continue
                 sock = self._connect()
                 if sock is None:
                     delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
@@ -355,7 +370,10 @@ class Progress:
                     self._sleep(delay)
                     continue
                 ever_connected = True
-                attempt = 0
+                if not self._refused:  # a refusal on the last connection keeps the backoff
+                    attempt = 0
+                self._refused = False
+                backed_off = False
                 buffer = b""
                 done_seq = -1
                 # Claim the token first: a cancel then reaches this worker before, or without, any update.
@@ -446,6 +464,18 @@ class Progress:
             return True
         if kind == "rejected":
             code = data.get("code")
+            if code in REFUSED_FRAME_CODES:
+                # Which frame is not said: nothing sent on this connection is sent again.
+                self._refused = True
+                with self._lock:
+                    if self._newest_sent:
+                        self._newest = None
+                        self._newest_sent = False
+                self._warn(
+                    str(code),
+                    "the daemon refused a frame (%s) and closed the connection; it is not sent again: %s" % (code, data.get("message")),
+                )
+                return False if done_seq >= 0 else None
             if done_seq >= 0 and data.get("seq") == done_seq:
                 if done_retried and code == "stream_closed":
                     return True  # a resent done found the stream it had already ended
