@@ -49,6 +49,11 @@ PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 4096
 FORM_FEED = b"\x0c"
 BACKOFF_SECONDS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
+#: How long done() waits for a first connection when the client never had one (no daemon runs).
+NEVER_CONNECTED_GRACE_SECONDS = 0.25
+#: Framing errors that refuse what a frame holds: the daemon closes the connection, and
+#: the frame, sent again, would be refused again, so it is not (docs/PROTOCOL.md).
+REFUSED_FRAME_CODES = frozenset(("invalid_json", "invalid_envelope", "reserved_event", "frame_too_large"))
 
 Token = Union[str, int]
 CancelCallback = Callable[[Optional[str]], None]
@@ -131,6 +136,8 @@ class Progress:
         self._idle = False
         self._warned: set = set()
         self._connected = False
+        #: The daemon refused a frame of the current connection as malformed.
+        self._refused = False
         self._thread: Optional[threading.Thread] = None
         self._wake_r = self._wake_w = -1
         if self.token is not None and not hasattr(_socket, "AF_UNIX"):
@@ -201,7 +208,12 @@ class Progress:
 
     def done(self, status: str = "ok", message: Optional[str] = None) -> bool:
         """Send the newest update, then done; wait (at most ``done_timeout`` seconds,
-        reconnecting if need be) for the daemon's ack. Returns whether it was delivered."""
+        reconnecting if need be) for the daemon's ack. Returns whether it was delivered.
+
+        The full ``done_timeout`` applies once the client has been connected (a daemon
+        that went away may be restarting). A client that never reached a daemon tries
+        once more and waits at most 0.25 s (NEVER_CONNECTED_GRACE_SECONDS): no daemon
+        runs, and the job should not wait for one."""
         if self.token is None:
             return False
         if status not in ("ok", "error", "cancelled"):
@@ -210,7 +222,12 @@ class Progress:
         with self._lock:
             if self._state == "open":
                 self._state = "ending"
-                request: Dict[str, Any] = {"status": status, "deadline": time.monotonic() + self._done_timeout}
+                now = time.monotonic()
+                request: Dict[str, Any] = {
+                    "status": status,
+                    "deadline": now + self._done_timeout,
+                    "grace_deadline": now + min(self._done_timeout, NEVER_CONNECTED_GRACE_SECONDS),
+                }
                 if message is not None:
                     request["message"] = _fit_message(str(message))
                 self._done_request = request
@@ -240,6 +257,9 @@ class Progress:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        """Sends done: "cancelled" after a cancel or a KeyboardInterrupt (``Cancelled``
+        included); for ``sys.exit()`` "ok" when the code is 0 or None, else "error" with
+        "exited with code N"; "error" with the exception for any other; else "ok"."""
         if self._state != "open":
             self.close()
             return False
@@ -247,6 +267,15 @@ class Progress:
             self.done("cancelled", self._cancel_reason)
         elif exc_type is None:
             self.done("ok")
+        elif issubclass(exc_type, SystemExit):
+            # sys.exit() in the block: success is exit code 0 or None, as the shell sees it.
+            code = getattr(exc, "code", None)
+            if code is None or code is False or code == 0:
+                self.done("ok")
+            elif isinstance(code, int):
+                self.done("error", "exited with code %d" % code)
+            else:  # sys.exit("text") prints the text and exits with 1
+                self.done("error", "exited with code 1: %s" % (code,))
         else:
             text = "".join(traceback.format_exception_only(exc_type, exc)).strip()
             self.done("error", text)
@@ -298,6 +327,8 @@ class Progress:
         resync_seq = -1
         done_seq = -1
         done_retried = False
+        ever_connected = False  # only a client that was connected waits out the full done_timeout
+        backed_off = False  # after a refusal, the wait before the next connect was taken
         while True:
             now = time.monotonic()
             with self._lock:
@@ -310,20 +341,39 @@ class Progress:
                         self._send(sock, "progress", self._progress_data(unsent))
                     sock.close()
                 return
-            if done_request is not None and now >= done_request["deadline"]:
-                self._warn("daemon_unreachable", "done was not delivered within %.1f s (socket %s)" % (self._done_timeout, self.socket_path))
+            give_up_at = None
+            if done_request is not None:
+                give_up_at = done_request["deadline"] if ever_connected else done_request["grace_deadline"]
+            if give_up_at is not None and now >= give_up_at:
+                if ever_connected:
+                    self._warn("daemon_unreachable", "done was not delivered within %.1f s (socket %s)" % (self._done_timeout, self.socket_path))
+                else:
+                    self._warn("daemon_unreachable", "done was not delivered: no daemon has answered on %s since the client started" % (self.socket_path,))
                 self._finish(False, sock)
                 return
             if sock is None:
+                if self._refused and not backed_off:
+                    # Refused as malformed: reconnect with backoff, not at once.
+                    delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
+                    attempt += 1
+                    if give_up_at is not None:
+                        delay = min(delay, max(0.0, give_up_at - now))
+                    backed_off = True
+                    self._sleep(delay)
+                    continue
                 sock = self._connect()
                 if sock is None:
                     delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
                     attempt += 1
-                    if done_request is not None:
-                        delay = min(delay, max(0.0, done_request["deadline"] - now))
+                    if give_up_at is not None:
+                        delay = min(delay, max(0.0, give_up_at - now))
                     self._sleep(delay)
                     continue
-                attempt = 0
+                ever_connected = True
+                if not self._refused:  # a refusal on the last connection keeps the backoff
+                    attempt = 0
+                self._refused = False
+                backed_off = False
                 buffer = b""
                 done_seq = -1
                 # Claim the token first: a cancel then reaches this worker before, or without, any update.
@@ -414,6 +464,18 @@ class Progress:
             return True
         if kind == "rejected":
             code = data.get("code")
+            if code in REFUSED_FRAME_CODES:
+                # Which frame is not said: nothing sent on this connection is sent again.
+                self._refused = True
+                with self._lock:
+                    if self._newest_sent:
+                        self._newest = None
+                        self._newest_sent = False
+                self._warn(
+                    str(code),
+                    "the daemon refused a frame (%s) and closed the connection; it is not sent again: %s" % (code, data.get("message")),
+                )
+                return False if done_seq >= 0 else None
             if done_seq >= 0 and data.get("seq") == done_seq:
                 if done_retried and code == "stream_closed":
                     return True  # a resent done found the stream it had already ended

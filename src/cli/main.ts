@@ -2,28 +2,44 @@
 import { BridgeError } from '../protocol/errors.js';
 import { VERSION } from '../version.js';
 import { UsageError } from './args.js';
-import { daemonCommand } from './daemon-command.js';
 import { type Io, processIo } from './io.js';
-import { mcpCommand } from './mcp-command.js';
-import { publishCommand } from './publish-command.js';
-import { runCommand } from './run-command.js';
-import { schemaCommand } from './schema-command.js';
-import { statusCommand } from './status-command.js';
-import { tailCommand } from './tail-command.js';
 
 type Command = (argv: string[], io: Io) => Promise<number>;
 
-const COMMANDS: Record<string, { run: Command; summary: string }> = {
-  daemon: { run: daemonCommand, summary: 'run the bridge daemon in the foreground' },
+/**
+ * Each command's module is loaded when that command runs: `--version` or a
+ * `publish` in a shell loop must not pay for the MCP SDK, ws and node-ipc
+ * that only the daemon and the MCP commands use.
+ */
+const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }> = {
+  daemon: {
+    load: async () => (await import('./daemon-command.js')).daemonCommand,
+    summary: 'run the bridge daemon in the foreground',
+  },
   publish: {
-    run: publishCommand,
+    load: async () => (await import('./publish-command.js')).publishCommand,
     summary: 'send one progress or done frame and wait for the answer',
   },
-  status: { run: statusCommand, summary: "show the running daemon's figures" },
-  schema: { run: schemaCommand, summary: 'print the JSON Schemas of protocol v1' },
-  mcp: { run: mcpCommand, summary: 'serve the progress tools to an MCP host over stdio' },
-  run: { run: runCommand, summary: 'run a command that publishes progress, and publish its done' },
-  tail: { run: tailCommand, summary: 'watch streams live in the terminal (or as NDJSON)' },
+  status: {
+    load: async () => (await import('./status-command.js')).statusCommand,
+    summary: "show the running daemon's figures",
+  },
+  schema: {
+    load: async () => (await import('./schema-command.js')).schemaCommand,
+    summary: 'print the JSON Schemas of protocol v1',
+  },
+  mcp: {
+    load: async () => (await import('./mcp-command.js')).mcpCommand,
+    summary: 'serve the progress tools to an MCP host over stdio',
+  },
+  run: {
+    load: async () => (await import('./run-command.js')).runCommand,
+    summary: 'run a command that publishes progress, and publish its done',
+  },
+  tail: {
+    load: async () => (await import('./tail-command.js')).tailCommand,
+    summary: 'watch streams live in the terminal (or as NDJSON)',
+  },
 };
 
 export function mainHelp(): string {
@@ -59,7 +75,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     return 2;
   }
   try {
-    return await command.run(rest, io);
+    const run = await command.load();
+    return await run(rest, io);
   } catch (error) {
     if (error instanceof UsageError) {
       io.err(`mcp-progress ${name}: ${error.message}\n`);

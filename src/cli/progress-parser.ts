@@ -89,11 +89,27 @@ export function parseProgressLine(raw: string): ParsedProgress | undefined {
   return undefined;
 }
 
+/** The most of a line that is kept and read: its last this many characters. */
+export const MAX_LINE_CHARS = 4096;
+
+const LINE_BREAK = /\r\n|\r|\n/g;
+
+/** The last `max` characters of `text`; a line longer than that is read by its end, where a bar's counts are. */
+function tail(text: string, max: number): string {
+  return text.length > max ? text.slice(text.length - max) : text;
+}
+
 /**
  * Splits output into lines at \n and \r (tqdm redraws with \r) and reports
  * the progress of each complete one. The unfinished last line is parsed
  * only when the caller says the output has gone quiet, so that a bar is
  * never read half-written.
+ *
+ * Work and memory are linear in the output and bounded per line: only new
+ * text is searched for line breaks, and of any line (the unfinished one
+ * included) only the last MAX_LINE_CHARS characters are kept and read. No
+ * method throws, whatever the output or the callback does: it runs inside a
+ * stream's data handler, and the command must go on.
  */
 export class OutputScanner {
   #pending = '';
@@ -104,10 +120,12 @@ export class OutputScanner {
   }
 
   push(text: string): void {
-    const combined = this.#pending + text;
-    const lines = combined.split(/\r\n|\r|\n/);
-    this.#pending = lines.pop() ?? '';
-    for (const line of lines) this.#scan(line);
+    try {
+      this.#push(text);
+    } catch {
+      // Whatever went wrong, the output still passes through; the line is forgotten.
+      this.#pending = '';
+    }
   }
 
   /**
@@ -123,9 +141,34 @@ export class OutputScanner {
     return this.#pending !== '';
   }
 
+  /** How many characters of the unfinished line are kept (at most MAX_LINE_CHARS). */
+  get pendingLength(): number {
+    return this.#pending.length;
+  }
+
+  #push(text: string): void {
+    let start = 0;
+    let first = true;
+    // matchAll works on its own copy of the pattern, so a callback that pushes again cannot disturb it.
+    for (const match of text.matchAll(LINE_BREAK)) {
+      const piece = text.slice(Math.max(start, match.index - MAX_LINE_CHARS), match.index);
+      const line = first ? tail(this.#pending + piece, MAX_LINE_CHARS) : piece;
+      if (first) this.#pending = '';
+      first = false;
+      start = match.index + match[0].length;
+      this.#scan(line);
+    }
+    const rest = text.slice(Math.max(start, text.length - MAX_LINE_CHARS));
+    this.#pending = first ? tail(this.#pending + rest, MAX_LINE_CHARS) : rest;
+  }
+
   #scan(line: string): void {
     if (line === '') return;
-    const parsed = parseProgressLine(line);
-    if (parsed !== undefined) this.#found(parsed);
+    try {
+      const parsed = parseProgressLine(line);
+      if (parsed !== undefined) this.#found(parsed);
+    } catch {
+      // A line that cannot be read, or a callback that fails, costs that line only.
+    }
   }
 }

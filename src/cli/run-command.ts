@@ -7,7 +7,7 @@ import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../locate.js';
 import type { DoneStatus } from '../protocol/frames.js';
 import { parse, UsageError } from './args.js';
 import type { Io } from './io.js';
-import { OutputScanner } from './progress-parser.js';
+import { OutputScanner, type ParsedProgress } from './progress-parser.js';
 
 export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [ARGS...]
 
@@ -94,6 +94,17 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
     { socket: values.socket, runtimeDir: values['runtime-dir'] },
     io.env,
   );
+  // Handlers go in first, before the connect and the spawn: until they exist, a signal would kill
+  // run (or SIGUSR1 open the inspector), and CMD may run (and be signalled) before spawn() returns.
+  // What comes before CMD exists is passed on to it once it does.
+  const interactive = process.stdin.isTTY === true;
+  const early: NodeJS.Signals[] = [];
+  let forward = (signal: NodeJS.Signals) => {
+    if (!(interactive && TERMINAL_SIGNALS.has(signal))) early.push(signal);
+  };
+  const onSignal = (signal: NodeJS.Signals) => forward(signal);
+  for (const signal of FORWARDED) process.on(signal, onSignal);
+
   const reported = new Set<string>();
   const publisher = await connectPublisher({
     token,
@@ -106,15 +117,6 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
       io.err(`mcp-progress run: ${error.message}\n`);
     },
   });
-
-  // Handlers go in before the spawn: CMD may run (and be signalled) before spawn() returns.
-  const interactive = process.stdin.isTTY === true;
-  const early: NodeJS.Signals[] = [];
-  let forward = (signal: NodeJS.Signals) => {
-    if (!(interactive && TERMINAL_SIGNALS.has(signal))) early.push(signal);
-  };
-  const onSignal = (signal: NodeJS.Signals) => forward(signal);
-  for (const signal of FORWARDED) process.on(signal, onSignal);
 
   const parseOutput = values.parse === true;
   const child = spawn(file, args, {
@@ -137,17 +139,19 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   });
   if (parseOutput) {
     let last: number | undefined;
-    const scanner = new OutputScanner((found) => {
-      if (last !== undefined && !(found.progress > last)) return;
-      last = found.progress;
-      publisher.update(found);
-    });
-    let quietTimer: NodeJS.Timeout | undefined;
+    const found = (progress: ParsedProgress) => {
+      if (last !== undefined && !(progress.progress > last)) return;
+      last = progress.progress;
+      publisher.update(progress);
+    };
     for (const [stream, target] of [
       [child.stdout, process.stdout],
       [child.stderr, process.stderr],
     ] as const) {
+      // Each stream has its own line, decoder and pause: a half line on one never joins the other's.
+      const scanner = new OutputScanner(found);
       const decoder = new StringDecoder('utf8');
+      let quietTimer: NodeJS.Timeout | undefined;
       // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
       target.on('error', () => stream?.resume());
       stream?.pipe(target, { end: false });
@@ -156,7 +160,10 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
         clearTimeout(quietTimer);
         if (scanner.hasPending) quietTimer = setTimeout(() => scanner.quiet(), QUIET_MS);
       });
-      stream?.on('end', () => scanner.push(`${decoder.end()}\n`));
+      stream?.on('end', () => {
+        clearTimeout(quietTimer);
+        scanner.push(`${decoder.end()}\n`);
+      });
     }
   }
 

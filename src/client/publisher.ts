@@ -6,9 +6,15 @@
  */
 import { connect, type Socket } from 'node:net';
 import { ENV_TOKEN, resolveSocketPath } from '../locate.js';
-import { BridgeError } from '../protocol/errors.js';
+import { BridgeError, CLOSING_REJECT_CODES, type RejectCode } from '../protocol/errors.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
-import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from '../protocol/limits.js';
+import {
+  FRAME_DELIMITER,
+  fitsUtf8Bytes,
+  MAX_FRAME_BYTES,
+  MAX_MESSAGE_BYTES,
+  PROTOCOL_VERSION,
+} from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
 import { connectError } from './socket-request.js';
 import { Throttle } from './throttle.js';
@@ -18,6 +24,7 @@ export interface ProgressUpdate {
   readonly progress?: number | undefined;
   /** Remembered: later updates carry it until another total is given. */
   readonly total?: number | undefined;
+  /** Longer than 4096 UTF-8 bytes: cut to 4093 bytes at a code point boundary, and "..." added. */
   readonly message?: string | undefined;
 }
 
@@ -28,7 +35,11 @@ export interface PublisherOptions {
   readonly socket?: string | undefined;
   /** Coalescing interval: at most one frame per interval, the newest (default 100; 0 sends every update). */
   readonly intervalMs?: number | undefined;
-  /** How long `done` keeps trying to be delivered, reconnecting if need be (default 5000). */
+  /**
+   * How long `done` keeps trying to be delivered, reconnecting if need be (default 5000), once
+   * the publisher has been connected. One that never reached a daemon tries for at most
+   * NEVER_CONNECTED_GRACE_MS (250) more, then reports done as not delivered: no daemon is running.
+   */
   readonly doneTimeoutMs?: number | undefined;
   /** Transport trouble and refused frames; default: a process warning, once per error code. */
   readonly onError?: ((error: BridgeError) => void) | undefined;
@@ -54,9 +65,15 @@ export interface Publisher {
   readonly cancelled: boolean;
   /** Aborted when the stream is cancelled, with the reason; pass it to fetch, streams, child processes. */
   readonly signal: AbortSignal;
-  /** Records an update; frames leave at most once per interval, the newest first. Never throws. */
-  update(update: ProgressUpdate): void;
-  /** Sends the newest update, then done, and waits for the daemon's ack (bounded). Never rejects. */
+  /**
+   * Records an update; frames leave at most once per interval, the newest first. Never throws:
+   * `update()` counts one up, and anything that is not an update object is reported and ignored.
+   */
+  update(update?: ProgressUpdate): void;
+  /**
+   * Sends the newest update, then done, and waits for the daemon's ack: for up to `doneTimeoutMs`
+   * once connected, for up to 250 ms when no daemon was ever reached. Never rejects.
+   */
   done(status?: DoneStatus, message?: string): Promise<DoneOutcome>;
   /** Calls `callback` when the stream is cancelled (at once if it already was); returns an unsubscribe. */
   onCancel(callback: CancelCallback): () => void;
@@ -66,6 +83,8 @@ export interface Publisher {
 
 const DEFAULT_INTERVAL_MS = 100;
 const DEFAULT_DONE_TIMEOUT_MS = 5000;
+/** How long `done` waits for a first connection when the publisher never had one (no daemon runs). */
+export const NEVER_CONNECTED_GRACE_MS = 250;
 const BACKOFF_MS = [50, 100, 200, 400, 800, 1600, 2000] as const;
 
 type State = 'open' | 'ending' | 'ended' | 'closed';
@@ -80,6 +99,30 @@ interface ProgressData {
 }
 
 type Reply = Envelope | 'closed' | 'timeout';
+
+/**
+ * Framing errors that refuse what a frame holds: sent again it would be
+ * refused again, so it is not. (A full daemon and a stalled partial frame
+ * also close the connection, but say nothing against the frame.)
+ */
+const REFUSED_FRAME_CODES: ReadonlySet<string> = new Set<RejectCode>(
+  [...CLOSING_REJECT_CODES].filter(
+    (code) => code !== 'too_many_connections' && code !== 'frame_timeout',
+  ),
+);
+
+/**
+ * A message of at most MAX_MESSAGE_BYTES UTF-8 bytes: a longer one is cut at
+ * a code point boundary to leave room for "...", as the Python client does.
+ */
+export function fitMessage(text: string): string {
+  if (fitsUtf8Bytes(text, MAX_MESSAGE_BYTES)) return text;
+  const bytes = Buffer.from(text, 'utf8');
+  let end = MAX_MESSAGE_BYTES - 3;
+  // Back up over continuation bytes (10xxxxxx) to the start of the code point that would be split.
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
+  return `${bytes.subarray(0, end).toString('utf8')}...`;
+}
 
 /**
  * Connects to the daemon and returns a publisher. Resolves even when the
@@ -114,6 +157,12 @@ class SocketPublisher implements Publisher {
   #nextSeq = 1;
   /** The seq of the update resent after a reconnect: a non_monotonic answer to it only means the daemon had it. */
   #resyncSeq = -1;
+  /** The daemon refused a frame of the last connection as malformed: the next one does not reset the backoff. */
+  #refused = false;
+  /** A connection was established at least once: only then does done wait out its full retry. */
+  #everConnected = false;
+  /** A connection attempt is under way. */
+  #connecting = false;
   #replyWaiter: { seq: number; resolve: (reply: Reply) => void } | undefined;
   #cancelled = false;
   #cancelReason: string | undefined;
@@ -151,8 +200,25 @@ class SocketPublisher implements Publisher {
     if (this.enabled) await this.#connect();
   }
 
-  update(update: ProgressUpdate): void {
+  update(update: ProgressUpdate = {}): void {
     if (this.#state !== 'open' || this.token === undefined) return;
+    try {
+      this.#update(update);
+    } catch (error) {
+      // A getter that throws, say: the worker's update is lost, never the worker.
+      this.#report('invalid_field', `update ignored: it could not be read: ${String(error)}`);
+    }
+  }
+
+  #update(update: ProgressUpdate): void {
+    if (this.token === undefined) return;
+    if (typeof update !== 'object' || update === null || Array.isArray(update)) {
+      this.#report(
+        'invalid_field',
+        `update ignored: pass an object { progress?, total?, message? }, got ${update === null ? 'null' : Array.isArray(update) ? 'an array' : typeof update}`,
+      );
+      return;
+    }
     const { progress: given, total, message } = update;
     const last = this.#lastProgress;
     let progress: number;
@@ -192,7 +258,7 @@ class SocketPublisher implements Publisher {
     }
     const data: ProgressData = { v: PROTOCOL_VERSION, progressToken: this.token, progress };
     if (this.#total !== undefined) data.total = this.#total;
-    if (message !== undefined) data.message = message;
+    if (message !== undefined) data.message = fitMessage(message);
     this.#lastProgress = progress;
     this.#newest = data;
     this.#newestSent = false;
@@ -212,7 +278,11 @@ class SocketPublisher implements Publisher {
         error: new BridgeError('closed', 'done after close(): the publisher is closed'),
       });
     } else {
-      this.#done = this.#finish(this.token, status, message);
+      this.#done = this.#finish(
+        this.token,
+        status,
+        message === undefined ? undefined : fitMessage(String(message)),
+      );
     }
     return this.#done;
   }
@@ -263,23 +333,30 @@ class SocketPublisher implements Publisher {
     this.#socket?.ref();
     this.#reconnectTimer?.ref();
     const deadline = Date.now() + this.#doneTimeoutMs;
+    // Never connected (no daemon runs): one attempt now, and a short grace for it, not the full retry.
+    const graceDeadline = Math.min(deadline, Date.now() + NEVER_CONNECTED_GRACE_MS);
+    if (!this.#everConnected && this.#socket === undefined && !this.#connecting) {
+      clearTimeout(this.#reconnectTimer);
+      this.#reconnectTimer = undefined;
+      void this.#connect();
+    }
     let retried = false;
     let outcome: DoneOutcome;
     for (;;) {
-      const socket = await this.#whenConnected(deadline);
+      const everConnected = this.#everConnected;
+      const socket = await this.#whenConnected(everConnected ? deadline : graceDeadline);
       if (socket === undefined) {
         outcome = this.#failDone(
           this.#isClosed() ? 'closed' : 'daemon_unreachable',
           this.#isClosed()
             ? 'the publisher was closed before done was delivered'
-            : `done for token ${JSON.stringify(token)} was not delivered: no daemon answered on ${this.#socketPath} within ${this.#doneTimeoutMs} ms`,
+            : everConnected
+              ? `done for token ${JSON.stringify(token)} was not delivered: the daemon on ${this.#socketPath} went away and none answered within ${this.#doneTimeoutMs} ms`
+              : `done for token ${JSON.stringify(token)} was not delivered: no daemon has answered on ${this.#socketPath} since the publisher started`,
         );
         break;
       }
-      if (this.#newest !== undefined && !this.#newestSent) {
-        this.#write(socket, 'progress', this.#newest);
-        this.#newestSent = true;
-      }
+      if (this.#newest !== undefined && !this.#newestSent) this.#writeNewest(socket, this.#newest);
       const seq = this.#nextSeq++;
       const data: Record<string, unknown> = {
         v: PROTOCOL_VERSION,
@@ -288,8 +365,19 @@ class SocketPublisher implements Publisher {
         seq,
       };
       if (message !== undefined) data.message = message;
+      const frame = this.#encode('done', data);
+      if (frame === undefined) {
+        outcome = {
+          delivered: false,
+          error: new BridgeError(
+            'frame_too_large',
+            `done for token ${JSON.stringify(token)} was not sent: its frame is larger than ${MAX_FRAME_BYTES} bytes`,
+          ),
+        };
+        break;
+      }
       const reply = this.#waitReply(seq, deadline);
-      this.#write(socket, 'done', data);
+      socket.write(frame);
       const answer = await reply;
       if (answer === 'closed' && !this.#isClosed()) {
         retried = true;
@@ -372,6 +460,7 @@ class SocketPublisher implements Publisher {
 
   /** One connection attempt; resolves when it is connected or has failed. */
   #connect(): Promise<void> {
+    this.#connecting = true;
     return new Promise<void>((resolve) => {
       const socket = connect({ path: this.#socketPath });
       socket.setEncoding('utf8');
@@ -379,6 +468,7 @@ class SocketPublisher implements Publisher {
       if (this.#state !== 'ending') socket.unref();
       let attached = false;
       socket.once('connect', () => {
+        this.#connecting = false;
         if (this.#state === 'closed' || this.#state === 'ended') {
           socket.destroy();
         } else {
@@ -391,6 +481,7 @@ class SocketPublisher implements Publisher {
         if (!attached) this.#onErrorSafely(connectError(this.#socketPath, error));
       });
       socket.on('close', () => {
+        if (!attached) this.#connecting = false;
         resolve();
         if (attached) this.#detach(socket);
         else this.#scheduleReconnect();
@@ -400,7 +491,9 @@ class SocketPublisher implements Publisher {
 
   #attach(socket: Socket): void {
     this.#socket = socket;
-    this.#attempt = 0;
+    this.#everConnected = true;
+    if (!this.#refused) this.#attempt = 0;
+    this.#refused = false;
     const decoder = new FrameDecoder(MAX_FRAME_BYTES);
     socket.on('data', (text: string) => {
       for (const envelope of decoder.push(text)) this.#receive(envelope);
@@ -415,8 +508,7 @@ class SocketPublisher implements Publisher {
     // After a reconnect (a restarted daemon knows nothing), the newest value goes first.
     if (this.#newest !== undefined && this.#state !== 'ended') {
       this.#resyncSeq = this.#nextSeq++;
-      this.#write(socket, 'progress', { ...this.#newest, seq: this.#resyncSeq });
-      this.#newestSent = true;
+      this.#writeNewest(socket, { ...this.#newest, seq: this.#resyncSeq });
     }
     this.#wakeConnectedWaiters(socket);
   }
@@ -454,12 +546,36 @@ class SocketPublisher implements Publisher {
     if (socket === undefined || this.#newest === undefined || this.#newestSent) return;
     // A daemon that does not read gets no backlog: the newest waits for 'drain'.
     if (socket.writableNeedDrain) return;
-    this.#write(socket, 'progress', this.#newest);
-    this.#newestSent = true;
+    this.#writeNewest(socket, this.#newest);
   }
 
-  #write(socket: Socket, type: string, data: unknown): void {
-    socket.write(encodeFrame(type, data));
+  /** Writes the newest update; one too large to ever be accepted is dropped instead. */
+  #writeNewest(socket: Socket, data: ProgressData): void {
+    if (this.#write(socket, 'progress', data)) {
+      this.#newestSent = true;
+    } else {
+      this.#newest = undefined;
+      this.#newestSent = false;
+    }
+  }
+
+  /** Writes a frame, unless it is larger than any daemon accepts: then it is reported and not sent. */
+  #write(socket: Socket, type: string, data: unknown): boolean {
+    const frame = this.#encode(type, data);
+    if (frame === undefined) return false;
+    socket.write(frame);
+    return true;
+  }
+
+  /** The frame, or undefined (reported) when it is larger than any daemon accepts. */
+  #encode(type: string, data: unknown): string | undefined {
+    const frame = encodeFrame(type, data);
+    if (fitsUtf8Bytes(frame, MAX_FRAME_BYTES + FRAME_DELIMITER.length)) return frame;
+    this.#report(
+      'frame_too_large',
+      `a ${type} frame for token ${JSON.stringify(this.token)} is larger than ${MAX_FRAME_BYTES} bytes and was not sent: use a shorter token`,
+    );
+    return undefined;
   }
 
   #receive(envelope: Envelope | Error): void {
@@ -480,6 +596,10 @@ class SocketPublisher implements Publisher {
           this.#replyWaiter.resolve(envelope);
         return;
       case 'rejected': {
+        if (typeof data.code === 'string' && REFUSED_FRAME_CODES.has(data.code)) {
+          this.#refusedFrame(envelope, data.code, data.message);
+          return;
+        }
         if (this.#replyWaiter !== undefined && data.seq === this.#replyWaiter.seq) {
           this.#replyWaiter.resolve(envelope);
           return;
@@ -499,6 +619,25 @@ class SocketPublisher implements Publisher {
       default:
         return;
     }
+  }
+
+  /**
+   * The daemon refused a frame of this connection as malformed and closes it.
+   * Which frame it was is not said, so nothing written on this connection is
+   * sent again: the newest update is dropped, a done waiting for its answer
+   * fails with the daemon's code, and the reconnect keeps its backoff.
+   */
+  #refusedFrame(envelope: Envelope, code: string, message: unknown): void {
+    this.#refused = true;
+    if (this.#newestSent) {
+      this.#newest = undefined;
+      this.#newestSent = false;
+    }
+    this.#report(
+      code,
+      `the daemon refused a frame for token ${JSON.stringify(this.token)} and closed the connection; it is not sent again: ${String(message)}`,
+    );
+    this.#replyWaiter?.resolve(envelope);
   }
 
   #cancel(reason: string | undefined): void {

@@ -5,6 +5,8 @@
  */
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Daemon } from '../../src/daemon.js';
+import { silentLogger } from '../../src/log.js';
 import {
   cleanupAll,
   eventually,
@@ -31,10 +33,21 @@ const CLIENTS: Array<{
   name: string;
   start: Start;
   loop: number;
-  shortDone: Record<string, unknown>;
+  /** Worker options: a short done retry, and one far longer than any test waits. */
+  timeouts: { short: Record<string, unknown>; long: Record<string, unknown> };
 }> = [
-  { name: 'Node', start: nodeWorker, loop: 1_000_000, shortDone: { doneTimeoutMs: 300 } },
-  { name: 'Python', start: pythonWorker, loop: 1_000_000, shortDone: { done_timeout: 0.3 } },
+  {
+    name: 'Node',
+    start: nodeWorker,
+    loop: 1_000_000,
+    timeouts: { short: { doneTimeoutMs: 300 }, long: { doneTimeoutMs: 3_600_000 } },
+  },
+  {
+    name: 'Python',
+    start: pythonWorker,
+    loop: 1_000_000,
+    timeouts: { short: { done_timeout: 0.3 }, long: { done_timeout: 3600 } },
+  },
 ];
 
 let counter = 0;
@@ -80,7 +93,7 @@ const progressReaching = (gateway: GatewayClient, token: string, progress: numbe
     `progress ${progress} for ${token}`,
   );
 
-describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, shortDone }) => {
+describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, timeouts }) => {
   let daemon: RunningDaemon;
   let gateway: GatewayClient;
   beforeAll(async () => {
@@ -183,7 +196,10 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: true,
     });
-    expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'cancelled' });
+    expect(await doneNotice(gateway, token)).toEqual({
+      progressToken: token,
+      status: 'cancelled',
+    });
   });
 
   it('drops a value that does not increase, says why, and goes on', async () => {
@@ -199,6 +215,27 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     worker.send({ update: { progress: 6 } });
     await progressReaching(gateway, token, 6);
     expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([5, 6]);
+  });
+
+  it('cuts a message over 4096 UTF-8 bytes at a code point, in an update and in done', async () => {
+    const token = uniqueToken('long');
+    await watch(token);
+    const worker = start(envFor(token));
+    await worker.next((e) => e.event === 'ready', 'ready');
+    // 70,000 bytes make a frame over 64 KiB; 6,000 of "€" (3 bytes each) one the daemon would refuse.
+    worker.send({ update: { progress: 1, message: 'x'.repeat(70_000) } });
+    expect((await progressReaching(gateway, token, 1)).message).toBe(`${'x'.repeat(4093)}...`);
+    worker.send({ update: { progress: 2, message: '€'.repeat(2000) } });
+    expect((await progressReaching(gateway, token, 2)).message).toBe(`${'€'.repeat(1364)}...`);
+    worker.send({ done: 'error', message: `${'a'.repeat(4092)}€€` });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    expect(await doneNotice(gateway, token)).toEqual({
+      progressToken: token,
+      status: 'error',
+      message: `${'a'.repeat(4092)}...`,
+    });
   });
 
   it('does nothing, and says it is off, without a token', async () => {
@@ -244,11 +281,53 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     await late.stop();
   });
 
+  it('reports done as not delivered without its long retry when it never reached a daemon', async () => {
+    const token = uniqueToken('never');
+    const worker = start(
+      { MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'), MCP_PROGRESS_TOKEN: token },
+      timeouts.long,
+    );
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ update: { progress: 1 } });
+    worker.send({ done: 'ok' });
+    // An hour's retry: only the never-connected grace lets this answer come within the wait.
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: false,
+    });
+  });
+
+  it('keeps retrying done after losing a daemon it had, until one is back', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon([], runtimeDir);
+    const token = uniqueToken('regained');
+    const worker = start(
+      { MCP_PROGRESS_SOCKET: first.info.socket, MCP_PROGRESS_TOKEN: token },
+      timeouts.long,
+    );
+    await worker.next((e) => e.event === 'ready', 'ready');
+    await eventually(
+      async () => {
+        worker.send({ state: true });
+        const state = await worker.next((e) => e.event === 'state', 'state');
+        return state.connected === true ? true : undefined;
+      },
+      60_000,
+      'connected',
+    );
+    await first.stop();
+    worker.send({ done: 'ok' });
+    const second = await startDaemon([], runtimeDir);
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    await second.stop();
+  });
+
   it('reports done as not delivered after its bounded retry when no daemon answers', async () => {
     const token = uniqueToken('nodaemon');
     const worker = start(
       { MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'), MCP_PROGRESS_TOKEN: token },
-      shortDone,
+      timeouts.short,
     );
     await worker.next((e) => e.event === 'ready', 'ready');
     worker.send({ update: { progress: 1 } });
@@ -256,5 +335,98 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: false,
     });
+  });
+});
+
+describe('the Node client, given what it must not throw on', () => {
+  let daemon: RunningDaemon;
+  let gateway: GatewayClient;
+  beforeAll(async () => {
+    daemon = await startDaemon();
+    gateway = await connectGateway(daemon.info);
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await daemon.stop();
+  });
+
+  it('counts one up on update() with no argument, and reports and ignores what is not an object', async () => {
+    const token = uniqueToken('noarg');
+    await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const worker = nodeWorker(
+      { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
+      { intervalMs: 0 },
+    );
+    await worker.next((e) => e.event === 'ready', 'ready');
+    worker.send({ updateWith: 'nothing' });
+    await worker.next((e) => e.event === 'ok', 'update() returned');
+    for (const bad of [null, 5, 'text', [1, 2]]) {
+      worker.send({ updateWith: bad });
+      expect(
+        await worker.next((e) => e.event !== 'ok', `a report on ${String(bad)}`),
+      ).toMatchObject({ event: 'error', code: 'invalid_field' });
+    }
+    worker.send({ updateWith: 'nothing' });
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    await doneNotice(gateway, token);
+    expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([1, 2]);
+  });
+});
+
+describe.each(CLIENTS)('the $name client, refused a frame as malformed', ({ start }) => {
+  let daemon: Daemon;
+  let gateway: GatewayClient;
+  beforeAll(async () => {
+    // A daemon with a small frame limit (a library option, no flag) refuses a frame that another would take.
+    daemon = await Daemon.start(
+      { runtimeDir: tempDir(), port: 0, maxFrameBytes: 512 },
+      silentLogger,
+    );
+    gateway = await connectGateway(daemon.info);
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await daemon.stop();
+  });
+
+  /** An error event of that code (the Node fixture reports codes, the Python one messages). */
+  const reports = (
+    event: { event: string; code?: unknown; message?: unknown },
+    code: string,
+    text: RegExp,
+  ) => event.event === 'error' && (event.code === code || text.test(String(event.message)));
+  const connected = (worker: DrivenWorker) =>
+    eventually(
+      async () => {
+        worker.send({ state: true });
+        const state = await worker.next((e) => e.event === 'state', 'state');
+        return state.connected === true ? true : undefined;
+      },
+      60_000,
+      'connected',
+    );
+
+  it('does not send that frame again, and delivers the done that follows', async () => {
+    const token = uniqueToken('refused');
+    await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token });
+    await worker.next((e) => e.event === 'ready', 'ready');
+    await connected(worker);
+    worker.send({ update: { progress: 1, message: 'y'.repeat(1000) } });
+    await worker.next((e) => reports(e, 'frame_too_large', /frame_too_large/), 'the refusal');
+    // The daemon closed the connection; once the client is back on a new one, it has sent what it resends.
+    await worker.next((e) => reports(e, 'daemon_disconnected', /lost the daemon/), 'the close');
+    await connected(worker);
+    // Had the client sent the refused frame again on this connection, before done, done could
+    // never be delivered: each new connection would be refused and closed before done's ack.
+    worker.send({ done: 'ok' });
+    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
+      delivered: true,
+    });
+    expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(gateway.notifications, token)).toEqual([]);
   });
 });

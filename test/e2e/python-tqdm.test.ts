@@ -172,4 +172,26 @@ describe('Progress as a context manager', () => {
       message: 'ValueError: bad batch',
     });
   });
+
+  for (const [mode, exitCode, done] of [
+    ['context-exit-0', 0, { status: 'ok' }],
+    ['context-exit-none', 0, { status: 'ok' }],
+    ['context-exit-3', 3, { status: 'error', message: 'exited with code 3' }],
+    ['context-exit-text', 1, { status: 'error', message: 'exited with code 1: disk full' }],
+  ] as const) {
+    it(`sends done ${done.status} for sys.exit inside the block (${mode})`, async () => {
+      const script = await runScript(mode);
+      expect(await script.exit).toBe(exitCode);
+      expect(await doneOf(script.token)).toEqual({ progressToken: script.token, ...done });
+    });
+  }
+
+  it('sends done cancelled when the block is interrupted (KeyboardInterrupt, as Cancelled is)', async () => {
+    const script = await runScript('context-interrupt');
+    expect(await script.exit).not.toBe(0);
+    expect(await doneOf(script.token)).toEqual({
+      progressToken: script.token,
+      status: 'cancelled',
+    });
+  });
 });

@@ -258,6 +258,54 @@ describe('mcp-progress run --parse', () => {
     );
   });
 
+  it('passes 20 MB of output without a line break through, every byte of it', async () => {
+    const token = await watched('parse-no-newlines');
+    const child = spawn(
+      process.execPath,
+      [BIN, 'run', '--token', token, '--parse', '--', 'sh', '-c', 'head -c 20000000 /dev/zero'],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...socketEnv() } },
+    );
+    let bytes = 0;
+    let nonZero = 0;
+    child.stdout.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+      for (const byte of chunk) if (byte !== 0) nonZero++;
+    });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      stderr += text;
+    });
+    expect(await waitForExit(child)).toBe(0);
+    expect({ bytes, nonZero, stderr }).toEqual({
+      bytes: 20_000_000,
+      nonZero: 0,
+      stderr: '',
+    });
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(token)).toEqual([]);
+  });
+
+  it('never joins a half line of stdout with a half line of stderr', async () => {
+    const token = await watched('parse-two-streams');
+    const result = await runCli(
+      [
+        'run',
+        '--token',
+        token,
+        '--parse',
+        '--',
+        'sh',
+        '-c',
+        'printf "batch size 32"; sleep 0.01; printf "/64 done\\n" >&2; echo',
+      ],
+      socketEnv(),
+    );
+    expect(result).toMatchObject({ code: 0, stdout: 'batch size 32\n', stderr: '/64 done\n' });
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    // Glued together, the two halves read "batch size 32/64 done": progress 32 of 64 that no line shows.
+    expect(progressOf(token)).toEqual([]);
+  });
+
   it('a cancel reaches run without --parse, before the command has published anything', async () => {
     const token = await watched('plain-cancel');
     const run = startRun(['--token', token, '--', 'sh', '-c', 'while :; do sleep 0.05; done']);

@@ -143,6 +143,37 @@ describe('layering', () => {
     );
   });
 
+  it('the CLI loads a command when it runs, and publish and run load no heavy package', () => {
+    // Static imports only: what loading a file costs before any of its code runs.
+    const staticImports = (file: string): string[] =>
+      [
+        ...readFileSync(join(SRC, file), 'utf8').matchAll(
+          /^(?:import|export)\s(?!type\s)[^'"]*?from\s*['"]([^'"]+)['"]|^import\s+['"]([^'"]+)['"]/gm,
+        ),
+      ].map((match) => match[1] ?? match[2] ?? '');
+    expect(staticImports('cli/main.ts').filter((s) => s.endsWith('-command.js'))).toEqual([]);
+    const reachedFrom = (start: string): string[] => {
+      const seen = new Set<string>();
+      const externals = new Set<string>();
+      const visit = (file: string) => {
+        if (seen.has(file)) return;
+        seen.add(file);
+        for (const specifier of staticImports(file)) {
+          const internal = resolveInternal(join(SRC, file), specifier);
+          if (internal === undefined) externals.add(specifier);
+          else visit(relative(SRC, internal));
+        }
+      };
+      visit(start);
+      return [...externals].filter((name) =>
+        /^(ws|node-ipc|zod|@modelcontextprotocol\/)/.test(name),
+      );
+    };
+    expect(reachedFrom('cli/main.ts')).toEqual([]);
+    expect(reachedFrom('cli/publish-command.ts')).toEqual([]);
+    expect(reachedFrom('cli/run-command.ts')).toEqual([]);
+  });
+
   it('no layer reaches backwards along the data path', () => {
     const offenders = graph.flatMap((g) => {
       const allowed = ALLOWED[g.layer];

@@ -1,6 +1,7 @@
 /** `run --parse`: the output shapes it understands, and the ones it must leave alone. */
 import { describe, expect, it } from 'vitest';
 import {
+  MAX_LINE_CHARS,
   OutputScanner,
   type ParsedProgress,
   parseProgressLine,
@@ -114,5 +115,55 @@ describe('OutputScanner', () => {
     s.push('step 5/10');
     s.quiet();
     expect(found.at(-1)).toEqual({ progress: 5, total: 10, message: 'step 5/10' });
+  });
+
+  it('keeps at most MAX_LINE_CHARS of an unfinished line, however much output has no line break', () => {
+    const { found, scanner: s } = scanner();
+    for (let i = 0; i < 100; i++) {
+      s.push('\0'.repeat(64 * 1024));
+      expect(s.pendingLength).toBeLessThanOrEqual(MAX_LINE_CHARS);
+    }
+    s.push('step 7/9');
+    expect(s.pendingLength).toBe(MAX_LINE_CHARS);
+    s.quiet();
+    expect(found.map((f) => [f.progress, f.total])).toEqual([[7, 9]]);
+    s.push(`${'x'.repeat(3 * MAX_LINE_CHARS)}\n`);
+    expect(s.pendingLength).toBe(0);
+  });
+
+  it('reads a long line by its end, whether it came in one chunk or many', () => {
+    const line = `${'=> '.repeat(10_000)} 3/8`;
+    const { found, scanner: s } = scanner();
+    s.push(`${line}\nnext`);
+    for (const piece of line.match(/[\s\S]{1,1000}/g) ?? []) s.push(piece);
+    s.push('\r');
+    expect(found.map((f) => [f.progress, f.total])).toEqual([
+      [3, 8],
+      [3, 8],
+    ]);
+  });
+
+  it('takes chunks too large to join without throwing, and reads on afterwards', () => {
+    // Joined, two of these exceed the longest string V8 can make (the old scanner threw RangeError).
+    const huge = 'x'.repeat(2 ** 28);
+    const { found, scanner: s } = scanner();
+    expect(() => {
+      s.push(huge);
+      s.push(huge);
+    }).not.toThrow();
+    expect(s.pendingLength).toBe(MAX_LINE_CHARS);
+    s.push('\rstep 2/5\n');
+    expect(found).toEqual([{ progress: 2, total: 5, message: 'step 2/5' }]);
+  });
+
+  it('never throws into the caller when the callback does, and reads the lines after it', () => {
+    const seen: number[] = [];
+    const s = new OutputScanner((p) => {
+      seen.push(p.progress);
+      throw new Error('callback failed');
+    });
+    expect(() => s.push('1/4\n2/4\n3/4')).not.toThrow();
+    expect(() => s.quiet()).not.toThrow();
+    expect(seen).toEqual([1, 2, 3]);
   });
 });
