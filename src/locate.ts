@@ -2,6 +2,7 @@
  * Where the daemon lives: runtime directory, socket and daemon.json. Shared
  * by the daemon and every client, so both ends apply the same rules.
  */
+import { lstatSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -49,8 +50,30 @@ export interface DaemonInfo {
   secret: string;
 }
 
+/**
+ * A daemon's socket and daemon.json always belong to the user it runs as. Anything else there was
+ * planted: in a shared /tmp another user can create <tmpdir>/mcp-progress-<uid> first, and would
+ * then read every frame sent to it and send cancels back. Returns an error to report, or undefined.
+ */
+export function plantedByAnotherUser(path: string): BridgeError | undefined {
+  if (typeof process.getuid !== 'function') return undefined;
+  let owner: number;
+  try {
+    owner = lstatSync(path).uid;
+  } catch {
+    return undefined; // Missing: the caller's own error says so.
+  }
+  if (owner === process.getuid()) return undefined;
+  return new BridgeError(
+    'foreign_owner',
+    `${path} belongs to uid ${owner}, not to you (uid ${process.getuid()}): another user may have planted it, so it is not used. Remove it, or give your daemon a runtime dir of your own with $MCP_PROGRESS_RUNTIME_DIR`,
+  );
+}
+
 export async function readDaemonInfo(runtimeDir: string): Promise<DaemonInfo> {
   const path = daemonInfoPath(runtimeDir);
+  const planted = plantedByAnotherUser(path);
+  if (planted !== undefined) throw planted;
   let text: string;
   try {
     text = await readFile(path, 'utf8');

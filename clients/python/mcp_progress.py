@@ -511,6 +511,20 @@ class Progress:
         self._done_settled.set()
 
     def _connect(self) -> Optional[_socket.socket]:
+        # A daemon's socket belongs to the user it runs as; one owned by anybody else was planted
+        # (another user can create <tmpdir>/mcp-progress-<uid> first) and would read every frame.
+        try:
+            owner = os.lstat(self.socket_path).st_uid
+        except OSError:
+            owner = None
+        if owner is not None and hasattr(os, "getuid") and owner != os.getuid():
+            self._warn(
+                "foreign_owner",
+                "%s belongs to uid %d, not to you (uid %d): another user may have planted it, so it is not used. "
+                "Remove it, or give your daemon a runtime dir of your own with $MCP_PROGRESS_RUNTIME_DIR"
+                % (self.socket_path, owner, os.getuid()),
+            )
+            return None
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             sock.settimeout(max(1.0, self._done_timeout))

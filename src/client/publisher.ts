@@ -5,7 +5,7 @@
  * process warning by default, once per kind) while the job runs on.
  */
 import { connect, type Socket } from 'node:net';
-import { ENV_TOKEN, resolveSocketPath } from '../locate.js';
+import { ENV_TOKEN, plantedByAnotherUser, resolveSocketPath } from '../locate.js';
 import { BridgeError, CLOSING_REJECT_CODES, type RejectCode } from '../protocol/errors.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
 import {
@@ -461,6 +461,13 @@ class SocketPublisher implements Publisher {
   /** One connection attempt; resolves when it is connected or has failed. */
   #connect(): Promise<void> {
     this.#connecting = true;
+    const planted = plantedByAnotherUser(this.#socketPath);
+    if (planted !== undefined) {
+      this.#connecting = false;
+      this.#onErrorSafely(planted);
+      this.#scheduleReconnect();
+      return Promise.resolve();
+    }
     return new Promise<void>((resolve) => {
       const socket = connect({ path: this.#socketPath });
       socket.setEncoding('utf8');

@@ -3,10 +3,12 @@
  * user is real: created for the test when it runs as root.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, statSync } from 'node:fs';
+import { chmodSync, lchownSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { cleanupAll, type RunningDaemon, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
+import { nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 import { rawWorker } from '../helpers/worker.js';
@@ -181,3 +183,54 @@ if (!canSwitchUser) {
     `access.test.ts: skipped the other-user checks (needs root and useradd; running as uid ${process.getuid?.()})`,
   );
 }
+
+/**
+ * In a shared /tmp another user can create <tmpdir>/mcp-progress-<uid> before the daemon does, with
+ * a socket and a daemon.json of their own. Clients must not talk to those (chown needs root).
+ */
+describe.skipIf(!isRoot)('a runtime dir planted by another user', () => {
+  const STRANGER = 54_321;
+  let planted: string;
+  let accepted = 0;
+  let impostor: Server;
+  beforeAll(async () => {
+    planted = tempDir();
+    impostor = createServer(() => accepted++);
+    const socket = join(planted, 'bridge.sock');
+    await new Promise<void>((resolve) => impostor.listen(socket, resolve));
+    chmodSync(socket, 0o666);
+    lchownSync(socket, STRANGER, STRANGER);
+    writeFileSync(join(planted, 'daemon.json'), JSON.stringify({ ...daemon.info, pid: 1 }));
+    lchownSync(join(planted, 'daemon.json'), STRANGER, STRANGER);
+  });
+  afterAll(() => new Promise<void>((resolve) => impostor.close(() => resolve())));
+
+  const env = () => ({
+    MCP_PROGRESS_SOCKET: join(planted, 'bridge.sock'),
+    MCP_PROGRESS_TOKEN: 'lured',
+  });
+
+  it('the Node and Python clients refuse its socket and say why', async () => {
+    for (const worker of [nodeWorker(env()), pythonWorker(env())]) {
+      const refusal = await worker.next(
+        (e) => e.event === 'error' && String(e.message).includes(`belongs to uid ${STRANGER}`),
+        'the foreign_owner warning',
+      );
+      expect(String(refusal.message)).toContain('MCP_PROGRESS_RUNTIME_DIR');
+      worker.send({ update: { progress: 1 } });
+      worker.send({ done: 'ok' });
+      expect(await worker.next((e) => e.event === 'done', 'done')).toMatchObject({
+        delivered: false,
+      });
+      worker.send({ exit: 0 });
+      await worker.exit();
+    }
+    expect(accepted).toBe(0);
+  });
+
+  it('tail refuses its daemon.json', async () => {
+    const result = await runCli(['tail', '--runtime-dir', planted, '--json']);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain(`belongs to uid ${STRANGER}`);
+  });
+});
