@@ -14,16 +14,14 @@ import {
   resolveRuntimeDir,
   resolveSocketPath,
 } from '../locate.js';
-import type { DoneParams, ProgressParams, ProgressToken } from '../protocol/frames.js';
+import type { DoneParams, ProgressToken } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { PROGRESS_METHOD } from '../router/notifications.js';
 import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
+import { type McpProgressNotification, ProgressSends } from './progress-sends.js';
 
 /** The MCP notification the relay sends; structurally what both SDK majors accept. */
-export interface McpProgressNotification {
-  method: 'notifications/progress';
-  params: ProgressParams;
-}
+export type { McpProgressNotification } from './progress-sends.js';
 
 interface RequestMeta {
   progressToken?: ProgressToken | undefined;
@@ -216,25 +214,24 @@ async function activeRelay(
     options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
   );
   let forwarding = true;
-  let sent: Promise<void> = Promise.resolve();
+  const sends = new ProgressSends(scope.send);
   let settle: (done: DoneParams | undefined) => void = () => {};
   const done = new Promise<DoneParams | undefined>((resolve) => {
     settle = resolve;
   });
-  let subscription: { unsubscribe(): Promise<void> };
   try {
-    subscription = await client.subscribe(
+    await client.subscribe(
       { progressToken: routeKey, as: scope.token, minIntervalMs },
       (notification) => {
         if (!forwarding) return;
         if (notification.method === PROGRESS_METHOD) {
-          const params = notification.params;
-          sent = sent.then(() => scope.send({ method: PROGRESS_METHOD, params })).catch(() => {});
+          sends.push(notification.params);
         } else {
           // The worker is done: nothing more to forward; the handler decides when to return.
           forwarding = false;
           const params = notification.params;
-          sent.then(() => settle(params));
+          // Settled only once the result may follow the last notification (RESULT_GAP_MS).
+          sends.drain().then(() => settle(params));
         }
       },
     );
@@ -248,10 +245,11 @@ async function activeRelay(
     closing ??= (async () => {
       forwarding = false;
       scope.signal?.removeEventListener('abort', onAbort);
-      await subscription.unsubscribe().catch(() => {});
+      // The client is this relay's own: closing it drops the subscription in the daemon, so
+      // there is no unsubscribe to wait for (a daemon that stopped answering cannot hold us).
       await client.close();
-      // Sends already handed to the SDK go out before the result does.
-      await sent;
+      // Sends already handed to the SDK go out before the result does, with the gap it needs.
+      await sends.drain();
       settle(undefined);
     })();
     return closing;

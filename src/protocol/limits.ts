@@ -40,3 +40,16 @@ export function utf8ByteLength(text: string): number {
 export function fitsUtf8Bytes(text: string, maxBytes: number): boolean {
   return text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes;
 }
+
+/**
+ * The least time between the last notifications/progress of an MCP request
+ * and its result (waited only when a notification went out that recently).
+ * The SDK 1.x client dispatches a notification a microtask late but handles a
+ * response at once, dropping the request's progress handler; when both arrive
+ * in one read, the last progress is reported as an unknown token and lost
+ * (modelcontextprotocol/typescript-sdk#2580). A gap lets them arrive in two.
+ */
+export const RESULT_GAP_MS = 30;
+
+/** How long a gateway client waits for the daemon to answer one request by default. */
+export const DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS = 10_000;
