@@ -14,6 +14,7 @@ import {
   resolveRuntimeDir,
   resolveSocketPath,
 } from '../locate.js';
+import { BridgeError } from '../protocol/errors.js';
 import type { DoneParams, ProgressToken } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { PROGRESS_METHOD } from '../router/notifications.js';
@@ -55,7 +56,7 @@ export interface RelayOptions {
   readonly socket?: string | undefined;
   /** At most one notification per this many ms, always the newest (default 100; 0 sends every update). */
   readonly minIntervalMs?: number | undefined;
-  /** How long to wait for the daemon before giving up for this call (default 2000). */
+  /** How long to wait for the daemon to connect, and for each answer, before giving up for this call (default 2000). */
   readonly connectTimeoutMs?: number | undefined;
   /** Where the warning about an unreachable daemon goes, once per function (default: a line on stderr, once per process). */
   readonly onWarning?: ((message: string) => void) | undefined;
@@ -148,10 +149,28 @@ export async function relayProgress(
   try {
     return await activeRelay({ token, signal, send }, env, routeKey, target.gateway, options);
   } catch (error) {
-    warn(
-      `progress is not relayed: cannot reach the daemon at ${target.url} (${(error as Error).message}); the tool runs without progress. Start it with "mcp-progress daemon".`,
-    );
+    warn(`progress is not relayed: ${whyNotRelayed(error, target.url)}`);
     return inactive(env, routeKey);
+  }
+}
+
+/** The warning for an error of activeRelay, worded from its code (each message says once where). */
+function whyNotRelayed(error: unknown, url: string): string {
+  const code = error instanceof BridgeError ? error.code : undefined;
+  const message = error instanceof Error ? error.message : String(error);
+  const runsWithout = 'the tool runs without progress';
+  switch (code) {
+    case 'gateway_unreachable':
+      // The message already reads "cannot reach the daemon at <url>: <reason>".
+      return `${message}; ${runsWithout}. Start it with "mcp-progress daemon".`;
+    case 'connect_timeout':
+      return `the daemon at ${url} did not answer the connection (${message}); ${runsWithout}. Is it stopped or overloaded?`;
+    case 'gateway_refused':
+      return `${message}; ${runsWithout}.`;
+    case 'request_timeout':
+      return `${message}; ${runsWithout}.`;
+    default:
+      return `the daemon at ${url} refused the subscription (${code ?? 'error'}: ${message}); ${runsWithout}.`;
   }
 }
 
@@ -209,9 +228,11 @@ async function activeRelay(
     MAX_MIN_INTERVAL_MS,
     Math.max(0, Math.round(options.minIntervalMs ?? DEFAULT_RELAY_MIN_INTERVAL_MS)),
   );
+  const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  // Every request (subscribe, cancel) is bounded too: a stopped daemon must not hold the handler.
   const client = await withTimeout(
-    GatewayClient.connect(gateway),
-    options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    GatewayClient.connect({ ...gateway, requestTimeoutMs: timeoutMs }),
+    timeoutMs,
   );
   let forwarding = true;
   const sends = new ProgressSends(scope.send);
@@ -294,7 +315,7 @@ function withTimeout<T extends { close(): Promise<void> }>(
     let late = false;
     const timer = setTimeout(() => {
       late = true;
-      reject(new Error(`no answer within ${timeoutMs} ms`));
+      reject(new BridgeError('connect_timeout', `no answer within ${timeoutMs} ms`));
     }, timeoutMs);
     connecting.then(
       (value) => {
