@@ -49,7 +49,7 @@ export function fitsUtf8Bytes(text: string, maxBytes: number): boolean {
  * in one read, the last progress is reported as an unknown token and lost
  * (modelcontextprotocol/typescript-sdk#2580). A gap lets them arrive in two.
  */
-export const RESULT_GAP_MS = 30;
+export const RESULT_GAP_MS = 50;
 
 /** How long a gateway client waits for the daemon to answer one request by default. */
 export const DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS = 10_000;
