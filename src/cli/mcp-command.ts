@@ -21,8 +21,10 @@ Runs an MCP server over stdio, for hosts configured with a command line
 
 It uses the running daemon of the runtime directory, or, when none runs,
 starts one inside this process (same runtime directory, socket and
-daemon.json), so that this one line is the whole set-up. Workers publish to
-it as usual. stdout carries MCP messages only; logs go to stderr.
+daemon.json), so that this one line is the whole set-up. When the daemon it
+uses goes away (another \`mcp\` that embedded it exits), the next call
+connects again or starts one here. Workers publish to it as usual. stdout
+carries MCP messages only; logs go to stderr.
 
 Tools:
   watch_progress {progressToken, timeoutMs?, minIntervalMs?}
