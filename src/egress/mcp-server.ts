@@ -5,7 +5,11 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import {
+  EmptyResultSchema,
+  type ServerNotification,
+  type ServerRequest,
+} from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 import {
   type DoneParams,
@@ -235,10 +239,10 @@ async function watch(
     finish = resolve;
   });
   // A send that fails (the client went away) ends the watch: nobody is listening any more.
-  const sends = new ProgressSends(
-    (notification) => extra.sendNotification(notification),
-    () => finish(),
-  );
+  const sends = new ProgressSends((notification) => extra.sendNotification(notification), {
+    onFailure: () => finish(),
+    confirm: (timeout) => extra.sendRequest({ method: 'ping' }, EmptyResultSchema, { timeout }),
+  });
   try {
     await session.subscribe(
       {
@@ -271,9 +275,9 @@ async function watch(
     await session.close();
   }
   const summary = (await source.list()).streams.find((s) => s.progressToken === request.token);
-  // Every notification goes out before the result, with the gap the SDK client needs (RESULT_GAP_MS):
-  // MCP forbids progress after the result.
-  await sends.drain();
+  // Every notification goes out, and reaches the client's handler, before the result
+  // (RESULT_CONFIRM_TIMEOUT_MS, RESULT_GAP_MS): MCP forbids progress after the result.
+  await sends.drain({ confirm: !extra.signal.aborted });
   const result: WatchResult = {
     progressToken: request.token,
     state: done !== undefined ? 'done' : (summary?.state ?? 'waiting'),

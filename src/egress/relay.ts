@@ -7,6 +7,7 @@
  * handler: a message about work must not kill the work.
  */
 import { randomUUID } from 'node:crypto';
+import { EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import {
   ENV_SOCKET,
   ENV_TOKEN,
@@ -33,6 +34,12 @@ export interface SdkV1RequestContext {
   _meta?: RequestMeta | undefined;
   signal: AbortSignal;
   sendNotification(notification: McpProgressNotification): Promise<void>;
+  /** Used to ping the client before the result (RESULT_CONFIRM_TIMEOUT_MS). */
+  sendRequest?(
+    request: { method: 'ping' },
+    resultSchema: typeof EmptyResultSchema,
+    options?: { timeout?: number },
+  ): Promise<unknown>;
 }
 
 /** The server context of @modelcontextprotocol/server 2.x (`ctx` in a tool callback). */
@@ -41,6 +48,8 @@ export interface SdkV2RequestContext {
     _meta?: RequestMeta | undefined;
     signal: AbortSignal;
     notify(notification: McpProgressNotification): Promise<void>;
+    /** Used to ping the client before the result (RESULT_CONFIRM_TIMEOUT_MS). */
+    send?(request: { method: 'ping' }, options?: { timeout?: number }): Promise<unknown>;
   };
 }
 
@@ -100,6 +109,7 @@ interface RequestScope {
   readonly token: ProgressToken | undefined;
   readonly signal: AbortSignal | undefined;
   readonly send: ((notification: McpProgressNotification) => Promise<void>) | undefined;
+  readonly ping: ((timeoutMs: number) => Promise<unknown>) | undefined;
 }
 
 function requestScope(context: RelayContext): RequestScope {
@@ -109,6 +119,10 @@ function requestScope(context: RelayContext): RequestScope {
       token: request._meta?.progressToken,
       signal: request.signal,
       send: typeof request.notify === 'function' ? (n) => request.notify(n) : undefined,
+      ping:
+        typeof request.send === 'function'
+          ? (timeout) => request.send?.({ method: 'ping' }, { timeout }) ?? Promise.resolve()
+          : undefined,
     };
   }
   const extra = context as SdkV1RequestContext;
@@ -117,6 +131,12 @@ function requestScope(context: RelayContext): RequestScope {
     signal: extra.signal,
     send:
       typeof extra.sendNotification === 'function' ? (n) => extra.sendNotification(n) : undefined,
+    ping:
+      typeof extra.sendRequest === 'function'
+        ? (timeout) =>
+            extra.sendRequest?.({ method: 'ping' }, EmptyResultSchema, { timeout }) ??
+            Promise.resolve()
+        : undefined,
   };
 }
 
@@ -138,7 +158,7 @@ export async function relayProgress(
   };
   const target = await findDaemon(options);
   const env: RelayEnv = { [ENV_SOCKET]: target.socket, [ENV_TOKEN]: routeKey } as RelayEnv;
-  const { token, signal, send } = scope;
+  const { token, signal, send, ping } = scope;
   if (token === undefined || send === undefined) return inactive(env, routeKey);
   if (target.url === undefined || target.secret === undefined) {
     warn(
@@ -147,7 +167,7 @@ export async function relayProgress(
     return inactive(env, routeKey);
   }
   try {
-    return await activeRelay({ token, signal, send }, env, routeKey, target.gateway, options);
+    return await activeRelay({ token, signal, send, ping }, env, routeKey, target.gateway, options);
   } catch (error) {
     warn(`progress is not relayed: ${whyNotRelayed(error, target.url)}`);
     return inactive(env, routeKey);
@@ -218,6 +238,7 @@ async function activeRelay(
     token: ProgressToken;
     signal: AbortSignal | undefined;
     send: (notification: McpProgressNotification) => Promise<void>;
+    ping: ((timeoutMs: number) => Promise<unknown>) | undefined;
   },
   env: RelayEnv,
   routeKey: string,
@@ -235,7 +256,7 @@ async function activeRelay(
     timeoutMs,
   );
   let forwarding = true;
-  const sends = new ProgressSends(scope.send);
+  const sends = new ProgressSends(scope.send, { confirm: scope.ping });
   let settle: (done: DoneParams | undefined) => void = () => {};
   const done = new Promise<DoneParams | undefined>((resolve) => {
     settle = resolve;
@@ -252,7 +273,7 @@ async function activeRelay(
           forwarding = false;
           const params = notification.params;
           // Settled only once the result may follow the last notification (RESULT_GAP_MS).
-          sends.drain().then(() => settle(params));
+          sends.drain({ confirm: !scope.signal?.aborted }).then(() => settle(params));
         }
       },
     );
@@ -270,7 +291,7 @@ async function activeRelay(
       // there is no unsubscribe to wait for (a daemon that stopped answering cannot hold us).
       await client.close();
       // Sends already handed to the SDK go out before the result does, with the gap it needs.
-      await sends.drain();
+      await sends.drain({ confirm: !scope.signal?.aborted });
       settle(undefined);
     })();
     return closing;
