@@ -84,8 +84,19 @@ export async function readDaemonInfo(runtimeDir: string): Promise<DaemonInfo> {
       { cause: error },
     );
   }
-  const info = JSON.parse(text) as Partial<DaemonInfo>;
+  let info: Partial<DaemonInfo> | null;
+  try {
+    info = JSON.parse(text) as Partial<DaemonInfo> | null;
+  } catch (error) {
+    throw new BridgeError(
+      'bad_daemon_info',
+      `${path} is not valid JSON (${(error as Error).message}): it is not a daemon.json written by mcp-progress, or it was cut short; delete it if no daemon is running`,
+      { cause: error },
+    );
+  }
   if (
+    typeof info !== 'object' ||
+    info === null ||
     typeof info.pid !== 'number' ||
     typeof info.socket !== 'string' ||
     typeof info.url !== 'string' ||

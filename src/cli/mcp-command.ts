@@ -1,6 +1,10 @@
 import { Daemon } from '../daemon.js';
 import { createProgressMcpServer } from '../egress/mcp-server.js';
-import { type ProgressSource, RemoteProgressSource } from '../egress/progress-source.js';
+import {
+  type ProgressSource,
+  RecoveringProgressSource,
+  RemoteProgressSource,
+} from '../egress/progress-source.js';
 import { serveStdio } from '../egress/stdio.js';
 import { resolveRuntimeDir } from '../locate.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../log.js';
@@ -17,8 +21,10 @@ Runs an MCP server over stdio, for hosts configured with a command line
 
 It uses the running daemon of the runtime directory, or, when none runs,
 starts one inside this process (same runtime directory, socket and
-daemon.json), so that this one line is the whole set-up. Workers publish to
-it as usual. stdout carries MCP messages only; logs go to stderr.
+daemon.json), so that this one line is the whole set-up. When the daemon it
+uses goes away (another \`mcp\` that embedded it exits), the next call
+connects again or starts one here. Workers publish to it as usual. stdout
+carries MCP messages only; logs go to stderr.
 
 Tools:
   watch_progress {progressToken, timeoutMs?, minIntervalMs?}
@@ -62,14 +68,34 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   const port = integerFlag('port', values.port);
   const minIntervalMs = integerFlag('min-interval-ms', values['min-interval-ms']);
 
-  const { source, daemon } = await connectOrEmbed(runtimeDir, port, log);
+  const daemons: Daemon[] = [];
+  const establish = async (): Promise<ProgressSource> => {
+    const { source, daemon } = await connectOrEmbed(runtimeDir, port, log);
+    if (daemon !== undefined) daemons.push(daemon);
+    return source;
+  };
+  // Connect-or-embed runs again whenever the daemon in use goes away (the `mcp` process that
+  // embedded it exited): this process then uses the next daemon, or embeds one itself.
+  const source = new RecoveringProgressSource(await establish(), () => {
+    log.info(`the daemon of ${runtimeDir} went away: connecting again, or starting one`);
+    return establish();
+  });
   const server = createProgressMcpServer({ source, defaultMinIntervalMs: minIntervalMs });
   const ended = await serveStdio(server);
   log.debug(`stdio ended (${ended}), stopping`);
   await source.close();
-  await daemon?.stop();
+  await Promise.all(daemons.map((daemon) => daemon.stop()));
   return 0;
 }
+
+/** Errors that mean no live daemon answers for the runtime dir, so one is embedded. */
+const NO_LIVE_DAEMON: ReadonlySet<string> = new Set([
+  'daemon_not_running',
+  'gateway_unreachable',
+  // daemon.json is corrupt, or its port now belongs to someone else (the daemon was killed -9).
+  'bad_daemon_info',
+  'gateway_refused',
+]);
 
 /** The running daemon if there is one; else one started in this process (the embedded default). */
 async function connectOrEmbed(
@@ -78,13 +104,15 @@ async function connectOrEmbed(
   log: ReturnType<typeof createLogger>,
 ): Promise<{ source: ProgressSource; daemon: Daemon | undefined }> {
   for (let attempt = 0; ; attempt++) {
+    let noDaemon: unknown;
     try {
       const source = await RemoteProgressSource.connect({ runtimeDir });
       log.info(`using the running daemon of ${runtimeDir}`);
       return { source, daemon: undefined };
     } catch (error) {
-      const code = (error as BridgeError).code;
-      if (code !== 'daemon_not_running' && code !== 'gateway_unreachable') throw error;
+      if (!(error instanceof BridgeError) || !NO_LIVE_DAEMON.has(error.code)) throw error;
+      noDaemon = error;
+      log.debug(`no live daemon in ${runtimeDir} (${error.message})`);
     }
     try {
       const daemon = await startEmbedded(runtimeDir, port, log);
@@ -92,7 +120,9 @@ async function connectOrEmbed(
       return { source: daemon.progressSource, daemon };
     } catch (error) {
       // Another process started one between our look and our start: use it.
-      if ((error as BridgeError).code !== 'already_running' || attempt >= 2) throw error;
+      if ((error as BridgeError).code !== 'already_running') throw error;
+      // A live daemon holds the socket, yet we cannot use it: say why.
+      if (attempt >= 2) throw noDaemon;
     }
   }
 }

@@ -8,7 +8,7 @@ import WebSocket from 'ws';
 import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../locate.js';
 import { BridgeError } from '../protocol/errors.js';
 import type { ListResult, ProgressToken, SubscribeParams } from '../protocol/frames.js';
-import { WS_SUBPROTOCOL } from '../protocol/limits.js';
+import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Notification } from '../router/notifications.js';
 
 export interface GatewayClientOptions {
@@ -19,6 +19,12 @@ export interface GatewayClientOptions {
   readonly runtimeDir?: string | undefined;
   /** Reconnect and resubscribe after the connection drops (default true). */
   readonly reconnect?: boolean | undefined;
+  /**
+   * How long one request may wait for its answer before it rejects with
+   * `request_timeout` (default 10000): a daemon that stops answering (stopped,
+   * wedged) must not hold a caller forever.
+   */
+  readonly requestTimeoutMs?: number | undefined;
   /** Called on each connect (after resubscribing) and each drop. */
   readonly onState?: ((state: 'connected' | 'disconnected') => void) | undefined;
 }
@@ -133,8 +139,28 @@ export class GatewayClient {
       return Promise.reject(new BridgeError('disconnected', 'not connected to the daemon'));
     }
     const id = this.#nextId++;
+    const timeoutMs = this.#options.requestTimeoutMs ?? DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS;
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(
+          new BridgeError(
+            'request_timeout',
+            `the daemon did not answer ${method} within ${timeoutMs} ms: it may be stopped or overloaded`,
+          ),
+        );
+      }, timeoutMs);
+      timer.unref();
+      this.#pending.set(id, {
+        resolve: (result) => {
+          clearTimeout(timer);
+          resolve(result);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      });
       ws.send(
         JSON.stringify(
           params === undefined

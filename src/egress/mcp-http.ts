@@ -14,6 +14,9 @@ import type { ProgressSource } from './progress-source.js';
 
 export const MCP_PATH = '/mcp';
 
+/** The largest POST body /mcp reads (the SDK transport's own default). */
+export const MAX_MCP_BODY_BYTES = 4 * 1024 * 1024;
+
 export interface McpHttpOptions {
   readonly source: ProgressSource;
   /** MCP sessions held at once; more are refused with 503 until one ends. */
@@ -151,7 +154,32 @@ export class McpHttpSessions {
     session.busy++;
     session.lastUsed = performance.now();
     try {
-      await session.transport.handleRequest(request, response);
+      let body: unknown;
+      if (request.method === 'POST') {
+        const read = await readJson(request);
+        if (!read.ok) {
+          jsonRpcError(response, read.status, read.code, read.message);
+          return;
+        }
+        body = read.value;
+        // SDK 1.x does not abort a handler when its SSE response closes, so a client that goes
+        // away mid tools/call would leave its watch (and subscription) running until timeoutMs:
+        // cancel its requests as a notifications/cancelled from the client would.
+        const ids = requestIds(body);
+        if (ids.length > 0) {
+          response.once('close', () => {
+            if (response.writableFinished) return;
+            for (const requestId of ids) {
+              session.transport.onmessage?.({
+                jsonrpc: '2.0',
+                method: 'notifications/cancelled',
+                params: { requestId, reason: 'the HTTP client disconnected before the answer' },
+              });
+            }
+          });
+        }
+      }
+      await session.transport.handleRequest(request, response, body);
     } finally {
       session.busy--;
       session.lastUsed = performance.now();
@@ -167,6 +195,56 @@ export class McpHttpSessions {
       session.server.close().catch(() => {});
     }
   }
+}
+
+type JsonRead =
+  | { ok: true; value: unknown }
+  | { ok: false; status: number; code: number; message: string };
+
+/** The POST body as JSON, read here so that the ids of its requests are known. */
+function readJson(request: IncomingMessage): Promise<JsonRead> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      // Past the cap, read on (so that the answer can be sent) but keep nothing.
+      if (size <= MAX_MCP_BODY_BYTES) chunks.push(chunk);
+    });
+    request.once('error', reject);
+    request.once('close', () => {
+      if (!request.complete) reject(new Error('the client went away before the whole request'));
+    });
+    request.once('end', () => {
+      if (size > MAX_MCP_BODY_BYTES) {
+        resolve({
+          ok: false,
+          status: 413,
+          code: -32000,
+          message: `the request body is larger than ${MAX_MCP_BODY_BYTES} bytes`,
+        });
+        return;
+      }
+      try {
+        resolve({ ok: true, value: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+      } catch {
+        resolve({ ok: false, status: 400, code: -32700, message: 'Parse error: Invalid JSON' });
+      }
+    });
+  });
+}
+
+/** The ids of the JSON-RPC requests (not notifications or responses) in a message or batch. */
+function requestIds(body: unknown): Array<string | number> {
+  const messages = Array.isArray(body) ? body : [body];
+  const ids: Array<string | number> = [];
+  for (const message of messages) {
+    if (typeof message !== 'object' || message === null) continue;
+    const { id, method } = message as { id?: unknown; method?: unknown };
+    if (typeof method === 'string' && (typeof id === 'string' || typeof id === 'number'))
+      ids.push(id);
+  }
+  return ids;
 }
 
 function jsonRpcError(

@@ -5,7 +5,11 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import {
+  EmptyResultSchema,
+  type ServerNotification,
+  type ServerRequest,
+} from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 import {
   type DoneParams,
@@ -19,6 +23,7 @@ import {
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { PROGRESS_METHOD } from '../router/notifications.js';
 import { VERSION } from '../version.js';
+import { ProgressSends } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 
 export const SERVER_NAME = 'mcp-progress-bridge';
@@ -229,10 +234,14 @@ async function watch(
   let done: DoneParams | undefined;
   let updates = 0;
   let forwarding = true;
-  let sent: Promise<void> = Promise.resolve();
   let finish = () => {};
   const finished = new Promise<void>((resolve) => {
     finish = resolve;
+  });
+  // A send that fails (the client went away) ends the watch: nobody is listening any more.
+  const sends = new ProgressSends((notification) => extra.sendNotification(notification), {
+    onFailure: () => finish(),
+    confirm: (timeout) => extra.sendRequest({ method: 'ping' }, EmptyResultSchema, { timeout }),
   });
   try {
     await session.subscribe(
@@ -246,12 +255,7 @@ async function watch(
         if (notification.method === PROGRESS_METHOD) {
           last = notification.params;
           updates++;
-          if (callerToken !== undefined) {
-            const params = notification.params;
-            sent = sent
-              .then(() => extra.sendNotification({ method: PROGRESS_METHOD, params }))
-              .catch(() => {});
-          }
+          if (callerToken !== undefined) sends.push(notification.params);
         } else {
           done = notification.params;
           finish();
@@ -261,6 +265,7 @@ async function watch(
     const timer = setTimeout(finish, request.timeoutMs);
     const onAbort = () => finish();
     extra.signal.addEventListener('abort', onAbort, { once: true });
+    if (extra.signal.aborted) finish();
     await finished;
     forwarding = false;
     clearTimeout(timer);
@@ -269,9 +274,10 @@ async function watch(
     forwarding = false;
     await session.close();
   }
-  // Every notification goes out before the result: MCP forbids progress after it.
-  await sent;
   const summary = (await source.list()).streams.find((s) => s.progressToken === request.token);
+  // Every notification goes out, and reaches the client's handler, before the result
+  // (RESULT_CONFIRM_TIMEOUT_MS, RESULT_GAP_MS): MCP forbids progress after the result.
+  await sends.drain({ confirm: !extra.signal.aborted });
   const result: WatchResult = {
     progressToken: request.token,
     state: done !== undefined ? 'done' : (summary?.state ?? 'waiting'),

@@ -31,6 +31,8 @@ export interface ProgressSource {
   /** Sends `cancel` to the stream's workers; returns how many were told. */
   cancel(token: ProgressToken, reason?: string): Promise<number>;
   close(): Promise<void>;
+  /** True when the daemon this source reads from is gone (not connected); a source in-process never is. */
+  readonly lost?: boolean;
 }
 
 /** A running daemon, reached over its WebSocket; daemon.json is re-read at every reconnect. */
@@ -61,6 +63,10 @@ export class RemoteProgressSource implements ProgressSource {
     };
   }
 
+  get lost(): boolean {
+    return !this.#shared.connected;
+  }
+
   list(): Promise<ListResult> {
     return this.#shared.list();
   }
@@ -69,10 +75,104 @@ export class RemoteProgressSource implements ProgressSource {
     return this.#shared.cancel(token, reason);
   }
 
+  /**
+   * Stops using this daemon for new calls; watches still open keep their own
+   * connections (which follow daemon.json to whichever daemon comes next) until they end.
+   */
+  async retire(): Promise<void> {
+    await this.#shared.close();
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.#sessions].map((client) => client.close()));
     this.#sessions.clear();
     await this.#shared.close();
+  }
+}
+
+/** Errors that mean the daemon a source reads from is gone, so a new source should be established. */
+const LOSS_CODES: ReadonlySet<string> = new Set([
+  'disconnected',
+  'daemon_not_running',
+  'gateway_unreachable',
+  'gateway_refused',
+  'bad_daemon_info',
+]);
+
+function isLoss(error: unknown): boolean {
+  return error instanceof BridgeError && LOSS_CODES.has(error.code);
+}
+
+/**
+ * A source that outlives its daemon: when the daemon it reads from goes away
+ * (another `mcp-progress mcp` embedded it and exited, or it was stopped) and
+ * cannot be reached again, the next call establishes a new source, for
+ * `mcp-progress mcp` by connect-or-embed again, and is served by it.
+ */
+export class RecoveringProgressSource implements ProgressSource {
+  readonly #establish: () => Promise<ProgressSource>;
+  #current: ProgressSource;
+  readonly #retired: ProgressSource[] = [];
+  #recovering: Promise<ProgressSource> | undefined;
+  #closed = false;
+
+  constructor(initial: ProgressSource, establish: () => Promise<ProgressSource>) {
+    this.#current = initial;
+    this.#establish = establish;
+  }
+
+  get lost(): boolean {
+    return false;
+  }
+
+  openSession(): Promise<ProgressSession> {
+    return this.#run((source) => source.openSession());
+  }
+
+  list(): Promise<ListResult> {
+    return this.#run((source) => source.list());
+  }
+
+  cancel(token: ProgressToken, reason?: string): Promise<number> {
+    return this.#run((source) => source.cancel(token, reason));
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#recovering?.catch(() => {});
+    const all = [this.#current, ...this.#retired.splice(0)];
+    await Promise.all(all.map((source) => source.close().catch(() => {})));
+  }
+
+  async #run<T>(call: (source: ProgressSource) => Promise<T>): Promise<T> {
+    let source = this.#current;
+    if (source.lost === true) source = await this.#recover(source);
+    try {
+      return await call(source);
+    } catch (error) {
+      // The daemon went away under this very call: once more, on a new source.
+      if (!isLoss(error) || this.#closed) throw error;
+      return call(await this.#recover(source));
+    }
+  }
+
+  /** One recovery at a time; callers that saw the same lost source share it. */
+  #recover(lost: ProgressSource): Promise<ProgressSource> {
+    if (this.#current !== lost) return Promise.resolve(this.#current);
+    if (this.#closed) {
+      return Promise.reject(new BridgeError('closed', 'the progress source was closed'));
+    }
+    this.#recovering ??= this.#establish()
+      .then((fresh) => {
+        this.#retired.push(lost);
+        if (lost instanceof RemoteProgressSource) lost.retire().catch(() => {});
+        this.#current = fresh;
+        return fresh;
+      })
+      .finally(() => {
+        this.#recovering = undefined;
+      });
+    return this.#recovering;
   }
 }
 

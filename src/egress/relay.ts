@@ -7,6 +7,7 @@
  * handler: a message about work must not kill the work.
  */
 import { randomUUID } from 'node:crypto';
+import { EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import {
   ENV_SOCKET,
   ENV_TOKEN,
@@ -14,16 +15,15 @@ import {
   resolveRuntimeDir,
   resolveSocketPath,
 } from '../locate.js';
-import type { DoneParams, ProgressParams, ProgressToken } from '../protocol/frames.js';
+import { BridgeError } from '../protocol/errors.js';
+import type { DoneParams, ProgressToken } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { PROGRESS_METHOD } from '../router/notifications.js';
 import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
+import { type McpProgressNotification, ProgressSends } from './progress-sends.js';
 
 /** The MCP notification the relay sends; structurally what both SDK majors accept. */
-export interface McpProgressNotification {
-  method: 'notifications/progress';
-  params: ProgressParams;
-}
+export type { McpProgressNotification } from './progress-sends.js';
 
 interface RequestMeta {
   progressToken?: ProgressToken | undefined;
@@ -34,6 +34,12 @@ export interface SdkV1RequestContext {
   _meta?: RequestMeta | undefined;
   signal: AbortSignal;
   sendNotification(notification: McpProgressNotification): Promise<void>;
+  /** Used to ping the client before the result (RESULT_CONFIRM_TIMEOUT_MS). */
+  sendRequest?(
+    request: { method: 'ping' },
+    resultSchema: typeof EmptyResultSchema,
+    options?: { timeout?: number },
+  ): Promise<unknown>;
 }
 
 /** The server context of @modelcontextprotocol/server 2.x (`ctx` in a tool callback). */
@@ -42,6 +48,8 @@ export interface SdkV2RequestContext {
     _meta?: RequestMeta | undefined;
     signal: AbortSignal;
     notify(notification: McpProgressNotification): Promise<void>;
+    /** Used to ping the client before the result (RESULT_CONFIRM_TIMEOUT_MS). */
+    send?(request: { method: 'ping' }, options?: { timeout?: number }): Promise<unknown>;
   };
 }
 
@@ -57,7 +65,7 @@ export interface RelayOptions {
   readonly socket?: string | undefined;
   /** At most one notification per this many ms, always the newest (default 100; 0 sends every update). */
   readonly minIntervalMs?: number | undefined;
-  /** How long to wait for the daemon before giving up for this call (default 2000). */
+  /** How long to wait for the daemon to connect, and for each answer, before giving up for this call (default 2000). */
   readonly connectTimeoutMs?: number | undefined;
   /** Where the warning about an unreachable daemon goes, once per function (default: a line on stderr, once per process). */
   readonly onWarning?: ((message: string) => void) | undefined;
@@ -101,6 +109,7 @@ interface RequestScope {
   readonly token: ProgressToken | undefined;
   readonly signal: AbortSignal | undefined;
   readonly send: ((notification: McpProgressNotification) => Promise<void>) | undefined;
+  readonly ping: ((timeoutMs: number) => Promise<unknown>) | undefined;
 }
 
 function requestScope(context: RelayContext): RequestScope {
@@ -110,6 +119,10 @@ function requestScope(context: RelayContext): RequestScope {
       token: request._meta?.progressToken,
       signal: request.signal,
       send: typeof request.notify === 'function' ? (n) => request.notify(n) : undefined,
+      ping:
+        typeof request.send === 'function'
+          ? (timeout) => request.send?.({ method: 'ping' }, { timeout }) ?? Promise.resolve()
+          : undefined,
     };
   }
   const extra = context as SdkV1RequestContext;
@@ -118,6 +131,12 @@ function requestScope(context: RelayContext): RequestScope {
     signal: extra.signal,
     send:
       typeof extra.sendNotification === 'function' ? (n) => extra.sendNotification(n) : undefined,
+    ping:
+      typeof extra.sendRequest === 'function'
+        ? (timeout) =>
+            extra.sendRequest?.({ method: 'ping' }, EmptyResultSchema, { timeout }) ??
+            Promise.resolve()
+        : undefined,
   };
 }
 
@@ -139,7 +158,7 @@ export async function relayProgress(
   };
   const target = await findDaemon(options);
   const env: RelayEnv = { [ENV_SOCKET]: target.socket, [ENV_TOKEN]: routeKey } as RelayEnv;
-  const { token, signal, send } = scope;
+  const { token, signal, send, ping } = scope;
   if (token === undefined || send === undefined) return inactive(env, routeKey);
   if (target.url === undefined || target.secret === undefined) {
     warn(
@@ -148,12 +167,30 @@ export async function relayProgress(
     return inactive(env, routeKey);
   }
   try {
-    return await activeRelay({ token, signal, send }, env, routeKey, target.gateway, options);
+    return await activeRelay({ token, signal, send, ping }, env, routeKey, target.gateway, options);
   } catch (error) {
-    warn(
-      `progress is not relayed: cannot reach the daemon at ${target.url} (${(error as Error).message}); the tool runs without progress. Start it with "mcp-progress daemon".`,
-    );
+    warn(`progress is not relayed: ${whyNotRelayed(error, target.url)}`);
     return inactive(env, routeKey);
+  }
+}
+
+/** The warning for an error of activeRelay, worded from its code (each message says once where). */
+function whyNotRelayed(error: unknown, url: string): string {
+  const code = error instanceof BridgeError ? error.code : undefined;
+  const message = error instanceof Error ? error.message : String(error);
+  const runsWithout = 'the tool runs without progress';
+  switch (code) {
+    case 'gateway_unreachable':
+      // The message already reads "cannot reach the daemon at <url>: <reason>".
+      return `${message}; ${runsWithout}. Start it with "mcp-progress daemon".`;
+    case 'connect_timeout':
+      return `the daemon at ${url} did not answer the connection (${message}); ${runsWithout}. Is it stopped or overloaded?`;
+    case 'gateway_refused':
+      return `${message}; ${runsWithout}.`;
+    case 'request_timeout':
+      return `${message}; ${runsWithout}.`;
+    default:
+      return `the daemon at ${url} refused the subscription (${code ?? 'error'}: ${message}); ${runsWithout}.`;
   }
 }
 
@@ -201,6 +238,7 @@ async function activeRelay(
     token: ProgressToken;
     signal: AbortSignal | undefined;
     send: (notification: McpProgressNotification) => Promise<void>;
+    ping: ((timeoutMs: number) => Promise<unknown>) | undefined;
   },
   env: RelayEnv,
   routeKey: string,
@@ -211,30 +249,31 @@ async function activeRelay(
     MAX_MIN_INTERVAL_MS,
     Math.max(0, Math.round(options.minIntervalMs ?? DEFAULT_RELAY_MIN_INTERVAL_MS)),
   );
+  const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  // Every request (subscribe, cancel) is bounded too: a stopped daemon must not hold the handler.
   const client = await withTimeout(
-    GatewayClient.connect(gateway),
-    options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    GatewayClient.connect({ ...gateway, requestTimeoutMs: timeoutMs }),
+    timeoutMs,
   );
   let forwarding = true;
-  let sent: Promise<void> = Promise.resolve();
+  const sends = new ProgressSends(scope.send, { confirm: scope.ping });
   let settle: (done: DoneParams | undefined) => void = () => {};
   const done = new Promise<DoneParams | undefined>((resolve) => {
     settle = resolve;
   });
-  let subscription: { unsubscribe(): Promise<void> };
   try {
-    subscription = await client.subscribe(
+    await client.subscribe(
       { progressToken: routeKey, as: scope.token, minIntervalMs },
       (notification) => {
         if (!forwarding) return;
         if (notification.method === PROGRESS_METHOD) {
-          const params = notification.params;
-          sent = sent.then(() => scope.send({ method: PROGRESS_METHOD, params })).catch(() => {});
+          sends.push(notification.params);
         } else {
           // The worker is done: nothing more to forward; the handler decides when to return.
           forwarding = false;
           const params = notification.params;
-          sent.then(() => settle(params));
+          // Settled only once the result may follow the last notification (RESULT_GAP_MS).
+          sends.drain({ confirm: !scope.signal?.aborted }).then(() => settle(params));
         }
       },
     );
@@ -248,10 +287,11 @@ async function activeRelay(
     closing ??= (async () => {
       forwarding = false;
       scope.signal?.removeEventListener('abort', onAbort);
-      await subscription.unsubscribe().catch(() => {});
+      // The client is this relay's own: closing it drops the subscription in the daemon, so
+      // there is no unsubscribe to wait for (a daemon that stopped answering cannot hold us).
       await client.close();
-      // Sends already handed to the SDK go out before the result does.
-      await sent;
+      // Sends already handed to the SDK go out before the result does, with the gap it needs.
+      await sends.drain({ confirm: !scope.signal?.aborted });
       settle(undefined);
     })();
     return closing;
@@ -296,7 +336,7 @@ function withTimeout<T extends { close(): Promise<void> }>(
     let late = false;
     const timer = setTimeout(() => {
       late = true;
-      reject(new Error(`no answer within ${timeoutMs} ms`));
+      reject(new BridgeError('connect_timeout', `no answer within ${timeoutMs} ms`));
     }, timeoutMs);
     connecting.then(
       (value) => {

@@ -43,3 +43,21 @@ export function utf8ByteLength(text: string): number {
 export function fitsUtf8Bytes(text: string, maxBytes: number): boolean {
   return text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes;
 }
+
+/**
+ * Before an MCP request's result, when it sent notifications/progress: the
+ * server pings the client (a request related to that request) and waits for
+ * the answer, at most RESULT_CONFIRM_TIMEOUT_MS, then keeps at least
+ * RESULT_GAP_MS after the last notification. The SDK 1.x client dispatches a
+ * notification a microtask late but handles a response at once, dropping the
+ * request's progress handler; when both arrive in one read, the last progress
+ * is reported as an unknown token and lost (modelcontextprotocol/typescript-sdk#2580).
+ * It answers a ping only after the notifications read before it were
+ * dispatched, so the answer proves they were; the gap alone makes the loss
+ * rare but, on a loaded machine, not impossible.
+ */
+export const RESULT_GAP_MS = 50;
+export const RESULT_CONFIRM_TIMEOUT_MS = 2000;
+
+/** How long a gateway client waits for the daemon to answer one request by default. */
+export const DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS = 10_000;

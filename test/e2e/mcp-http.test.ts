@@ -3,7 +3,8 @@
  * progress on the request's own SSE stream, and the endpoint's checks.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
 import {
   connectHttp,
   expectSeenInOrder,
@@ -90,6 +91,71 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     expect(lastProgressAt).toBeLessThan(responseIndex(mcp.received, callId));
     expectSeenInOrder(mcp, seen, [1, 2, 3, 4], callId);
     await mcp.close();
+  });
+
+  it('a client that disconnects mid tools/call drops its watch and subscription', async () => {
+    const auth = { authorization: `Bearer ${daemon.info.secret}` };
+    const init = await post(initialize, auth);
+    const session = init.headers.get('mcp-session-id') ?? '';
+    await init.text();
+    const inSession = { ...auth, 'mcp-session-id': session, 'mcp-protocol-version': '2025-06-18' };
+    await (await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, inSession)).text();
+    const token = 'abandoned-http';
+    const controller = new AbortController();
+    const call = fetch(`${httpBase(daemon.info)}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        ...inSession,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          name: 'watch_progress',
+          arguments: { progressToken: token, timeoutMs: 600_000 },
+          _meta: { progressToken: 1 },
+        },
+      }),
+      signal: controller.signal,
+    })
+      .then((response) => response.text())
+      .catch((error: Error) => error);
+    await waitForSubscribers(daemon.info, token, 1);
+    controller.abort();
+    expect(await call).toBeInstanceOf(Error);
+    // The daemon drops the subscription long before the watch's own 10-minute timeout.
+    const gateway = await connectGateway(daemon.info);
+    try {
+      await eventually(
+        async () => {
+          const reply = await gateway.request('progress/list');
+          const streams = (reply.result as { streams: Array<Record<string, unknown>> }).streams;
+          const mine = streams.filter((s) => s.progressToken === token);
+          return mine.every((s) => s.subscribers === 0) ? true : undefined;
+        },
+        20_000,
+        'the abandoned watch to unsubscribe',
+      );
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it('answers a body that is not JSON with a JSON-RPC parse error', async () => {
+    const response = await fetch(`${httpBase(daemon.info)}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${daemon.info.secret}`,
+      },
+      body: '{"jsonrpc": "2.0", "id": 0, "method": "initialize",',
+    });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ error: { code: -32700 } });
   });
 
   it('answers with an SSE stream, never in JSON-response mode', async () => {

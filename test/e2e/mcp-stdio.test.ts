@@ -2,9 +2,10 @@
  * `mcp-progress mcp` as a host runs it: an SDK Client spawns the real binary
  * over stdio; separate worker processes publish to the daemon.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { readDaemonInfo } from '../../src/locate.js';
 import {
   cleanupAll,
   eventually,
@@ -166,5 +167,61 @@ describe('mcp-progress mcp over stdio', () => {
     if (process !== undefined) await waitForExit(process);
     await eventually(() => (existsSync(info) ? undefined : true), 10_000, 'daemon.json removed');
     expect(mcp.stderr()).not.toContain('internal error');
+  });
+
+  it('embeds a daemon when daemon.json is corrupt, instead of failing', async () => {
+    const runtimeDir = tempDir();
+    const info = join(runtimeDir, 'daemon.json');
+    writeFileSync(info, '{"pid": 12, "url": "ws://127.0.0.1:1/ws", trunc', { mode: 0o600 });
+    await expect(readDaemonInfo(runtimeDir)).rejects.toMatchObject({
+      code: 'bad_daemon_info',
+      message: expect.stringContaining('is not valid JSON'),
+    });
+    const mcp = await connectStdio(['--runtime-dir', runtimeDir]);
+    const listed = await mcp.client.callTool({ name: 'list_progress', arguments: {} });
+    expect(listed.isError).toBeFalsy();
+    // The embedded daemon wrote a good daemon.json over the corrupt one.
+    expect((await readDaemonInfo(runtimeDir)).pid).toBe(mcp.transport.pid);
+    expect(mcp.stderr()).not.toContain('internal error');
+    await mcp.close();
+  });
+
+  it('a second `mcp` takes over when the `mcp` that embedded the daemon exits', async () => {
+    const runtimeDir = tempDir();
+    const a = await connectStdio(['--runtime-dir', runtimeDir]);
+    const aPid = a.transport.pid;
+    expect((await readDaemonInfo(runtimeDir)).pid).toBe(aPid);
+    const b = await connectStdio(['--runtime-dir', runtimeDir]);
+    // B uses A's embedded daemon.
+    expect((await b.client.callTool({ name: 'list_progress', arguments: {} })).isError).toBeFalsy();
+    expect((await readDaemonInfo(runtimeDir)).pid).toBe(aPid);
+    const aProcess = (
+      a.transport as unknown as { _process?: import('node:child_process').ChildProcess }
+    )._process;
+    await a.close();
+    if (aProcess !== undefined) await waitForExit(aProcess);
+    // B's next calls work: it connected again, or embedded a daemon itself.
+    const listed = await b.client.callTool({ name: 'list_progress', arguments: {} });
+    expect(listed.isError, JSON.stringify(listed.content)).toBeFalsy();
+    expect(JSON.parse(readFileSync(join(runtimeDir, 'daemon.json'), 'utf8')).pid).toBe(
+      b.transport.pid,
+    );
+    const published = await runCli([
+      'publish',
+      '--runtime-dir',
+      runtimeDir,
+      '--token',
+      'after-takeover',
+      '--progress',
+      '2',
+    ]);
+    expect(published).toMatchObject({ code: 0, stderr: '' });
+    const got = await b.client.callTool({
+      name: 'get_progress',
+      arguments: { progressToken: 'after-takeover' },
+    });
+    expect(got.structuredContent).toMatchObject({ found: true, stream: { progress: 2 } });
+    expect(b.stderr()).not.toContain('internal error');
+    await b.close();
   });
 });

@@ -4,6 +4,9 @@
  * process that knows only the env it was given.
  */
 import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { relayProgress } from '../../src/egress/mcp.js';
 import type { RelayContext } from '../../src/egress/relay.js';
@@ -14,6 +17,7 @@ import {
   startDaemon,
   tempDir,
 } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
 import {
   connectUrl,
   expectSeenInOrder,
@@ -54,19 +58,25 @@ function bridged(
   options: {
     runtimeDir?: () => string;
     onWarning?: (message: string) => void;
+    /** Explicit daemon url and secret instead of daemon.json. */
+    gateway?: { url: string; secret: string };
     /** false: the tool does no work, it only asks for a relay (for a daemon that is not there). */
     spawn?: boolean;
+    /** Awaited once the relay is subscribed, before the worker starts. */
+    barrier?: () => Promise<void>;
   } = {},
 ) {
   return async (args: RenderArgs, context: RelayContext): Promise<string> => {
     await using relay = await relayProgress(context, {
       runtimeDir: options.runtimeDir?.() ?? daemon.runtimeDir,
+      ...(options.gateway ?? {}),
       minIntervalMs: 0,
       onWarning: options.onWarning,
     });
     const record: WorkerRecord = { routeKey: relay.routeKey, relaying: relay.relaying, stdout: '' };
     records.push(record);
     if (options.spawn === false) return 'nothing to render';
+    await options.barrier?.();
     const worker = await runWorker(
       relay.env,
       [String(args.steps), ...(args.waitCancel ? ['--wait-cancel'] : [])],
@@ -101,7 +111,9 @@ const SDKS: Array<{
 describe.each(SDKS)('relayProgress in a $name', ({ host }) => {
   it('two sessions that both use token 1 each see only their own progress, in order', async () => {
     const records: WorkerRecord[] = [];
-    const server = await host(bridged(records));
+    // Neither worker starts before both relays are subscribed: both token-1 subscriptions are live at once.
+    const barrier = meetingOf(2);
+    const server = await host(bridged(records, { barrier }));
     const [a, b] = await Promise.all([connectUrl(server.url), connectUrl(server.url)]);
     const seen = new Map<TappedClient, number[]>([
       [a, []],
@@ -188,34 +200,188 @@ describe.each(SDKS)('relayProgress in a $name', ({ host }) => {
     await without.close();
   });
 
-  it('an unreachable daemon costs one warning and never the tool call', async () => {
+  it.each([
+    { case: 'no daemon.json', runtimeDir: () => tempDir() },
+    { case: 'a stale daemon.json (dead pid, refused port)', runtimeDir: staleRuntimeDir },
+  ])(
+    'an unreachable daemon ($case) costs one warning and never the tool call',
+    async ({ runtimeDir }) => {
+      const records: WorkerRecord[] = [];
+      const warnings: string[] = [];
+      const nowhere = await runtimeDir();
+      const server = await host(
+        bridged(records, {
+          runtimeDir: () => nowhere,
+          onWarning: (m) => warnings.push(m),
+          spawn: false,
+        }),
+      );
+      const client = await connectUrl(server.url);
+      for (let i = 0; i < 2; i++) {
+        const result = await client.client.callTool(
+          { name: 'render', arguments: { steps: 1 } },
+          undefined,
+          { onprogress: () => {} },
+        );
+        expect(result.isError).toBeFalsy();
+        expect(textOf(result)).toBe('nothing to render');
+      }
+      expect(records.map((r) => r.relaying)).toEqual([false, false]);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain('progress is not relayed');
+      expect(warnings[0]).toContain('mcp-progress daemon');
+      // Said once, not "cannot reach the daemon at X (cannot reach the daemon at X: ...)".
+      expect(warnings[0]?.split('daemon at').length).toBeLessThanOrEqual(2);
+      await client.close();
+      await server.close();
+    },
+  );
+
+  it('a daemon that refuses the connection (its session cap) is reported as such, not as unreachable', async () => {
+    const capped = await startDaemon(['--max-sessions', '1']);
+    const holder = await connectGateway(capped.info);
     const records: WorkerRecord[] = [];
     const warnings: string[] = [];
-    const nowhere = tempDir();
     const server = await host(
       bridged(records, {
-        runtimeDir: () => nowhere,
+        runtimeDir: () => capped.runtimeDir,
         onWarning: (m) => warnings.push(m),
         spawn: false,
       }),
     );
     const client = await connectUrl(server.url);
-    for (let i = 0; i < 2; i++) {
+    try {
       const result = await client.client.callTool(
         { name: 'render', arguments: { steps: 1 } },
         undefined,
         { onprogress: () => {} },
       );
-      expect(result.isError).toBeFalsy();
       expect(textOf(result)).toBe('nothing to render');
+      expect(records.map((r) => r.relaying)).toEqual([false]);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain('refused the connection (HTTP 503)');
+      expect(warnings[0]).toContain('--max-sessions');
+      expect(warnings[0]).not.toContain('cannot reach');
+      expect(warnings[0]).not.toContain('Start it');
+    } finally {
+      await client.close();
+      await server.close();
+      await holder.close();
+      await capped.stop();
     }
-    expect(records.map((r) => r.relaying)).toEqual([false, false]);
-    expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toContain('progress is not relayed');
+  });
+
+  it('closing while the worker still publishes: nothing reaches the client after the result', async () => {
+    let firstProgress = () => {};
+    const progressed = new Promise<void>((resolve) => {
+      firstProgress = resolve;
+    });
+    let worker: Promise<unknown> = Promise.resolve();
+    const server = await host(async (_args: RenderArgs, context: RelayContext) => {
+      const relay = await relayProgress(context, {
+        runtimeDir: daemon.runtimeDir,
+        minIntervalMs: 0,
+      });
+      // Many acknowledged steps: the worker is still publishing long after the relay closes.
+      worker = runWorker(relay.env, ['3000']);
+      await progressed;
+      await relay.close();
+      return 'closed early';
+    });
+    const client = await connectUrl(server.url);
+    const result = await client.client.callTool(
+      { name: 'render', arguments: { steps: 1 } },
+      undefined,
+      { onprogress: () => firstProgress() },
+    );
+    expect(textOf(result)).toBe('closed early');
+    // The worker publishes to the end after the result; then one more round trip.
+    expect(await worker).toMatchObject({ code: 0, stderr: '' });
+    await client.client.listTools();
+    const resultAt = responseIndex(client.received, 1);
+    expect(resultAt).toBeGreaterThan(0);
+    const lastProgressAt = client.received.findLastIndex(
+      (m) => 'method' in m && m.method === 'notifications/progress',
+    );
+    expect(lastProgressAt).toBeGreaterThan(-1);
+    expect(lastProgressAt).toBeLessThan(resultAt);
+    const values = progressParams(client.received).map((p) => p.progress as number);
+    expect(values.length).toBeLessThan(3000);
+    expect(values).toEqual(values.toSorted((x, y) => x - y));
+    expect(client.errors).toEqual([]);
     await client.close();
     await server.close();
   });
+
+  it('close() returns when the daemon has stopped answering (SIGSTOP)', async () => {
+    const own = await startDaemon();
+    let subscribed: (relaying: boolean) => void = () => {};
+    const relaying = new Promise<boolean>((resolve) => {
+      subscribed = resolve;
+    });
+    let proceed = () => {};
+    const stopped = new Promise<void>((resolve) => {
+      proceed = resolve;
+    });
+    const server = await host(async (_args: RenderArgs, context: RelayContext) => {
+      const relay = await relayProgress(context, { runtimeDir: own.runtimeDir, minIntervalMs: 0 });
+      subscribed(relay.relaying);
+      await stopped;
+      await relay.close();
+      return 'closed';
+    });
+    const client = await connectUrl(server.url);
+    const call = client.client.callTool({ name: 'render', arguments: { steps: 1 } }, undefined, {
+      onprogress: () => {},
+    });
+    try {
+      expect(await relaying).toBe(true);
+      own.child.kill('SIGSTOP');
+      proceed();
+      expect(textOf(await call)).toBe('closed');
+    } finally {
+      own.child.kill('SIGCONT');
+      await client.close();
+      await server.close();
+      await own.stop();
+    }
+  });
 });
+
+/** A barrier: each caller waits until `count` callers have arrived. */
+function meetingOf(count: number): () => Promise<void> {
+  let arrived = 0;
+  let open = () => {};
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return () => {
+    arrived++;
+    if (arrived >= count) open();
+    return opened;
+  };
+}
+
+/** A runtime dir whose daemon.json names a dead pid, a missing socket and a port nobody listens on. */
+async function staleRuntimeDir(): Promise<string> {
+  const dir = tempDir();
+  const listener = createServer();
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  const { port } = listener.address() as { port: number };
+  await new Promise<void>((resolve) => listener.close(() => resolve()));
+  writeFileSync(
+    join(dir, 'daemon.json'),
+    JSON.stringify({
+      pid: 2 ** 22 + 1,
+      version: '0.1.0',
+      socket: join(dir, 'bridge.sock'),
+      url: `ws://127.0.0.1:${port}/ws`,
+      secret: 'stale-secret',
+    }),
+    { mode: 0o600 },
+  );
+  return dir;
+}
 
 /** initialize, initialized and one tools/call without a token, as raw HTTP; returns the call's body. */
 async function rawToolCall(url: URL): Promise<string> {
