@@ -227,7 +227,7 @@ export class GatewayClient {
         reject(
           new BridgeError(
             'gateway_unreachable',
-            `cannot reach the daemon at ${url}: ${error.message}`,
+            `cannot reach the daemon at ${withoutSecret(url)}: ${error.message}`,
             { cause: error },
           ),
         ),
@@ -322,4 +322,9 @@ export class GatewayClient {
     }
     watch.handler(notification);
   }
+}
+
+/** A URL fit for a message or a log line: an `access_token` in its query is masked. */
+export function withoutSecret(url: string): string {
+  return url.replace(/([?&]access_token=)[^&#]*/gi, '$1***');
 }

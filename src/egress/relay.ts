@@ -19,7 +19,7 @@ import { BridgeError } from '../protocol/errors.js';
 import type { DoneParams, ProgressToken } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { PROGRESS_METHOD } from '../router/notifications.js';
-import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
+import { GatewayClient, type GatewayClientOptions, withoutSecret } from './gateway-client.js';
 import { type McpProgressNotification, ProgressSends } from './progress-sends.js';
 
 /** The MCP notification the relay sends; structurally what both SDK majors accept. */
@@ -169,7 +169,7 @@ export async function relayProgress(
   try {
     return await activeRelay({ token, signal, send, ping }, env, routeKey, target.gateway, options);
   } catch (error) {
-    warn(`progress is not relayed: ${whyNotRelayed(error, target.url)}`);
+    warn(`progress is not relayed: ${whyNotRelayed(error, withoutSecret(target.url))}`);
     return inactive(env, routeKey);
   }
 }

@@ -30,6 +30,19 @@ describe('GatewayClient', () => {
     await daemon.stop();
   });
 
+  it('never puts a secret given in the URL into its error messages', async () => {
+    const error = await GatewayClient.connect({
+      url: 'ws://127.0.0.1:1/ws?access_token=hunter2-secret',
+      secret: 'hunter2-secret',
+    }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(error).toMatchObject({ code: 'gateway_unreachable' });
+    expect(error?.message).toContain('access_token=***');
+    expect(error?.message).not.toContain('hunter2');
+  });
+
   it('reconnects and resubscribes after the daemon is killed and restarted, never repeating a value', async () => {
     const runtimeDir = tempDir();
     const first = await startDaemon([], runtimeDir);
