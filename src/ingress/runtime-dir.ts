@@ -254,7 +254,10 @@ export async function removeOwnDaemonInfo(path: string, pid: number): Promise<vo
 export async function writeDaemonInfo(path: string, info: DaemonInfo): Promise<void> {
   const temporary = `${path}.${process.pid}.tmp`;
   try {
-    const file = await open(temporary, 'w', 0o600);
+    // 'wx' creates the file or fails: a planted file or symlink by that name is removed first,
+    // never followed (the directory may have been open to others before it was tightened).
+    await removeQuietly(temporary);
+    const file = await open(temporary, 'wx', 0o600);
     try {
       await file.writeFile(`${JSON.stringify(info, null, 2)}\n`);
     } finally {

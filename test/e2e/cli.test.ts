@@ -1,6 +1,15 @@
 /** The real binary, run as a user would: exit codes, messages, files and modes. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -282,6 +291,45 @@ describe('the daemon process', () => {
     const daemon = await startDaemon([], dir);
     running.push(daemon);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  it('creates a missing runtime dir 0700, and refuses a symlink or a dir owned by someone else', async () => {
+    const parent = tempDir();
+    const fresh = join(parent, 'a', 'b');
+    const daemon = await startDaemon([], fresh);
+    running.push(daemon);
+    expect(statSync(fresh).mode & 0o777).toBe(0o700);
+    symlinkSync(fresh, join(parent, 'link'));
+    const viaLink = await runCli(['daemon', '--runtime-dir', join(parent, 'link'), '--port', '0']);
+    expect(viaLink.code).toBe(1);
+    expect(viaLink.stderr).toContain('is not a directory');
+    if (process.getuid?.() === 0) {
+      const foreign = join(parent, 'foreign');
+      mkdirSync(foreign, { mode: 0o700 });
+      chownSync(foreign, 54_321, 54_321);
+      const refused = await runCli(['daemon', '--runtime-dir', foreign, '--port', '0']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('belongs to uid 54321, not to you');
+    }
+  });
+
+  it('never follows a file planted where daemon.json is written', async () => {
+    const dir = tempDir();
+    const victim = join(tempDir(), 'victim.txt');
+    writeFileSync(victim, 'precious\n');
+    // The temporary name is daemon.json.<pid>.tmp; plant it for the pids that come next.
+    const { spawnSync } = await import('node:child_process');
+    const nextPid = Number(spawnSync('sh', ['-c', 'echo $$'], { encoding: 'utf8' }).stdout);
+    const planted = 2000;
+    for (let pid = nextPid; pid < nextPid + planted; pid++)
+      symlinkSync(victim, join(dir, `daemon.json.${pid}.tmp`));
+    const daemon = await startDaemon([], dir);
+    running.push(daemon);
+    // Pids are handed out in order: the daemon's must have been one of those planted.
+    expect(daemon.child.pid).toBeGreaterThanOrEqual(nextPid);
+    expect(daemon.child.pid).toBeLessThan(nextPid + planted);
+    expect(readFileSync(victim, 'utf8')).toBe('precious\n');
+    expect(JSON.parse(readFileSync(join(dir, 'daemon.json'), 'utf8')).pid).toBe(daemon.child.pid);
   });
 
   it('a second daemon on the same socket exits non-zero naming the running pid', async () => {
