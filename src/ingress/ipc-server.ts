@@ -82,7 +82,7 @@ function framingMessage(code: RejectCode, maxFrameBytes: number): string {
     case 'invalid_envelope':
       return 'the frame must be a JSON object {"type": "<event>", "data": {...}} with a non-empty string type of at most 256 characters';
     case 'reserved_event':
-      return 'the event type is reserved by node-ipc or unsafe to dispatch: workers send progress, done, claim, ping or status';
+      return "the event type is one of node-ipc's reserved names: workers send progress, done, claim, ping or status";
     case 'frame_too_large':
       return `the frame exceeds ${maxFrameBytes} bytes: shorten message or _meta (a frame is at most ${maxFrameBytes} UTF-8 bytes before its form feed)`;
     default:

@@ -8,7 +8,7 @@ export const REJECT_CODES = {
   // Framing errors: the daemon answers, then closes the connection.
   invalid_json: 'the frame is not valid JSON',
   invalid_envelope: 'the frame is not a {"type": string, "data": ...} object',
-  reserved_event: 'the event type is reserved by node-ipc or unsafe to dispatch',
+  reserved_event: "the event type is one of node-ipc's reserved names",
   frame_too_large: 'the frame is larger than the frame limit',
   frame_timeout: 'an incomplete frame waited longer than the frame timeout',
   too_many_connections: 'the daemon is at its connection cap',
