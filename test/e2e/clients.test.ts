@@ -323,14 +323,25 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     await second.stop();
   });
 
-  it('reports done as not delivered after its bounded retry when no daemon answers', async () => {
+  it('reports done as not delivered after its bounded retry when the daemon it had does not come back', async () => {
+    const gone = await startDaemon();
     const token = uniqueToken('nodaemon');
     const worker = start(
-      { MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'), MCP_PROGRESS_TOKEN: token },
+      { MCP_PROGRESS_SOCKET: gone.info.socket, MCP_PROGRESS_TOKEN: token },
       timeouts.short,
     );
     await worker.next((e) => e.event === 'ready', 'ready');
     worker.send({ update: { progress: 1 } });
+    await eventually(
+      async () => {
+        worker.send({ state: true });
+        const state = await worker.next((e) => e.event === 'state', 'state');
+        return state.connected === true ? true : undefined;
+      },
+      60_000,
+      'connected',
+    );
+    await gone.stop();
     worker.send({ done: 'ok' });
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: false,
