@@ -58,6 +58,7 @@ export interface DaemonStatus {
   sessions: number;
   streams: { waiting: number; active: number; done: number };
   subscriptions: number;
+  claims: number;
   memory: { rss: number; heapUsed: number };
   counters: {
     framesAccepted: number;
@@ -272,6 +273,7 @@ export class Daemon {
       sessions: this.#endpoint.sessionCount,
       streams: stats.streams,
       subscriptions: stats.subscriptions,
+      claims: stats.claims,
       memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
       counters: {
         framesAccepted: this.#framesAccepted,

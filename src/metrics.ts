@@ -52,6 +52,11 @@ export function formatPrometheus(status: DaemonStatus): string {
       samples: Object.entries(status.streams).map(([state, n]) => [`{state="${state}"}`, n]),
     },
     gauge('subscriptions', 'Subscriptions held by gateway sessions.', status.subscriptions),
+    gauge(
+      'claims',
+      'Tokens claimed by worker connections, one per connection and token.',
+      status.claims,
+    ),
     gauge('sessions', 'Open gateway sessions.', status.sessions),
     gauge('connections', 'Open worker connections.', status.connections),
     gauge('resident_memory_bytes', 'Resident set size of the daemon process.', status.memory.rss),

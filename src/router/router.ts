@@ -89,6 +89,8 @@ export interface RouterStats {
   streams: { waiting: number; active: number; done: number };
   subscriptions: number;
   subscribers: number;
+  /** Tokens claimed by worker connections (`claim`), one per connection and token. */
+  claims: number;
   /** Subscriptions holding a value back for the end of their interval. */
   held: number;
   /** Progress values replaced by a newer one before they were sent. */
@@ -110,6 +112,8 @@ export class Router {
   /** Tokens each connection claimed (`claim`): it hears cancels for them without publishing. */
   readonly #claimsByConnection = new Map<ConnectionId, Set<ProgressToken>>();
   readonly #claimants = new Map<ProgressToken, Set<ConnectionId>>();
+  /** Claims held, one per connection and token. */
+  #claimCount = 0;
   readonly #subscribers = new Map<SubscriberId, Map<ProgressToken, Subscription>>();
   #subscriptionCount = 0;
   /** No active stream can reach its TTL before this time. */
@@ -257,6 +261,7 @@ export class Router {
     this.#published.delete(connection);
     for (const stream of streams ?? []) stream.publishers.delete(connection);
     for (const token of this.#claimsByConnection.get(connection) ?? []) {
+      this.#claimCount--;
       const claimants = this.#claimants.get(token);
       claimants?.delete(connection);
       if (claimants?.size === 0) this.#claimants.delete(token);
@@ -293,11 +298,19 @@ export class Router {
         message: `this connection already claims ${mine.size} tokens, the per-connection cap (--max-streams-per-connection)`,
       };
     }
+    if (!this.#claimants.has(token) && this.#claimants.size >= this.#options.maxStreams) {
+      return {
+        ok: false,
+        code: 'too_many_streams',
+        message: `${this.#claimants.size} tokens are claimed already, the cap (--max-streams): send done for finished jobs, or close their connections`,
+      };
+    }
     if (mine === undefined) {
       mine = new Set();
       this.#claimsByConnection.set(connection, mine);
     }
     mine.add(token);
+    this.#claimCount++;
     let claimants = this.#claimants.get(token);
     if (claimants === undefined) {
       claimants = new Set();
@@ -407,6 +420,7 @@ export class Router {
       },
       subscriptions: this.#subscriptionCount,
       subscribers: this.#subscribers.size,
+      claims: this.#claimCount,
       held: this.#gate.held,
       coalesced: this.#gate.coalesced,
     };

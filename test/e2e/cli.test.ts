@@ -25,6 +25,7 @@ import {
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
+import { rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
@@ -188,7 +189,11 @@ describe('publish and status', () => {
   });
 
   it('status shows the figures, as text and as JSON', async () => {
+    const claimant = await rawWorker(daemon.info.socket);
+    claimant.send('claim', { v: 1, progressToken: 'claimed-job', seq: 1 });
+    expect((await claimant.reply((r) => r.type === 'ack')).data).toEqual({ seq: 1 });
     const text = await runCli(['status', ...socketArgs()]);
+    expect(text.stdout).toMatch(/^claims\s+1$/m);
     expect(text.code).toBe(0);
     expect(text.stdout).toContain(`pid ${daemon.child.pid}`);
     expect(text.stdout).toMatch(/frames\s+\d+ accepted, \d+ rejected \(/);
@@ -200,6 +205,8 @@ describe('publish and status', () => {
       counters: { framesRejected: { non_monotonic: 1 } },
     });
     expect(json.counters.framesAccepted).toBeGreaterThan(0);
+    expect(json.claims).toBe(1);
+    claimant.destroy();
   });
 
   it('exits 1 and says how to start a daemon when none runs', async () => {

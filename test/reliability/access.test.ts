@@ -151,6 +151,7 @@ describe('HTTP surface', () => {
       'mcp_progress_connections_refused_total',
       'mcp_progress_streams{state="active"}',
       'mcp_progress_subscriptions',
+      'mcp_progress_claims',
       'mcp_progress_sessions',
       'mcp_progress_connections',
     ]) {

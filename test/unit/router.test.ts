@@ -636,6 +636,21 @@ describe('router: claims', () => {
     expect(router.get('job')?.state).toBe('active');
   });
 
+  it('caps the tokens claimed in all, and counts claims', () => {
+    const { router } = setup({ maxStreams: 2 });
+    expect(router.claim(1, 'a').ok).toBe(true);
+    expect(router.claim(2, 'b').ok).toBe(true);
+    const refused = router.claim(3, 'c');
+    expect(refused).toMatchObject({ ok: false, code: 'too_many_streams' });
+    if (!refused.ok) expect(refused.message).toContain('--max-streams');
+    // A token already claimed can be claimed by another connection too.
+    expect(router.claim(3, 'a').ok).toBe(true);
+    expect(router.stats().claims).toBe(3);
+    router.removeConnection(2, 0);
+    expect(router.stats().claims).toBe(2);
+    expect(router.claim(3, 'c').ok).toBe(true);
+  });
+
   it('caps the claims of one connection', () => {
     const { router } = setup({ maxStreamsPerConnection: 2 });
     expect(router.claim(1, 'a').ok).toBe(true);
