@@ -76,6 +76,18 @@ async function until<T>(
   }
 }
 
+/** Waits until the worker's client reports a live connection to the daemon. */
+const connected = (worker: DrivenWorker) =>
+  eventually(
+    async () => {
+      worker.send({ state: true });
+      const state = await worker.next((e) => e.event === 'state', 'state');
+      return state.connected === true ? true : undefined;
+    },
+    60_000,
+    'connected',
+  );
+
 const doneNotice = (gateway: GatewayClient, token: string) =>
   until(
     gateway,
@@ -305,15 +317,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       timeouts.long,
     );
     await worker.next((e) => e.event === 'ready', 'ready');
-    await eventually(
-      async () => {
-        worker.send({ state: true });
-        const state = await worker.next((e) => e.event === 'state', 'state');
-        return state.connected === true ? true : undefined;
-      },
-      60_000,
-      'connected',
-    );
+    await connected(worker);
     await first.stop();
     worker.send({ done: 'ok' });
     const second = await startDaemon([], runtimeDir);
@@ -332,15 +336,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     );
     await worker.next((e) => e.event === 'ready', 'ready');
     worker.send({ update: { progress: 1 } });
-    await eventually(
-      async () => {
-        worker.send({ state: true });
-        const state = await worker.next((e) => e.event === 'state', 'state');
-        return state.connected === true ? true : undefined;
-      },
-      60_000,
-      'connected',
-    );
+    await connected(worker);
     await gone.stop();
     worker.send({ done: 'ok' });
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
@@ -409,16 +405,6 @@ describe.each(CLIENTS)('the $name client, refused a frame as malformed', ({ star
     code: string,
     text: RegExp,
   ) => event.event === 'error' && (event.code === code || text.test(String(event.message)));
-  const connected = (worker: DrivenWorker) =>
-    eventually(
-      async () => {
-        worker.send({ state: true });
-        const state = await worker.next((e) => e.event === 'state', 'state');
-        return state.connected === true ? true : undefined;
-      },
-      60_000,
-      'connected',
-    );
 
   it('does not send that frame again, and delivers the done that follows', async () => {
     const token = uniqueToken('refused');

@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cleanupAll, eventually, ROOT, waitForExit } from '../helpers/daemon.js';
-import { type Received, useWatchedBridge } from '../helpers/gateway.js';
+import { useWatchedBridge } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
 afterAll(() => cleanupAll());
@@ -17,6 +17,7 @@ if (!hasTqdm)
   );
 
 const bridge = useWatchedBridge();
+const { progressOf, doneOf } = bridge;
 
 interface Script {
   token: string;
@@ -47,19 +48,6 @@ async function runScript(mode: string, steps = 50, pythonArgs = PYTHON_ARGS): Pr
   return { token, stdout: () => stdout, exit: waitForExit(child) };
 }
 
-const of = (token: string) =>
-  bridge.gateway.notifications.filter((n) => n.params.progressToken === token);
-const progressValues = (token: string) =>
-  of(token)
-    .filter((n) => n.method === 'notifications/progress')
-    .map((n) => n.params);
-const doneOf = (token: string): Promise<Received['params']> =>
-  eventually(
-    () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
-    60_000,
-    `done for ${token}`,
-  );
-
 function expectIncreasing(values: Array<Record<string, unknown>>) {
   const numbers = values.map((v) => v.progress as number);
   for (let i = 1; i < numbers.length; i++)
@@ -74,7 +62,7 @@ describe('the tqdm adapter', () => {
       expect(await script.exit).toBe(0);
       expect(script.stdout()).toContain('tqdm=real');
       expect(await doneOf(script.token)).toEqual({ progressToken: script.token, status: 'ok' });
-      const values = progressValues(script.token);
+      const values = progressOf(script.token);
       expect(values.at(-1)).toMatchObject({ progress: 50, total: 50, message: 'train 50/50' });
       expectIncreasing(values);
     },
@@ -84,7 +72,7 @@ describe('the tqdm adapter', () => {
     const script = await runScript('attach', 40);
     expect(await script.exit).toBe(0);
     await doneOf(script.token);
-    expect(progressValues(script.token).at(-1)).toMatchObject({
+    expect(progressOf(script.token).at(-1)).toMatchObject({
       progress: 40,
       total: 40,
       message: 'render 40/40',
@@ -95,7 +83,7 @@ describe('the tqdm adapter', () => {
     const script = await runScript('nested', 20);
     expect(await script.exit).toBe(0);
     await doneOf(script.token);
-    const values = progressValues(script.token);
+    const values = progressOf(script.token);
     expectIncreasing(values);
     expect(values.at(-1)).toMatchObject({ progress: 3, total: 3 });
     expect(values.some((v) => !Number.isInteger(v.progress))).toBe(true);
@@ -106,7 +94,7 @@ describe('the tqdm adapter', () => {
     const script = await runScript('sequential', 30);
     expect(await script.exit).toBe(0);
     await doneOf(script.token);
-    const values = progressValues(script.token);
+    const values = progressOf(script.token);
     expectIncreasing(values);
     expect(values.at(-1)).toMatchObject({ progress: 60, total: 60, message: 'epoch 1 30/30' });
   });
@@ -114,7 +102,7 @@ describe('the tqdm adapter', () => {
   it('a cancel stops the loop with Cancelled, and the stream ends cancelled', async () => {
     const script = await runScript('until-cancelled');
     await eventually(
-      () => (progressValues(script.token).length > 0 ? true : undefined),
+      () => (progressOf(script.token).length > 0 ? true : undefined),
       60_000,
       'first update',
     );
@@ -147,7 +135,7 @@ describe('the tqdm adapter', () => {
     expect(await script.exit).toBe(0);
     expect(script.stdout()).toContain('tqdm=fallback');
     await doneOf(script.token);
-    expect(progressValues(script.token).at(-1)).toMatchObject({
+    expect(progressOf(script.token).at(-1)).toMatchObject({
       progress: 25,
       total: 25,
       message: 'train 25/25',
@@ -160,7 +148,7 @@ describe('Progress as a context manager', () => {
     const script = await runScript('context-ok', 10);
     expect(await script.exit).toBe(0);
     expect(await doneOf(script.token)).toEqual({ progressToken: script.token, status: 'ok' });
-    expect(progressValues(script.token).at(-1)).toMatchObject({ progress: 10, total: 10 });
+    expect(progressOf(script.token).at(-1)).toMatchObject({ progress: 10, total: 10 });
   });
 
   it('sends done error with the exception when the block raises', async () => {

@@ -12,7 +12,7 @@ import {
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { type Received, useWatchedBridge } from '../helpers/gateway.js';
+import { useWatchedBridge } from '../helpers/gateway.js';
 
 afterAll(() => cleanupAll());
 const runCli = (args: string[], env: Record<string, string> = {}) =>
@@ -21,21 +21,10 @@ const runCli = (args: string[], env: Record<string, string> = {}) =>
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
 const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
+const { of, progressOf, doneOf } = bridge;
 
 const watched = bridge.watched;
 const socketEnv = () => ({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket });
-const of = (token: string) =>
-  bridge.gateway.notifications.filter((n) => n.params.progressToken === token);
-const doneOf = (token: string): Promise<Received['params']> =>
-  eventually(
-    () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
-    60_000,
-    `done for ${token}`,
-  );
-const progressOf = (token: string) =>
-  of(token)
-    .filter((n) => n.method === 'notifications/progress')
-    .map((n) => n.params);
 
 /** Starts run in the background (stdin not a terminal), for signal tests. */
 function startRun(args: string[]) {

@@ -37,20 +37,9 @@ function documentedBlock(marker: string, language: string): string {
 }
 
 const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
+const { progressOf, doneOf } = bridge;
 
 const watched = bridge.watched;
-const of = (token: string) =>
-  bridge.gateway.notifications.filter((n) => n.params.progressToken === token);
-const doneOf = (token: string) =>
-  eventually(
-    () => of(token).find((n) => n.method === 'notifications/progress/done')?.params,
-    60_000,
-    `done for ${token}`,
-  );
-const progressOf = (token: string) =>
-  of(token)
-    .filter((n) => n.method === 'notifications/progress')
-    .map((n) => n.params);
 
 /** Runs a command with the worker environment, `mcp-progress` and this Node first on PATH; resolves stdout as bytes. */
 function run(

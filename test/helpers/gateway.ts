@@ -88,6 +88,12 @@ export interface WatchedBridge {
   readonly gateway: GatewayClient;
   /** A fresh token (`prefix-pid-n`) that the gateway already watches with coalescing off. */
   watched(prefix: string): Promise<string>;
+  /** Every notification the gateway received for the token, in order. */
+  of(token: string): Received[];
+  /** The params of the progress notifications received for the token. */
+  progressOf(token: string): Array<Received['params']>;
+  /** Waits (up to a minute) for the token's done notice; resolves its params. */
+  doneOf(token: string): Promise<Received['params']>;
 }
 
 /** Starts the daemon and the gateway before the tests of the enclosing scope, stops both after. */
@@ -123,6 +129,18 @@ export function useWatchedBridge(daemonArgs: string[] = []): WatchedBridge {
       if (reply.error) throw new Error(`subscribe ${token}: ${reply.error.message}`);
       return token;
     },
+    of: (token) => bridge.gateway.notifications.filter((n) => n.params.progressToken === token),
+    progressOf: (token) =>
+      bridge
+        .of(token)
+        .filter((n) => n.method === 'notifications/progress')
+        .map((n) => n.params),
+    doneOf: (token) =>
+      eventually(
+        () => bridge.of(token).find((n) => n.method === 'notifications/progress/done')?.params,
+        60_000,
+        `done for ${token}`,
+      ),
   };
   return bridge;
 }
