@@ -27,7 +27,11 @@ export class TickScheduler {
   schedule(): void {
     if (this.#stopped) return;
     const deadline = this.#router.nextDeadline();
-    if (deadline >= this.#armedFor) return;
+    if (deadline < this.#armedFor) this.#arm(deadline);
+  }
+
+  /** The one timer, set for `deadline` (none for infinity). */
+  #arm(deadline: number): void {
     clearTimeout(this.#timer);
     this.#armedFor = deadline;
     if (deadline === Number.POSITIVE_INFINITY) return;
@@ -51,10 +55,7 @@ export class TickScheduler {
       // A timer has no caller to throw to: an escape here would end the process. Retry in a
       // second rather than at once, so that a lasting fault logs once a second, not spins.
       this.#onError(error as Error);
-      if (this.#stopped) return;
-      this.#armedFor = this.#now() + RETRY_AFTER_ERROR_MS;
-      this.#timer = setTimeout(() => this.#tick(), RETRY_AFTER_ERROR_MS);
-      this.#timer.unref?.();
+      if (!this.#stopped) this.#arm(this.#now() + RETRY_AFTER_ERROR_MS);
       return;
     }
     this.schedule();

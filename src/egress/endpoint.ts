@@ -215,8 +215,7 @@ export class GatewayEndpoint {
     }
     session.ws.send(this.#lastPayload, { binary: false });
     this.notificationsSent++;
-    if (session.socket.writableLength > this.#options.maxSessionBufferBytes)
-      this.#closeSlow(session);
+    this.#closeIfSlow(session);
   }
 
   /** Closes every session (1001) after what it was sent, then the server. */
@@ -251,6 +250,12 @@ export class GatewayEndpoint {
       session.corked = false;
       session.socket.uncork();
     }
+  }
+
+  /** Closes the session once what it has not read passes the cap. */
+  #closeIfSlow(session: Session): void {
+    if (session.socket.writableLength > this.#options.maxSessionBufferBytes)
+      this.#closeSlow(session);
   }
 
   #closeSlow(session: Session): void {
@@ -375,8 +380,7 @@ export class GatewayEndpoint {
       if (answer === undefined || ws.readyState !== ws.OPEN) return;
       ws.send(answer);
       // Replies count against the cap too: a client that asks and never reads is a slow consumer.
-      if (session.socket.writableLength > this.#options.maxSessionBufferBytes)
-        this.#closeSlow(session);
+      this.#closeIfSlow(session);
     });
     ws.on('error', (error) => this.#log.debug(`session ${session.id} error: ${error.message}`));
     ws.on('close', () => {
