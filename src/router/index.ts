@@ -1,3 +1,0 @@
-export * from './gate.js';
-export * from './notifications.js';
-export * from './router.js';
