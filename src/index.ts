@@ -1,20 +1,23 @@
 /** The library: run a daemon in-process, talk to one as a gateway, and the protocol v1 types. */
+
+export { Daemon } from './daemon/daemon.js';
+export type { LocalProgressSource } from './daemon/in-process-source.js';
 export {
   type DaemonOptions,
   type DaemonOptionsInput,
   DEFAULTS,
   resolveDaemonOptions,
-} from './config.js';
-export { Daemon, type DaemonStatus } from './daemon.js';
+} from './daemon/options.js';
 export {
   GatewayClient,
   type GatewayClientOptions,
   GatewayRpcError,
-} from './egress/gateway-client.js';
-export * from './locate.js';
+} from './gateway-client/gateway-client.js';
 export * from './protocol/index.js';
-export type {
-  DoneNotification,
-  Notification,
-  ProgressNotification,
-} from './router/notifications.js';
+export {
+  BridgeError,
+  type BridgeErrorCode,
+  LOCAL_ERRORS,
+  type LocalErrorCode,
+} from './shared/errors.js';
+export * from './shared/locate.js';

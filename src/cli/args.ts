@@ -1,6 +1,6 @@
 /** Flag parsing shared by the commands: strict, with errors a person can act on. */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { BridgeError } from '../protocol/errors.js';
+import { BridgeError } from '../shared/errors.js';
 
 export type Options = NonNullable<ParseArgsConfig['options']>;
 

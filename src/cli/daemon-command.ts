@@ -1,7 +1,7 @@
-import { DEFAULT_PORT, DEFAULTS } from '../config.js';
-import { Daemon } from '../daemon.js';
-import { LOG_LEVELS, type LogLevel } from '../log.js';
-import { DEFAULT_ROUTER_OPTIONS } from '../router/router.js';
+import { Daemon } from '../daemon/daemon.js';
+import { DEFAULT_PORT, DEFAULTS } from '../daemon/options.js';
+import { DEFAULT_ROUTER_OPTIONS } from '../daemon/router.js';
+import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
 

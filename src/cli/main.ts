@@ -1,6 +1,6 @@
 /** The mcp-progress command: a thin dispatcher; each command parses its flags and calls the library. */
-import { BridgeError } from '../protocol/errors.js';
-import { VERSION } from '../version.js';
+import { BridgeError } from '../shared/errors.js';
+import { VERSION } from '../shared/version.js';
 import { UsageError } from './args.js';
 import { type Io, processIo } from './io.js';
 

@@ -1,14 +1,14 @@
-import { Daemon } from '../daemon.js';
-import { createProgressMcpServer } from '../egress/mcp-server.js';
+import { Daemon } from '../daemon/daemon.js';
+import { createProgressMcpServer } from '../mcp/mcp-server.js';
 import {
   type ProgressSource,
   RecoveringProgressSource,
   RemoteProgressSource,
-} from '../egress/progress-source.js';
-import { serveStdio } from '../egress/stdio.js';
-import { resolveRuntimeDir } from '../locate.js';
-import { createLogger, LOG_LEVELS, type LogLevel } from '../log.js';
-import { BridgeError } from '../protocol/errors.js';
+} from '../mcp/progress-source.js';
+import { serveStdio } from '../mcp/stdio.js';
+import { BridgeError } from '../shared/errors.js';
+import { resolveRuntimeDir } from '../shared/locate.js';
+import { createLogger, LOG_LEVELS, type LogLevel } from '../shared/log.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
 

@@ -1,7 +1,7 @@
-import { socketRequest } from '../client/socket-request.js';
-import { ENV_TOKEN, locateSocketPath } from '../locate.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
 import { PROTOCOL_VERSION } from '../protocol/limits.js';
+import { ENV_TOKEN, locateSocketPath } from '../shared/locate.js';
+import { socketRequest } from '../shared/socket-request.js';
 import { integerFlag, numberFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
 

@@ -1,6 +1,6 @@
-import { socketRequest } from '../client/socket-request.js';
-import type { DaemonStatus } from '../daemon.js';
-import { locateSocketPath } from '../locate.js';
+import type { DaemonStatus } from '../protocol/frames.js';
+import { locateSocketPath } from '../shared/locate.js';
+import { socketRequest } from '../shared/socket-request.js';
 import { integerFlag, parse } from './args.js';
 import type { Io } from './io.js';
 

@@ -1,7 +1,7 @@
-import { GatewayClient } from '../egress/gateway-client.js';
-import { BridgeError } from '../protocol/errors.js';
+import { GatewayClient } from '../gateway-client/gateway-client.js';
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
-import type { Notification } from '../router/notifications.js';
+import type { Notification } from '../protocol/notifications.js';
+import { BridgeError } from '../shared/errors.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
 import { formatLine, formatScreen, TailModel } from './tail-view.js';

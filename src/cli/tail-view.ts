@@ -4,7 +4,7 @@
  * formatting is tested without a terminal.
  */
 import type { ProgressToken, StreamEndStatus } from '../protocol/frames.js';
-import type { Notification } from '../router/notifications.js';
+import type { Notification } from '../protocol/notifications.js';
 import { clip, displayWidth, padEnd, printable } from './terminal-text.js';
 
 /**

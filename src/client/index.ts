@@ -2,8 +2,9 @@
  * mcp-progress-bridge/client: the publisher for Node workers. It speaks the
  * worker socket only; it imports neither ws, the MCP SDK nor node-ipc.
  */
-export { BridgeError } from '../protocol/errors.js';
+
 export type { DoneStatus, ProgressToken } from '../protocol/frames.js';
+export { BridgeError } from '../shared/errors.js';
 export {
   type CancelCallback,
   connectPublisher,

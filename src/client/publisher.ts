@@ -5,8 +5,7 @@
  * process warning by default, once per kind) while the job runs on.
  */
 import { connect, type Socket } from 'node:net';
-import { ENV_TOKEN, plantedByAnotherUser, resolveSocketPath } from '../locate.js';
-import { BridgeError, CLOSING_REJECT_CODES, type RejectCode } from '../protocol/errors.js';
+import { CLOSING_REJECT_CODES, type RejectCode } from '../protocol/errors.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
 import {
   FRAME_DELIMITER,
@@ -16,7 +15,9 @@ import {
   PROTOCOL_VERSION,
 } from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
-import { connectError } from './socket-request.js';
+import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
+import { ENV_TOKEN, plantedByAnotherUser, resolveSocketPath } from '../shared/locate.js';
+import { connectError } from '../shared/socket-request.js';
 import { Throttle } from './throttle.js';
 
 export interface ProgressUpdate {
@@ -403,7 +404,7 @@ class SocketPublisher implements Publisher {
         break;
       }
       outcome = this.#failDone(
-        rejection.code ?? 'rejected',
+        answeredCode(rejection.code),
         `the daemon refused done for token ${JSON.stringify(token)}: ${rejection.message ?? 'no reason given'}`,
       );
       break;
@@ -422,7 +423,7 @@ class SocketPublisher implements Publisher {
     return this.#state === 'closed';
   }
 
-  #failDone(code: string, message: string): DoneOutcome {
+  #failDone(code: BridgeErrorCode, message: string): DoneOutcome {
     const error = new BridgeError(code, message);
     this.#onErrorSafely(error);
     return { delivered: false, error };
@@ -613,7 +614,7 @@ class SocketPublisher implements Publisher {
         }
         if (data.seq === this.#resyncSeq && data.code === 'non_monotonic') return;
         this.#report(
-          typeof data.code === 'string' ? data.code : 'rejected',
+          answeredCode(data.code),
           `the daemon refused an update for token ${JSON.stringify(this.token)}: ${String(data.message)}`,
         );
         return;
@@ -641,7 +642,7 @@ class SocketPublisher implements Publisher {
       this.#newestSent = false;
     }
     this.#report(
-      code,
+      answeredCode(code),
       `the daemon refused a frame for token ${JSON.stringify(this.token)} and closed the connection; it is not sent again: ${String(message)}`,
     );
     this.#replyWaiter?.resolve(envelope);
@@ -673,7 +674,7 @@ class SocketPublisher implements Publisher {
     }
   }
 
-  #report(code: string, message: string): void {
+  #report(code: BridgeErrorCode, message: string): void {
     this.#onErrorSafely(new BridgeError(code, message));
   }
 

@@ -4,17 +4,36 @@
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import { MCP_PATH, McpHttpSessions } from '../mcp/http-sessions.js';
+import type { ProgressSource } from '../mcp/progress-source.js';
+import {
+  type DaemonStatus,
+  explainClaimFrame,
+  explainDoneFrame,
+  explainProgressFrame,
+  type FrameRejection,
+  isClaimFrame,
+  isDoneFrame,
+  isProgressFrame,
+  PROTOCOL_VERSION,
+  type ProgressToken,
+  type RejectCode,
+} from '../protocol/index.js';
+import { BridgeError } from '../shared/errors.js';
+import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
+import { createLogger, type Logger } from '../shared/log.js';
+import { VERSION } from '../shared/version.js';
+import { GatewayEndpoint } from './gateway.js';
+import { LocalProgressSource } from './in-process-source.js';
+import { formatPrometheus } from './metrics.js';
 import {
   type DaemonOptions,
   type DaemonOptionsInput,
   isLoopback,
   resolveDaemonOptions,
-} from './config.js';
-import { GatewayEndpoint } from './egress/endpoint.js';
-import { MCP_PATH, McpHttpSessions } from './egress/mcp-http.js';
-import { LocalProgressSource, type ProgressSource } from './egress/progress-source.js';
-import type { GatewayBackend } from './egress/rpc.js';
-import { IngressServer, type WorkerConnection } from './ingress/ipc-server.js';
+} from './options.js';
+import { Router } from './router.js';
+import type { GatewayBackend } from './rpc.js';
 import {
   bindError,
   bindPathFor,
@@ -26,50 +45,11 @@ import {
   removeOwnDaemonInfo,
   removeOwnSocket,
   writeDaemonInfo,
-} from './ingress/runtime-dir.js';
-import { type DaemonInfo, daemonInfoPath } from './locate.js';
-import { createLogger, type Logger } from './log.js';
-import { formatPrometheus } from './metrics.js';
-import {
-  BridgeError,
-  explainClaimFrame,
-  explainDoneFrame,
-  explainProgressFrame,
-  type FrameRejection,
-  isClaimFrame,
-  isDoneFrame,
-  isProgressFrame,
-  PROTOCOL_VERSION,
-  type ProgressToken,
-  type RejectCode,
-} from './protocol/index.js';
-import { Router } from './router/router.js';
+} from './runtime-dir.js';
 import { TickScheduler } from './scheduler.js';
-import { VERSION } from './version.js';
+import { IngressServer, type WorkerConnection } from './worker-socket.js';
 
 /** Figures for `status`, /metrics and the tests. */
-export interface DaemonStatus {
-  pid: number;
-  version: string;
-  uptimeMs: number;
-  socket: string;
-  url: string;
-  connections: number;
-  sessions: number;
-  streams: { waiting: number; active: number; done: number };
-  subscriptions: number;
-  claims: number;
-  memory: { rss: number; heapUsed: number };
-  counters: {
-    framesAccepted: number;
-    framesRejected: Partial<Record<RejectCode, number>>;
-    notificationsSent: number;
-    coalesced: number;
-    connectionsRefused: number;
-    slowSessionsClosed: number;
-  };
-}
-
 /** An MCP session over HTTP with no request for this long is closed. */
 const MCP_SESSION_IDLE_MS = 30 * 60_000;
 

@@ -4,7 +4,11 @@
  * value is never dropped. A done notice always follows the final value.
  */
 import type { ProgressToken } from '../protocol/index.js';
-import type { DoneNotification, Notification, ProgressNotification } from './notifications.js';
+import type {
+  DoneNotification,
+  Notification,
+  ProgressNotification,
+} from '../protocol/notifications.js';
 
 export type SubscriberId = number;
 

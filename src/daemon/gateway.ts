@@ -3,13 +3,15 @@
  * upgrades to the WebSocket gateway. The only module that imports ws.
  * Every request must carry the secret; browser Origins must be allowed.
  */
+
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
-import type { Notification } from '../router/notifications.js';
+import type { Notification } from '../protocol/notifications.js';
+import type { Logger } from '../shared/log.js';
 import { type GatewayBackend, handleRpcText, rpcError, type SessionId } from './rpc.js';
 
 export const WS_PATH = '/ws';
@@ -34,11 +36,7 @@ export interface EndpointOptions {
   readonly maxSessionBufferBytes: number;
 }
 
-export interface EndpointLog {
-  info(message: string): void;
-  warn(message: string): void;
-  debug(message: string): void;
-}
+export type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
 export type HttpHandler = (request: IncomingMessage, response: ServerResponse) => void;
 

@@ -2,12 +2,11 @@
  * The daemon in this process as a progress source for the MCP tools: its
  * backend and in-process sessions of its hub, with no socket in between.
  */
-import type { ProgressToken } from '../protocol/frames.js';
-import type { ListResult } from '../protocol/frames.js';
-import type { Notification } from '../protocol/notifications.js';
-import { BridgeError } from '../shared/errors.js';
-import type { NotificationHandler } from '../gateway-client/gateway-client.js';
+
 import type { ProgressSession, ProgressSource } from '../mcp/progress-source.js';
+import type { ListResult, ProgressToken } from '../protocol/frames.js';
+import type { Notification, NotificationHandler } from '../protocol/notifications.js';
+import { BridgeError } from '../shared/errors.js';
 import type { LocalReceiver, LocalSession } from './gateway.js';
 import type { GatewayBackend } from './rpc.js';
 

@@ -1,5 +1,5 @@
 /** The daemon's figures in the Prometheus text exposition format (version 0.0.4). */
-import type { DaemonStatus } from './daemon.js';
+import type { DaemonStatus } from '../protocol/frames.js';
 
 interface Metric {
   name: string;

@@ -3,11 +3,11 @@
  * so that a bad option fails at start with a message naming it.
  */
 import { isIP } from 'node:net';
-import { defaultSocketPath, resolveRuntimeDir } from './locate.js';
-import { LOG_LEVELS, type LogLevel } from './log.js';
-import { BridgeError } from './protocol/errors.js';
-import { FRAME_TIMEOUT_MS, MAX_FRAME_BYTES, MAX_MIN_INTERVAL_MS } from './protocol/limits.js';
-import { DEFAULT_ROUTER_OPTIONS, type RouterOptions } from './router/router.js';
+import { FRAME_TIMEOUT_MS, MAX_FRAME_BYTES, MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import { BridgeError } from '../shared/errors.js';
+import { defaultSocketPath, resolveRuntimeDir } from '../shared/locate.js';
+import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
+import { DEFAULT_ROUTER_OPTIONS, type RouterOptions } from './router.js';
 
 export const DEFAULT_PORT = 7717;
 export const DEFAULT_HOST = '127.0.0.1';

@@ -14,19 +14,19 @@ import type {
   StreamSummary,
 } from '../protocol/index.js';
 import {
+  type DoneNotification,
+  doneNotification,
+  type ProgressNotification,
+  progressNotification,
+  relabel,
+} from '../protocol/notifications.js';
+import {
   type DeliverySink,
   Gate,
   newSubscription,
   type SubscriberId,
   type Subscription,
 } from './gate.js';
-import {
-  type DoneNotification,
-  doneNotification,
-  type ProgressNotification,
-  progressNotification,
-  relabel,
-} from './notifications.js';
 
 export type ConnectionId = number;
 

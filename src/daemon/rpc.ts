@@ -16,7 +16,7 @@ import {
   unsubscribeParamsSchema,
 } from '../protocol/index.js';
 import { describe, isPlainObject } from '../protocol/validate.js';
-import type { Outcome, SubscribeRefusal } from '../router/router.js';
+import type { Outcome, SubscribeRefusal } from './router.js';
 
 export type SessionId = number;
 

@@ -4,10 +4,10 @@
  */
 import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
 import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
-import { socketRequest } from '../client/socket-request.js';
-import type { DaemonInfo } from '../locate.js';
-import { BridgeError } from '../protocol/errors.js';
 import { pongSchema } from '../protocol/frames.js';
+import { BridgeError } from '../shared/errors.js';
+import type { DaemonInfo } from '../shared/locate.js';
+import { socketRequest } from '../shared/socket-request.js';
 
 /** Creates the runtime directory at 0700, or checks and tightens an existing one. */
 export function prepareRuntimeDir(dir: string): void {

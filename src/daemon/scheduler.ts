@@ -3,7 +3,7 @@
  * (a coalescing flush, an abandonment, an eviction), re-armed after each tick.
  * Kept apart from the daemon so that its timing can be tested with fake timers.
  */
-import type { Router } from './router/router.js';
+import type { Router } from './router.js';
 
 /** setTimeout fires at once for a delay above this (a 32-bit count of milliseconds). */
 const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;

@@ -5,11 +5,11 @@
  * increasing across reconnects: a replayed snapshot is filtered out here.
  */
 import WebSocket from 'ws';
-import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../locate.js';
-import { BridgeError } from '../protocol/errors.js';
 import type { ListResult, ProgressToken, SubscribeParams } from '../protocol/frames.js';
 import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, WS_SUBPROTOCOL } from '../protocol/limits.js';
-import type { Notification } from '../router/notifications.js';
+import type { Notification, NotificationHandler } from '../protocol/notifications.js';
+import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
+import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 
 export interface GatewayClientOptions {
   /** WebSocket URL and secret; both default to the running daemon's daemon.json. */
@@ -32,14 +32,14 @@ export interface GatewayClientOptions {
 /** A JSON-RPC error from the daemon, with its stable code. */
 export class GatewayRpcError extends BridgeError {
   readonly rpcCode: number;
-  constructor(rpcCode: number, code: string, message: string) {
+  constructor(rpcCode: number, code: BridgeErrorCode, message: string) {
     super(code, message);
     this.name = 'GatewayRpcError';
     this.rpcCode = rpcCode;
   }
 }
 
-export type NotificationHandler = (notification: Notification) => void;
+export type { NotificationHandler } from '../protocol/notifications.js';
 
 interface Watch {
   readonly params: SubscribeParams;
@@ -292,7 +292,7 @@ export class GatewayClient {
         pending.reject(
           new GatewayRpcError(
             message.error.code,
-            message.error.data?.code ?? 'rpc_error',
+            answeredCode(message.error.data?.code),
             message.error.message,
           ),
         );

@@ -8,9 +8,11 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { EndpointLog } from './endpoint.js';
+import type { Logger } from '../shared/log.js';
 import { createProgressMcpServer } from './mcp-server.js';
 import type { ProgressSource } from './progress-source.js';
+
+type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
 export const MCP_PATH = '/mcp';
 

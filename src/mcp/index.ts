@@ -9,7 +9,6 @@ export {
   type ProgressServerOptions,
 } from './mcp-server.js';
 export {
-  type LocalProgressSource,
   type ProgressSession,
   type ProgressSource,
   RemoteProgressSource,

@@ -21,8 +21,8 @@ import {
   streamStateSchema,
 } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
-import { PROGRESS_METHOD } from '../router/notifications.js';
-import { VERSION } from '../version.js';
+import { PROGRESS_METHOD } from '../protocol/notifications.js';
+import { VERSION } from '../shared/version.js';
 import { ProgressSends } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 

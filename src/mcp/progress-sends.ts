@@ -4,7 +4,7 @@
  */
 import type { ProgressParams } from '../protocol/frames.js';
 import { RESULT_CONFIRM_TIMEOUT_MS, RESULT_GAP_MS } from '../protocol/limits.js';
-import { PROGRESS_METHOD } from '../router/notifications.js';
+import { PROGRESS_METHOD } from '../protocol/notifications.js';
 
 export interface McpProgressNotification {
   method: 'notifications/progress';

@@ -9,17 +9,21 @@
 import { randomUUID } from 'node:crypto';
 import { EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import {
+  GatewayClient,
+  type GatewayClientOptions,
+  withoutSecret,
+} from '../gateway-client/gateway-client.js';
+import type { DoneParams, ProgressToken } from '../protocol/frames.js';
+import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import { PROGRESS_METHOD } from '../protocol/notifications.js';
+import { BridgeError } from '../shared/errors.js';
+import {
   ENV_SOCKET,
   ENV_TOKEN,
   readDaemonInfo,
   resolveRuntimeDir,
   resolveSocketPath,
-} from '../locate.js';
-import { BridgeError } from '../protocol/errors.js';
-import type { DoneParams, ProgressToken } from '../protocol/frames.js';
-import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
-import { PROGRESS_METHOD } from '../router/notifications.js';
-import { GatewayClient, type GatewayClientOptions, withoutSecret } from './gateway-client.js';
+} from '../shared/locate.js';
 import { type McpProgressNotification, ProgressSends } from './progress-sends.js';
 
 /** The MCP notification the relay sends; structurally what both SDK majors accept. */

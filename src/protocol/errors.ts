@@ -54,18 +54,3 @@ export const RPC_ERRORS = {
 } as const;
 
 export type RpcErrorCode = keyof typeof RPC_ERRORS;
-
-/**
- * An error with a stable `code` and a message that says what was wrong and
- * how to fix it. Thrown by the CLI and the library; never by the router,
- * which returns outcomes instead.
- */
-export class BridgeError extends Error {
-  readonly code: string;
-
-  constructor(code: string, message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'BridgeError';
-    this.code = code;
-  }
-}

@@ -3,6 +3,7 @@
  * inferred from these schemas, and schemas/*.json is generated from them.
  */
 import * as z from 'zod';
+import { REJECT_CODES, type RejectCode } from './errors.js';
 import {
   fitsUtf8Bytes,
   MAX_MESSAGE_BYTES,
@@ -250,3 +251,37 @@ export type CancelParams = z.infer<typeof cancelParamsSchema>;
 export type StreamState = z.infer<typeof streamStateSchema>;
 export type StreamSummary = z.infer<typeof streamSummarySchema>;
 export type ListResult = z.infer<typeof listResultSchema>;
+
+const count = z.int().min(0);
+
+/** The daemon's figures: the `status` reply on the worker socket and the `progress/status` result. */
+export const daemonStatusSchema = z
+  .strictObject({
+    pid: z.int(),
+    version: z.string(),
+    uptimeMs: z.number().min(0),
+    socket: z.string(),
+    url: z.string(),
+    connections: count.meta({ description: 'Worker connections, the asking one excluded.' }),
+    sessions: count.meta({
+      description: 'Gateway sessions of every kind: WebSocket, /mcp, in-process.',
+    }),
+    streams: z.strictObject({ waiting: count, active: count, done: count }),
+    subscriptions: count,
+    claims: count,
+    memory: z.strictObject({ rss: count, heapUsed: count }),
+    counters: z.strictObject({
+      framesAccepted: count,
+      framesRejected: z.partialRecord(
+        z.enum(Object.keys(REJECT_CODES) as [RejectCode, ...RejectCode[]]),
+        count,
+      ),
+      notificationsSent: count,
+      coalesced: count,
+      connectionsRefused: count,
+      slowSessionsClosed: count,
+    }),
+  })
+  .meta({ title: 'status reply data and progress/status result' });
+
+export type DaemonStatus = z.infer<typeof daemonStatusSchema>;

@@ -2,5 +2,6 @@ export * from './errors.js';
 export * from './frames.js';
 export * from './json-schema.js';
 export * from './limits.js';
+export * from './notifications.js';
 export * from './validate.js';
 export * from './wire.js';

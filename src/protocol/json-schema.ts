@@ -5,6 +5,7 @@ import {
   cancelParamsSchema,
   cancelSchema,
   claimFrameSchema,
+  daemonStatusSchema,
   doneFrameSchema,
   doneParamsSchema,
   listResultSchema,
@@ -31,6 +32,7 @@ export const PUBLISHED_SCHEMAS = {
   'unsubscribe-params.v1': unsubscribeParamsSchema,
   'cancel-params.v1': cancelParamsSchema,
   'list-result.v1': listResultSchema,
+  'status.v1': daemonStatusSchema,
 } as const;
 
 export type SchemaName = keyof typeof PUBLISHED_SCHEMAS;

@@ -3,12 +3,7 @@
  * shared by every subscriber that sees the same params, so egress can
  * serialise each one once.
  */
-import type {
-  DoneParams,
-  ProgressFrame,
-  ProgressParams,
-  ProgressToken,
-} from '../protocol/index.js';
+import type { DoneParams, ProgressFrame, ProgressParams, ProgressToken } from './frames.js';
 
 export const PROGRESS_METHOD = 'notifications/progress';
 export const DONE_METHOD = 'notifications/progress/done';
@@ -44,3 +39,6 @@ export function doneNotification(params: DoneParams): DoneNotification {
 export function relabel<N extends Notification>(notification: N, token: ProgressToken): N {
   return { ...notification, params: { ...notification.params, progressToken: token } };
 }
+
+/** What a subscriber is called with, once per delivered notification. */
+export type NotificationHandler = (notification: Notification) => void;

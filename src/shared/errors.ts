@@ -7,7 +7,12 @@
  * A BridgeError may also carry a wire code (a worker `rejected` code or a
  * gateway JSON-RPC error name) when it reports what the daemon answered.
  */
-import type { RejectCode, RpcErrorCode } from '../protocol/errors.js';
+import {
+  REJECT_CODES,
+  type RejectCode,
+  RPC_ERRORS,
+  type RpcErrorCode,
+} from '../protocol/errors.js';
 
 export const LOCAL_ERRORS = {
   // Finding and reaching the daemon.
@@ -21,6 +26,7 @@ export const LOCAL_ERRORS = {
   bad_reply: 'the daemon sent a reply that does not match its schema',
   connection_closed: 'the daemon closed the worker socket before answering',
   daemon_disconnected: 'a publisher lost its daemon and is reconnecting',
+  daemon_unreachable: 'done was not delivered: no daemon answered within the done timeout',
   // The gateway client.
   gateway_unreachable: "the daemon's gateway cannot be reached",
   gateway_refused: "the daemon's gateway refused the connection (secret, origin, session cap)",
@@ -64,4 +70,19 @@ export class BridgeError extends Error {
     this.name = 'BridgeError';
     this.code = code;
   }
+}
+
+/**
+ * The code of a daemon's answer, as a BridgeErrorCode: a code this version
+ * does not know (a newer daemon's) is reported as `bad_reply`, never passed
+ * on untyped.
+ */
+export function answeredCode(code: unknown): BridgeErrorCode {
+  if (
+    typeof code === 'string' &&
+    (Object.hasOwn(REJECT_CODES, code) || Object.hasOwn(RPC_ERRORS, code))
+  ) {
+    return code as RejectCode | RpcErrorCode;
+  }
+  return 'bad_reply';
 }

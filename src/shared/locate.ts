@@ -6,7 +6,7 @@ import { lstatSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { BridgeError } from './protocol/errors.js';
+import { BridgeError } from './errors.js';
 
 export const ENV_RUNTIME_DIR = 'MCP_PROGRESS_RUNTIME_DIR';
 export const ENV_SOCKET = 'MCP_PROGRESS_SOCKET';

@@ -3,9 +3,9 @@
  * reply that answers it. Used by `publish`, `status` and the live-daemon probe.
  */
 import { connect } from 'node:net';
-import { BridgeError } from '../protocol/errors.js';
 import { MAX_FRAME_BYTES } from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
+import { BridgeError } from './errors.js';
 
 export interface SocketRequest {
   readonly socketPath: string;

@@ -5,8 +5,8 @@
  */
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Daemon } from '../../src/daemon.js';
-import { silentLogger } from '../../src/log.js';
+import { Daemon } from '../../src/daemon/daemon.js';
+import { silentLogger } from '../../src/shared/log.js';
 import {
   cleanupAll,
   eventually,

@@ -1,7 +1,7 @@
 /** The Node gateway client against the real daemon, including a daemon restart. */
 import { afterAll, describe, expect, it } from 'vitest';
-import { GatewayClient, GatewayRpcError } from '../../src/egress/gateway-client.js';
-import type { Notification } from '../../src/router/notifications.js';
+import { GatewayClient, GatewayRpcError } from '../../src/gateway-client/gateway-client.js';
+import type { Notification } from '../../src/protocol/notifications.js';
 import { cleanupAll, eventually, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
 
 afterAll(() => cleanupAll());

@@ -3,9 +3,9 @@
  * router without a WebSocket, sharing the subscriber ids of WS sessions.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Daemon } from '../../src/daemon.js';
-import { silentLogger } from '../../src/log.js';
-import type { Notification } from '../../src/router/notifications.js';
+import { Daemon } from '../../src/daemon/daemon.js';
+import type { Notification } from '../../src/protocol/notifications.js';
+import { silentLogger } from '../../src/shared/log.js';
 import { cleanupAll, eventually, tempDir } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { rawWorker } from '../helpers/worker.js';

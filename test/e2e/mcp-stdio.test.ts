@@ -5,7 +5,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readDaemonInfo } from '../../src/locate.js';
+import { readDaemonInfo } from '../../src/shared/locate.js';
 import {
   cleanupAll,
   eventually,

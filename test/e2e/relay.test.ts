@@ -8,8 +8,8 @@ import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { relayProgress } from '../../src/egress/mcp.js';
-import type { RelayContext } from '../../src/egress/relay.js';
+import { relayProgress } from '../../src/mcp/index.js';
+import type { RelayContext } from '../../src/mcp/relay.js';
 import {
   cleanupAll,
   eventually,

@@ -1,7 +1,7 @@
 /** A daemon restart under a Node and a Python worker: both reconnect, and their next update arrives. */
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { GatewayClient } from '../../src/egress/gateway-client.js';
-import type { Notification } from '../../src/router/notifications.js';
+import { GatewayClient } from '../../src/gateway-client/gateway-client.js';
+import type { Notification } from '../../src/protocol/notifications.js';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
 import { killWorkers, nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 

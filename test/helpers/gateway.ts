@@ -1,7 +1,7 @@
 /** A real `ws` gateway client: JSON-RPC requests and collected notifications. */
 import { afterAll, beforeAll } from 'vitest';
 import WebSocket from 'ws';
-import type { DaemonInfo } from '../../src/locate.js';
+import type { DaemonInfo } from '../../src/shared/locate.js';
 import { eventually, type RunningDaemon, startDaemon } from './daemon.js';
 
 export interface Received {

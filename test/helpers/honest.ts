@@ -4,7 +4,7 @@
  * subscriber, in order, with nothing missing: a 100% delivery record.
  */
 import { expect } from 'vitest';
-import type { DaemonInfo } from '../../src/locate.js';
+import type { DaemonInfo } from '../../src/shared/locate.js';
 import { eventually } from './daemon.js';
 import { connectGateway, type GatewayClient } from './gateway.js';
 import { type RawWorker, rawWorker } from './worker.js';

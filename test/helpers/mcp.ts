@@ -7,7 +7,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { expect } from 'vitest';
-import type { DaemonInfo } from '../../src/locate.js';
+import type { DaemonInfo } from '../../src/shared/locate.js';
 import { BIN, ROOT } from './daemon.js';
 import { connectGateway } from './gateway.js';
 import { PYTHON, PYTHON_ARGS } from './python.js';

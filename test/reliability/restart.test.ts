@@ -7,7 +7,7 @@
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { relayProgress } from '../../src/egress/mcp.js';
+import { relayProgress } from '../../src/mcp/index.js';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
 import {
   type DrivenWorker,

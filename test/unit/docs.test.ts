@@ -2,9 +2,10 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PORT } from '../../src/config.js';
-import { CLOSE_CODES } from '../../src/egress/endpoint.js';
-import { RPC_METHODS } from '../../src/egress/rpc.js';
+import { CLOSE_CODES } from '../../src/daemon/gateway.js';
+import { DEFAULT_PORT } from '../../src/daemon/options.js';
+import { DEFAULT_ROUTER_OPTIONS } from '../../src/daemon/router.js';
+import { RPC_METHODS } from '../../src/daemon/rpc.js';
 import {
   FRAME_TIMEOUT_MS,
   MAX_FRAME_BYTES,
@@ -16,7 +17,6 @@ import {
   WORKER_EVENTS,
   WS_SUBPROTOCOL,
 } from '../../src/protocol/index.js';
-import { DEFAULT_ROUTER_OPTIONS } from '../../src/router/router.js';
 
 const protocol = readFileSync(resolve(import.meta.dirname, '../../docs/PROTOCOL.md'), 'utf8');
 

@@ -52,58 +52,83 @@ const graph = files.map((file) => ({
     .map((p) => ({ file: relative(SRC, p), layer: layerOf(p) })),
 }));
 
-/** Which files may import each outside package. */
+/** Which files may import each outside package: one owner per dependency and side. */
 const OWNERS: Record<string, (file: string) => boolean> = {
-  'node-ipc': (file) => file === 'ingress/ipc-server.ts',
-  ws: (file) => file === 'egress/endpoint.ts' || file === 'egress/gateway-client.ts',
-  '@modelcontextprotocol/sdk': (file) => file.startsWith('egress/'),
-  '@modelcontextprotocol/server': (file) => file.startsWith('egress/'),
+  'node-ipc': (file) => file === 'daemon/worker-socket.ts',
+  // The server side of the gateway, and the client side.
+  ws: (file) => file === 'daemon/gateway.ts' || file === 'gateway-client/gateway-client.ts',
+  '@modelcontextprotocol/sdk': (file) => file.startsWith('mcp/'),
+  '@modelcontextprotocol/server': (file) => file.startsWith('mcp/'),
 };
 
-/** Which layers each layer may import. */
+/**
+ * Which folders each folder may import: the process a file runs in is its
+ * folder. Every edge listed exists (a test below), so the table cannot drift
+ * into permission nobody uses.
+ */
 const ALLOWED: Record<string, string[]> = {
-  protocol: ['protocol'],
-  router: ['router', 'protocol'],
-  client: ['client', 'protocol', 'locate', 'version'],
-  locate: ['protocol'],
-  log: [],
-  version: [],
-  config: ['protocol', 'locate', 'log', 'router'],
-  ingress: ['ingress', 'protocol', 'locate', 'client'],
-  egress: ['egress', 'protocol', 'router', 'locate', 'version', 'client'],
-  daemon: [
-    'config',
-    'egress',
-    'ingress',
-    'locate',
-    'log',
-    'metrics',
-    'protocol',
-    'router',
-    'scheduler',
-    'version',
-  ],
-  metrics: ['daemon'],
-  scheduler: ['router'],
-  cli: [
-    'cli',
-    'client',
-    'config',
-    'daemon',
-    'egress',
-    'locate',
-    'log',
-    'protocol',
-    'version',
-    'router',
-  ],
-  index: ['protocol', 'client', 'daemon', 'config', 'egress', 'locate', 'router'],
+  protocol: [],
+  shared: ['protocol'],
+  client: ['protocol', 'shared'],
+  'gateway-client': ['protocol', 'shared'],
+  mcp: ['protocol', 'shared', 'gateway-client'],
+  daemon: ['protocol', 'shared', 'mcp'],
+  cli: ['protocol', 'shared', 'client', 'gateway-client', 'mcp', 'daemon'],
+  index: ['protocol', 'shared', 'gateway-client', 'daemon'],
 };
+
+/** The pure core of the daemon: frames and a clock in, deliveries out. */
+const PURE_DAEMON_FILES = ['daemon/router.ts', 'daemon/gate.ts'];
+
+/** Static value imports only: what loading a file costs before any of its code runs. */
+const staticImports = (file: string): string[] =>
+  [
+    ...readFileSync(join(SRC, file), 'utf8').matchAll(
+      /^(?:import|export)\s(?!type\s)[^'"]*?from\s*['"]([^'"]+)['"]|^import\s+['"]([^'"]+)['"]/gm,
+    ),
+  ].map((match) => match[1] ?? match[2] ?? '');
+expect(staticImports('cli/main.ts').filter((s) => s.endsWith('-command.js'))).toEqual([]);
+/** The heavy packages that loading a file loads, through any chain of value imports. */
+const reachedFrom = (start: string): string[] => {
+  const seen = new Set<string>();
+  const externals = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    for (const specifier of staticImports(file)) {
+      const internal = resolveInternal(join(SRC, file), specifier);
+      if (internal === undefined) externals.add(specifier);
+      else visit(relative(SRC, internal));
+    }
+  };
+  visit(start);
+  return [...externals].filter((name) => /^(ws|node-ipc|zod|@modelcontextprotocol\/)/.test(name));
+};
+
+/** Every cycle in a file graph, each as "a -> b -> a", found by depth-first search. */
+function findCycles(edges: ReadonlyMap<string, readonly string[]>): string[] {
+  const cycles: string[] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (file: string) => {
+    state.set(file, 'open');
+    stack.push(file);
+    for (const next of edges.get(file) ?? []) {
+      if (state.get(next) === 'open') {
+        cycles.push([...stack.slice(stack.indexOf(next)), next].join(' -> '));
+      } else if (!state.has(next)) visit(next);
+    }
+    stack.pop();
+    state.set(file, 'done');
+  };
+  for (const file of edges.keys()) if (!state.has(file)) visit(file);
+  return cycles;
+}
 
 describe('layering', () => {
   it('finds the source files', () => {
     expect(files.length).toBeGreaterThan(15);
-    expect(graph.find((g) => g.file === 'ingress/ipc-server.ts')?.external).toContain('node-ipc');
+    expect(graph.find((g) => g.file === 'daemon/worker-socket.ts')?.external).toContain('node-ipc');
   });
 
   it('each outside dependency is imported by its one owner only', () => {
@@ -118,16 +143,19 @@ describe('layering', () => {
     expect(offenders).toEqual([]);
   });
 
-  it('protocol and router are pure: no node built-ins, no I/O packages', () => {
-    const offenders = graph
-      .filter((g) => g.layer === 'protocol' || g.layer === 'router')
-      .flatMap((g) =>
-        g.external.filter((name) => name !== 'zod').map((name) => `${g.file} imports ${name}`),
-      );
+  it('protocol, the router and the gate are pure: no node built-ins, no I/O packages', () => {
+    const pure = graph.filter((g) => g.layer === 'protocol' || PURE_DAEMON_FILES.includes(g.file));
+    expect(pure.map((g) => g.file)).toEqual(expect.arrayContaining(PURE_DAEMON_FILES));
+    const offenders = pure.flatMap((g) => [
+      ...g.external.filter((name) => name !== 'zod').map((name) => `${g.file} imports ${name}`),
+      ...g.internal
+        .filter((dep) => dep.layer !== 'protocol' && !PURE_DAEMON_FILES.includes(dep.file))
+        .map((dep) => `${g.file} imports ${dep.file}`),
+    ]);
     expect(offenders).toEqual([]);
   });
 
-  it('the client imports neither ws, the SDK nor node-ipc, even indirectly', () => {
+  it('the worker client imports neither ws, the SDK nor node-ipc, even indirectly, and loads no zod', () => {
     const reach = new Set<string>();
     const visit = (file: string) => {
       if (reach.has(file)) return;
@@ -141,40 +169,17 @@ describe('layering', () => {
     expect(externals.filter((name) => /^(ws|node-ipc|@modelcontextprotocol\/)/.test(name))).toEqual(
       [],
     );
+    // zod only by type: loading the client loads none of it.
+    expect(reachedFrom('client/index.ts')).toEqual([]);
   });
 
   it('the CLI loads a command when it runs, and publish and run load no heavy package', () => {
-    // Static imports only: what loading a file costs before any of its code runs.
-    const staticImports = (file: string): string[] =>
-      [
-        ...readFileSync(join(SRC, file), 'utf8').matchAll(
-          /^(?:import|export)\s(?!type\s)[^'"]*?from\s*['"]([^'"]+)['"]|^import\s+['"]([^'"]+)['"]/gm,
-        ),
-      ].map((match) => match[1] ?? match[2] ?? '');
-    expect(staticImports('cli/main.ts').filter((s) => s.endsWith('-command.js'))).toEqual([]);
-    const reachedFrom = (start: string): string[] => {
-      const seen = new Set<string>();
-      const externals = new Set<string>();
-      const visit = (file: string) => {
-        if (seen.has(file)) return;
-        seen.add(file);
-        for (const specifier of staticImports(file)) {
-          const internal = resolveInternal(join(SRC, file), specifier);
-          if (internal === undefined) externals.add(specifier);
-          else visit(relative(SRC, internal));
-        }
-      };
-      visit(start);
-      return [...externals].filter((name) =>
-        /^(ws|node-ipc|zod|@modelcontextprotocol\/)/.test(name),
-      );
-    };
     expect(reachedFrom('cli/main.ts')).toEqual([]);
     expect(reachedFrom('cli/publish-command.ts')).toEqual([]);
     expect(reachedFrom('cli/run-command.ts')).toEqual([]);
   });
 
-  it('no layer reaches backwards along the data path', () => {
+  it('no folder imports one its process may not', () => {
     const offenders = graph.flatMap((g) => {
       const allowed = ALLOWED[g.layer];
       if (allowed === undefined) return [`${g.file}: layer ${g.layer} has no rule in this test`];
@@ -183,5 +188,39 @@ describe('layering', () => {
         .map((dep) => `${g.file} (${g.layer}) imports ${dep.file} (${dep.layer})`);
     });
     expect(offenders).toEqual([]);
+  });
+  it('every allowed edge is used, so the table states what is, not what might be', () => {
+    const used = new Set(
+      graph.flatMap((g) =>
+        g.internal.filter((dep) => dep.layer !== g.layer).map((dep) => `${g.layer}->${dep.layer}`),
+      ),
+    );
+    const unused = Object.entries(ALLOWED).flatMap(([from, tos]) =>
+      tos.filter((to) => !used.has(`${from}->${to}`)).map((to) => `${from}->${to}`),
+    );
+    expect(unused).toEqual([]);
+  });
+
+  it('has no import cycle between files, type-only imports included', () => {
+    const edges = new Map(graph.map((g) => [g.file, g.internal.map((dep) => dep.file)]));
+    expect(findCycles(edges)).toEqual([]);
+  });
+
+  it('the cycle finder finds a cycle, type-only or not, in a graph that has one', () => {
+    const edges = new Map([
+      ['a.ts', ['b.ts']],
+      ['b.ts', ['c.ts']],
+      ['c.ts', ['a.ts']],
+      ['d.ts', ['a.ts']],
+    ]);
+    expect(findCycles(edges)).toEqual(['a.ts -> b.ts -> c.ts -> a.ts']);
+    expect(
+      findCycles(
+        new Map([
+          ['a.ts', ['b.ts']],
+          ['b.ts', []],
+        ]),
+      ),
+    ).toEqual([]);
   });
 });

@@ -2,13 +2,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PORT, resolveDaemonOptions } from '../../src/config.js';
+import { DEFAULT_PORT, resolveDaemonOptions } from '../../src/daemon/options.js';
 import {
   defaultSocketPath,
   locateSocketPath,
   resolveRuntimeDir,
   resolveSocketPath,
-} from '../../src/locate.js';
+} from '../../src/shared/locate.js';
 
 describe('runtime dir and socket rules', () => {
   it('prefers the flag, then MCP_PROGRESS_RUNTIME_DIR, then XDG_RUNTIME_DIR/mcp-progress, then tmpdir', () => {

@@ -6,8 +6,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { ProgressToken } from '../../src/protocol/index.js';
-import { DEFAULT_ROUTER_OPTIONS, type Notification, Router } from '../../src/router/index.js';
+import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
+import type { Notification, ProgressToken } from '../../src/protocol/index.js';
 
 const TOKENS: ProgressToken[] = ['a', 'b', 7, '7'];
 

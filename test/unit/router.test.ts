@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { DoneFrame, ProgressFrame, ProgressToken } from '../../src/protocol/index.js';
-import {
-  DEFAULT_ROUTER_OPTIONS,
-  type Notification,
-  Router,
-  type RouterOptions,
-} from '../../src/router/index.js';
+import { DEFAULT_ROUTER_OPTIONS, Router, type RouterOptions } from '../../src/daemon/router.js';
+import type {
+  DoneFrame,
+  Notification,
+  ProgressFrame,
+  ProgressToken,
+} from '../../src/protocol/index.js';
 
 interface Delivered {
   to: number;

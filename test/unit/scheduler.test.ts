@@ -1,7 +1,8 @@
 /** Coalescing timing through the daemon's scheduler, with fake timers driving the real router. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_ROUTER_OPTIONS, type Notification, Router } from '../../src/router/index.js';
-import { TickScheduler } from '../../src/scheduler.js';
+import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
+import { TickScheduler } from '../../src/daemon/scheduler.js';
+import type { Notification } from '../../src/protocol/index.js';
 
 let delivered: Array<{ at: number; n: Notification }>;
 let router: Router;

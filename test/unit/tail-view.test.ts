@@ -16,7 +16,7 @@ import {
   padEnd,
   printable,
 } from '../../src/cli/terminal-text.js';
-import type { Notification } from '../../src/router/notifications.js';
+import type { Notification } from '../../src/protocol/notifications.js';
 
 const progress = (
   token: string | number,
