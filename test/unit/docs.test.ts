@@ -17,6 +17,7 @@ import {
   WORKER_EVENTS,
   WS_SUBPROTOCOL,
 } from '../../src/protocol/index.js';
+import { LOCAL_ERRORS } from '../../src/shared/errors.js';
 
 const protocol = readFileSync(resolve(import.meta.dirname, '../../docs/PROTOCOL.md'), 'utf8');
 
@@ -47,5 +48,18 @@ describe('docs/PROTOCOL.md', () => {
     expect(protocol).toContain(`(default **${DEFAULT_ROUTER_OPTIONS.defaultMinIntervalMs}**`);
     expect(protocol).toContain(`ws://127.0.0.1:${DEFAULT_PORT}/ws`);
     expect(protocol).toContain(WS_SUBPROTOCOL);
+  });
+});
+
+describe('docs/CLIENTS.md', () => {
+  const clients = readFileSync(resolve(import.meta.dirname, '../../docs/CLIENTS.md'), 'utf8');
+
+  it('lists exactly the local error codes, with the meanings of the table in src/shared/errors.ts', () => {
+    const errors = clients.slice(clients.indexOf('\n## Errors'));
+    const rows = [...errors.matchAll(/^\| `([a-z_]+)` \| (.+) \|$/gm)].map(([, code, text]) => [
+      code,
+      text,
+    ]);
+    expect(rows).toEqual(Object.entries(LOCAL_ERRORS));
   });
 });
