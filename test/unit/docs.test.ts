@@ -56,7 +56,7 @@ describe('docs/CLIENTS.md', () => {
 
   it('lists exactly the local error codes, with the meanings of the table in src/shared/errors.ts', () => {
     const errors = clients.slice(clients.indexOf('\n## Errors'));
-    const rows = [...errors.matchAll(/^\| `([a-z_]+)` \| (.+) \|$/gm)].map(([, code, text]) => [
+    const rows = [...errors.matchAll(/^\| `([a-z_]+)` +\| (.+?) +\|$/gm)].map(([, code, text]) => [
       code,
       text,
     ]);
