@@ -53,7 +53,7 @@ const EXPECTED: Record<string, string> = {
   v: `the number ${PROTOCOL_VERSION} (this daemon speaks protocol v${PROTOCOL_VERSION})`,
   progressToken: `a non-empty string of at most ${MAX_TOKEN_BYTES} UTF-8 bytes (no lone surrogate), or a safe integer`,
   progress: `a finite number within ±${MAX_SAFE_NUMBER}, greater than the last accepted progress (omit it to get last + 1)`,
-  total: `a finite number from 0 to ${MAX_SAFE_NUMBER}`,
+  total: `a finite number >= 0 and at most ${MAX_SAFE_NUMBER}`,
   message: `a string of at most ${MAX_MESSAGE_BYTES} UTF-8 bytes, with no lone surrogate`,
   _meta: `a JSON object, nested at most ${MAX_META_DEPTH} levels deep, numbers within ±${MAX_SAFE_NUMBER}, no lone surrogate`,
   seq: 'a non-negative safe integer',

@@ -128,7 +128,7 @@ describe('progress frame validation', () => {
     expect(check.ok).toBe(false);
     if (!check.ok) {
       expect(check.rejection.message).toBe(
-        'field total: expected a finite number from 0 to 9007199254740991, got the string "ten" (3 bytes)',
+        'field total: expected a finite number >= 0 and at most 9007199254740991, got the string "ten" (3 bytes)',
       );
     }
   });
