@@ -20,6 +20,7 @@ import {
   type ProgressToken,
   type RejectCode,
   shorten,
+  WORKER_EVENTS,
 } from '../protocol/index.js';
 import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
@@ -351,7 +352,7 @@ export class Daemon {
       default:
         this.#reject(connection, {
           code: 'unknown_event',
-          message: `unknown event type ${JSON.stringify(type.length > 80 ? `${shorten(type, 80)}…` : type)}: workers send progress, done, claim, ping or status`,
+          message: `unknown event type ${JSON.stringify(type.length > 80 ? `${shorten(type, 80)}…` : type)}: workers send ${WORKER_EVENT_LIST}`,
         });
     }
   }
@@ -417,3 +418,8 @@ function listenError(options: DaemonOptions, error: NodeJS.ErrnoException): Erro
     },
   );
 }
+
+/** "progress, done, claim, ping or status", for the unknown_event message. */
+const WORKER_EVENT_LIST = Object.keys(WORKER_EVENTS)
+  .join(', ')
+  .replace(/, (\w+)$/, ' or $1');

@@ -9,7 +9,7 @@ import {
   claimFrameSchema,
   type DoneFrame,
   doneFrameSchema,
-  emptyDataSchema,
+  emptyRequestSchema,
   metaProblem,
   type ProgressFrame,
   type ProgressToken,
@@ -101,7 +101,7 @@ export function checkDoneFrame(data: unknown): FrameCheck<DoneFrame> {
  * is absent or {}: the data of every event is closed.
  */
 export function checkEmptyRequest(event: string, data: unknown): FrameRejection | undefined {
-  if (data === undefined || z.safeParse(emptyDataSchema, data).success) return undefined;
+  if (z.safeParse(emptyRequestSchema, data).success) return undefined;
   if (!isPlainObject(data)) {
     return {
       code: 'invalid_frame',

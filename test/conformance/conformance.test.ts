@@ -10,6 +10,20 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import {
+  ackSchema,
+  cancelSchema,
+  daemonInfoSchema,
+  daemonStatusSchema,
+  doneParamsSchema,
+  envelopeSchema,
+  listResultSchema,
+  pongSchema,
+  progressParamsSchema,
+  rejectedSchema,
+  rpcErrorSchema,
+} from '../../src/protocol/frames.js';
+import { DONE_METHOD, PROGRESS_METHOD } from '../../src/protocol/notifications.js';
 import { type Envelope, FrameDecoder } from '../../src/protocol/wire.js';
 import {
   cleanupAll,
@@ -57,6 +71,9 @@ const SENTINEL = 'conformance-sentinel';
 let daemon: RunningDaemon;
 /** Every frame (form feed removed) and WebSocket message the daemon sent, byte for byte. */
 const sent: Buffer[] = [];
+/** The same, parsed: worker replies and gateway messages, to check against the published schemas. */
+const workerReplies: Envelope[] = [];
+const gatewayMessages: unknown[] = [];
 
 beforeAll(async () => {
   daemon = await startDaemon(['--abandon-grace-ms', '600000']);
@@ -110,6 +127,7 @@ async function rawConnection(): Promise<RawConnection> {
     for (const envelope of decoder.push(chunk)) {
       if (envelope instanceof Error) throw envelope;
       replies.push(envelope);
+      workerReplies.push(envelope);
     }
   });
   socket.on('error', () => {});
@@ -167,6 +185,7 @@ async function session(): Promise<Session> {
     expect(isBinary).toBe(false);
     sent.push(Buffer.from(data));
     messages.push(JSON.parse(data.toString('utf8')));
+    gatewayMessages.push(messages.at(-1));
   });
   ws.on('close', (closeCode) => {
     code = closeCode;
@@ -258,6 +277,58 @@ describe('gateway conformance', () => {
       worker?.socket.destroy();
     });
   }
+});
+
+describe('the published schemas', () => {
+  const REPLY_SCHEMAS = {
+    ack: ackSchema,
+    rejected: rejectedSchema,
+    cancel: cancelSchema,
+    pong: pongSchema,
+    status: daemonStatusSchema,
+  } as const;
+
+  it('accept every worker reply and gateway message of the corpus', () => {
+    expect(workerReplies.length).toBeGreaterThan(WORKER_CASES.length);
+    for (const reply of workerReplies) {
+      expect(envelopeSchema.safeParse(reply).success).toBe(true);
+      const schema = REPLY_SCHEMAS[reply.type as keyof typeof REPLY_SCHEMAS];
+      expect(schema, reply.type).toBeDefined();
+      expect(schema.safeParse(reply.data).error).toBeUndefined();
+    }
+    expect(gatewayMessages.length).toBeGreaterThan(GATEWAY_CASES.length);
+    for (const message of gatewayMessages) {
+      if (!isObject(message)) throw new Error(`not an object: ${JSON.stringify(message)}`);
+      if ('error' in message) expect(rpcErrorSchema.safeParse(message).error).toBeUndefined();
+      else if (message.method === PROGRESS_METHOD)
+        expect(progressParamsSchema.safeParse(message.params).error).toBeUndefined();
+      else if (message.method === DONE_METHOD)
+        expect(doneParamsSchema.safeParse(message.params).error).toBeUndefined();
+      else expect(message).toHaveProperty('result');
+    }
+  });
+
+  it('accept daemon.json, the status reply, and the progress/list and progress/status results', async () => {
+    const info = JSON.parse(readFileSync(join(daemon.runtimeDir, 'daemon.json'), 'utf8'));
+    expect(daemonInfoSchema.safeParse(info).error).toBeUndefined();
+    const worker = await rawConnection();
+    worker.socket.write('{"type":"status"}\f');
+    const status = await eventually(() => worker.replies.find((r) => r.type === 'status'));
+    expect(daemonStatusSchema.safeParse(status.data).error).toBeUndefined();
+    worker.socket.destroy();
+    const gateway = await session();
+    gateway.ws.send('{"jsonrpc":"2.0","id":1,"method":"progress/list"}');
+    gateway.ws.send('{"jsonrpc":"2.0","id":2,"method":"progress/status"}');
+    const reply = (id: number) =>
+      eventually(() => gateway.messages.find((m) => idOf(m) === id) as { result: unknown });
+    const list = (await reply(1)).result as { streams: Array<{ startedAt: number }> };
+    // The corpus left streams behind: timestamps are integer milliseconds.
+    expect(list.streams.length).toBeGreaterThan(10);
+    expect(listResultSchema.safeParse(list).error).toBeUndefined();
+    expect(list.streams.every((stream) => Number.isInteger(stream.startedAt))).toBe(true);
+    expect(daemonStatusSchema.safeParse((await reply(2)).result).error).toBeUndefined();
+    gateway.ws.close();
+  });
 });
 
 describe('a strict parser', () => {
