@@ -7,6 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { MCP_PATH, McpHttpSessions } from '../mcp/http-sessions.js';
 import type { ProgressSource } from '../mcp/progress-source.js';
 import {
+  checkEmptyRequest,
   type DaemonStatus,
   explainClaimFrame,
   explainDoneFrame,
@@ -18,6 +19,8 @@ import {
   PROTOCOL_VERSION,
   type ProgressToken,
   type RejectCode,
+  shorten,
+  WORKER_EVENTS,
 } from '../protocol/index.js';
 import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
@@ -334,15 +337,22 @@ export class Daemon {
         }
         return;
       case 'ping':
-        connection.send('pong', { pid: process.pid, version: VERSION, protocol: PROTOCOL_VERSION });
+      case 'status': {
+        const refusal = checkEmptyRequest(type, data);
+        if (refusal !== undefined) this.#reject(connection, refusal);
+        else if (type === 'ping')
+          connection.send('pong', {
+            pid: process.pid,
+            version: VERSION,
+            protocol: PROTOCOL_VERSION,
+          });
+        else connection.send('status', this.status());
         return;
-      case 'status':
-        connection.send('status', this.status());
-        return;
+      }
       default:
         this.#reject(connection, {
           code: 'unknown_event',
-          message: `unknown event type ${JSON.stringify(type).slice(0, 80)}: workers send progress, done, claim, ping or status`,
+          message: `unknown event type ${JSON.stringify(type.length > 80 ? `${shorten(type, 80)}…` : type)}: workers send ${WORKER_EVENT_LIST}`,
         });
     }
   }
@@ -408,3 +418,8 @@ function listenError(options: DaemonOptions, error: NodeJS.ErrnoException): Erro
     },
   );
 }
+
+/** "progress, done, claim, ping or status", for the unknown_event message. */
+const WORKER_EVENT_LIST = Object.keys(WORKER_EVENTS)
+  .join(', ')
+  .replace(/, (\w+)$/, ' or $1');

@@ -13,6 +13,7 @@ import type {
   StreamState,
   StreamSummary,
 } from '../protocol/index.js';
+import { MAX_SAFE_NUMBER } from '../protocol/limits.js';
 import {
   type DoneNotification,
   doneNotification,
@@ -140,6 +141,13 @@ export class Router {
     }
     const last = stream.lastProgress;
     const progress = frame.progress ?? (last ?? 0) + 1;
+    if (progress > MAX_SAFE_NUMBER) {
+      return {
+        ok: false,
+        code: 'non_monotonic',
+        message: `last + 1 would exceed ${MAX_SAFE_NUMBER} for token ${show(token)}: the stream cannot go higher; send done`,
+      };
+    }
     if (last !== undefined && !(progress > last)) {
       return {
         ok: false,
@@ -566,8 +574,9 @@ function summarise(stream: Stream): StreamSummary {
     progressToken: stream.token,
     state: stream.state,
     subscribers: stream.subscriptions.size,
-    startedAt: stream.startedAt,
-    updatedAt: stream.updatedAt,
+    // The clock has sub-millisecond precision; the wire carries integer milliseconds.
+    startedAt: Math.floor(stream.startedAt),
+    updatedAt: Math.floor(stream.updatedAt),
   };
   if (stream.last !== undefined) summary.last = stream.last.params;
   if (stream.done !== undefined) {

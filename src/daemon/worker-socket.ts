@@ -7,7 +7,12 @@
  */
 import type { Socket } from 'node:net';
 import { GuardedParser, IPCModule, IPCProtocolError, type IpcConfig } from 'node-ipc';
-import { FRAME_DELIMITER, type RejectCode } from '../protocol/index.js';
+import {
+  FRAME_DELIMITER,
+  MAX_TYPE_BYTES,
+  type RejectCode,
+  utf8ByteLength,
+} from '../protocol/index.js';
 
 export type ConnectionId = number;
 
@@ -80,7 +85,7 @@ function framingMessage(code: RejectCode, maxFrameBytes: number): string {
     case 'invalid_json':
       return 'the frame is not valid JSON: send one JSON object per frame, each followed by a form feed (0x0C)';
     case 'invalid_envelope':
-      return 'the frame must be a JSON object {"type": "<event>", "data": {...}} with a non-empty string type of at most 256 characters';
+      return `the frame must be a JSON object {"type": "<event>", "data": {...}} with a non-empty string type of at most ${MAX_TYPE_BYTES} UTF-8 bytes`;
     case 'reserved_event':
       return "the event type is one of node-ipc's reserved names: workers send progress, done, claim, ping or status";
     case 'frame_too_large':
@@ -103,6 +108,10 @@ function makeParser(maxFrameBytes: number) {
       try {
         return this.#split(buffer, data, receive);
       } catch (error) {
+        if (error instanceof FramingFault) {
+          receive({ type: 'error', data: error });
+          return '';
+        }
         if (!(error instanceof IPCProtocolError)) throw error;
         const code = FRAMING_CODES[error.code] ?? 'invalid_envelope';
         receive({
@@ -120,13 +129,28 @@ function makeParser(maxFrameBytes: number) {
       while (end !== -1) {
         const frame = combined.slice(start, end);
         this.#checkSize(frame);
-        receive(this.decodeMessage(frame));
+        receive(this.#decode(frame));
         start = end + 1;
         end = combined.indexOf(FRAME_DELIMITER, start);
       }
       const remainder = start === 0 ? combined : combined.slice(start);
       this.#checkSize(remainder);
       return remainder;
+    }
+
+    /** node-ipc counts the type in UTF-16 units; protocol v1 counts UTF-8 bytes (MAX_TYPE_BYTES). */
+    #decode(frame: string): unknown {
+      const message = this.decodeMessage(frame) as { type: string };
+      if (
+        message.type.length * 3 > MAX_TYPE_BYTES &&
+        utf8ByteLength(message.type) > MAX_TYPE_BYTES
+      ) {
+        throw new FramingFault(
+          'invalid_envelope',
+          framingMessage('invalid_envelope', maxFrameBytes),
+        );
+      }
+      return message;
     }
 
     /** Bytes are at most 3 per UTF-16 unit, so most frames skip the byte count. */

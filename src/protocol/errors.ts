@@ -6,6 +6,7 @@
 /** Codes the daemon sends to a worker in a `rejected` frame. */
 export const REJECT_CODES = {
   // Framing errors: the daemon answers, then closes the connection.
+  invalid_utf8: 'the frame is not valid UTF-8',
   invalid_json: 'the frame is not valid JSON',
   invalid_envelope: 'the frame is not a {"type": string, "data": ...} object',
   reserved_event: "the event type is one of node-ipc's reserved names",
@@ -28,6 +29,7 @@ export type RejectCode = keyof typeof REJECT_CODES;
 
 /** Framing errors end the connection after the `rejected` answer. */
 export const CLOSING_REJECT_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>([
+  'invalid_utf8',
   'invalid_json',
   'invalid_envelope',
   'reserved_event',

@@ -3,37 +3,53 @@
  * inferred from these schemas, and schemas/*.json is generated from them.
  */
 import * as z from 'zod';
-import { REJECT_CODES, type RejectCode } from './errors.js';
+import { REJECT_CODES, type RejectCode, RPC_ERRORS, type RpcErrorCode } from './errors.js';
 import {
   fitsUtf8Bytes,
+  isWellFormedText,
   MAX_MESSAGE_BYTES,
   MAX_META_DEPTH,
   MAX_MIN_INTERVAL_MS,
   MAX_REASON_BYTES,
+  MAX_SAFE_NUMBER,
   MAX_TOKEN_BYTES,
+  MAX_TYPE_BYTES,
   PROTOCOL_VERSION,
 } from './limits.js';
 
-const tokenString = z
-  .string()
-  .min(1)
-  .max(MAX_TOKEN_BYTES)
-  .refine((token) => fitsUtf8Bytes(token, MAX_TOKEN_BYTES), {
-    message: `at most ${MAX_TOKEN_BYTES} UTF-8 bytes`,
-  });
+/**
+ * JSON Schema has no keyword for a length in UTF-8 bytes: `maxLength` (code points) is
+ * only an upper bound, and this annotation, with the description, states the real rule.
+ */
+export const UTF8_BYTES_KEYWORD = 'x-maxUtf8Bytes';
+
+/** A string of at most `maxBytes` UTF-8 bytes, and well-formed Unicode (no lone surrogate). */
+function utf8Text(maxBytes: number, description: string, minLength = 0) {
+  const text = minLength > 0 ? z.string().min(minLength) : z.string();
+  return text
+    .max(maxBytes)
+    .refine((text) => fitsUtf8Bytes(text, maxBytes), {
+      message: `at most ${maxBytes} UTF-8 bytes`,
+    })
+    .refine(isWellFormedText, { message: 'well-formed Unicode (no lone surrogate)' })
+    .meta({ description, [UTF8_BYTES_KEYWORD]: maxBytes });
+}
+
+const tokenString = utf8Text(
+  MAX_TOKEN_BYTES,
+  `Non-empty, at most ${MAX_TOKEN_BYTES} UTF-8 bytes (maxLength is only an upper bound), no lone surrogate.`,
+  1,
+);
 
 /** A progressToken: "7" and 7 are different tokens, and the type survives end to end. */
 export const progressTokenSchema = z.union([tokenString, z.int()]).meta({
-  description: `A non-empty string of at most ${MAX_TOKEN_BYTES} UTF-8 bytes, or a safe integer. "7" and 7 are different tokens.`,
+  description: `A non-empty string of at most ${MAX_TOKEN_BYTES} UTF-8 bytes, or a safe integer. "7" and 7 are different tokens; an integer token is compared by value (7.0 is 7).`,
 });
 
-const messageText = z
-  .string()
-  .max(MAX_MESSAGE_BYTES)
-  .refine((text) => fitsUtf8Bytes(text, MAX_MESSAGE_BYTES), {
-    message: `at most ${MAX_MESSAGE_BYTES} UTF-8 bytes`,
-  })
-  .meta({ description: `Human-readable text, at most ${MAX_MESSAGE_BYTES} UTF-8 bytes.` });
+const messageText = utf8Text(
+  MAX_MESSAGE_BYTES,
+  `Human-readable text, at most ${MAX_MESSAGE_BYTES} UTF-8 bytes (maxLength is only an upper bound), no lone surrogate.`,
+);
 
 const versionField = z.literal(PROTOCOL_VERSION).meta({ description: 'Protocol version: 1.' });
 
@@ -42,14 +58,47 @@ const seqField = z.int().min(0).meta({
     'Optional sequence number; the daemon answers `ack` {seq} when it accepts the frame.',
 });
 
+/** A number every strict client reads exactly: finite, and within ±(2^53 - 1). */
+const safeNumber = z.number().min(-MAX_SAFE_NUMBER).max(MAX_SAFE_NUMBER);
+
 const metaField = z
   .record(z.string(), z.unknown())
-  .refine((meta) => nestedWithin(meta, MAX_META_DEPTH), {
-    message: `nested at most ${MAX_META_DEPTH} levels deep`,
+  .refine((meta) => metaProblem(meta) === undefined, {
+    message: `nested at most ${MAX_META_DEPTH} levels deep, numbers within ±${MAX_SAFE_NUMBER}, no lone surrogate`,
   })
   .meta({
-    description: `Forwarded unchanged as the notification params \`_meta\`. Objects and arrays nest at most ${MAX_META_DEPTH} levels deep.`,
+    description: `Forwarded unchanged as the notification params \`_meta\`. Objects and arrays nest at most ${MAX_META_DEPTH} levels deep (\`_meta\` itself is level 1); every number is within ±${MAX_SAFE_NUMBER} (send larger ones as strings); strings and keys are well-formed Unicode.`,
   });
+
+/**
+ * What makes `value` unfit for `_meta`, or undefined: nesting deeper than
+ * MAX_META_DEPTH (the value itself is level 1), a number outside ±MAX_SAFE_NUMBER,
+ * or a string or key with a lone surrogate. Iterative, so any depth is safe to check.
+ */
+export function metaProblem(value: unknown): string | undefined {
+  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const item = next.value;
+    if (typeof item === 'number') {
+      if (!(Math.abs(item) <= MAX_SAFE_NUMBER))
+        return `a number outside ±${MAX_SAFE_NUMBER} (${item}): send it as a string`;
+      continue;
+    }
+    if (typeof item === 'string') {
+      if (!isWellFormedText(item)) return 'a string with a lone surrogate';
+      continue;
+    }
+    if (item === null || typeof item !== 'object') continue;
+    if (next.depth > MAX_META_DEPTH)
+      return `objects or arrays nested deeper than ${MAX_META_DEPTH}`;
+    if (!Array.isArray(item)) {
+      for (const key of Object.keys(item))
+        if (!isWellFormedText(key)) return 'a key with a lone surrogate';
+    }
+    for (const child of Object.values(item)) pending.push({ value: child, depth: next.depth + 1 });
+  }
+  return undefined;
+}
 
 /** Whether objects and arrays in `value` nest at most `limit` levels; iterative, so any depth is safe to check. */
 export function nestedWithin(value: unknown, limit: number): boolean {
@@ -70,10 +119,10 @@ export const progressFrameSchema = z
   .strictObject({
     v: versionField,
     progressToken: progressTokenSchema,
-    progress: z.number().meta({
-      description: 'Finite number; must exceed the last accepted progress. Omitted: last + 1.',
+    progress: safeNumber.meta({
+      description: `Finite number within ±${MAX_SAFE_NUMBER}; must exceed the stream's last accepted progress (the first one may be any such number). Omitted: last + 1. Not compared with total.`,
     }),
-    total: z.number().min(0).meta({ description: 'Finite number >= 0.' }),
+    total: safeNumber.min(0).meta({ description: `Finite number, 0 to ${MAX_SAFE_NUMBER}.` }),
     message: messageText,
     _meta: metaField,
     seq: seqField,
@@ -106,10 +155,40 @@ export const claimFrameSchema = z
   .partial({ seq: true })
   .meta({ title: 'claim frame data (v1)' });
 
+/** Data of `ping` and `status` requests when present: an empty object. */
+export const emptyDataSchema = z.strictObject({}).meta({
+  title: 'ping / status frame data (v1)',
+  description:
+    'The data of a ping or status frame: {} or absent (an envelope without data). Anything else is refused: unknown_field for an object with fields, invalid_frame otherwise.',
+});
+
 /** Data of `ping` and `status` requests: nothing, or an empty object. */
-export const emptyRequestSchema = z
-  .union([z.strictObject({}), z.undefined()])
-  .meta({ title: 'ping / status frame data (v1)' });
+export const emptyRequestSchema = z.union([emptyDataSchema, z.undefined()]);
+
+/** The envelope of every frame, both directions: `type` names the event, `data` its data. */
+export const envelopeSchema = z
+  .looseObject({
+    type: z
+      .string()
+      .min(1)
+      .max(MAX_TYPE_BYTES)
+      .refine((type) => fitsUtf8Bytes(type, MAX_TYPE_BYTES), {
+        message: `at most ${MAX_TYPE_BYTES} UTF-8 bytes`,
+      })
+      .meta({
+        description: `The event: non-empty, at most ${MAX_TYPE_BYTES} UTF-8 bytes (maxLength is only an upper bound); not a node-ipc reserved name (start, connect, disconnect, destroy, close, socket.disconnected, error, data) nor an Object.prototype property name.`,
+        [UTF8_BYTES_KEYWORD]: MAX_TYPE_BYTES,
+      }),
+    data: z
+      .unknown()
+      .meta({ description: "The event's data; see the schema of each event. May be absent." })
+      .optional(),
+  })
+  .meta({
+    title: 'frame envelope (v1)',
+    description:
+      'One frame: this JSON object as UTF-8 (no BOM), at most 65536 bytes, followed by one form feed (0x0C). Other keys are ignored.',
+  });
 
 export type ProgressToken = z.infer<typeof progressTokenSchema>;
 export type ProgressFrame = z.infer<typeof progressFrameSchema>;
@@ -150,7 +229,10 @@ export const ackSchema = z
 export const cancelSchema = z
   .strictObject({
     progressToken: progressTokenSchema,
-    reason: z.string().optional(),
+    reason: z
+      .string()
+      .meta({ description: `At most ${MAX_REASON_BYTES} UTF-8 bytes, as the gateway sent it.` })
+      .optional(),
   })
   .meta({ title: 'cancel (daemon to worker)' });
 
@@ -214,13 +296,10 @@ export const unsubscribeParamsSchema = z
 export const cancelParamsSchema = z
   .strictObject({
     progressToken: progressTokenSchema,
-    reason: z
-      .string()
-      .max(MAX_REASON_BYTES)
-      .refine((text) => fitsUtf8Bytes(text, MAX_REASON_BYTES), {
-        message: `at most ${MAX_REASON_BYTES} UTF-8 bytes`,
-      })
-      .optional(),
+    reason: utf8Text(
+      MAX_REASON_BYTES,
+      `Why, for the worker: at most ${MAX_REASON_BYTES} UTF-8 bytes (maxLength is only an upper bound), no lone surrogate.`,
+    ).optional(),
   })
   .meta({ title: 'progress/cancel params' });
 
@@ -237,8 +316,8 @@ export const streamSummarySchema = z.strictObject({
   status: streamEndStatusSchema.optional(),
   message: z.string().optional(),
   subscribers: z.int().min(0),
-  startedAt: z.number(),
-  updatedAt: z.number().meta({ description: 'Milliseconds since the epoch.' }),
+  startedAt: z.int().min(0).meta({ description: 'Integer milliseconds since the epoch.' }),
+  updatedAt: z.int().min(0).meta({ description: 'Integer milliseconds since the epoch.' }),
 });
 
 export const listResultSchema = z
@@ -259,7 +338,7 @@ export const daemonStatusSchema = z
   .strictObject({
     pid: z.int(),
     version: z.string(),
-    uptimeMs: z.number().min(0),
+    uptimeMs: count.meta({ description: 'Integer milliseconds.' }),
     socket: z.string(),
     url: z.string(),
     connections: count.meta({ description: 'Worker connections, the asking one excluded.' }),
@@ -285,3 +364,38 @@ export const daemonStatusSchema = z
   .meta({ title: 'status reply data and progress/status result' });
 
 export type DaemonStatus = z.infer<typeof daemonStatusSchema>;
+
+// JSON-RPC errors and daemon.json.
+
+/** Every JSON-RPC error reply the daemon sends on the WebSocket. */
+export const rpcErrorSchema = z
+  .strictObject({
+    jsonrpc: z.literal('2.0'),
+    id: z.union([z.string(), z.number(), z.null()]).meta({
+      description:
+        "The request's id when the message was a JSON object whose id is a string, a number or null; otherwise null.",
+    }),
+    error: z.strictObject({
+      code: z.int().meta({ description: 'The JSON-RPC 2.0 numeric code.' }),
+      message: z.string().meta({ description: 'What was wrong and how to fix it.' }),
+      data: z.strictObject({
+        code: z
+          .enum(Object.keys(RPC_ERRORS) as [RpcErrorCode, ...RpcErrorCode[]])
+          .meta({ description: 'The stable name of the error.' }),
+      }),
+    }),
+  })
+  .meta({ title: 'JSON-RPC error reply (daemon to gateway)' });
+
+export type RpcErrorReply = z.infer<typeof rpcErrorSchema>;
+
+/** The runtime directory's daemon.json, written when the daemon is ready. */
+export const daemonInfoSchema = z
+  .strictObject({
+    pid: z.int().min(1),
+    version: z.string(),
+    socket: z.string().meta({ description: 'The worker socket path (a named pipe on Windows).' }),
+    url: z.string().meta({ description: 'The WebSocket URL, for example ws://127.0.0.1:7717/ws.' }),
+    secret: z.string().meta({ description: 'The gateway secret; changes at every start.' }),
+  })
+  .meta({ title: 'daemon.json', description: 'Mode 0600, owned by the user the daemon runs as.' });

@@ -5,20 +5,27 @@ import {
   cancelParamsSchema,
   cancelSchema,
   claimFrameSchema,
+  daemonInfoSchema,
   daemonStatusSchema,
   doneFrameSchema,
   doneParamsSchema,
+  emptyDataSchema,
+  envelopeSchema,
   listResultSchema,
   pongSchema,
   progressFrameSchema,
   progressParamsSchema,
   rejectedSchema,
+  rpcErrorSchema,
   subscribeParamsSchema,
   unsubscribeParamsSchema,
 } from './frames.js';
 
 /** File name (without .json) -> schema. The names are part of the published contract. */
 export const PUBLISHED_SCHEMAS = {
+  'envelope.v1': envelopeSchema,
+  'ping-frame.v1': emptyDataSchema,
+  'status-frame.v1': emptyDataSchema,
   'progress-frame.v1': progressFrameSchema,
   'done-frame.v1': doneFrameSchema,
   'claim-frame.v1': claimFrameSchema,
@@ -33,6 +40,8 @@ export const PUBLISHED_SCHEMAS = {
   'cancel-params.v1': cancelParamsSchema,
   'list-result.v1': listResultSchema,
   'status.v1': daemonStatusSchema,
+  'jsonrpc-error.v1': rpcErrorSchema,
+  'daemon-json.v1': daemonInfoSchema,
 } as const;
 
 export type SchemaName = keyof typeof PUBLISHED_SCHEMAS;

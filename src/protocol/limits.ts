@@ -8,6 +8,15 @@ export const PROTOCOL_VERSION = 1;
 /** node-ipc's frame delimiter: one form feed after each JSON envelope. */
 export const FRAME_DELIMITER = '\f';
 
+/** Longest envelope `type`, in UTF-8 bytes; longer closes the connection (`invalid_envelope`). */
+export const MAX_TYPE_BYTES = 256;
+
+/**
+ * Largest magnitude of any number a worker or gateway sends (progress, total, `_meta`):
+ * 2^53 - 1, so that every integer is exact in a double, an int64 and a JavaScript number.
+ */
+export const MAX_SAFE_NUMBER = Number.MAX_SAFE_INTEGER;
+
 /** Largest envelope (JSON text, delimiter excluded) a worker may send. */
 export const MAX_FRAME_BYTES = 64 * 1024;
 
@@ -42,6 +51,28 @@ export function utf8ByteLength(text: string): number {
 
 export function fitsUtf8Bytes(text: string, maxBytes: number): boolean {
   return text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes;
+}
+
+/** A lone surrogate: in a `u` regex a well-formed pair is one code point, so only halves match. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Whether `text` is well-formed Unicode, so that it encodes to UTF-8 and strict parsers accept it. */
+export function isWellFormedText(text: string): boolean {
+  return !LONE_SURROGATE.test(text);
+}
+
+/**
+ * At most `maxUnits` UTF-16 units of `text`, never ending in the first half of a
+ * surrogate pair: a lone surrogate is not Unicode, and strict JSON parsers refuse it.
+ */
+export function shorten(text: string, maxUnits: number): string {
+  if (text.length <= maxUnits) return text;
+  const end = isHighSurrogate(text.charCodeAt(maxUnits - 1)) ? maxUnits - 1 : maxUnits;
+  return text.slice(0, end);
+}
+
+function isHighSurrogate(unit: number): boolean {
+  return unit >= 0xd800 && unit <= 0xdbff;
 }
 
 /**

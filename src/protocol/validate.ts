@@ -9,11 +9,21 @@ import {
   claimFrameSchema,
   type DoneFrame,
   doneFrameSchema,
+  emptyRequestSchema,
+  metaProblem,
   type ProgressFrame,
   type ProgressToken,
   progressFrameSchema,
 } from './frames.js';
-import { MAX_MESSAGE_BYTES, MAX_META_DEPTH, MAX_TOKEN_BYTES, PROTOCOL_VERSION } from './limits.js';
+import {
+  isWellFormedText,
+  MAX_MESSAGE_BYTES,
+  MAX_META_DEPTH,
+  MAX_SAFE_NUMBER,
+  MAX_TOKEN_BYTES,
+  PROTOCOL_VERSION,
+  shorten,
+} from './limits.js';
 
 const compiledProgress = z.compile(progressFrameSchema);
 const compiledDone = z.compile(doneFrameSchema);
@@ -41,11 +51,11 @@ export type FrameCheck<F> = { ok: true; frame: F } | { ok: false; rejection: Fra
 /** What each field must be, in words a person can act on. */
 const EXPECTED: Record<string, string> = {
   v: `the number ${PROTOCOL_VERSION} (this daemon speaks protocol v${PROTOCOL_VERSION})`,
-  progressToken: `a non-empty string of at most ${MAX_TOKEN_BYTES} UTF-8 bytes, or a safe integer`,
-  progress: 'a finite number greater than the last accepted progress (omit it to get last + 1)',
-  total: 'a finite number >= 0',
-  message: `a string of at most ${MAX_MESSAGE_BYTES} UTF-8 bytes`,
-  _meta: `a JSON object, nested at most ${MAX_META_DEPTH} levels deep`,
+  progressToken: `a non-empty string of at most ${MAX_TOKEN_BYTES} UTF-8 bytes (no lone surrogate), or a safe integer`,
+  progress: `a finite number within ±${MAX_SAFE_NUMBER}, greater than the last accepted progress (omit it to get last + 1)`,
+  total: `a finite number >= 0 and at most ${MAX_SAFE_NUMBER}`,
+  message: `a string of at most ${MAX_MESSAGE_BYTES} UTF-8 bytes, with no lone surrogate`,
+  _meta: `a JSON object, nested at most ${MAX_META_DEPTH} levels deep, numbers within ±${MAX_SAFE_NUMBER}, no lone surrogate`,
   seq: 'a non-negative safe integer',
   status: 'one of "ok", "error", "cancelled"',
 };
@@ -84,6 +94,24 @@ export function checkProgressFrame(data: unknown): FrameCheck<ProgressFrame> {
 export function checkDoneFrame(data: unknown): FrameCheck<DoneFrame> {
   if (isDoneFrame(data)) return { ok: true, frame: data };
   return { ok: false, rejection: explainDoneFrame(data) };
+}
+
+/**
+ * Why the data of a `ping` or `status` frame is refused, or undefined when it
+ * is absent or {}: the data of every event is closed.
+ */
+export function checkEmptyRequest(event: string, data: unknown): FrameRejection | undefined {
+  if (z.safeParse(emptyRequestSchema, data).success) return undefined;
+  if (!isPlainObject(data)) {
+    return {
+      code: 'invalid_frame',
+      message: `${event} data must be {} or absent, got ${describe(data)}`,
+    };
+  }
+  return {
+    code: 'unknown_field',
+    message: `unknown field ${listKeys(Object.keys(data))} in a ${event} frame: ${event} takes no fields; send {} or no data`,
+  };
 }
 
 function explain(event: ValidatedEvent, data: unknown): FrameRejection {
@@ -127,9 +155,11 @@ function explain(event: ValidatedEvent, data: unknown): FrameRejection {
   if (first) {
     const field = String(first.path[0] ?? '');
     const expected = EXPECTED[field] ?? first.message;
+    const problem =
+      field === '_meta' && isPlainObject(data._meta) ? metaProblem(data._meta) : undefined;
     return {
       code: 'invalid_field',
-      message: `field ${field}: expected ${expected}, got ${describe(data[field])}`,
+      message: `field ${field}: expected ${expected}, got ${problem === undefined ? describe(data[field]) : `an object with ${problem}`}`,
       ...correlation,
     };
   }
@@ -168,8 +198,9 @@ export function describe(value: unknown): string {
         return `${value} (a JSON number too large for a double, such as 1e999)`;
       return `the number ${value}`;
     case 'string': {
-      const shown = value.length > 40 ? `${value.slice(0, 40)}…` : value;
-      return `the string ${JSON.stringify(shown)} (${Buffer.byteLength(value)} bytes)`;
+      const shown = value.length > 40 ? `${shorten(value, 40)}…` : value;
+      const lone = isWellFormedText(value) ? '' : ', with a lone surrogate';
+      return `the string ${JSON.stringify(shown)} (${Buffer.byteLength(value)} bytes${lone})`;
     }
     case 'boolean':
       return `${value}`;
@@ -184,6 +215,6 @@ export function describe(value: unknown): string {
 function listKeys(keys: readonly string[]): string {
   const shown = keys
     .slice(0, 10)
-    .map((key) => JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key));
+    .map((key) => JSON.stringify(key.length > 64 ? `${shorten(key, 64)}…` : key));
   return keys.length > 10 ? `${shown.join(', ')} and ${keys.length - 10} more` : shown.join(', ');
 }

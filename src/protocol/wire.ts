@@ -2,64 +2,153 @@
  * The byte format both ends share: UTF-8 JSON {"type", "data"} followed by a
  * form feed. Pure: no sockets here, so any transport can use it.
  */
-import { FRAME_DELIMITER } from './limits.js';
+import type { RejectCode } from './errors.js';
+import { FRAME_DELIMITER, MAX_TYPE_BYTES, utf8ByteLength } from './limits.js';
 
 export interface Envelope {
   type: string;
+  /** Absent (undefined) when the envelope has no `data`. */
   data: unknown;
 }
+
+/** node-ipc's lifecycle event names: protocol v1 refuses them as a frame type (`reserved_event`). */
+export const RESERVED_EVENTS: ReadonlySet<string> = new Set([
+  'start',
+  'connect',
+  'disconnect',
+  'destroy',
+  'close',
+  'socket.disconnected',
+  'error',
+  'data',
+]);
+
+/** Names an event dispatcher built on a plain object would resolve to a prototype member. */
+const PROTOTYPE_NAMES: ReadonlySet<string> = new Set(Object.getOwnPropertyNames(Object.prototype));
 
 export function encodeFrame(type: string, data: unknown): string {
   return `${JSON.stringify({ type, data })}${FRAME_DELIMITER}`;
 }
 
+/** A framing error: the reader answers `rejected` with `code` and closes the connection. */
+export class FrameError extends Error {
+  readonly code: RejectCode;
+  constructor(code: RejectCode, message: string) {
+    super(message);
+    this.name = 'FrameError';
+    this.code = code;
+  }
+}
+
+const FORM_FEED = 0x0c;
+/** fatal: invalid UTF-8 is an error, never U+FFFD; ignoreBOM: a BOM stays in the text, so JSON refuses it. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const EMPTY = Buffer.alloc(0);
+
 /**
- * Splits a stream of text into envelopes. Input that is not an envelope is
- * reported, not thrown, so that a reader can decide what a bad frame means.
+ * Splits a byte stream into envelopes, in order: per frame, size (bytes, the
+ * form feed excluded), then UTF-8, then JSON, then the envelope. Input that is
+ * not an envelope is reported as a FrameError, not thrown, so that a reader can
+ * decide what a bad frame means. Text pushed as a string is counted as its
+ * UTF-8 encoding.
  */
 export class FrameDecoder {
-  #buffer = '';
+  #buffer: Buffer = EMPTY;
   readonly #maxBytes: number;
 
   constructor(maxBytes: number) {
     this.#maxBytes = maxBytes;
   }
 
-  /** Feeds text; returns the complete frames it finished, oldest first. */
-  push(text: string): Array<Envelope | Error> {
-    const combined = this.#buffer + text;
-    const out: Array<Envelope | Error> = [];
+  /** Feeds bytes (or text); returns the complete frames it finished, oldest first. */
+  push(chunk: string | Uint8Array): Array<Envelope | FrameError> {
+    const bytes =
+      typeof chunk === 'string'
+        ? Buffer.from(chunk, 'utf8')
+        : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const combined = this.#buffer.length === 0 ? bytes : Buffer.concat([this.#buffer, bytes]);
+    const out: Array<Envelope | FrameError> = [];
     let start = 0;
-    let end = combined.indexOf(FRAME_DELIMITER);
+    let end = combined.indexOf(FORM_FEED);
     while (end !== -1) {
-      out.push(decodeEnvelope(combined.slice(start, end)));
+      out.push(this.#decode(combined.subarray(start, end)));
       start = end + 1;
-      end = combined.indexOf(FRAME_DELIMITER, start);
+      end = combined.indexOf(FORM_FEED, start);
     }
-    this.#buffer = combined.slice(start);
-    if (this.#buffer.length > this.#maxBytes) {
-      this.#buffer = '';
-      out.push(new Error(`a frame exceeded ${this.#maxBytes} bytes without a form feed`));
+    const rest = combined.subarray(start);
+    if (rest.length > this.#maxBytes) {
+      this.#buffer = EMPTY;
+      out.push(tooLarge(this.#maxBytes));
+    } else {
+      // A copy: the tail must not keep a large chunk alive.
+      this.#buffer = rest.length === 0 ? EMPTY : Buffer.from(rest);
     }
     return out;
   }
 
+  /** Bytes of an incomplete frame waiting for its form feed. */
   get pending(): number {
     return this.#buffer.length;
   }
+
+  #decode(frame: Buffer): Envelope | FrameError {
+    if (frame.length > this.#maxBytes) return tooLarge(this.#maxBytes);
+    let text: string;
+    try {
+      text = UTF8.decode(frame);
+    } catch {
+      return new FrameError(
+        'invalid_utf8',
+        'the frame is not valid UTF-8: encode the JSON text as UTF-8 (no other encoding, no lone surrogates)',
+      );
+    }
+    return decodeEnvelope(text);
+  }
 }
 
-function decodeEnvelope(text: string): Envelope | Error {
+function tooLarge(maxBytes: number): FrameError {
+  return new FrameError(
+    'frame_too_large',
+    `the frame exceeds ${maxBytes} bytes: shorten message or _meta (a frame is at most ${maxBytes} UTF-8 bytes before its form feed)`,
+  );
+}
+
+/** One frame's text (form feed removed) as an envelope, or the framing error it is. */
+export function decodeEnvelope(text: string): Envelope | FrameError {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    return new Error(`not JSON: ${text.slice(0, 80)}`);
+    return new FrameError(
+      'invalid_json',
+      'the frame is not valid JSON: send one JSON object per frame, each followed by a form feed (0x0C)',
+    );
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return new Error('a frame is not a JSON object');
+    return invalidEnvelope('the frame is not a JSON object');
   }
   const { type, data } = value as { type?: unknown; data?: unknown };
-  if (typeof type !== 'string') return new Error('a frame has no string type');
+  if (typeof type !== 'string' || type.length === 0) {
+    return invalidEnvelope('the frame has no non-empty string type');
+  }
+  if (utf8ByteLength(type) > MAX_TYPE_BYTES) {
+    return invalidEnvelope(`the frame type is longer than ${MAX_TYPE_BYTES} UTF-8 bytes`);
+  }
+  if (RESERVED_EVENTS.has(type)) {
+    return new FrameError(
+      'reserved_event',
+      "the event type is one of node-ipc's reserved names: workers send progress, done, claim, ping or status",
+    );
+  }
+  if (PROTOTYPE_NAMES.has(type)) {
+    return invalidEnvelope(`the frame type ${JSON.stringify(type)} is a reserved property name`);
+  }
   return { type, data };
+}
+
+function invalidEnvelope(what: string): FrameError {
+  return new FrameError(
+    'invalid_envelope',
+    `${what}: a frame is a JSON object {"type": "<event>", "data": {...}} with a non-empty string type of at most ${MAX_TYPE_BYTES} UTF-8 bytes`,
+  );
 }

@@ -10,9 +10,15 @@ import {
   FRAME_TIMEOUT_MS,
   MAX_FRAME_BYTES,
   MAX_MESSAGE_BYTES,
+  MAX_META_DEPTH,
+  MAX_REASON_BYTES,
+  MAX_SAFE_NUMBER,
   MAX_TOKEN_BYTES,
+  MAX_TYPE_BYTES,
   MAX_WS_MESSAGE_BYTES,
+  PUBLISHED_SCHEMAS,
   REJECT_CODES,
+  RESERVED_EVENTS,
   RPC_ERRORS,
   WORKER_EVENTS,
   WS_SUBPROTOCOL,
@@ -48,6 +54,18 @@ describe('docs/PROTOCOL.md', () => {
     expect(protocol).toContain(`(default **${DEFAULT_ROUTER_OPTIONS.defaultMinIntervalMs}**`);
     expect(protocol).toContain(`ws://127.0.0.1:${DEFAULT_PORT}/ws`);
     expect(protocol).toContain(WS_SUBPROTOCOL);
+    expect(protocol).toContain(`most **${MAX_TYPE_BYTES} UTF-8 bytes**`);
+    expect(protocol).toContain(`\`reason\` (${MAX_REASON_BYTES})`);
+    expect(protocol).toContain(
+      `nest at most ${MAX_META_DEPTH} levels deep, \`_meta\` itself being`,
+    );
+    expect(MAX_SAFE_NUMBER).toBe(2 ** 53 - 1);
+    expect(protocol).toContain(`(±${MAX_SAFE_NUMBER};`);
+  });
+
+  it('names every published schema and every reserved event', () => {
+    for (const name of Object.keys(PUBLISHED_SCHEMAS)) expect(protocol).toContain(`\`${name}\``);
+    for (const event of RESERVED_EVENTS) expect(protocol).toContain(`\`${event}\``);
   });
 });
 

@@ -7,10 +7,13 @@ import {
   encodeFrame,
   explainClaimFrame,
   FrameDecoder,
+  FrameError,
   isClaimFrame,
+  isWellFormedText,
   MAX_MESSAGE_BYTES,
   MAX_TOKEN_BYTES,
   progressFrameSchema,
+  shorten,
 } from '../../src/protocol/index.js';
 
 const ok = (data: unknown) => checkProgressFrame(data).ok;
@@ -69,7 +72,22 @@ describe('progress frame validation', () => {
     [{ progress: Number.POSITIVE_INFINITY }, 'invalid_field'],
     [{ progress: Number.NaN }, 'invalid_field'],
     [{ progress: '1' }, 'invalid_field'],
-    [{ progress: 1e308 }, 'ok'],
+    // Numbers are within ±(2^53 - 1), so every strict client reads them exactly.
+    [{ progress: 1e308 }, 'invalid_field'],
+    [{ progress: Number.MAX_SAFE_INTEGER }, 'ok'],
+    [{ progress: -Number.MAX_SAFE_INTEGER }, 'ok'],
+    [{ progress: 2 ** 53 }, 'invalid_field'],
+    [{ total: 2 ** 53 }, 'invalid_field'],
+    [{ progress: -0 }, 'ok'],
+    [{ _meta: JSON.parse('{"big":12345678901234567890}') }, 'invalid_field'],
+    [{ _meta: { deep: [{ n: -(2 ** 53) }] } }, 'invalid_field'],
+    [{ _meta: { n: Number.MAX_SAFE_INTEGER, f: 0.1 } }, 'ok'],
+    [{ _meta: { s: '\ud83d' } }, 'invalid_field'],
+    [{ _meta: { '\ude00': 1 } }, 'invalid_field'],
+    [{ _meta: { s: '\ud83d\ude00' } }, 'ok'],
+    [{ message: 'a\ud83d' }, 'invalid_field'],
+    [{ message: '😀'.repeat(1024) }, 'ok'],
+    [{ message: '😀'.repeat(1025) }, 'invalid_field'],
     [{ progress: 5e-324 }, 'ok'],
     [{ total: -0.0001 }, 'invalid_field'],
     [{ total: 0 }, 'ok'],
@@ -110,7 +128,7 @@ describe('progress frame validation', () => {
     expect(check.ok).toBe(false);
     if (!check.ok) {
       expect(check.rejection.message).toBe(
-        'field total: expected a finite number >= 0, got the string "ten" (3 bytes)',
+        'field total: expected a finite number >= 0 and at most 9007199254740991, got the string "ten" (3 bytes)',
       );
     }
   });
@@ -219,11 +237,75 @@ describe('wire format', () => {
   it('reports bad frames instead of throwing', () => {
     const decoder = new FrameDecoder(16);
     const out = decoder.push('nope\fnull\f{"data":1}\f');
-    expect(out.map((e) => (e instanceof Error ? e.message : e))).toEqual([
-      'not JSON: nope',
-      'a frame is not a JSON object',
-      'a frame has no string type',
+    expect(out.map((e) => (e instanceof FrameError ? e.code : e))).toEqual([
+      'invalid_json',
+      'invalid_envelope',
+      'invalid_envelope',
     ]);
-    expect(decoder.push('x'.repeat(17))[0]).toBeInstanceOf(Error);
+    const tooLong = decoder.push('x'.repeat(17))[0];
+    expect(tooLong instanceof FrameError && tooLong.code).toBe('frame_too_large');
+  });
+
+  const codes = (decoder: FrameDecoder, chunk: string | Uint8Array) =>
+    decoder.push(chunk).map((e) => (e instanceof FrameError ? e.code : e));
+
+  it('counts bytes, not UTF-16 units, for the frame limit', () => {
+    // {"type":"é"} is 13 bytes as UTF-8 and 12 UTF-16 units.
+    expect(codes(new FrameDecoder(13), '{"type":"é"}\f')).toEqual([{ type: 'é', data: undefined }]);
+    expect(codes(new FrameDecoder(12), '{"type":"é"}\f')).toEqual(['frame_too_large']);
+    expect(codes(new FrameDecoder(12), Buffer.from('{"type":"é"}\f'))).toEqual(['frame_too_large']);
+    // A complete frame over the limit, not only an unfinished one.
+    expect(codes(new FrameDecoder(8), '{"type":"ping"}\f{"type":"a"}\f')).toEqual([
+      'frame_too_large',
+      'frame_too_large',
+    ]);
+  });
+
+  it('refuses invalid UTF-8, a BOM, an empty frame, long and reserved types', () => {
+    const decoder = new FrameDecoder(1024);
+    const bad = Buffer.concat([
+      Buffer.from('{"type":"progress","data":{"v":1,"progressToken":"'),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('"}}\f'),
+    ]);
+    expect(codes(decoder, bad)).toEqual(['invalid_utf8']);
+    // An encoded surrogate half (CESU-8) is not UTF-8 either.
+    expect(codes(decoder, Buffer.from([0x22, 0xed, 0xa0, 0xbd, 0x22, 0x0c]))).toEqual([
+      'invalid_utf8',
+    ]);
+    expect(
+      codes(decoder, Buffer.from([0xef, 0xbb, 0xbf, ...Buffer.from('{"type":"ping"}\f')])),
+    ).toEqual(['invalid_json']);
+    expect(codes(decoder, '\f')).toEqual(['invalid_json']);
+    expect(codes(decoder, `{"type":"${'a'.repeat(256)}"}\f`)).toEqual([
+      { type: 'a'.repeat(256), data: undefined },
+    ]);
+    expect(codes(decoder, `{"type":"${'a'.repeat(257)}"}\f`)).toEqual(['invalid_envelope']);
+    // 64 emoji are 128 UTF-16 units and 256 bytes; 65 are 260 bytes.
+    expect(codes(decoder, `{"type":"${'😀'.repeat(64)}"}\f`)).toHaveLength(1);
+    expect(codes(decoder, `{"type":"${'😀'.repeat(65)}"}\f`)).toEqual(['invalid_envelope']);
+    expect(codes(decoder, '{"type":"error"}\f{"type":"__proto__"}\f{"type":""}\f')).toEqual([
+      'reserved_event',
+      'invalid_envelope',
+      'invalid_envelope',
+    ]);
+  });
+
+  it('a split multi-byte character is decoded once its bytes arrive', () => {
+    const bytes = Buffer.from('{"type":"ping","data":{"m":"😀"}}\f');
+    for (let cut = 0; cut <= bytes.length; cut++) {
+      const decoder = new FrameDecoder(1024);
+      const out = [...decoder.push(bytes.subarray(0, cut)), ...decoder.push(bytes.subarray(cut))];
+      expect(out).toEqual([{ type: 'ping', data: { m: '😀' } }]);
+    }
+  });
+});
+
+describe('shorten', () => {
+  it('never ends in half a surrogate pair', () => {
+    expect(shorten('ab😀', 3)).toBe('ab');
+    expect(shorten('ab😀', 4)).toBe('ab😀');
+    expect(shorten('abc', 2)).toBe('ab');
+    for (let n = 1; n < 20; n++) expect(isWellFormedText(shorten('😀'.repeat(10), n))).toBe(true);
   });
 });

@@ -38,3 +38,60 @@ describe('committed JSON Schemas', () => {
     });
   });
 });
+
+/** The node at `path` (property names, "anyOf:0" for an alternative) in a published schema. */
+function nodeAt(name: SchemaName, path: string[]): Record<string, unknown> {
+  let node = JSON.parse(readFileSync(join(DIR, `${name}.json`), 'utf8')) as Record<string, unknown>;
+  for (const step of path) {
+    const [key, index] = step.split(':');
+    node = (
+      index === undefined
+        ? (node.properties as Record<string, unknown>)[key as string]
+        : (node[key as string] as unknown[])[Number(index)]
+    ) as Record<string, unknown>;
+  }
+  return node;
+}
+
+describe('byte limits JSON Schema cannot state', () => {
+  // Each string whose limit is in UTF-8 bytes: where it is, and a valid value around it.
+  const cases: Array<[SchemaName, string[], (text: string) => unknown]> = [
+    ['progress-frame.v1', ['message'], (m) => ({ v: 1, progressToken: 't', message: m })],
+    ['done-frame.v1', ['message'], (m) => ({ v: 1, progressToken: 't', message: m })],
+    ['progress-frame.v1', ['progressToken', 'anyOf:0'], (t) => ({ v: 1, progressToken: t })],
+    ['subscribe-params.v1', ['progressToken', 'anyOf:0'], (t) => ({ progressToken: t })],
+    ['cancel-params.v1', ['reason'], (r) => ({ progressToken: 't', reason: r })],
+    ['envelope.v1', ['type'], (t) => ({ type: t })],
+  ];
+  for (const [name, path, make] of cases) {
+    it(`${name} ${path.join('.')}: the description and x-maxUtf8Bytes state the byte rule the validator applies`, () => {
+      const node = nodeAt(name, path);
+      const limit = node['x-maxUtf8Bytes'];
+      expect(typeof limit).toBe('number');
+      expect(node.description).toContain(`at most ${limit} UTF-8 bytes`);
+      // maxLength is a true upper bound: a string of `limit` bytes has at most `limit` code points.
+      expect(node.maxLength).toBe(limit);
+      const schema = PUBLISHED_SCHEMAS[name];
+      const bytes = limit as number;
+      // 'é' is 2 bytes: within maxLength either way, so only the byte rule tells them apart.
+      expect(schema.safeParse(make('é'.repeat(bytes / 2))).success).toBe(true);
+      expect(schema.safeParse(make('é'.repeat(bytes / 2 + 1))).success).toBe(false);
+      expect(schema.safeParse(make('a'.repeat(bytes))).success).toBe(true);
+      expect(schema.safeParse(make('a'.repeat(bytes + 1))).success).toBe(false);
+    });
+  }
+
+  it('every string with x-maxUtf8Bytes in a published schema is one of the cases above', () => {
+    const found: string[] = [];
+    const walk = (value: unknown, where: string) => {
+      if (value === null || typeof value !== 'object') return;
+      if (Object.hasOwn(value, 'x-maxUtf8Bytes')) found.push(where);
+      for (const [key, child] of Object.entries(value)) walk(child, `${where}/${key}`);
+    };
+    for (const name of Object.keys(PUBLISHED_SCHEMAS) as SchemaName[])
+      walk(JSON.parse(readFileSync(join(DIR, `${name}.json`), 'utf8')), name);
+    expect(found.length).toBeGreaterThan(cases.length);
+    // Every string field with a byte limit says so in its description.
+    for (const where of found) expect(where).toMatch(/\/(message|reason|type|anyOf\/0)$/);
+  });
+});
