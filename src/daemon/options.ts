@@ -32,6 +32,14 @@ export interface DaemonOptions {
   readonly maxPendingReplyBytes: number;
   /** Notifications a session has not read, past which it is closed (close code 4008). */
   readonly maxSessionBufferBytes: number;
+  /** Gateway connections that have not presented the secret; past it new ones are refused at once. */
+  readonly maxPendingConnections: number;
+  /** How long a gateway connection has to present the secret before it is closed. */
+  readonly handshakeTimeoutMs: number;
+  /** A WebSocket session heard nothing from for this long is pinged; 0 = no keepalive. */
+  readonly pingIntervalMs: number;
+  /** A pinged WebSocket session that does not pong within this is closed. */
+  readonly pongTimeoutMs: number;
   /** How long a graceful stop waits for connections to drain. */
   readonly shutdownGraceMs: number;
   /** Fixed secret for tests and supervised setups; a random one otherwise. */
@@ -49,6 +57,10 @@ export const DEFAULTS = {
   frameTimeoutMs: FRAME_TIMEOUT_MS,
   maxPendingReplyBytes: 1024 * 1024,
   maxSessionBufferBytes: 8 * 1024 * 1024,
+  maxPendingConnections: 128,
+  handshakeTimeoutMs: 5000,
+  pingIntervalMs: 30_000,
+  pongTimeoutMs: 10_000,
   shutdownGraceMs: 2000,
 } as const;
 
@@ -91,6 +103,10 @@ export function resolveDaemonOptions(
     frameTimeoutMs: input.frameTimeoutMs ?? DEFAULTS.frameTimeoutMs,
     maxPendingReplyBytes: input.maxPendingReplyBytes ?? DEFAULTS.maxPendingReplyBytes,
     maxSessionBufferBytes: input.maxSessionBufferBytes ?? DEFAULTS.maxSessionBufferBytes,
+    maxPendingConnections: input.maxPendingConnections ?? DEFAULTS.maxPendingConnections,
+    handshakeTimeoutMs: input.handshakeTimeoutMs ?? DEFAULTS.handshakeTimeoutMs,
+    pingIntervalMs: input.pingIntervalMs ?? DEFAULTS.pingIntervalMs,
+    pongTimeoutMs: input.pongTimeoutMs ?? DEFAULTS.pongTimeoutMs,
     shutdownGraceMs: input.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs,
     secret: input.secret,
   };
@@ -102,6 +118,10 @@ export function resolveDaemonOptions(
   integer('max-pending-reply-bytes', options.maxPendingReplyBytes, 1024);
   integer('max-session-buffer-bytes', options.maxSessionBufferBytes, 1024);
   integer('shutdown-grace-ms', options.shutdownGraceMs, 0);
+  integer('max-pending-connections', options.maxPendingConnections, 1);
+  integer('handshake-timeout-ms', options.handshakeTimeoutMs, 1);
+  integer('ping-interval-ms', options.pingIntervalMs, 0);
+  integer('pong-timeout-ms', options.pongTimeoutMs, 1);
   if (!LOG_LEVELS.includes(options.logLevel)) {
     invalid('log-level', `one of ${LOG_LEVELS.join(', ')}`, options.logLevel);
   }
