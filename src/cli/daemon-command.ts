@@ -61,6 +61,10 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
     'max-streams-per-connection': { type: 'string' },
     'max-subscriptions': { type: 'string' },
     'max-session-buffer-bytes': { type: 'string' },
+    'max-pending-connections': { type: 'string' },
+    'handshake-timeout-ms': { type: 'string' },
+    'ping-interval-ms': { type: 'string' },
+    'pong-timeout-ms': { type: 'string' },
     'min-interval-ms': { type: 'string' },
     'retention-ms': { type: 'string' },
     'ttl-ms': { type: 'string' },
@@ -136,6 +140,10 @@ function startDaemon(
       text('max-session-buffer-bytes'),
     ),
     frameTimeoutMs: integerFlag('frame-timeout-ms', text('frame-timeout-ms')),
+    maxPendingConnections: integerFlag('max-pending-connections', text('max-pending-connections')),
+    handshakeTimeoutMs: integerFlag('handshake-timeout-ms', text('handshake-timeout-ms')),
+    pingIntervalMs: integerFlag('ping-interval-ms', text('ping-interval-ms')),
+    pongTimeoutMs: integerFlag('pong-timeout-ms', text('pong-timeout-ms')),
     router: {
       maxStreams: integerFlag('max-streams', text('max-streams')),
       maxStreamsPerConnection: integerFlag(
