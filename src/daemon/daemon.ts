@@ -124,21 +124,7 @@ export class Daemon {
       },
       log,
     );
-    this.#endpoint = new GatewayEndpoint(
-      {
-        host: options.host,
-        port: options.port,
-        secret: this.#secret,
-        allowOrigins: options.allowOrigins,
-        maxPendingConnections: options.maxPendingConnections,
-        handshakeTimeoutMs: options.handshakeTimeoutMs,
-        pingIntervalMs: options.pingIntervalMs,
-        pongTimeoutMs: options.pongTimeoutMs,
-      },
-      this.backend,
-      this.#hub,
-      log,
-    );
+    this.#endpoint = this.#gateway();
     this.progressSource = new LocalProgressSource(this.backend, (receive) =>
       this.#hub.openLocal(receive),
     );
@@ -154,6 +140,26 @@ export class Daemon {
       mcp: (request, response) => this.#mcpHttp.handle(request, response),
       metrics: () => formatPrometheus(this.status()),
     });
+  }
+
+  /** The HTTP/WebSocket face: transport only, its sessions kept by the hub. */
+  #gateway(): GatewayEndpoint {
+    const options = this.options;
+    return new GatewayEndpoint(
+      {
+        host: options.host,
+        port: options.port,
+        secret: this.#secret,
+        allowOrigins: options.allowOrigins,
+        maxPendingConnections: options.maxPendingConnections,
+        handshakeTimeoutMs: options.handshakeTimeoutMs,
+        pingIntervalMs: options.pingIntervalMs,
+        pongTimeoutMs: options.pongTimeoutMs,
+      },
+      this.backend,
+      this.#hub,
+      this.#log,
+    );
   }
 
   /** An /mcp session: one place in the hub; each of its watches a member subscriber. */
