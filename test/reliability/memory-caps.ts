@@ -80,12 +80,20 @@ class MeasuredDaemon {
   }
 }
 
-function workerConnection(path: string): Promise<Socket> {
-  return new Promise((resolveSocket, reject) => {
-    const socket = connect({ path }, () => resolveSocket(socket));
-    socket.once('error', reject);
-    socket.resume();
-  });
+/** A worker connection; EAGAIN (the accept backlog is full for a moment) is tried again. */
+async function workerConnection(path: string): Promise<Socket> {
+  for (;;) {
+    try {
+      return await new Promise<Socket>((resolveSocket, reject) => {
+        const socket = connect({ path }, () => resolveSocket(socket));
+        socket.once('error', reject);
+        socket.resume();
+      });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
 }
 
 /** Waits until the daemon's figures satisfy `ready`. */
