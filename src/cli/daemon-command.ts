@@ -1,11 +1,13 @@
 import { Daemon } from '../daemon/daemon.js';
-import { DEFAULT_PORT, DEFAULTS } from '../daemon/options.js';
-import { DEFAULT_ROUTER_OPTIONS } from '../daemon/router.js';
+import {
+  DAEMON_FLAGS,
+  daemonOptionsHelp,
+  type OptionSpec,
+  optionsInput,
+} from '../daemon/options.js';
 import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
-import { integerFlag, parse, UsageError } from './args.js';
+import { integerFlag, type Options, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
-
-const ROUTER = DEFAULT_ROUTER_OPTIONS;
 
 export const DAEMON_HELP = `Usage: mcp-progress daemon [options]
 
@@ -14,66 +16,38 @@ its socket; MCP gateways subscribe over its WebSocket endpoint. When ready it
 writes <runtime-dir>/daemon.json (mode 0600) with its pid, socket, URL and
 secret. SIGINT or SIGTERM stop it gracefully.
 
-Where:
-  --runtime-dir DIR        runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR,
-                           else $XDG_RUNTIME_DIR/mcp-progress, else
-                           <tmpdir>/mcp-progress-<uid>); created with mode 0700
-  --socket PATH            worker socket (default: <runtime-dir>/bridge.sock)
-  --host ADDR              WebSocket listen address (default: 127.0.0.1)
-  --port N                 WebSocket port (default: ${DEFAULT_PORT}; 0 picks a free one)
-  --allow-remote           allow a --host that is not loopback (prints a warning)
-  --allow-origin ORIGIN    let a browser page from ORIGIN connect (repeatable)
+${daemonOptionsHelp()}  -h, --help               show this help
 
-Limits:
-  --max-connections N      worker connections (default ${DEFAULTS.maxConnections})
-  --max-sessions N         sessions: WebSocket and /mcp, together (default ${DEFAULTS.maxSessions})
-  --max-streams N          streams in the table (default ${ROUTER.maxStreams})
-  --max-streams-per-connection N
-                           active streams one worker connection may publish (default ${ROUTER.maxStreamsPerConnection})
-  --max-subscriptions N    subscriptions per session (default ${ROUTER.maxSubscriptionsPerSubscriber})
-  --max-session-buffer-bytes N
-                           unread bytes before a session is closed (default ${DEFAULTS.maxSessionBufferBytes})
-
-Timing (milliseconds):
-  --min-interval-ms N      default coalescing interval (default ${ROUTER.defaultMinIntervalMs}; 0 = off)
-  --retention-ms N         how long a done stream is kept (default ${ROUTER.retentionMs})
-  --ttl-ms N               idle time after which a stream ends (default ${ROUTER.streamTtlMs})
-  --abandon-grace-ms N     how long a stream waits for its worker to come back
-                           (default ${ROUTER.abandonGraceMs})
-  --frame-timeout-ms N     incomplete-frame timeout (default ${DEFAULTS.frameTimeoutMs})
-
-Other:
-  --log-level LEVEL        ${LOG_LEVELS.join(', ')} (default info)
-  -h, --help               show this help
+Memory (measured: test/reliability/memory-caps.ts): about 4 KiB per worker
+connection, 1 KiB per stream (72 KiB when its last frame is a full 64 KiB),
+13 KiB per session plus what it leaves unread, 0.3 KiB per claim. At the
+default caps, with small frames: about 40 MiB of connections, 85 MiB of
+streams and 130 MiB of sessions. The worst case is set by the caps: streams
+x 72 KiB (7 GiB), sessions x --max-session-buffer-bytes (80 GiB), claims up to
+connections x --max-streams-per-connection x 0.3 KiB (28 GiB); lower the caps
+to bound it tighter.
 `;
 
+/** parseArgs' view of the table: integers arrive as text and are checked below. */
+const FLAG_CONFIG = Object.fromEntries([
+  ...DAEMON_FLAGS.map((spec) => [
+    spec.name,
+    spec.kind === 'boolean'
+      ? { type: 'boolean' as const }
+      : spec.kind === 'list'
+        ? { type: 'string' as const, multiple: true }
+        : { type: 'string' as const },
+  ]),
+  ['help', { type: 'boolean' as const, short: 'h' }],
+]) as Options;
+
 export async function daemonCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('daemon', argv, {
-    'runtime-dir': { type: 'string' },
-    socket: { type: 'string' },
-    host: { type: 'string' },
-    port: { type: 'string' },
-    'allow-remote': { type: 'boolean' },
-    'allow-origin': { type: 'string', multiple: true },
-    'max-connections': { type: 'string' },
-    'max-sessions': { type: 'string' },
-    'max-streams': { type: 'string' },
-    'max-streams-per-connection': { type: 'string' },
-    'max-subscriptions': { type: 'string' },
-    'max-session-buffer-bytes': { type: 'string' },
-    'min-interval-ms': { type: 'string' },
-    'retention-ms': { type: 'string' },
-    'ttl-ms': { type: 'string' },
-    'abandon-grace-ms': { type: 'string' },
-    'frame-timeout-ms': { type: 'string' },
-    'log-level': { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  });
+  const { values } = parse('daemon', argv, FLAG_CONFIG);
   if (values.help) {
     io.out(DAEMON_HELP);
     return 0;
   }
-  const logLevel = values['log-level'];
+  const logLevel = values['log-level'] as string | undefined;
   if (logLevel !== undefined && !(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     throw new UsageError(
       `--log-level: expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`,
@@ -117,36 +91,16 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
 }
 
 function startDaemon(
-  values: Record<string, string | boolean | string[] | undefined>,
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>,
   logLevel: LogLevel | undefined,
 ): Promise<Daemon> {
-  const text = (name: string) => values[name] as string | undefined;
-  return Daemon.start({
-    runtimeDir: text('runtime-dir'),
-    socketPath: text('socket'),
-    host: text('host'),
-    port: integerFlag('port', text('port')),
-    allowRemote: values['allow-remote'] as boolean | undefined,
-    allowOrigins: values['allow-origin'] as string[] | undefined,
-    logLevel,
-    maxConnections: integerFlag('max-connections', text('max-connections')),
-    maxSessions: integerFlag('max-sessions', text('max-sessions')),
-    maxSessionBufferBytes: integerFlag(
-      'max-session-buffer-bytes',
-      text('max-session-buffer-bytes'),
-    ),
-    frameTimeoutMs: integerFlag('frame-timeout-ms', text('frame-timeout-ms')),
-    router: {
-      maxStreams: integerFlag('max-streams', text('max-streams')),
-      maxStreamsPerConnection: integerFlag(
-        'max-streams-per-connection',
-        text('max-streams-per-connection'),
-      ),
-      maxSubscriptionsPerSubscriber: integerFlag('max-subscriptions', text('max-subscriptions')),
-      defaultMinIntervalMs: integerFlag('min-interval-ms', text('min-interval-ms')),
-      retentionMs: integerFlag('retention-ms', text('retention-ms')),
-      streamTtlMs: integerFlag('ttl-ms', text('ttl-ms')),
-      abandonGraceMs: integerFlag('abandon-grace-ms', text('abandon-grace-ms')),
-    },
-  });
+  const given = new Map<OptionSpec, unknown>();
+  for (const spec of DAEMON_FLAGS) {
+    const value = values[spec.name];
+    given.set(
+      spec,
+      spec.kind === 'integer' ? integerFlag(spec.name, value as string | undefined) : value,
+    );
+  }
+  return Daemon.start({ ...optionsInput(given), logLevel });
 }

@@ -3,8 +3,14 @@
  * egress. Start and stop; no globals, so several daemons can share a process.
  */
 import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { MCP_PATH, McpHttpSessions } from '../mcp/http-sessions.js';
+import {
+  MCP_PATH,
+  McpHttpSessions,
+  type McpSessionGrant,
+  type McpSessionTransport,
+} from '../mcp/http-sessions.js';
 import type { ProgressSource } from '../mcp/progress-source.js';
 import {
   checkEmptyRequest,
@@ -26,7 +32,7 @@ import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
 import { VERSION } from '../shared/version.js';
-import { GatewayEndpoint } from './gateway.js';
+import { GatewayEndpoint, type HttpHandler } from './gateway.js';
 import { LocalProgressSource } from './in-process-source.js';
 import { formatPrometheus } from './metrics.js';
 import {
@@ -50,9 +56,9 @@ import {
   writeDaemonInfo,
 } from './runtime-dir.js';
 import { TickScheduler } from './scheduler.js';
+import { SessionHub } from './sessions.js';
 import { IngressServer, type WorkerConnection } from './worker-socket.js';
 
-/** Figures for `status`, /metrics and the tests. */
 /** An MCP session over HTTP with no request for this long is closed. */
 const MCP_SESSION_IDLE_MS = 30 * 60_000;
 
@@ -62,6 +68,7 @@ export class Daemon {
   readonly #router: Router;
   readonly #ingress: IngressServer;
   readonly #endpoint: GatewayEndpoint;
+  readonly #hub: SessionHub;
   readonly #mcpHttp: McpHttpSessions;
   readonly #secret: string;
   /** Progress for MCP tools in this process (the embedded daemon, /mcp), without a WebSocket. */
@@ -87,9 +94,12 @@ export class Daemon {
     this.#log = log;
     this.#startedAt = this.now();
     this.#secret = options.secret ?? randomBytes(32).toString('base64url');
-    this.#router = new Router(options.router, (session, notification) =>
-      this.#endpoint.deliver(session, notification),
+    this.#hub = new SessionHub(
+      { maxSessions: options.maxSessions, maxSessionBufferBytes: options.maxSessionBufferBytes },
+      (session) => this.#router.removeSubscriber(session),
+      log,
     );
+    this.#router = new Router(options.router, this.#hub.deliver);
     this.#scheduler = new TickScheduler(
       this.#router,
       () => this.now(),
@@ -117,52 +127,58 @@ export class Daemon {
       },
       log,
     );
-    this.#endpoint = new GatewayEndpoint(
-      {
-        host: options.host,
-        port: options.port,
-        secret: this.#secret,
-        allowOrigins: options.allowOrigins,
-        maxSessions: options.maxSessions,
-        maxSessionBufferBytes: options.maxSessionBufferBytes,
-      },
-      this.backend,
-      (session) => this.#router.removeSubscriber(session),
-      log,
-    );
+    this.#endpoint = this.#gateway();
     this.progressSource = new LocalProgressSource(this.backend, (receive) =>
-      this.#endpoint.openLocalSession(receive),
+      this.#hub.openLocal(receive),
     );
     this.#mcpHttp = new McpHttpSessions(
       {
-        source: this.progressSource,
-        maxSessions: options.maxSessions,
+        host: { open: (transport) => this.#openMcpSession(transport) },
         idleMs: MCP_SESSION_IDLE_MS,
         defaultMinIntervalMs: options.router.defaultMinIntervalMs,
       },
       log,
     );
-    for (const method of ['POST', 'GET', 'DELETE']) {
-      this.#endpoint.route(
-        method,
-        MCP_PATH,
-        (request, response) => this.#mcpHttp.handle(request, response),
-        true,
-      );
-    }
-    this.#endpoint.route('GET', '/healthz', (_request, response) => {
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ ok: true, version: VERSION, pid: process.pid }));
+    addRoutes(this.#endpoint, {
+      mcp: (request, response) => this.#mcpHttp.handle(request, response),
+      metrics: () => formatPrometheus(this.status()),
     });
-    this.#endpoint.route(
-      'GET',
-      '/metrics',
-      (_request, response) => {
-        response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
-        response.end(formatPrometheus(this.status()));
+  }
+
+  /** The HTTP/WebSocket face: transport only, its sessions kept by the hub. */
+  #gateway(): GatewayEndpoint {
+    const options = this.options;
+    return new GatewayEndpoint(
+      {
+        host: options.host,
+        port: options.port,
+        secret: this.#secret,
+        allowOrigins: options.allowOrigins,
+        maxPendingConnections: options.maxPendingConnections,
+        handshakeTimeoutMs: options.handshakeTimeoutMs,
+        pingIntervalMs: options.pingIntervalMs,
+        pongTimeoutMs: options.pongTimeoutMs,
       },
-      true,
+      this.backend,
+      this.#hub,
+      this.#log,
     );
+  }
+
+  /** An /mcp session: one place in the hub; each of its watches a member subscriber. */
+  #openMcpSession(transport: McpSessionTransport): McpSessionGrant | { refused: string } {
+    const id = this.#hub.open('mcp', transport);
+    if (id === undefined) return { refused: this.#hub.refusal() ?? 'the session cap is reached' };
+    const source = new LocalProgressSource(this.backend, (receive) =>
+      this.#hub.openMember(id, receive),
+    );
+    return {
+      source,
+      close: () => {
+        this.#hub.close(id);
+        void source.close();
+      },
+    };
   }
 
   /**
@@ -253,7 +269,7 @@ export class Daemon {
       socket: this.options.socketPath,
       url: this.#info?.url ?? '',
       connections: this.#ingress.connectionCount,
-      sessions: this.#endpoint.sessionCount,
+      sessions: this.#hub.count,
       streams: stats.streams,
       subscriptions: stats.subscriptions,
       claims: stats.claims,
@@ -261,10 +277,11 @@ export class Daemon {
       counters: {
         framesAccepted: this.#framesAccepted,
         framesRejected: { ...this.#framesRejected },
-        notificationsSent: this.#endpoint.notificationsSent,
+        notificationsSent: this.#hub.notificationsSent,
         coalesced: stats.coalesced,
         connectionsRefused: this.#ingress.refusedConnections,
-        slowSessionsClosed: this.#endpoint.slowConsumersClosed,
+        slowSessionsClosed: this.#hub.slowSessionsClosed,
+        ...this.#endpoint.counters,
       },
     };
   }
@@ -400,6 +417,28 @@ export class Daemon {
     }
     return told;
   }
+}
+
+/** The daemon's HTTP routes beside /ws: /mcp and /metrics need the secret, /healthz does not. */
+function addRoutes(
+  endpoint: GatewayEndpoint,
+  handlers: { mcp: HttpHandler; metrics: () => string },
+): void {
+  for (const method of ['POST', 'GET', 'DELETE'])
+    endpoint.route(method, MCP_PATH, handlers.mcp, true);
+  endpoint.route('GET', '/healthz', (_request: IncomingMessage, response: ServerResponse) => {
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(JSON.stringify({ ok: true, version: VERSION, pid: process.pid }));
+  });
+  endpoint.route(
+    'GET',
+    '/metrics',
+    (_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      response.end(handlers.metrics());
+    },
+    true,
+  );
 }
 
 function listenError(options: DaemonOptions, error: NodeJS.ErrnoException): Error {

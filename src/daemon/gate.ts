@@ -12,6 +12,12 @@ import type {
 
 export type SubscriberId = number;
 
+/**
+ * Where the router's deliveries go (the session hub). The router calls it from inside its own
+ * loops (publish, finish, tick, subscribe), so a sink may write, count and decide that a
+ * subscriber is gone, but must not call back into the router: no subscribe, unsubscribe or
+ * removeSubscriber until the call that delivered has returned. It must not throw.
+ */
 export type DeliverySink = (subscriber: SubscriberId, notification: Notification) => void;
 
 export interface Subscription {

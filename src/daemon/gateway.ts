@@ -1,7 +1,9 @@
 /**
  * The daemon's network face on loopback: an HTTP server whose /ws path
  * upgrades to the WebSocket gateway. The only module that imports ws.
- * Every request must carry the secret; browser Origins must be allowed.
+ * Transport only: sessions, their ids and fan-out belong to the session hub.
+ * Every request must carry the secret; browser Origins must be allowed; a
+ * connection that has not shown the secret is capped and timed out.
  */
 
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -10,14 +12,11 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
-import type { Notification } from '../protocol/notifications.js';
 import type { Logger } from '../shared/log.js';
 import { type GatewayBackend, handleRpcText, rpcError, type SessionId } from './rpc.js';
+import type { SessionHub } from './sessions.js';
 
 export const WS_PATH = '/ws';
-
-/** How long a slow consumer has to read its backlog and the close frame before it is cut off. */
-const SLOW_CONSUMER_GRACE_MS = 10_000;
 
 /** Close codes the gateway uses; docs/PROTOCOL.md lists them. */
 export const CLOSE_CODES = {
@@ -32,65 +31,74 @@ export interface EndpointOptions {
   readonly port: number;
   readonly secret: string;
   readonly allowOrigins: readonly string[];
-  readonly maxSessions: number;
-  readonly maxSessionBufferBytes: number;
+  /** Connections that have not yet presented the secret; past it new ones are refused at once. */
+  readonly maxPendingConnections: number;
+  /** How long a connection has to present the secret (a request or an upgrade) before it is closed. */
+  readonly handshakeTimeoutMs: number;
+  /** A WebSocket session heard nothing from for this long is pinged; 0 turns keepalive off. */
+  readonly pingIntervalMs: number;
+  /** A pinged session that does not answer within this is closed. */
+  readonly pongTimeoutMs: number;
 }
 
 export type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
 export type HttpHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/**
- * A session inside the daemon's process (the MCP tools, the embedded daemon):
- * it subscribes through the backend like a WebSocket session and shares their
- * id space, but receives notifications as calls instead of frames.
- */
-export interface LocalSession {
-  readonly id: SessionId;
-  /** Ends the session: its subscriptions end and nothing more is delivered. */
-  close(): void;
-}
-
-export type LocalReceiver = (notification: Notification) => void;
-
-interface Session {
+interface WsSession {
   readonly id: SessionId;
   readonly ws: WebSocket;
   readonly socket: Socket;
   corked: boolean;
+  /** When the client was last heard from (a message or a pong), performance.now(). */
+  heardAt: number;
+  /** When the unanswered ping was sent, if one is out. */
+  pingedAt: number | undefined;
+}
+
+/** Figures the gateway counts for `status` and /metrics. */
+export interface GatewayCounters {
+  /** Connections refused at once because --max-pending-connections were waiting. */
+  pendingConnectionsRefused: number;
+  /** Connections closed for not presenting the secret within --handshake-timeout-ms. */
+  handshakeTimeouts: number;
+  /** WebSocket sessions closed for not answering a keepalive ping. */
+  keepaliveTimeouts: number;
 }
 
 export class GatewayEndpoint {
   readonly #options: EndpointOptions;
   readonly #backend: GatewayBackend;
-  readonly #onClose: (session: SessionId) => void;
+  readonly #hub: SessionHub;
   readonly #log: EndpointLog;
   readonly #wss: WebSocketServer;
   readonly #http: Server;
-  readonly #sessions = new Map<SessionId, Session>();
+  readonly #sessions = new Map<SessionId, WsSession>();
   /** Sessions closed as slow consumers, still within their grace: a stop ends them at once. */
   readonly #closingSlow = new Set<WebSocket>();
-  readonly #localSessions = new Map<SessionId, LocalReceiver>();
   readonly #routes = new Map<string, HttpHandler>();
   readonly #secretDigest: Buffer;
-  #nextId = 1;
+  /** Connections that have not presented the secret yet, with the timer that closes them. */
+  readonly #pending = new Map<Socket, NodeJS.Timeout>();
+  #keepalive: NodeJS.Timeout | undefined;
   /** Sessions corked in this turn of the event loop; uncorked together on the next tick. */
-  #corked: Session[] = [];
+  #corked: WsSession[] = [];
   #uncorkScheduled = false;
-  #lastNotification: Notification | undefined;
-  #lastPayload: Buffer = Buffer.alloc(0);
-  notificationsSent = 0;
-  slowConsumersClosed = 0;
+  readonly counters: GatewayCounters = {
+    pendingConnectionsRefused: 0,
+    handshakeTimeouts: 0,
+    keepaliveTimeouts: 0,
+  };
 
   constructor(
     options: EndpointOptions,
     backend: GatewayBackend,
-    onClose: (session: SessionId) => void,
+    hub: SessionHub,
     log: EndpointLog,
   ) {
     this.#options = options;
     this.#backend = backend;
-    this.#onClose = onClose;
+    this.#hub = hub;
     this.#log = log;
     this.#secretDigest = digest(options.secret);
     this.#wss = new WebSocketServer({
@@ -110,6 +118,7 @@ export class GatewayEndpoint {
         else response.destroy();
       }
     });
+    this.#http.on('connection', (socket: Socket) => this.#connection(socket));
     this.#http.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
       try {
         this.#upgrade(request, socket as Socket, head);
@@ -128,20 +137,9 @@ export class GatewayEndpoint {
     );
   }
 
-  get sessionCount(): number {
-    return this.#sessions.size + this.#localSessions.size;
-  }
-
-  /** Opens an in-process session; `receive` gets its notifications in order, never re-entrantly. */
-  openLocalSession(receive: LocalReceiver): LocalSession {
-    const id = this.#nextId++;
-    this.#localSessions.set(id, receive);
-    return {
-      id,
-      close: () => {
-        if (this.#localSessions.delete(id)) this.#onClose(id);
-      },
-    };
+  /** Connections that have not presented the secret yet. */
+  get pendingConnections(): number {
+    return this.#pending.size;
   }
 
   /** Adds an HTTP route; `authorized` routes require the secret like the WebSocket does. */
@@ -151,16 +149,15 @@ export class GatewayEndpoint {
       authorized
         ? (request, response) => {
             const refusal = this.#refusal(request);
-            if (refusal) sendText(response, refusal.status, `${refusal.message}\n`);
-            else handler(request, response);
+            if (refusal) {
+              sendText(response, refusal.status, `${refusal.message}\n`);
+              return;
+            }
+            this.#authenticated(request.socket);
+            handler(request, response);
           }
         : handler,
     );
-  }
-
-  /** Checks the secret (constant time) and the Origin of a request. */
-  authorize(request: IncomingMessage): { status: number; message: string } | undefined {
-    return this.#refusal(request);
   }
 
   listen(): Promise<string> {
@@ -170,54 +167,19 @@ export class GatewayEndpoint {
         this.#http.off('error', reject);
         const address = this.#http.address() as AddressInfo;
         const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+        if (this.#options.pingIntervalMs > 0) {
+          const every = Math.min(this.#options.pingIntervalMs, this.#options.pongTimeoutMs) / 2;
+          this.#keepalive = setInterval(() => this.#checkKeepalive(), Math.max(10, every));
+          this.#keepalive.unref();
+        }
         resolve(`ws://${host}:${address.port}${WS_PATH}`);
       });
     });
   }
 
-  /** Sends a notification to a session; each notification is serialised once for all its sessions. */
-  deliver(id: SessionId, notification: Notification): void {
-    const receive = this.#localSessions.get(id);
-    if (receive !== undefined) {
-      this.notificationsSent++;
-      // The router is mid-update when it delivers: run the receiver after it, in delivery order.
-      queueMicrotask(() => {
-        if (this.#localSessions.get(id) !== receive) return;
-        try {
-          receive(notification);
-        } catch (error) {
-          this.#log.warn(
-            `in-process session ${id} failed on a notification: ${(error as Error).message}`,
-          );
-        }
-      });
-      return;
-    }
-    const session = this.#sessions.get(id);
-    if (session === undefined) return;
-    if (notification !== this.#lastNotification) {
-      // Both cache fields change together or not at all: a half-updated cache would send one
-      // stream's payload under another's notification.
-      const payload = Buffer.from(JSON.stringify(notification));
-      this.#lastNotification = notification;
-      this.#lastPayload = payload;
-    }
-    if (!session.corked) {
-      session.corked = true;
-      session.socket.cork();
-      this.#corked.push(session);
-      if (!this.#uncorkScheduled) {
-        this.#uncorkScheduled = true;
-        process.nextTick(() => this.#uncorkAll());
-      }
-    }
-    session.ws.send(this.#lastPayload, { binary: false });
-    this.notificationsSent++;
-    this.#closeIfSlow(session);
-  }
-
   /** Closes every session (1001) after what it was sent, then the server. */
   async stop(graceMs: number): Promise<void> {
+    clearInterval(this.#keepalive);
     this.#uncorkAll();
     const closing = [...this.#sessions.values()].map(
       (session) =>
@@ -232,12 +194,66 @@ export class GatewayEndpoint {
     );
     for (const ws of this.#closingSlow) ws.terminate();
     await Promise.all(closing);
+    for (const [socket, timer] of this.#pending) {
+      clearTimeout(timer);
+      socket.destroy();
+    }
+    this.#pending.clear();
     // Idle keep-alive connections close now; a client that holds a request half-sent gets the grace, no more.
     const closed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
     this.#http.closeIdleConnections();
     const cutOff = setTimeout(() => this.#http.closeAllConnections(), graceMs);
     await closed;
     clearTimeout(cutOff);
+  }
+
+  /**
+   * A new TCP connection: it counts as pending until it presents the secret. Past the cap it is
+   * refused at once, so that holding connections open costs the holder, not the daemon.
+   */
+  #connection(socket: Socket): void {
+    if (this.#pending.size >= this.#options.maxPendingConnections) {
+      this.counters.pendingConnectionsRefused++;
+      socket.on('error', () => socket.destroy());
+      const body = `the daemon holds ${this.#options.maxPendingConnections} connections that have not authenticated (--max-pending-connections): try again\n`;
+      socket.end(httpResponse(503, body), () => socket.destroy());
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (!this.#pending.delete(socket)) return;
+      this.counters.handshakeTimeouts++;
+      socket.destroy();
+    }, this.#options.handshakeTimeoutMs);
+    timer.unref();
+    this.#pending.set(socket, timer);
+    socket.once('close', () => this.#authenticated(socket));
+  }
+
+  /** The connection presented the secret (or closed): it is no longer pending. */
+  #authenticated(socket: Socket): void {
+    const timer = this.#pending.get(socket);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    this.#pending.delete(socket);
+  }
+
+  /** Pings sessions heard nothing from for a while; closes those whose ping went unanswered. */
+  #checkKeepalive(): void {
+    const now = performance.now();
+    for (const session of this.#sessions.values()) {
+      if (session.pingedAt !== undefined) {
+        if (now - session.pingedAt < this.#options.pongTimeoutMs) continue;
+        this.counters.keepaliveTimeouts++;
+        this.#log.info(
+          `session ${session.id} closed: no pong within ${this.#options.pongTimeoutMs} ms (--pong-timeout-ms)`,
+        );
+        this.#hub.close(session.id);
+        session.ws.terminate();
+      } else if (now - session.heardAt >= this.#options.pingIntervalMs) {
+        session.pingedAt = now;
+        session.ws.ping();
+      }
+    }
   }
 
   #uncorkAll(): void {
@@ -250,26 +266,26 @@ export class GatewayEndpoint {
     }
   }
 
-  /** Closes the session once what it has not read passes the cap. */
-  #closeIfSlow(session: Session): void {
-    if (session.socket.writableLength > this.#options.maxSessionBufferBytes)
-      this.#closeSlow(session);
+  /** Writes a notification; sessions written to in one turn are uncorked together on the next tick. */
+  #write(session: WsSession, payload: Buffer): void {
+    if (!session.corked) {
+      session.corked = true;
+      session.socket.cork();
+      this.#corked.push(session);
+      if (!this.#uncorkScheduled) {
+        this.#uncorkScheduled = true;
+        process.nextTick(() => this.#uncorkAll());
+      }
+    }
+    session.ws.send(payload, { binary: false });
   }
 
-  #closeSlow(session: Session): void {
-    this.slowConsumersClosed++;
-    this.#log.warn(
-      `session ${session.id} closed: ${session.socket.writableLength} bytes unread, more than --max-session-buffer-bytes`,
-    );
-    this.#drop(session);
+  #closeSlow(session: WsSession, graceMs: number): void {
+    this.#sessions.delete(session.id);
     session.ws.close(CLOSE_CODES.slowConsumer, 'slow consumer: notifications were not read');
     this.#closingSlow.add(session.ws);
     session.ws.once('close', () => this.#closingSlow.delete(session.ws));
-    setTimeout(() => session.ws.terminate(), SLOW_CONSUMER_GRACE_MS).unref();
-  }
-
-  #drop(session: Session): void {
-    if (this.#sessions.delete(session.id)) this.#onClose(session.id);
+    setTimeout(() => session.ws.terminate(), graceMs).unref();
   }
 
   #request(request: IncomingMessage, response: ServerResponse): void {
@@ -294,6 +310,7 @@ export class GatewayEndpoint {
     );
   }
 
+  /** Checks the secret (constant time) and the Origin of a request. */
   #refusal(request: IncomingMessage): { status: number; message: string } | undefined {
     const origin = request.headers.origin;
     if (origin !== undefined && !this.#options.allowOrigins.includes(origin)) {
@@ -323,8 +340,12 @@ export class GatewayEndpoint {
   #upgrade(request: IncomingMessage, socket: Socket, head: Buffer): void {
     socket.on('error', () => socket.destroy());
     const refusal = this.#upgradeRefusal(request);
-    if (refusal) refuseUpgrade(socket, refusal.status, refusal.message);
-    else this.#wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket));
+    if (refusal) {
+      refuseUpgrade(socket, refusal.status, refusal.message);
+      return;
+    }
+    this.#authenticated(socket);
+    this.#wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket));
   }
 
   #upgradeRefusal(request: IncomingMessage): { status: number; message: string } | undefined {
@@ -342,21 +363,45 @@ export class GatewayEndpoint {
         message: `offer the WebSocket subprotocol ${WS_SUBPROTOCOL} (Sec-WebSocket-Protocol)`,
       };
     }
-    if (this.#sessions.size >= this.#options.maxSessions) {
-      return {
-        status: 503,
-        message: `the daemon serves at most ${this.#options.maxSessions} sessions (--max-sessions)`,
-      };
-    }
+    const full = this.#hub.refusal();
+    if (full !== undefined) return { status: 503, message: full };
     return undefined;
   }
 
   #open(ws: WebSocket, socket: Socket): void {
-    const session: Session = { id: this.#nextId++, ws, socket, corked: false };
-    this.#sessions.set(session.id, session);
-    this.#log.debug(`session ${session.id} opened`);
+    let session: WsSession | undefined;
+    const id = this.#hub.open('websocket', {
+      write: (_notification, payload) => {
+        if (session !== undefined) this.#write(session, payload);
+      },
+      unreadBytes: () => socket.writableLength,
+      closeSlow: (graceMs) => {
+        if (session !== undefined) this.#closeSlow(session, graceMs);
+      },
+    });
+    if (id === undefined) {
+      // Another session took the last place between the check and the handshake.
+      ws.close(1013, this.#hub.refusal() ?? 'the session cap is reached');
+      return;
+    }
+    const opened: WsSession = {
+      id,
+      ws,
+      socket,
+      corked: false,
+      heardAt: performance.now(),
+      pingedAt: undefined,
+    };
+    session = opened;
+    this.#sessions.set(id, opened);
+    const heard = () => {
+      opened.heardAt = performance.now();
+      opened.pingedAt = undefined;
+    };
+    ws.on('pong', heard);
     ws.on('message', (data: Buffer, isBinary: boolean) => {
-      if (!this.#sessions.has(session.id)) return;
+      if (!this.#sessions.has(id)) return;
+      heard();
       let answer: string | undefined;
       try {
         answer = isBinary
@@ -365,10 +410,10 @@ export class GatewayEndpoint {
               'invalid_request',
               'send JSON-RPC as WebSocket text messages, not binary',
             )
-          : handleRpcText(session.id, data.toString('utf8'), this.#backend);
+          : handleRpcText(id, data.toString('utf8'), this.#backend);
       } catch (error) {
         // A bug or an oversized reply fails this request only, never the daemon or the session.
-        this.#log.warn(`session ${session.id}: request failed: ${(error as Error).message}`);
+        this.#log.warn(`session ${id}: request failed: ${(error as Error).message}`);
         answer = rpcError(
           null,
           'internal_error',
@@ -378,12 +423,12 @@ export class GatewayEndpoint {
       if (answer === undefined || ws.readyState !== ws.OPEN) return;
       ws.send(answer);
       // Replies count against the cap too: a client that asks and never reads is a slow consumer.
-      this.#closeIfSlow(session);
+      this.#hub.closeIfSlow(id);
     });
-    ws.on('error', (error) => this.#log.debug(`session ${session.id} error: ${error.message}`));
+    ws.on('error', (error) => this.#log.debug(`session ${id} error: ${error.message}`));
     ws.on('close', () => {
-      this.#drop(session);
-      this.#log.debug(`session ${session.id} closed`);
+      this.#sessions.delete(id);
+      this.#hub.close(id);
     });
   }
 }
@@ -420,10 +465,14 @@ function sendText(response: ServerResponse, status: number, text: string): void 
 }
 
 function refuseUpgrade(socket: Socket, status: number, message: string): void {
-  const body = `${message}\n`;
-  socket.end(
+  socket.end(httpResponse(status, `${message}\n`));
+}
+
+/** A complete plain-text HTTP response that closes the connection. */
+function httpResponse(status: number, body: string): string {
+  return (
     `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
   );
 }
 

@@ -7,10 +7,10 @@ import type { ProgressSession, ProgressSource } from '../mcp/progress-source.js'
 import type { ListResult, ProgressToken } from '../protocol/frames.js';
 import type { Notification, NotificationHandler } from '../protocol/notifications.js';
 import { BridgeError } from '../shared/errors.js';
-import type { LocalReceiver, LocalSession } from './gateway.js';
 import type { GatewayBackend } from './rpc.js';
+import type { LocalReceiver, LocalSession } from './sessions.js';
 
-/** The daemon in this process: its backend, and in-process sessions of its endpoint. */
+/** The daemon in this process: its backend, and in-process sessions of its hub. */
 export class LocalProgressSource implements ProgressSource {
   readonly #backend: GatewayBackend;
   readonly #open: (receive: LocalReceiver) => LocalSession;

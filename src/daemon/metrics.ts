@@ -45,6 +45,21 @@ export function formatPrometheus(status: DaemonStatus): string {
       'Sessions closed for not reading their notifications.',
       counters.slowSessionsClosed,
     ),
+    counter(
+      'pending_connections_refused_total',
+      'Gateway connections refused because --max-pending-connections had not authenticated yet.',
+      counters.pendingConnectionsRefused,
+    ),
+    counter(
+      'handshake_timeouts_total',
+      'Gateway connections closed for not authenticating within --handshake-timeout-ms.',
+      counters.handshakeTimeouts,
+    ),
+    counter(
+      'keepalive_timeouts_total',
+      'WebSocket sessions closed for not answering a ping within --pong-timeout-ms.',
+      counters.keepaliveTimeouts,
+    ),
     {
       name: 'streams',
       help: 'Streams in the table, by state.',
@@ -57,7 +72,7 @@ export function formatPrometheus(status: DaemonStatus): string {
       'Tokens claimed by worker connections, one per connection and token.',
       status.claims,
     ),
-    gauge('sessions', 'Open gateway sessions.', status.sessions),
+    gauge('sessions', 'Open sessions of every kind: WebSocket, /mcp, in-process.', status.sessions),
     gauge('connections', 'Open worker connections.', status.connections),
     gauge('resident_memory_bytes', 'Resident set size of the daemon process.', status.memory.rss),
     gauge('uptime_seconds', 'Seconds since the daemon started.', status.uptimeMs / 1000),

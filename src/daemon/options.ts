@@ -32,24 +32,313 @@ export interface DaemonOptions {
   readonly maxPendingReplyBytes: number;
   /** Notifications a session has not read, past which it is closed (close code 4008). */
   readonly maxSessionBufferBytes: number;
+  /** Gateway connections that have not presented the secret; past it new ones are refused at once. */
+  readonly maxPendingConnections: number;
+  /** How long a gateway connection has to present the secret before it is closed. */
+  readonly handshakeTimeoutMs: number;
+  /** A WebSocket session heard nothing from for this long is pinged; 0 = no keepalive. */
+  readonly pingIntervalMs: number;
+  /** A pinged WebSocket session that does not pong within this is closed. */
+  readonly pongTimeoutMs: number;
   /** How long a graceful stop waits for connections to drain. */
   readonly shutdownGraceMs: number;
   /** Fixed secret for tests and supervised setups; a random one otherwise. */
   readonly secret: string | undefined;
 }
 
+/** Where an option's value lives: a DaemonOptions field, or a RouterOptions field under `router`. */
+type OptionKey =
+  | { readonly daemon: Exclude<keyof DaemonOptions, 'router'> }
+  | { readonly router: keyof RouterOptions };
+
+export type OptionSection = 'Where' | 'Limits' | 'Timing (milliseconds)' | 'Other';
+
+interface OptionBase {
+  /** The flag without its dashes, also the name a validation error gives. */
+  readonly name: string;
+  readonly key: OptionKey;
+  readonly section: OptionSection;
+  /** One line (or more, joined) for `--help`; `{default}` is replaced by the default. */
+  readonly help: string;
+  /** Validated but not a command-line flag (library options such as the secret). */
+  readonly libraryOnly?: true;
+}
+
+export interface IntegerOption extends OptionBase {
+  readonly kind: 'integer';
+  readonly default: number;
+  readonly min: number;
+  readonly max?: number;
+  /** How the default reads in --help when a plain number would not say it (8 MiB). */
+  readonly shownDefault?: string;
+}
+
+export interface OtherOption extends OptionBase {
+  readonly kind: 'string' | 'boolean' | 'list';
+  /** The placeholder in --help (DIR, PATH, ORIGIN). */
+  readonly value?: string;
+}
+
+export type OptionSpec = IntegerOption | OtherOption;
+
+const R = DEFAULT_ROUTER_OPTIONS;
+
+/**
+ * Every option of the daemon, in --help order: the one place that names a flag, its default,
+ * its range and its help. Validation, the CLI's flags and `mcp-progress daemon --help` read it.
+ */
+export const DAEMON_OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'runtime-dir',
+    key: { daemon: 'runtimeDir' },
+    kind: 'string',
+    value: 'DIR',
+    section: 'Where',
+    help: 'runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else <tmpdir>/mcp-progress-<uid>); created with mode 0700',
+  },
+  {
+    name: 'socket',
+    key: { daemon: 'socketPath' },
+    kind: 'string',
+    value: 'PATH',
+    section: 'Where',
+    help: 'worker socket (default: <runtime-dir>/bridge.sock)',
+  },
+  {
+    name: 'host',
+    key: { daemon: 'host' },
+    kind: 'string',
+    value: 'ADDR',
+    section: 'Where',
+    help: `WebSocket listen address (default: ${DEFAULT_HOST})`,
+  },
+  {
+    name: 'port',
+    key: { daemon: 'port' },
+    kind: 'integer',
+    default: DEFAULT_PORT,
+    min: 0,
+    max: 65_535,
+    section: 'Where',
+    help: 'WebSocket port (default {default}; 0 picks a free one)',
+  },
+  {
+    name: 'allow-remote',
+    key: { daemon: 'allowRemote' },
+    kind: 'boolean',
+    section: 'Where',
+    help: 'allow a --host that is not loopback (prints a warning)',
+  },
+  {
+    name: 'allow-origin',
+    key: { daemon: 'allowOrigins' },
+    kind: 'list',
+    value: 'ORIGIN',
+    section: 'Where',
+    help: 'let a browser page from ORIGIN connect (repeatable)',
+  },
+  {
+    name: 'max-connections',
+    key: { daemon: 'maxConnections' },
+    kind: 'integer',
+    default: 10_000,
+    min: 1,
+    section: 'Limits',
+    help: 'worker connections (default {default})',
+  },
+  {
+    name: 'max-sessions',
+    key: { daemon: 'maxSessions' },
+    kind: 'integer',
+    default: 10_000,
+    min: 1,
+    section: 'Limits',
+    help: 'sessions of every kind together: WebSocket, /mcp, in-process (default {default})',
+  },
+  {
+    name: 'max-streams',
+    key: { router: 'maxStreams' },
+    kind: 'integer',
+    default: R.maxStreams,
+    min: 1,
+    section: 'Limits',
+    help: 'streams in the table (default {default})',
+  },
+  {
+    name: 'max-streams-per-connection',
+    key: { router: 'maxStreamsPerConnection' },
+    kind: 'integer',
+    default: R.maxStreamsPerConnection,
+    min: 1,
+    section: 'Limits',
+    help: 'active streams (and claims) one worker connection may hold (default {default})',
+  },
+  {
+    name: 'max-subscriptions',
+    key: { router: 'maxSubscriptionsPerSubscriber' },
+    kind: 'integer',
+    default: R.maxSubscriptionsPerSubscriber,
+    min: 1,
+    section: 'Limits',
+    help: 'subscriptions per session (default {default})',
+  },
+  {
+    name: 'max-session-buffer-bytes',
+    key: { daemon: 'maxSessionBufferBytes' },
+    kind: 'integer',
+    default: 8 * 1024 * 1024,
+    shownDefault: '8388608 = 8 MiB',
+    min: 1024,
+    section: 'Limits',
+    help: 'unread bytes before a session of any kind is closed (default {default})',
+  },
+  {
+    name: 'max-pending-connections',
+    key: { daemon: 'maxPendingConnections' },
+    kind: 'integer',
+    default: 128,
+    min: 1,
+    section: 'Limits',
+    help: 'gateway connections not yet authenticated; more are refused at once (default {default})',
+  },
+  {
+    name: 'max-frame-bytes',
+    key: { daemon: 'maxFrameBytes' },
+    kind: 'integer',
+    default: MAX_FRAME_BYTES,
+    min: 256,
+    max: MAX_FRAME_BYTES,
+    section: 'Limits',
+    help: 'largest worker frame',
+    libraryOnly: true,
+  },
+  {
+    name: 'max-pending-reply-bytes',
+    key: { daemon: 'maxPendingReplyBytes' },
+    kind: 'integer',
+    default: 1024 * 1024,
+    min: 1024,
+    section: 'Limits',
+    help: 'replies a worker has not read before it is disconnected',
+    libraryOnly: true,
+  },
+  {
+    name: 'min-interval-ms',
+    key: { router: 'defaultMinIntervalMs' },
+    kind: 'integer',
+    default: R.defaultMinIntervalMs,
+    min: 0,
+    max: MAX_MIN_INTERVAL_MS,
+    section: 'Timing (milliseconds)',
+    help: 'default coalescing interval (default {default}; 0 = off)',
+  },
+  {
+    name: 'retention-ms',
+    key: { router: 'retentionMs' },
+    kind: 'integer',
+    default: R.retentionMs,
+    min: 0,
+    section: 'Timing (milliseconds)',
+    help: 'how long a done stream is kept (default {default})',
+  },
+  {
+    name: 'ttl-ms',
+    key: { router: 'streamTtlMs' },
+    kind: 'integer',
+    default: R.streamTtlMs,
+    min: 1,
+    section: 'Timing (milliseconds)',
+    help: 'idle time after which a stream ends (default {default})',
+  },
+  {
+    name: 'abandon-grace-ms',
+    key: { router: 'abandonGraceMs' },
+    kind: 'integer',
+    default: R.abandonGraceMs,
+    min: 0,
+    section: 'Timing (milliseconds)',
+    help: 'how long a stream waits for its worker to come back (default {default})',
+  },
+  {
+    name: 'frame-timeout-ms',
+    key: { daemon: 'frameTimeoutMs' },
+    kind: 'integer',
+    default: FRAME_TIMEOUT_MS,
+    min: 1,
+    section: 'Timing (milliseconds)',
+    help: 'incomplete-frame timeout (default {default})',
+  },
+  {
+    name: 'handshake-timeout-ms',
+    key: { daemon: 'handshakeTimeoutMs' },
+    kind: 'integer',
+    default: 5000,
+    min: 1,
+    section: 'Timing (milliseconds)',
+    help: 'time a gateway connection has to present the secret (default {default})',
+  },
+  {
+    name: 'ping-interval-ms',
+    key: { daemon: 'pingIntervalMs' },
+    kind: 'integer',
+    default: 30_000,
+    min: 0,
+    section: 'Timing (milliseconds)',
+    help: 'ping a WebSocket session silent this long (default {default}; 0 = off)',
+  },
+  {
+    name: 'pong-timeout-ms',
+    key: { daemon: 'pongTimeoutMs' },
+    kind: 'integer',
+    default: 10_000,
+    min: 1,
+    section: 'Timing (milliseconds)',
+    help: 'close a pinged WebSocket session that does not answer within this (default {default})',
+  },
+  {
+    name: 'shutdown-grace-ms',
+    key: { daemon: 'shutdownGraceMs' },
+    kind: 'integer',
+    default: 2000,
+    min: 0,
+    section: 'Timing (milliseconds)',
+    help: 'how long a graceful stop waits for connections to drain',
+    libraryOnly: true,
+  },
+  {
+    name: 'log-level',
+    key: { daemon: 'logLevel' },
+    kind: 'string',
+    value: 'LEVEL',
+    section: 'Other',
+    help: `${LOG_LEVELS.join(', ')} (default info)`,
+  },
+];
+
+/** The default of an integer option, from the table. */
+function defaultOf(name: string): number {
+  const spec = DAEMON_OPTIONS.find((o) => o.name === name);
+  if (spec?.kind !== 'integer') throw new Error(`no integer option ${name}`);
+  return spec.default;
+}
+
+/** The defaults of the daemon's own options (the router's are DEFAULT_ROUTER_OPTIONS). */
 export const DEFAULTS = {
   host: DEFAULT_HOST,
   port: DEFAULT_PORT,
   allowRemote: false,
   logLevel: 'info' as LogLevel,
-  maxConnections: 10_000,
-  maxSessions: 10_000,
-  maxFrameBytes: MAX_FRAME_BYTES,
-  frameTimeoutMs: FRAME_TIMEOUT_MS,
-  maxPendingReplyBytes: 1024 * 1024,
-  maxSessionBufferBytes: 8 * 1024 * 1024,
-  shutdownGraceMs: 2000,
+  maxConnections: defaultOf('max-connections'),
+  maxSessions: defaultOf('max-sessions'),
+  maxFrameBytes: defaultOf('max-frame-bytes'),
+  frameTimeoutMs: defaultOf('frame-timeout-ms'),
+  maxPendingReplyBytes: defaultOf('max-pending-reply-bytes'),
+  maxSessionBufferBytes: defaultOf('max-session-buffer-bytes'),
+  maxPendingConnections: defaultOf('max-pending-connections'),
+  handshakeTimeoutMs: defaultOf('handshake-timeout-ms'),
+  pingIntervalMs: defaultOf('ping-interval-ms'),
+  pongTimeoutMs: defaultOf('pong-timeout-ms'),
+  shutdownGraceMs: defaultOf('shutdown-grace-ms'),
 } as const;
 
 export type DaemonOptionsInput = {
@@ -68,40 +357,29 @@ export function resolveDaemonOptions(
   env = process.env,
 ): DaemonOptions {
   const runtimeDir = resolveRuntimeDir(input.runtimeDir, env);
-  const router: RouterOptions = { ...DEFAULT_ROUTER_OPTIONS, ...definedOnly(input.router ?? {}) };
-  integer('retention-ms', router.retentionMs, 0);
-  integer('ttl-ms', router.streamTtlMs, 1);
-  integer('abandon-grace-ms', router.abandonGraceMs, 0);
-  integer('max-streams', router.maxStreams, 1);
-  integer('max-streams-per-connection', router.maxStreamsPerConnection, 1);
-  integer('max-subscriptions', router.maxSubscriptionsPerSubscriber, 1);
-  integer('min-interval-ms', router.defaultMinIntervalMs, 0, MAX_MIN_INTERVAL_MS);
+  const router: Record<string, unknown> = {
+    ...DEFAULT_ROUTER_OPTIONS,
+    ...definedOnly(input.router ?? {}),
+  };
+  const daemon: Record<string, unknown> = definedOnly(input);
+  for (const spec of DAEMON_OPTIONS) {
+    if (spec.kind !== 'integer') continue;
+    const [target, field] =
+      'router' in spec.key ? [router, spec.key.router] : [daemon, spec.key.daemon];
+    target[field] ??= spec.default;
+    integer(spec.name, target[field] as number, spec.min, spec.max);
+  }
   const options: DaemonOptions = {
+    ...(daemon as unknown as DaemonOptions),
     runtimeDir,
     socketPath: input.socketPath ?? defaultSocketPath(runtimeDir),
     host: input.host ?? DEFAULTS.host,
-    port: input.port ?? DEFAULTS.port,
     allowRemote: input.allowRemote ?? DEFAULTS.allowRemote,
     allowOrigins: input.allowOrigins ?? [],
     logLevel: input.logLevel ?? DEFAULTS.logLevel,
-    router,
-    maxConnections: input.maxConnections ?? DEFAULTS.maxConnections,
-    maxSessions: input.maxSessions ?? DEFAULTS.maxSessions,
-    maxFrameBytes: input.maxFrameBytes ?? DEFAULTS.maxFrameBytes,
-    frameTimeoutMs: input.frameTimeoutMs ?? DEFAULTS.frameTimeoutMs,
-    maxPendingReplyBytes: input.maxPendingReplyBytes ?? DEFAULTS.maxPendingReplyBytes,
-    maxSessionBufferBytes: input.maxSessionBufferBytes ?? DEFAULTS.maxSessionBufferBytes,
-    shutdownGraceMs: input.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs,
+    router: router as unknown as RouterOptions,
     secret: input.secret,
   };
-  integer('port', options.port, 0, 65_535);
-  integer('max-connections', options.maxConnections, 1);
-  integer('max-sessions', options.maxSessions, 1);
-  integer('max-frame-bytes', options.maxFrameBytes, 256, MAX_FRAME_BYTES);
-  integer('frame-timeout-ms', options.frameTimeoutMs, 1);
-  integer('max-pending-reply-bytes', options.maxPendingReplyBytes, 1024);
-  integer('max-session-buffer-bytes', options.maxSessionBufferBytes, 1024);
-  integer('shutdown-grace-ms', options.shutdownGraceMs, 0);
   if (!LOG_LEVELS.includes(options.logLevel)) {
     invalid('log-level', `one of ${LOG_LEVELS.join(', ')}`, options.logLevel);
   }
@@ -151,4 +429,53 @@ function definedOnly<T extends object>(value: T): { [K in keyof T]?: Exclude<T[K
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as {
     [K in keyof T]?: Exclude<T[K], undefined>;
   };
+}
+
+/** The options `mcp-progress daemon` takes as flags (all but the library-only ones). */
+export const DAEMON_FLAGS: readonly OptionSpec[] = DAEMON_OPTIONS.filter((o) => !o.libraryOnly);
+
+/** Puts flag values (already converted: integers as numbers) where DaemonOptionsInput has them. */
+export function optionsInput(values: ReadonlyMap<OptionSpec, unknown>): DaemonOptionsInput {
+  const daemon: Record<string, unknown> = {};
+  const router: Record<string, unknown> = {};
+  for (const [spec, value] of values) {
+    if (value === undefined) continue;
+    if ('router' in spec.key) router[spec.key.router] = value;
+    else daemon[spec.key.daemon] = value;
+  }
+  return { ...(daemon as DaemonOptionsInput), router: router as DaemonOptionsInput['router'] };
+}
+
+const HELP_COLUMN = 27;
+const HELP_WIDTH = 80;
+
+/** The option sections of `mcp-progress daemon --help`, from the table. */
+export function daemonOptionsHelp(): string {
+  const sections = new Map<OptionSection, string[]>();
+  for (const spec of DAEMON_FLAGS) {
+    const lines = sections.get(spec.section) ?? [];
+    sections.set(spec.section, lines);
+    const value = spec.kind === 'integer' ? ' N' : spec.kind === 'boolean' ? '' : ` ${spec.value}`;
+    const shown = spec.kind === 'integer' ? (spec.shownDefault ?? String(spec.default)) : '';
+    const help = spec.help.replace('{default}', shown);
+    const flag = `  --${spec.name}${value}`;
+    const words = help.split(' ');
+    const wrapped: string[] = [];
+    let line = '';
+    for (const word of words) {
+      if (line !== '' && HELP_COLUMN + line.length + 1 + word.length > HELP_WIDTH) {
+        wrapped.push(line);
+        line = word;
+      } else line = line === '' ? word : `${line} ${word}`;
+    }
+    wrapped.push(line);
+    const pad = ' '.repeat(HELP_COLUMN);
+    if (flag.length < HELP_COLUMN - 1) {
+      lines.push(`${flag.padEnd(HELP_COLUMN)}${wrapped[0]}`);
+    } else {
+      lines.push(flag, `${pad}${wrapped[0]}`);
+    }
+    for (const more of wrapped.slice(1)) lines.push(`${pad}${more}`);
+  }
+  return [...sections].map(([section, lines]) => `${section}:\n${lines.join('\n')}\n`).join('\n');
 }

@@ -19,18 +19,51 @@ export const MCP_PATH = '/mcp';
 /** The largest POST body /mcp reads (the SDK transport's own default). */
 export const MAX_MCP_BODY_BYTES = 4 * 1024 * 1024;
 
-export interface McpHttpOptions {
+/** What the daemon's session hub sees of one /mcp session. */
+export interface McpSessionTransport {
+  /** Bytes written on the session's open SSE responses and not yet read by the client. */
+  unreadBytes(): number;
+  /** Ends the session as a slow consumer: its streams end now and are cut off after `graceMs`. */
+  closeSlow(graceMs: number): void;
+}
+
+/** A session the hub admitted: its progress source, and how to give its place back. */
+export interface McpSessionGrant {
   readonly source: ProgressSource;
-  /** MCP sessions held at once; more are refused with 503 until one ends. */
-  readonly maxSessions: number;
+  close(): void;
+}
+
+/** The daemon's session hub, as /mcp needs it: one place under --max-sessions per MCP session. */
+export interface McpSessionHost {
+  /** Admits a session, or says why not (the session cap). */
+  open(transport: McpSessionTransport): McpSessionGrant | { refused: string };
+}
+
+export interface McpHttpOptions {
+  readonly host: McpSessionHost;
   /** A session with no request for this long is closed (clients that never send DELETE). */
   readonly idleMs: number;
   readonly defaultMinIntervalMs?: number | undefined;
 }
 
+/**
+ * Bytes the SDK sent on one response and bytes that reached the response. The SDK's SSE stream
+ * waits for 'drain', so what a client does not read piles up between the two, out of sight of
+ * the socket's buffer.
+ */
+interface Outgoing {
+  sent: number;
+  written: number;
+}
+
 interface McpSession {
   readonly server: McpServer;
   readonly transport: StreamableHTTPServerTransport;
+  readonly grant: McpSessionGrant;
+  /** Its responses still being written, with what was sent on each and what reached it. */
+  readonly responses: Map<ServerResponse, Outgoing>;
+  /** The response each request id's messages go out on. */
+  readonly streams: Map<string | number, ServerResponse>;
   lastUsed: number;
   /** Requests being answered (an SSE stream open counts until it ends). */
   busy: number;
@@ -48,10 +81,6 @@ export class McpHttpSessions {
     this.#log = log;
     this.#sweeper = setInterval(() => this.#sweep(), Math.max(1000, options.idleMs / 4));
     this.#sweeper.unref();
-  }
-
-  get sessionCount(): number {
-    return this.#sessions.size;
   }
 
   /** Handles POST, GET and DELETE on /mcp. */
@@ -72,7 +101,7 @@ export class McpHttpSessions {
     clearInterval(this.#sweeper);
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
-    await Promise.all(sessions.map((session) => session.server.close().catch(() => {})));
+    await Promise.all(sessions.map((session) => this.#end(session)));
   }
 
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -106,22 +135,35 @@ export class McpHttpSessions {
       );
       return;
     }
-    if (this.#sessions.size >= this.#options.maxSessions) {
-      jsonRpcError(
-        response,
-        503,
-        -32000,
-        `the daemon holds ${this.#sessions.size} MCP sessions, its cap (--max-sessions): end idle sessions first`,
-      );
-      return;
-    }
     await this.#open(request, response);
   }
 
-  /** A request without a session: the transport accepts only initialize, which creates one. */
+  /**
+   * A request without a session: the transport accepts only initialize, which creates one.
+   * Its place under the cap is taken before the body is read, so admissions never overshoot.
+   */
   async #open(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const responses = new Map<ServerResponse, Outgoing>();
+    let slow: ((graceMs: number) => void) | undefined;
+    const grant = this.#options.host.open({
+      unreadBytes: () => {
+        let unread = 0;
+        for (const [open, outgoing] of responses) {
+          // Bytes written that the SDK did not send through send() (headers, comments) move the
+          // baseline, so they never hide a backlog.
+          if (outgoing.written > outgoing.sent) outgoing.sent = outgoing.written;
+          unread += outgoing.sent - outgoing.written + open.writableLength;
+        }
+        return unread;
+      },
+      closeSlow: (graceMs) => slow?.(graceMs),
+    });
+    if ('refused' in grant) {
+      jsonRpcError(response, 503, -32000, grant.refused);
+      return;
+    }
     const server = createProgressMcpServer({
-      source: this.#options.source,
+      source: grant.source,
       defaultMinIntervalMs: this.#options.defaultMinIntervalMs,
     });
     let registered = false;
@@ -134,18 +176,44 @@ export class McpHttpSessions {
         this.#log.debug(`MCP session ${id} opened`);
       },
     });
-    const session: McpSession = { server, transport, lastUsed: performance.now(), busy: 0 };
+    const session: McpSession = {
+      server,
+      transport,
+      grant,
+      responses,
+      streams: new Map(),
+      lastUsed: performance.now(),
+      busy: 0,
+    };
+    slow = (graceMs) => {
+      const id = transport.sessionId;
+      if (id !== undefined && this.#sessions.get(id) === session) this.#sessions.delete(id);
+      // The streams end now; what the client does not read within the grace is cut off.
+      const cutOff = [...responses.keys()];
+      void this.#end(session);
+      setTimeout(() => {
+        for (const open of cutOff) open.destroy();
+      }, graceMs).unref();
+    };
     transport.onclose = () => {
       const id = transport.sessionId;
       if (id !== undefined && this.#sessions.get(id) === session) {
         this.#sessions.delete(id);
         this.#log.debug(`MCP session ${id} closed`);
       }
+      grant.close();
     };
     await server.connect(transport);
+    countSent(session);
     await this.#serve(session, request, response);
     // Anything but a good initialize leaves no session behind.
-    if (!registered) await server.close();
+    if (!registered) await this.#end(session);
+  }
+
+  /** Ends a session: its MCP server and streams close, and its place under the cap is free. */
+  async #end(session: McpSession): Promise<void> {
+    session.grant.close();
+    await session.server.close().catch(() => {});
   }
 
   async #serve(
@@ -155,6 +223,10 @@ export class McpHttpSessions {
   ): Promise<void> {
     session.busy++;
     session.lastUsed = performance.now();
+    const outgoing: Outgoing = { sent: 0, written: 0 };
+    session.responses.set(response, outgoing);
+    countWritten(response, outgoing);
+    response.once('close', () => session.responses.delete(response));
     try {
       let body: unknown;
       if (request.method === 'POST') {
@@ -164,10 +236,16 @@ export class McpHttpSessions {
           return;
         }
         body = read.value;
+        const ids = requestIds(body);
+        // What the SDK sends for these requests goes out on this response.
+        for (const requestId of ids) session.streams.set(requestId, response);
+        response.once('close', () => {
+          for (const requestId of ids)
+            if (session.streams.get(requestId) === response) session.streams.delete(requestId);
+        });
         // SDK 1.x does not abort a handler when its SSE response closes, so a client that goes
         // away mid tools/call would leave its watch (and subscription) running until timeoutMs:
         // cancel its requests as a notifications/cancelled from the client would.
-        const ids = requestIds(body);
         if (ids.length > 0) {
           response.once('close', () => {
             if (response.writableFinished) return;
@@ -194,9 +272,38 @@ export class McpHttpSessions {
       if (session.busy > 0 || now - session.lastUsed < this.#options.idleMs) continue;
       this.#sessions.delete(id);
       this.#log.debug(`MCP session ${id} closed after ${this.#options.idleMs} ms idle`);
-      session.server.close().catch(() => {});
+      void this.#end(session);
     }
   }
+}
+
+/** Counts, per response, the bytes of each SSE event the SDK sends on it. */
+function countSent(session: McpSession): void {
+  const transport = session.transport;
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    const requestId =
+      options?.relatedRequestId ??
+      ('id' in message && !('method' in message) ? (message.id as string | number) : undefined);
+    const response = requestId === undefined ? undefined : session.streams.get(requestId);
+    const outgoing = response === undefined ? undefined : session.responses.get(response);
+    // The SDK's SSE event: "event: message\ndata: <json>\n\n" (no id: the daemon keeps no event store).
+    if (outgoing !== undefined)
+      outgoing.sent += Buffer.byteLength(JSON.stringify(message)) + SSE_EVENT_FRAMING_BYTES;
+    return send(message, options);
+  };
+}
+
+const SSE_EVENT_FRAMING_BYTES = 'event: message\ndata: \n\n'.length;
+
+/** Counts the bytes that reach a response (the SDK's stream writes them as drain allows). */
+function countWritten(response: ServerResponse, outgoing: Outgoing): void {
+  const write = response.write.bind(response) as (...args: unknown[]) => boolean;
+  response.write = ((chunk: unknown, ...rest: unknown[]) => {
+    if (typeof chunk === 'string') outgoing.written += Buffer.byteLength(chunk);
+    else if (chunk instanceof Uint8Array) outgoing.written += chunk.byteLength;
+    return write(chunk, ...rest);
+  }) as ServerResponse['write'];
 }
 
 type JsonRead =

@@ -359,6 +359,16 @@ export const daemonStatusSchema = z
       coalesced: count,
       connectionsRefused: count,
       slowSessionsClosed: count,
+      pendingConnectionsRefused: count.meta({
+        description: 'Gateway connections refused at --max-pending-connections.',
+      }),
+      handshakeTimeouts: count.meta({
+        description:
+          'Gateway connections closed for not authenticating within --handshake-timeout-ms.',
+      }),
+      keepaliveTimeouts: count.meta({
+        description: 'WebSocket sessions closed for not answering a ping within --pong-timeout-ms.',
+      }),
     }),
   })
   .meta({ title: 'status reply data and progress/status result' });

@@ -33,6 +33,7 @@ export const LOCAL_ERRORS = {
   disconnected: 'the gateway connection dropped or is not open',
   request_timeout: 'the daemon did not answer a gateway request in time',
   duplicate_subscription: 'the session already has a subscription under that label',
+  too_many_sessions: 'an in-process session was refused: the daemon serves --max-sessions already',
   // Publishers and relays.
   no_token: 'no progress token was given or found in the environment',
   closed: 'the publisher, client or source was already closed',

@@ -2,7 +2,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PORT, resolveDaemonOptions } from '../../src/daemon/options.js';
+import {
+  DAEMON_FLAGS,
+  DAEMON_OPTIONS,
+  DEFAULT_PORT,
+  daemonOptionsHelp,
+  optionsInput,
+  resolveDaemonOptions,
+} from '../../src/daemon/options.js';
 import {
   defaultSocketPath,
   locateSocketPath,
@@ -111,5 +118,41 @@ describe('daemon options', () => {
     expect(
       resolveDaemonOptions({ runtimeDir: '/r', host: '0.0.0.0', allowRemote: true }, {}).host,
     ).toBe('0.0.0.0');
+  });
+});
+
+describe('the daemon option table', () => {
+  it('drives the defaults: every integer option resolves to its default where the daemon reads it', () => {
+    const options = resolveDaemonOptions({ runtimeDir: '/r' }, {});
+    for (const spec of DAEMON_OPTIONS) {
+      if (spec.kind !== 'integer') continue;
+      const value =
+        'router' in spec.key
+          ? options.router[spec.key.router]
+          : options[spec.key.daemon as keyof typeof options];
+      expect(value, spec.name).toBe(spec.default);
+    }
+  });
+
+  it('drives validation: each integer option below its minimum is refused by its flag name', () => {
+    for (const spec of DAEMON_OPTIONS) {
+      if (spec.kind !== 'integer') continue;
+      const input = optionsInput(new Map([[spec, spec.min - 1]]));
+      expect(() => resolveDaemonOptions({ runtimeDir: '/r', ...input }, {}), spec.name).toThrow(
+        `option --${spec.name}: expected an integer`,
+      );
+    }
+  });
+
+  it('drives --help: every flag once, with its default', () => {
+    const help = daemonOptionsHelp();
+    for (const spec of DAEMON_FLAGS) {
+      const flagLine = new RegExp(`^  --${spec.name}( |$)`, 'gm');
+      expect(help.match(flagLine), spec.name).toHaveLength(1);
+      if (spec.kind === 'integer') expect(help).toContain(String(spec.default));
+    }
+    for (const spec of DAEMON_OPTIONS.filter((o) => o.libraryOnly))
+      expect(help).not.toContain(`--${spec.name}`);
+    for (const line of help.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);
   });
 });

@@ -1,0 +1,253 @@
+/**
+ * The session hub: every kind of session (WebSocket, /mcp, in-process) gets
+ * its subscriber ids, its place under --max-sessions and its unread-buffer
+ * cap here. Transports only move bytes; the router only sees subscriber ids.
+ */
+import type { Notification } from '../protocol/notifications.js';
+import { BridgeError } from '../shared/errors.js';
+import type { Logger } from '../shared/log.js';
+import type { DeliverySink, SubscriberId } from './gate.js';
+
+export type SessionKind = 'websocket' | 'mcp' | 'in-process';
+
+export const SESSION_KINDS: readonly SessionKind[] = ['websocket', 'mcp', 'in-process'];
+
+/** How long a slow consumer has to read its backlog and the close before it is cut off. */
+export const SLOW_CONSUMER_GRACE_MS = 10_000;
+
+/** What a transport gives the hub for one of its sessions. */
+export interface SessionTransport {
+  /**
+   * Writes one notification; `payload` is its JSON text, serialised once for every session.
+   * Called from inside the router's delivery loop: it must not call back into the router.
+   * A WebSocket session's own; /mcp and in-process sessions receive through their members.
+   */
+  write?(notification: Notification, payload: Buffer): void;
+  /** Bytes written to the client and not yet read by it. */
+  unreadBytes(): number;
+  /** Closes the transport as a slow consumer; the hub has already let the session go. */
+  closeSlow(graceMs: number): void;
+}
+
+/** A session's receiver inside the daemon's process; runs after the delivery, in order. */
+export type LocalReceiver = (notification: Notification) => void;
+
+/** A subscriber inside the daemon's process (the MCP tools' watches). */
+export interface LocalSession {
+  readonly id: SubscriberId;
+  /** Ends it: its subscriptions end and nothing more is delivered. */
+  close(): void;
+}
+
+export interface SessionHubOptions {
+  /** Sessions of every kind together. */
+  readonly maxSessions: number;
+  /** Unread bytes past which a session is closed as a slow consumer. */
+  readonly maxSessionBufferBytes: number;
+}
+
+export type HubLog = Pick<Logger, 'warn' | 'debug'>;
+
+/** A notification queued for an in-process receiver. */
+interface Queued {
+  readonly notification: Notification;
+  readonly bytes: number;
+}
+
+/** One subscriber id of a session: the session itself, or one of its in-process members. */
+interface Subscriber {
+  readonly id: SubscriberId;
+  readonly session: Session;
+  write(notification: Notification, payload: Buffer): void;
+}
+
+interface Session {
+  readonly id: SubscriberId;
+  readonly kind: SessionKind;
+  readonly transport: SessionTransport;
+  /** Subscriber ids of this session: its own (WebSocket) or its members'. */
+  readonly subscribers: Set<SubscriberId>;
+  /** Bytes queued for its in-process receivers and not yet taken. */
+  queuedBytes: number;
+}
+
+export class SessionHub {
+  readonly #options: SessionHubOptions;
+  readonly #removeSubscriber: (id: SubscriberId) => void;
+  readonly #log: HubLog;
+  readonly #sessions = new Map<SubscriberId, Session>();
+  readonly #subscribers = new Map<SubscriberId, Subscriber>();
+  /** Subscribers let go during a delivery; the router forgets them once the delivery returned. */
+  #released: SubscriberId[] = [];
+  #nextId = 1;
+  #lastNotification: Notification | undefined;
+  #lastPayload: Buffer = Buffer.alloc(0);
+  notificationsSent = 0;
+  slowSessionsClosed = 0;
+
+  /** `removeSubscriber` is the router's: the hub calls it after a delivery, never inside one. */
+  constructor(
+    options: SessionHubOptions,
+    removeSubscriber: (id: SubscriberId) => void,
+    log: HubLog,
+  ) {
+    this.#options = options;
+    this.#removeSubscriber = removeSubscriber;
+    this.#log = log;
+  }
+
+  /** Open sessions of every kind. */
+  get count(): number {
+    return this.#sessions.size;
+  }
+
+  countOf(kind: SessionKind): number {
+    let n = 0;
+    for (const session of this.#sessions.values()) if (session.kind === kind) n++;
+    return n;
+  }
+
+  /** Why a new session would be refused now, or undefined when it would be admitted. */
+  refusal(): string | undefined {
+    if (this.#sessions.size < this.#options.maxSessions) return undefined;
+    return `the daemon serves at most ${this.#options.maxSessions} sessions of all kinds together (--max-sessions): end idle sessions first`;
+  }
+
+  /**
+   * Admits a session; undefined at the cap. A session whose transport writes (WebSocket) is its
+   * own subscriber; an /mcp or in-process one subscribes through members (`openMember`).
+   */
+  open(kind: SessionKind, transport: SessionTransport): SubscriberId | undefined {
+    if (this.refusal() !== undefined) return undefined;
+    const id = this.#nextId++;
+    const session: Session = { id, kind, transport, subscribers: new Set(), queuedBytes: 0 };
+    this.#sessions.set(id, session);
+    const write = transport.write;
+    if (write !== undefined) {
+      session.subscribers.add(id);
+      this.#subscribers.set(id, { id, session, write: (n, p) => write.call(transport, n, p) });
+    }
+    this.#log.debug(`${kind} session ${id} opened`);
+    return id;
+  }
+
+  /**
+   * An in-process session of its own (the embedded daemon's tools): one subscriber, counted
+   * under --max-sessions, its unread bytes those queued for `receive`.
+   */
+  openLocal(receive: LocalReceiver): LocalSession {
+    let session: SubscriberId | undefined;
+    const id = this.open('in-process', {
+      unreadBytes: () => 0,
+      closeSlow: () => {},
+    });
+    if (id === undefined) {
+      throw new BridgeError('too_many_sessions', this.refusal() ?? 'the session cap is reached');
+    }
+    session = id;
+    const member = this.openMember(session, receive);
+    return {
+      id: member.id,
+      close: () => {
+        if (session !== undefined) this.close(session);
+        session = undefined;
+      },
+    };
+  }
+
+  /**
+   * A subscriber inside `parent`'s session (one watch of an /mcp session): it shares the
+   * session's place under the cap and its unread bytes, and ends with it.
+   */
+  openMember(parent: SubscriberId, receive: LocalReceiver): LocalSession {
+    const session = this.#sessions.get(parent);
+    const id = this.#nextId++;
+    if (session === undefined) return { id, close: () => {} };
+    const queue: Queued[] = [];
+    let draining = false;
+    const drain = () => {
+      draining = false;
+      for (const { notification, bytes } of queue.splice(0)) {
+        session.queuedBytes -= bytes;
+        if (!this.#subscribers.has(id)) continue;
+        try {
+          receive(notification);
+        } catch (error) {
+          this.#log.warn(
+            `in-process session ${id} failed on a notification: ${(error as Error).message}`,
+          );
+        }
+      }
+    };
+    this.#subscribers.set(id, {
+      id,
+      session,
+      write: (notification, payload) => {
+        queue.push({ notification, bytes: payload.length });
+        session.queuedBytes += payload.length;
+        // The router is mid-update when it delivers: the receiver runs after it, in order.
+        if (!draining) {
+          draining = true;
+          queueMicrotask(drain);
+        }
+      },
+    });
+    session.subscribers.add(id);
+    return { id, close: () => this.#release(id) };
+  }
+
+  /** The transport ended the session (client closed, idle, stop): it and its members go. */
+  close(id: SubscriberId): void {
+    const session = this.#sessions.get(id);
+    if (session === undefined) return;
+    this.#sessions.delete(id);
+    for (const subscriber of [...session.subscribers]) this.#release(subscriber);
+    this.#log.debug(`${session.kind} session ${id} closed`);
+  }
+
+  /** The router's sink: writes the notification, then closes the session if it reads too slowly. */
+  readonly deliver: DeliverySink = (id, notification) => {
+    const subscriber = this.#subscribers.get(id);
+    if (subscriber === undefined) return;
+    if (notification !== this.#lastNotification) {
+      // Both cache fields change together or not at all: a half-updated cache would send one
+      // stream's payload under another's notification.
+      const payload = Buffer.from(JSON.stringify(notification));
+      this.#lastNotification = notification;
+      this.#lastPayload = payload;
+    }
+    subscriber.write(notification, this.#lastPayload);
+    this.notificationsSent++;
+    this.closeIfSlow(subscriber.session.id);
+  };
+
+  /** Closes the session (code 4008 on a WebSocket) once what it has not read passes the cap. */
+  closeIfSlow(id: SubscriberId): void {
+    const session = this.#sessions.get(id);
+    if (session === undefined) return;
+    const unread = session.transport.unreadBytes() + session.queuedBytes;
+    if (unread <= this.#options.maxSessionBufferBytes) return;
+    this.slowSessionsClosed++;
+    this.#log.warn(
+      `${session.kind} session ${id} closed: ${unread} bytes unread, more than --max-session-buffer-bytes`,
+    );
+    this.close(id);
+    session.transport.closeSlow(SLOW_CONSUMER_GRACE_MS);
+  }
+
+  /** Stops delivering to `id` now; the router forgets it once the current delivery returned. */
+  #release(id: SubscriberId): void {
+    const subscriber = this.#subscribers.get(id);
+    if (subscriber === undefined) return;
+    this.#subscribers.delete(id);
+    subscriber.session.subscribers.delete(id);
+    if (this.#released.push(id) === 1) queueMicrotask(() => this.settle());
+  }
+
+  /** Removes from the router the subscribers let go since the last call; runs after each delivery. */
+  settle(): void {
+    const released = this.#released;
+    this.#released = [];
+    for (const id of released) this.#removeSubscriber(id);
+  }
+}

@@ -1,0 +1,266 @@
+/**
+ * The session hub seen from outside: one --max-sessions for every kind of
+ * session, every kind counted, and the unread-buffer cap on /mcp SSE too.
+ */
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { Daemon } from '../../src/daemon/daemon.js';
+import type { DaemonInfo } from '../../src/shared/locate.js';
+import { silentLogger } from '../../src/shared/log.js';
+import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
+import { connectHttp, httpBase, type TappedClient } from '../helpers/mcp.js';
+import { type RawWorker, rawWorker } from '../helpers/worker.js';
+
+afterAll(() => cleanupAll());
+
+type Status = {
+  sessions: number;
+  subscriptions: number;
+  memory: { rss: number };
+  counters: { slowSessionsClosed: number };
+};
+
+/** The daemon's figures over the worker socket, which opens no session. */
+async function statusOf(worker: RawWorker): Promise<Status> {
+  const before = worker.replies.length;
+  worker.send('status', {});
+  const reply = await eventually(
+    () => worker.replies.slice(before).find((r) => r.type === 'status'),
+    10_000,
+    'a status reply',
+  );
+  return reply.data as Status;
+}
+
+/** Opens a WebSocket session; resolves with 101 or the HTTP status and body of the refusal. */
+function tryWebSocket(info: DaemonInfo): Promise<{ status: number; body: string; ws?: WebSocket }> {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(info.url, 'mcp-progress.v1', {
+      headers: { authorization: `Bearer ${info.secret}` },
+    });
+    ws.once('unexpected-response', (_request, response) => {
+      let body = '';
+      response.setEncoding('utf8').on('data', (text: string) => {
+        body += text;
+      });
+      response.once('end', () => resolve({ status: response.statusCode ?? 0, body }));
+    });
+    ws.once('open', () => resolve({ status: 101, body: '', ws }));
+    ws.once('error', () => {});
+  });
+}
+
+const initialize = {
+  jsonrpc: '2.0',
+  id: 0,
+  method: 'initialize',
+  params: {
+    protocolVersion: '2025-06-18',
+    capabilities: {},
+    clientInfo: { name: 'raw', version: '0' },
+  },
+};
+
+/** A raw initialize POST: the HTTP status and body text. */
+async function tryMcp(info: DaemonInfo): Promise<{ status: number; body: string }> {
+  const response = await fetch(`${httpBase(info)}/mcp`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${info.secret}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    },
+    body: JSON.stringify(initialize),
+  });
+  return { status: response.status, body: await response.text() };
+}
+
+/** Ends an SDK client's /mcp session (DELETE), as a well-behaved client does. */
+async function endMcp(client: TappedClient): Promise<void> {
+  await (client.client.transport as StreamableHTTPClientTransport).terminateSession();
+  await client.close();
+}
+
+describe('--max-sessions caps every kind of session together', () => {
+  it('refuses a third session whatever mix of WebSocket and /mcp the first two were', async () => {
+    const daemon = await startDaemon(['--max-sessions', '2']);
+    const worker = await rawWorker(daemon.info.socket);
+    const mixes = [
+      ['websocket', 'websocket'],
+      ['websocket', 'mcp'],
+      ['mcp', 'websocket'],
+      ['mcp', 'mcp'],
+    ] as const;
+    for (const mix of mixes) {
+      const closers: Array<() => Promise<void>> = [];
+      for (const kind of mix) {
+        if (kind === 'websocket') {
+          const gateway = await connectGateway(daemon.info);
+          closers.push(() => gateway.close());
+        } else {
+          const mcp = await connectHttp(daemon.info);
+          closers.push(() => endMcp(mcp));
+        }
+      }
+      expect((await statusOf(worker)).sessions, mix.join('+')).toBe(2);
+      const refusedWs = await tryWebSocket(daemon.info);
+      expect(refusedWs.status, `WebSocket after ${mix.join('+')}`).toBe(503);
+      expect(refusedWs.body).toContain('--max-sessions');
+      const refusedMcp = await tryMcp(daemon.info);
+      expect(refusedMcp.status, `/mcp after ${mix.join('+')}`).toBe(503);
+      expect(JSON.parse(refusedMcp.body).error.message).toContain('--max-sessions');
+      for (const close of closers) await close();
+      await eventually(async () => ((await statusOf(worker)).sessions === 0 ? true : undefined));
+    }
+    // With the places free again, both kinds are admitted.
+    const again = await tryWebSocket(daemon.info);
+    expect(again.status).toBe(101);
+    again.ws?.close();
+    worker.destroy();
+    await daemon.stop();
+  }, 60_000);
+
+  it('status and /metrics count WebSocket, /mcp and in-process sessions; an in-process one past the cap is refused', async () => {
+    const daemon = await Daemon.start(
+      { runtimeDir: tempDir(), port: 0, maxSessions: 3 },
+      silentLogger,
+    );
+    const gateway = await connectGateway(daemon.info);
+    const mcp = await connectHttp(daemon.info);
+    const local = await daemon.progressSource.openSession();
+    expect(daemon.status().sessions).toBe(3);
+    const metrics = await (
+      await fetch(`${httpBase(daemon.info)}/metrics`, {
+        headers: { authorization: `Bearer ${daemon.info.secret}` },
+      })
+    ).text();
+    expect(metrics).toMatch(/^mcp_progress_sessions 3$/m);
+    await expect(daemon.progressSource.openSession()).rejects.toMatchObject({
+      code: 'too_many_sessions',
+      message: expect.stringContaining('--max-sessions'),
+    });
+    expect((await tryWebSocket(daemon.info)).status).toBe(503);
+    await local.close();
+    expect(daemon.status().sessions).toBe(2);
+    const next = await daemon.progressSource.openSession();
+    expect(daemon.status().sessions).toBe(3);
+    await next.close();
+    await endMcp(mcp);
+    await gateway.close();
+    await eventually(() => (daemon.status().sessions === 0 ? true : undefined));
+    await daemon.stop();
+  });
+});
+
+/** Sends one /mcp POST on its own connection; resolves with the response, its body unread. */
+function postRaw(
+  info: DaemonInfo,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(`${httpBase(info)}/mcp`);
+    const request = httpRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        agent: false,
+        headers: {
+          authorization: `Bearer ${info.secret}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...headers,
+        },
+      },
+      resolve,
+    );
+    request.once('error', reject);
+    request.end(JSON.stringify(body));
+  });
+}
+
+async function readAll(response: IncomingMessage): Promise<string> {
+  let text = '';
+  for await (const chunk of response) text += String(chunk);
+  return text;
+}
+
+describe('an /mcp client that stops reading its SSE stream', () => {
+  it('is closed past --max-session-buffer-bytes; the daemon holds no more for it; others go on', async () => {
+    const cap = 256 * 1024;
+    const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
+    const worker = await rawWorker(daemon.info.socket);
+    const token = 'sse-firehose';
+    const init = await postRaw(daemon.info, initialize);
+    const sessionId = String(init.headers['mcp-session-id']);
+    await readAll(init);
+    const inSession = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' };
+    await readAll(
+      await postRaw(
+        daemon.info,
+        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        inSession,
+      ),
+    );
+    const healthy = await connectGateway(daemon.info);
+    await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    // The watch's SSE response is never read: its bytes pile up in the daemon unless it is capped.
+    const stalled = await postRaw(
+      daemon.info,
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          name: 'watch_progress',
+          arguments: { progressToken: token, minIntervalMs: 0, timeoutMs: 600_000 },
+          _meta: { progressToken: 'caller' },
+        },
+      },
+      inSession,
+    );
+    stalled.pause();
+    await eventually(async () => ((await statusOf(worker)).subscriptions === 2 ? true : undefined));
+    const before = await statusOf(worker);
+    const padding = 'x'.repeat(1000);
+    let sent = 0;
+    // Loopback buffers can hold many MiB, so publish in batches until the daemon says it closed it.
+    const closed = async () => {
+      const batch: string[] = [];
+      for (let i = 0; i < 2000; i++) {
+        sent++;
+        batch.push(
+          `{"type":"progress","data":{"v":1,"progressToken":"${token}","progress":${sent},"message":"${padding}"}}\f`,
+        );
+      }
+      worker.write(batch.join(''));
+      const status = await statusOf(worker);
+      return status.counters.slowSessionsClosed === 1 ? status : undefined;
+    };
+    const after = await eventually(closed, 60_000, 'the stalled /mcp session to be closed as slow');
+    const grew = after.memory.rss - before.memory.rss;
+    console.log(
+      `/mcp slow consumer: ${sent} frames of ~1 KB past a stalled SSE reader; daemon RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher when it was closed`,
+    );
+    expect(after.sessions).toBe(1);
+    // The session is gone: its id is unknown now.
+    const gone = await postRaw(daemon.info, { jsonrpc: '2.0', id: 2, method: 'ping' }, inSession);
+    expect(gone.statusCode).toBe(404);
+    await readAll(gone);
+    // The healthy subscriber got every value, in order.
+    worker.send('done', { v: 1, progressToken: token, seq: 1 });
+    await worker.reply((r) => r.type === 'ack');
+    const got = await healthy.waitFor(sent + 1, 60_000);
+    expect(got.at(-2)?.params.progress).toBe(sent);
+    expect(got.at(-1)?.method).toBe('notifications/progress/done');
+    stalled.destroy();
+    await healthy.close();
+    worker.destroy();
+    await daemon.stop();
+  }, 90_000);
+});

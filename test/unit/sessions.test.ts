@@ -1,0 +1,166 @@
+/**
+ * The session hub without a daemon: a real router, transports that are
+ * plain objects (the hub's own boundary is a function call, not a socket).
+ */
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
+import { SessionHub, type SessionTransport } from '../../src/daemon/sessions.js';
+import type { Notification } from '../../src/protocol/notifications.js';
+import { silentLogger } from '../../src/shared/log.js';
+
+interface Probe extends SessionTransport {
+  readonly written: Notification[];
+  unread: number;
+  closedSlow: number;
+}
+
+function probe(writes = true): Probe {
+  const written: Notification[] = [];
+  const transport: Probe = {
+    written,
+    unread: 0,
+    closedSlow: 0,
+    unreadBytes: () => transport.unread,
+    closeSlow: () => {
+      transport.closedSlow++;
+    },
+  };
+  if (writes) transport.write = (notification) => written.push(notification);
+  return transport;
+}
+
+/** A hub and a router wired as the daemon wires them, recording when subscribers are removed. */
+function setup(maxSessions = 10, maxSessionBufferBytes = 1000) {
+  const events: string[] = [];
+  let publishing = false;
+  let router: Router | undefined;
+  const hub = new SessionHub(
+    { maxSessions, maxSessionBufferBytes },
+    (id) => {
+      events.push(`${publishing ? 'inside' : 'after'} publish: remove ${id}`);
+      router?.removeSubscriber(id);
+    },
+    silentLogger,
+  );
+  router = new Router({ ...DEFAULT_ROUTER_OPTIONS, defaultMinIntervalMs: 0 }, hub.deliver);
+  const publish = (token: string, progress: number) => {
+    publishing = true;
+    try {
+      return router.publish(1, { v: 1, progressToken: token, progress }, 0);
+    } finally {
+      publishing = false;
+    }
+  };
+  return { hub, router, events, publish };
+}
+
+const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+describe('session hub', () => {
+  it('a session dropped during delivery is removed from the router after the publish, never inside it', async () => {
+    const { hub, router, events, publish } = setup();
+    const slow = probe();
+    const first = probe();
+    const last = probe();
+    const ids = [first, slow, last].map((transport) => hub.open('websocket', transport) ?? -1);
+    for (const id of ids) router.subscribe(id, { progressToken: 't' }, 0);
+    slow.unread = 5000;
+    publish('t', 1);
+    expect(slow.closedSlow).toBe(1);
+    expect(hub.slowSessionsClosed).toBe(1);
+    // The others were delivered to in the same loop; the slow one is let go but not yet removed.
+    expect(first.written).toHaveLength(1);
+    expect(last.written).toHaveLength(1);
+    expect(events).toEqual([]);
+    expect(router.stats().subscriptions).toBe(3);
+    await settled();
+    expect(events).toEqual([`after publish: remove ${ids[1]}`]);
+    expect(router.stats().subscriptions).toBe(2);
+    publish('t', 2);
+    expect(slow.written).toHaveLength(1);
+    expect(last.written).toHaveLength(2);
+    expect(hub.count).toBe(2);
+  });
+
+  it('caps every kind together and frees a place when a session closes', () => {
+    const { hub } = setup(3);
+    const ws = hub.open('websocket', probe());
+    const mcp = hub.open('mcp', probe(false));
+    const local = hub.openLocal(() => {});
+    expect(hub.count).toBe(3);
+    expect([hub.countOf('websocket'), hub.countOf('mcp'), hub.countOf('in-process')]).toEqual([
+      1, 1, 1,
+    ]);
+    expect(hub.open('websocket', probe())).toBeUndefined();
+    expect(hub.open('mcp', probe(false))).toBeUndefined();
+    expect(() => hub.openLocal(() => {})).toThrow(/--max-sessions/);
+    expect(hub.refusal()).toContain('--max-sessions');
+    // Members of an /mcp session share its place.
+    if (mcp === undefined || ws === undefined) throw new Error('not admitted');
+    hub.openMember(mcp, () => {});
+    hub.openMember(mcp, () => {});
+    expect(hub.count).toBe(3);
+    local.close();
+    expect(hub.count).toBe(2);
+    expect(hub.open('websocket', probe())).toBeDefined();
+  });
+
+  it('members receive in order after the delivery; their queue and the transport count as unread', async () => {
+    const { hub, router, publish } = setup(10, 2500);
+    const transport = probe(false);
+    const session = hub.open('mcp', transport);
+    if (session === undefined) throw new Error('not admitted');
+    const got: number[] = [];
+    const member = hub.openMember(session, (n) => {
+      if ('progress' in n.params) got.push(n.params.progress);
+    });
+    router.subscribe(member.id, { progressToken: 'm' }, 0);
+    publish('m', 1);
+    publish('m', 2);
+    // Nothing runs inside the router's loop.
+    expect(got).toEqual([]);
+    await settled();
+    expect(got).toEqual([1, 2]);
+    // The /mcp transport's own backlog plus what is queued passes the cap: the session goes.
+    transport.unread = 2490;
+    publish('m', 3);
+    expect(transport.closedSlow).toBe(1);
+    expect(hub.count).toBe(0);
+    await settled();
+    expect(router.stats().subscriptions).toBe(0);
+    // A member closed before its queue drained receives nothing more.
+    expect(got).toEqual([1, 2]);
+  });
+
+  it('closing a session removes every member subscriber from the router', async () => {
+    const { hub, router } = setup();
+    const session = hub.open('mcp', probe(false));
+    if (session === undefined) throw new Error('not admitted');
+    const a = hub.openMember(session, () => {});
+    const b = hub.openMember(session, () => {});
+    router.subscribe(a.id, { progressToken: 'x' }, 0);
+    router.subscribe(b.id, { progressToken: 'y' }, 0);
+    expect(router.stats().subscriptions).toBe(2);
+    hub.close(session);
+    await settled();
+    expect(router.stats().subscriptions).toBe(0);
+  });
+
+  it('serialises a notification once for every session it goes to', () => {
+    const { hub, router, publish } = setup();
+    const payloads: Buffer[] = [];
+    for (let i = 0; i < 3; i++) {
+      const id = hub.open('websocket', {
+        write: (_n, payload) => payloads.push(payload),
+        unreadBytes: () => 0,
+        closeSlow: () => {},
+      });
+      if (id !== undefined) router.subscribe(id, { progressToken: 's' }, 0);
+    }
+    publish('s', 1);
+    expect(payloads).toHaveLength(3);
+    expect(new Set(payloads).size).toBe(1);
+    expect(JSON.parse(String(payloads[0]))).toMatchObject({ params: { progress: 1 } });
+    expect(hub.notificationsSent).toBe(3);
+  });
+});
