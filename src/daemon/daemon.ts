@@ -19,6 +19,7 @@ import {
   type ProgressToken,
   type RejectCode,
 } from '../protocol/index.js';
+import { MAX_LIST_REPLY_BYTES } from '../protocol/limits.js';
 import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
@@ -57,6 +58,8 @@ export class Daemon {
   readonly options: DaemonOptions;
   readonly #log: Logger;
   readonly #router: Router;
+  /** A list page's budget: under the session buffer cap, so a reply never closes its own session. */
+  readonly #listReplyBytes: number;
   readonly #ingress: IngressServer;
   readonly #endpoint: GatewayEndpoint;
   readonly #mcpHttp: McpHttpSessions;
@@ -84,6 +87,10 @@ export class Daemon {
     this.#log = log;
     this.#startedAt = this.now();
     this.#secret = options.secret ?? randomBytes(32).toString('base64url');
+    this.#listReplyBytes = Math.min(
+      MAX_LIST_REPLY_BYTES,
+      Math.floor(options.maxSessionBufferBytes / 4),
+    );
     this.#router = new Router(options.router, (session, notification) =>
       this.#endpoint.deliver(session, notification),
     );
@@ -236,7 +243,8 @@ export class Daemon {
     unsubscribe: (session, token) => {
       this.#router.unsubscribe(session, token);
     },
-    list: () => ({ streams: this.#router.list() }),
+    list: (after, limit) => this.#router.page(after, limit, this.#listReplyBytes),
+    get: (token) => this.#router.get(token),
     cancel: (token, reason) => this.#cancel(token, reason),
     status: () => this.status(),
   };

@@ -8,6 +8,9 @@ import {
   daemonStatusSchema,
   doneFrameSchema,
   doneParamsSchema,
+  getParamsSchema,
+  getResultSchema,
+  listPageParamsSchema,
   listResultSchema,
   pongSchema,
   progressFrameSchema,
@@ -31,7 +34,10 @@ export const PUBLISHED_SCHEMAS = {
   'subscribe-params.v1': subscribeParamsSchema,
   'unsubscribe-params.v1': unsubscribeParamsSchema,
   'cancel-params.v1': cancelParamsSchema,
+  'list-params.v1': listPageParamsSchema,
   'list-result.v1': listResultSchema,
+  'get-params.v1': getParamsSchema,
+  'get-result.v1': getResultSchema,
   'status.v1': daemonStatusSchema,
 } as const;
 
