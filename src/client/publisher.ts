@@ -15,6 +15,12 @@ import {
   PROTOCOL_VERSION,
 } from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
+import {
+  CLOSE_LINGER_MS,
+  DEFAULT_DONE_TIMEOUT_MS,
+  DEFAULT_MIN_INTERVAL_MS,
+  reconnectDelayMs,
+} from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { ENV_TOKEN, plantedByAnotherUser, resolveSocketPath } from '../shared/locate.js';
 import { connectError } from '../shared/socket-request.js';
@@ -82,11 +88,8 @@ export interface Publisher {
   close(): Promise<void>;
 }
 
-const DEFAULT_INTERVAL_MS = 100;
-const DEFAULT_DONE_TIMEOUT_MS = 5000;
 /** How long `done` waits for a first connection when the publisher never had one (no daemon runs). */
 export const NEVER_CONNECTED_GRACE_MS = 250;
-const BACKOFF_MS = [50, 100, 200, 400, 800, 1600, 2000] as const;
 
 type State = 'open' | 'ending' | 'ended' | 'closed';
 
@@ -176,7 +179,7 @@ class SocketPublisher implements Publisher {
     this.#socketPath = resolveSocketPath({ socket: options.socket }, env);
     this.#doneTimeoutMs = options.doneTimeoutMs ?? DEFAULT_DONE_TIMEOUT_MS;
     this.#onError = options.onError ?? warnOncePerCode();
-    this.#throttle = new Throttle(options.intervalMs ?? DEFAULT_INTERVAL_MS, () =>
+    this.#throttle = new Throttle(options.intervalMs ?? DEFAULT_MIN_INTERVAL_MS, () =>
       this.#sendNewest(),
     );
   }
@@ -314,7 +317,7 @@ class SocketPublisher implements Publisher {
       const timer = setTimeout(() => {
         socket.destroy();
         resolve();
-      }, 1000);
+      }, CLOSE_LINGER_MS);
       socket.once('close', () => {
         clearTimeout(timer);
         resolve();
@@ -539,7 +542,7 @@ class SocketPublisher implements Publisher {
 
   #scheduleReconnect(): void {
     if (this.#state !== 'open' && this.#state !== 'ending') return;
-    const delay = BACKOFF_MS[Math.min(this.#attempt, BACKOFF_MS.length - 1)] ?? 2000;
+    const delay = reconnectDelayMs(this.#attempt);
     this.#attempt++;
     clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = setTimeout(() => {
