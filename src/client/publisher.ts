@@ -660,14 +660,20 @@ class SocketPublisher implements Publisher {
     switch (envelope.type) {
       case 'ack': {
         const ack = readAck(envelope.data);
-        if (ack === undefined) return this.#badReply('ack', envelope.data);
+        if (ack === undefined) {
+          this.#badReply('ack', envelope.data);
+          return;
+        }
         if (this.#replyWaiter !== undefined && ack.seq === this.#replyWaiter.seq)
           this.#replyWaiter.resolve({ type: 'ack' });
         return;
       }
       case 'rejected': {
         const rejection = readRejected(envelope.data);
-        if (rejection === undefined) return this.#badReply('rejected', envelope.data);
+        if (rejection === undefined) {
+          this.#badReply('rejected', envelope.data);
+          return;
+        }
         if (REFUSED_FRAME_CODES.has(rejection.code)) {
           this.#refusedFrame(rejection);
           return;
@@ -685,7 +691,10 @@ class SocketPublisher implements Publisher {
       }
       case 'cancel': {
         const cancel = readCancel(envelope.data);
-        if (cancel === undefined) return this.#badReply('cancel', envelope.data);
+        if (cancel === undefined) {
+          this.#badReply('cancel', envelope.data);
+          return;
+        }
         if (cancel.progressToken === this.token) this.#cancel(cancel.reason);
         return;
       }
