@@ -41,7 +41,7 @@ export interface PublisherOptions {
   readonly token?: ProgressToken | undefined;
   /** Default: $MCP_PROGRESS_SOCKET, else the default socket of the runtime dir. */
   readonly socket?: string | undefined;
-  /** Coalescing interval: at most one frame per interval, the newest (default 100; 0 sends every update). */
+  /** Coalescing interval: at most one frame per interval, the newest (default DEFAULT_MIN_INTERVAL_MS, 100; 0 sends every update). */
   readonly intervalMs?: number | undefined;
   /**
    * How long `done` keeps trying to be delivered, reconnecting if need be (default 5000), once

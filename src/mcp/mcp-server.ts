@@ -33,7 +33,7 @@ export const MAX_WATCH_TIMEOUT_MS = 3_600_000;
 
 export interface ProgressServerOptions {
   readonly source: ProgressSource;
-  /** Coalescing interval of watch_progress when the caller does not choose one (default 100). */
+  /** Coalescing interval of watch_progress when the caller does not choose one (default DEFAULT_MIN_INTERVAL_MS, 100). */
   readonly defaultMinIntervalMs?: number | undefined;
 }
 

@@ -8,6 +8,9 @@
 /** Coalescing interval of a publisher, a relay and watch_progress: at most one update per this many ms. */
 export const DEFAULT_MIN_INTERVAL_MS = 100;
 
+/** `mcp-progress tail` printing plain lines (not a terminal): at most one line per stream per this many ms. */
+export const DEFAULT_TAIL_LINES_INTERVAL_MS = 1000;
+
 /** Delays between reconnect attempts to the daemon; the last one repeats. */
 export const RECONNECT_BACKOFF_MS: readonly number[] = [50, 100, 200, 400, 800, 1600, 2000];
 
