@@ -6,6 +6,7 @@ import {
   RemoteProgressSource,
 } from '../mcp/progress-source.js';
 import { serveStdio } from '../mcp/stdio.js';
+import { DEFAULT_MIN_INTERVAL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { resolveRuntimeDir } from '../shared/locate.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../shared/log.js';
@@ -40,7 +41,7 @@ Options:
                          <tmpdir>/mcp-progress-<uid>)
   --port N               port of the embedded daemon's gateway (default 7717;
                          a free one when that is taken)
-  --min-interval-ms N    default coalescing of watch_progress (default 100)
+  --min-interval-ms N    default coalescing of watch_progress (default ${DEFAULT_MIN_INTERVAL_MS})
   --log-level LEVEL      ${LOG_LEVELS.join(', ')} (default warn)
   -h, --help             show this help
 `;

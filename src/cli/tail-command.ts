@@ -1,6 +1,7 @@
 import { GatewayClient } from '../gateway-client/gateway-client.js';
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
 import type { Notification } from '../protocol/notifications.js';
+import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_TAIL_LINES_INTERVAL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
@@ -22,8 +23,8 @@ runs until interrupted. It survives a daemon restart.
   --token-json JSON   a token written as JSON, for integer tokens: --token-json 7
                       (repeatable)
   --json              print each notification as one JSON object per line (NDJSON)
-  --min-interval-ms N at most one update per stream per N ms (default 100; for
-                      plain lines 1000)
+  --min-interval-ms N at most one update per stream per N ms (default ${DEFAULT_MIN_INTERVAL_MS}; for
+                      plain lines ${DEFAULT_TAIL_LINES_INTERVAL_MS})
   --runtime-dir DIR   the daemon's runtime dir (default: as the daemon's)
   -h, --help          show this help
 
@@ -64,7 +65,8 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
   if (named.some((token) => token === '')) throw new UsageError('a token is a non-empty string');
   const mode = values.json ? 'json' : io.isTTY ? 'screen' : 'lines';
   const minIntervalMs =
-    integerFlag('min-interval-ms', values['min-interval-ms']) ?? (mode === 'lines' ? 1000 : 100);
+    integerFlag('min-interval-ms', values['min-interval-ms']) ??
+    (mode === 'lines' ? DEFAULT_TAIL_LINES_INTERVAL_MS : DEFAULT_MIN_INTERVAL_MS);
 
   const model = new TailModel();
   let state: 'connected' | 'disconnected' = 'connected';
@@ -138,7 +140,7 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
   const discover = async () => {
     let streams: StreamSummary[];
     try {
-      streams = (await client.list()).streams;
+      streams = await client.listAll();
     } catch {
       return; // disconnected: the gateway client reconnects, and the next poll goes on
     }

@@ -6,7 +6,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import { CLOSING_REJECT_CODES, type RejectCode } from '../protocol/errors.js';
-import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
+import type { DoneStatus, ProgressToken, Rejected } from '../protocol/frames.js';
 import {
   FRAME_DELIMITER,
   fitsUtf8Bytes,
@@ -15,9 +15,16 @@ import {
   PROTOCOL_VERSION,
 } from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
+import {
+  CLOSE_LINGER_MS,
+  DEFAULT_DONE_TIMEOUT_MS,
+  DEFAULT_MIN_INTERVAL_MS,
+  reconnectDelayMs,
+} from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { ENV_TOKEN, plantedByAnotherUser, resolveSocketPath } from '../shared/locate.js';
 import { connectError } from '../shared/socket-request.js';
+import { readAck, readCancel, readRejected } from './replies.js';
 import { Throttle } from './throttle.js';
 
 export interface ProgressUpdate {
@@ -34,7 +41,7 @@ export interface PublisherOptions {
   readonly token?: ProgressToken | undefined;
   /** Default: $MCP_PROGRESS_SOCKET, else the default socket of the runtime dir. */
   readonly socket?: string | undefined;
-  /** Coalescing interval: at most one frame per interval, the newest (default 100; 0 sends every update). */
+  /** Coalescing interval: at most one frame per interval, the newest (default DEFAULT_MIN_INTERVAL_MS, 100; 0 sends every update). */
   readonly intervalMs?: number | undefined;
   /**
    * How long `done` keeps trying to be delivered, reconnecting if need be (default 5000), once
@@ -51,8 +58,103 @@ export interface PublisherOptions {
 export interface DoneOutcome {
   /** The daemon acknowledged the done frame. */
   readonly delivered: boolean;
+  /**
+   * Done was written to a connected daemon that did not answer within
+   * `doneTimeoutMs` (a stopped, SIGSTOPped or overloaded daemon): whether it
+   * is delivered is not known. A daemon that resumes reads it and ends the
+   * stream for its watchers.
+   */
+  readonly pending?: boolean;
   /** Why not, when not. */
   readonly error?: BridgeError;
+}
+
+/** Why done was not delivered: a code and a message that says what to do. */
+export interface DoneFailure {
+  readonly code: BridgeErrorCode;
+  readonly message: string;
+}
+
+interface DoneContext {
+  readonly token: ProgressToken;
+  readonly timeoutMs: number;
+  readonly socketPath: string;
+}
+
+/** The data of a done frame. */
+export function doneData(
+  token: ProgressToken,
+  status: DoneStatus,
+  message: string | undefined,
+  seq: number,
+): Record<string, unknown> {
+  const data: Record<string, unknown> = { v: PROTOCOL_VERSION, progressToken: token, status, seq };
+  if (message !== undefined) data.message = message;
+  return data;
+}
+
+function frameTooLarge(token: ProgressToken): [BridgeErrorCode, string] {
+  return [
+    'frame_too_large',
+    `done for token ${JSON.stringify(token)} was not sent: its frame is larger than ${MAX_FRAME_BYTES} bytes`,
+  ];
+}
+
+/** Why done could not even be sent: closed, or no daemon within the time it had. */
+export function notConnectedFailure(
+  done: DoneContext,
+  closed: boolean,
+  everConnected: boolean,
+): DoneFailure {
+  if (closed)
+    return { code: 'closed', message: 'the publisher was closed before done was delivered' };
+  return {
+    code: 'daemon_unreachable',
+    message: everConnected
+      ? `done for token ${JSON.stringify(done.token)} was not delivered: the daemon on ${done.socketPath} went away and none answered within ${done.timeoutMs} ms`
+      : `done for token ${JSON.stringify(done.token)} was not delivered: no daemon has answered on ${done.socketPath} since the publisher started`,
+  };
+}
+
+/**
+ * What the daemon's answer to a done frame means: delivered; send it again on
+ * the next connection (this one dropped before the answer); or a failure,
+ * `pending` when done was written but not answered in time.
+ */
+export function judgeDoneAnswer(
+  answer: DoneAnswer,
+  done: DoneContext,
+  state: { retried: boolean; closed: boolean },
+): 'retry' | { delivered: true } | { delivered: false; failure: DoneFailure; pending: boolean } {
+  if (answer === 'closed' && !state.closed) return 'retry';
+  if (answer === 'closed') {
+    return {
+      delivered: false,
+      pending: false,
+      failure: { code: 'closed', message: 'the publisher was closed before done was acknowledged' },
+    };
+  }
+  if (answer === 'timeout') {
+    return {
+      delivered: false,
+      pending: true,
+      failure: {
+        code: 'daemon_timeout',
+        message: `the daemon did not acknowledge done for token ${JSON.stringify(done.token)} within ${done.timeoutMs} ms; it was written, so a daemon that is only stopped or overloaded still delivers it when it resumes`,
+      },
+    };
+  }
+  if (answer.type === 'ack') return { delivered: true };
+  // A done resent after a dropped connection may find the stream it already ended.
+  if (state.retried && answer.rejection.code === 'stream_closed') return { delivered: true };
+  return {
+    delivered: false,
+    pending: false,
+    failure: {
+      code: answeredCode(answer.rejection.code),
+      message: `the daemon refused done for token ${JSON.stringify(done.token)}: ${answer.rejection.message}`,
+    },
+  };
 }
 
 export type CancelCallback = (reason: string | undefined) => void;
@@ -82,11 +184,8 @@ export interface Publisher {
   close(): Promise<void>;
 }
 
-const DEFAULT_INTERVAL_MS = 100;
-const DEFAULT_DONE_TIMEOUT_MS = 5000;
 /** How long `done` waits for a first connection when the publisher never had one (no daemon runs). */
 export const NEVER_CONNECTED_GRACE_MS = 250;
-const BACKOFF_MS = [50, 100, 200, 400, 800, 1600, 2000] as const;
 
 type State = 'open' | 'ending' | 'ended' | 'closed';
 
@@ -99,7 +198,12 @@ interface ProgressData {
   seq?: number;
 }
 
-type Reply = Envelope | 'closed' | 'timeout';
+/** The daemon's answer to a done frame, as #finish waits for it. */
+export type DoneAnswer =
+  | { readonly type: 'ack' }
+  | { readonly type: 'rejected'; readonly rejection: Rejected }
+  | 'closed'
+  | 'timeout';
 
 /**
  * Framing errors that refuse what a frame holds: sent again it would be
@@ -164,7 +268,7 @@ class SocketPublisher implements Publisher {
   #everConnected = false;
   /** A connection attempt is under way. */
   #connecting = false;
-  #replyWaiter: { seq: number; resolve: (reply: Reply) => void } | undefined;
+  #replyWaiter: { seq: number; resolve: (reply: DoneAnswer) => void } | undefined;
   #cancelled = false;
   #cancelReason: string | undefined;
   #done: Promise<DoneOutcome> | undefined;
@@ -176,7 +280,7 @@ class SocketPublisher implements Publisher {
     this.#socketPath = resolveSocketPath({ socket: options.socket }, env);
     this.#doneTimeoutMs = options.doneTimeoutMs ?? DEFAULT_DONE_TIMEOUT_MS;
     this.#onError = options.onError ?? warnOncePerCode();
-    this.#throttle = new Throttle(options.intervalMs ?? DEFAULT_INTERVAL_MS, () =>
+    this.#throttle = new Throttle(options.intervalMs ?? DEFAULT_MIN_INTERVAL_MS, () =>
       this.#sendNewest(),
     );
   }
@@ -314,7 +418,7 @@ class SocketPublisher implements Publisher {
       const timer = setTimeout(() => {
         socket.destroy();
         resolve();
-      }, 1000);
+      }, CLOSE_LINGER_MS);
       socket.once('close', () => {
         clearTimeout(timer);
         resolve();
@@ -341,72 +445,34 @@ class SocketPublisher implements Publisher {
       this.#reconnectTimer = undefined;
       void this.#connect();
     }
+    const done = { token, timeoutMs: this.#doneTimeoutMs, socketPath: this.#socketPath };
     let retried = false;
     let outcome: DoneOutcome;
     for (;;) {
       const everConnected = this.#everConnected;
       const socket = await this.#whenConnected(everConnected ? deadline : graceDeadline);
       if (socket === undefined) {
-        outcome = this.#failDone(
-          this.#isClosed() ? 'closed' : 'daemon_unreachable',
-          this.#isClosed()
-            ? 'the publisher was closed before done was delivered'
-            : everConnected
-              ? `done for token ${JSON.stringify(token)} was not delivered: the daemon on ${this.#socketPath} went away and none answered within ${this.#doneTimeoutMs} ms`
-              : `done for token ${JSON.stringify(token)} was not delivered: no daemon has answered on ${this.#socketPath} since the publisher started`,
-        );
+        outcome = this.#failDone(notConnectedFailure(done, this.#isClosed(), everConnected));
         break;
       }
       if (this.#newest !== undefined && !this.#newestSent) this.#writeNewest(socket, this.#newest);
       const seq = this.#nextSeq++;
-      const data: Record<string, unknown> = {
-        v: PROTOCOL_VERSION,
-        progressToken: token,
-        status,
-        seq,
-      };
-      if (message !== undefined) data.message = message;
-      const frame = this.#encode('done', data);
+      const frame = this.#encode('done', doneData(token, status, message, seq));
       if (frame === undefined) {
-        outcome = {
-          delivered: false,
-          error: new BridgeError(
-            'frame_too_large',
-            `done for token ${JSON.stringify(token)} was not sent: its frame is larger than ${MAX_FRAME_BYTES} bytes`,
-          ),
-        };
+        outcome = { delivered: false, error: new BridgeError(...frameTooLarge(token)) };
         break;
       }
       const reply = this.#waitReply(seq, deadline);
       socket.write(frame);
-      const answer = await reply;
-      if (answer === 'closed' && !this.#isClosed()) {
+      const verdict = judgeDoneAnswer(await reply, done, { retried, closed: this.#isClosed() });
+      if (verdict === 'retry') {
         retried = true;
         continue;
       }
-      if (answer === 'closed' || answer === 'timeout') {
-        outcome = this.#failDone(
-          answer === 'closed' ? 'closed' : 'daemon_timeout',
-          answer === 'closed'
-            ? 'the publisher was closed before done was acknowledged'
-            : `the daemon did not acknowledge done for token ${JSON.stringify(token)} within ${this.#doneTimeoutMs} ms`,
-        );
-        break;
-      }
-      if (answer.type === 'ack') {
-        outcome = { delivered: true };
-        break;
-      }
-      const rejection = answer.data as { code?: string; message?: string };
-      // A done resent after a dropped connection may find the stream it already ended.
-      if (retried && rejection.code === 'stream_closed') {
-        outcome = { delivered: true };
-        break;
-      }
-      outcome = this.#failDone(
-        answeredCode(rejection.code),
-        `the daemon refused done for token ${JSON.stringify(token)}: ${rejection.message ?? 'no reason given'}`,
-      );
+      outcome =
+        verdict.delivered === true
+          ? { delivered: true }
+          : this.#failDone(verdict.failure, verdict.pending);
       break;
     }
     if (!this.#isClosed()) {
@@ -423,16 +489,16 @@ class SocketPublisher implements Publisher {
     return this.#state === 'closed';
   }
 
-  #failDone(code: BridgeErrorCode, message: string): DoneOutcome {
-    const error = new BridgeError(code, message);
+  #failDone(failure: DoneFailure, pending = false): DoneOutcome {
+    const error = new BridgeError(failure.code, failure.message);
     this.#onErrorSafely(error);
-    return { delivered: false, error };
+    return pending ? { delivered: false, pending: true, error } : { delivered: false, error };
   }
 
-  #waitReply(seq: number, deadline: number): Promise<Reply> {
-    return new Promise<Reply>((resolve) => {
+  #waitReply(seq: number, deadline: number): Promise<DoneAnswer> {
+    return new Promise<DoneAnswer>((resolve) => {
       const timer = setTimeout(() => finish('timeout'), Math.max(0, deadline - Date.now()));
-      const finish = (reply: Reply) => {
+      const finish = (reply: DoneAnswer) => {
         clearTimeout(timer);
         if (this.#replyWaiter?.seq === seq) this.#replyWaiter = undefined;
         resolve(reply);
@@ -539,7 +605,7 @@ class SocketPublisher implements Publisher {
 
   #scheduleReconnect(): void {
     if (this.#state !== 'open' && this.#state !== 'ending') return;
-    const delay = BACKOFF_MS[Math.min(this.#attempt, BACKOFF_MS.length - 1)] ?? 2000;
+    const delay = reconnectDelayMs(this.#attempt);
     this.#attempt++;
     clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = setTimeout(() => {
@@ -591,42 +657,61 @@ class SocketPublisher implements Publisher {
       this.#report('bad_reply', `the daemon sent something unreadable: ${envelope.message}`);
       return;
     }
-    const data = (envelope.data ?? {}) as {
-      seq?: unknown;
-      code?: unknown;
-      message?: unknown;
-      progressToken?: unknown;
-      reason?: unknown;
-    };
     switch (envelope.type) {
-      case 'ack':
-        if (this.#replyWaiter !== undefined && data.seq === this.#replyWaiter.seq)
-          this.#replyWaiter.resolve(envelope);
+      case 'ack': {
+        const ack = readAck(envelope.data);
+        if (ack === undefined) {
+          this.#badReply('ack', envelope.data);
+          return;
+        }
+        if (this.#replyWaiter !== undefined && ack.seq === this.#replyWaiter.seq)
+          this.#replyWaiter.resolve({ type: 'ack' });
         return;
+      }
       case 'rejected': {
-        if (typeof data.code === 'string' && REFUSED_FRAME_CODES.has(data.code)) {
-          this.#refusedFrame(envelope, data.code, data.message);
+        const rejection = readRejected(envelope.data);
+        if (rejection === undefined) {
+          this.#badReply('rejected', envelope.data);
           return;
         }
-        if (this.#replyWaiter !== undefined && data.seq === this.#replyWaiter.seq) {
-          this.#replyWaiter.resolve(envelope);
+        if (REFUSED_FRAME_CODES.has(rejection.code)) {
+          this.#refusedFrame(rejection);
           return;
         }
-        if (data.seq === this.#resyncSeq && data.code === 'non_monotonic') return;
+        if (this.#replyWaiter !== undefined && rejection.seq === this.#replyWaiter.seq) {
+          this.#replyWaiter.resolve({ type: 'rejected', rejection });
+          return;
+        }
+        if (rejection.seq === this.#resyncSeq && rejection.code === 'non_monotonic') return;
         this.#report(
-          answeredCode(data.code),
-          `the daemon refused an update for token ${JSON.stringify(this.token)}: ${String(data.message)}`,
+          answeredCode(rejection.code),
+          `the daemon refused an update for token ${JSON.stringify(this.token)}: ${rejection.message}`,
         );
         return;
       }
-      case 'cancel':
-        if (data.progressToken === this.token) {
-          this.#cancel(typeof data.reason === 'string' ? data.reason : undefined);
+      case 'cancel': {
+        const cancel = readCancel(envelope.data);
+        if (cancel === undefined) {
+          this.#badReply('cancel', envelope.data);
+          return;
         }
+        if (cancel.progressToken === this.token) this.#cancel(cancel.reason);
         return;
+      }
       default:
         return;
     }
+  }
+
+  #badReply(type: string, data: unknown): void {
+    let shown = String(data);
+    try {
+      shown = JSON.stringify(data) ?? shown;
+    } catch {}
+    this.#report(
+      'bad_reply',
+      `the daemon sent a ${type} that does not match its schema (${shown.slice(0, 200)}): is it another version of mcp-progress-bridge? It was ignored`,
+    );
   }
 
   /**
@@ -635,17 +720,17 @@ class SocketPublisher implements Publisher {
    * sent again: the newest update is dropped, a done waiting for its answer
    * fails with the daemon's code, and the reconnect keeps its backoff.
    */
-  #refusedFrame(envelope: Envelope, code: string, message: unknown): void {
+  #refusedFrame(rejection: Rejected): void {
     this.#refused = true;
     if (this.#newestSent) {
       this.#newest = undefined;
       this.#newestSent = false;
     }
     this.#report(
-      answeredCode(code),
-      `the daemon refused a frame for token ${JSON.stringify(this.token)} and closed the connection; it is not sent again: ${String(message)}`,
+      answeredCode(rejection.code),
+      `the daemon refused a frame for token ${JSON.stringify(this.token)} and closed the connection; it is not sent again: ${rejection.message}`,
     );
-    this.#replyWaiter?.resolve(envelope);
+    this.#replyWaiter?.resolve({ type: 'rejected', rejection });
   }
 
   #cancel(reason: string | undefined): void {

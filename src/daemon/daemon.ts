@@ -28,6 +28,7 @@ import {
   shorten,
   WORKER_EVENTS,
 } from '../protocol/index.js';
+import { MAX_LIST_REPLY_BYTES } from '../protocol/limits.js';
 import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
@@ -66,6 +67,8 @@ export class Daemon {
   readonly options: DaemonOptions;
   readonly #log: Logger;
   readonly #router: Router;
+  /** A list page's budget: under the session buffer cap, so a reply never closes its own session. */
+  readonly #listReplyBytes: number;
   readonly #ingress: IngressServer;
   readonly #endpoint: GatewayEndpoint;
   readonly #hub: SessionHub;
@@ -94,6 +97,10 @@ export class Daemon {
     this.#log = log;
     this.#startedAt = this.now();
     this.#secret = options.secret ?? randomBytes(32).toString('base64url');
+    this.#listReplyBytes = Math.min(
+      MAX_LIST_REPLY_BYTES,
+      Math.floor(options.maxSessionBufferBytes / 4),
+    );
     this.#hub = new SessionHub(
       { maxSessions: options.maxSessions, maxSessionBufferBytes: options.maxSessionBufferBytes },
       (session) => this.#router.removeSubscriber(session),
@@ -255,7 +262,8 @@ export class Daemon {
     unsubscribe: (session, token) => {
       this.#router.unsubscribe(session, token);
     },
-    list: () => ({ streams: this.#router.list() }),
+    list: (after, limit) => this.#router.page(after, limit, this.#listReplyBytes),
+    get: (token) => this.#router.get(token),
     cancel: (token, reason) => this.#cancel(token, reason),
     status: () => this.status(),
   };

@@ -4,9 +4,10 @@
  */
 
 import type { ProgressSession, ProgressSource } from '../mcp/progress-source.js';
-import type { ListResult, ProgressToken } from '../protocol/frames.js';
-import type { Notification, NotificationHandler } from '../protocol/notifications.js';
+import type { ListResult, ProgressToken, StreamSummary } from '../protocol/frames.js';
+import { MAX_LIST_LIMIT } from '../protocol/limits.js';
 import { BridgeError } from '../shared/errors.js';
+import { SubscriptionLabels } from '../shared/subscription-labels.js';
 import type { GatewayBackend } from './rpc.js';
 import type { LocalReceiver, LocalSession } from './sessions.js';
 
@@ -22,40 +23,27 @@ export class LocalProgressSource implements ProgressSource {
   }
 
   async openSession(): Promise<ProgressSession> {
-    const handlers = new Map<ProgressToken, NotificationHandler>();
-    const session = this.#open((notification: Notification) => {
-      const label = notification.params.progressToken;
-      const handler = handlers.get(label);
-      if (handler === undefined) return;
-      if (notification.method === 'notifications/progress/done') handlers.delete(label);
-      handler(notification);
+    const labels = new SubscriptionLabels();
+    const session = this.#open((notification) => {
+      labels.deliver(notification);
     });
     this.#sessions.add(session);
     return {
       subscribe: async (params, handler) => {
-        const label = params.as ?? params.progressToken;
-        if (handlers.has(label)) {
-          throw new BridgeError(
-            'duplicate_subscription',
-            `already subscribed under token ${JSON.stringify(label)}`,
-          );
-        }
-        handlers.set(label, handler);
+        const entry = labels.add(params, handler);
         const outcome = this.#backend.subscribe(session.id, params);
         if (!outcome.ok) {
-          handlers.delete(label);
+          labels.remove(entry);
           throw new BridgeError(outcome.code, outcome.message);
         }
         return {
           unsubscribe: async () => {
-            if (handlers.get(label) !== handler) return;
-            handlers.delete(label);
-            this.#backend.unsubscribe(session.id, params.progressToken);
+            if (labels.remove(entry)) this.#backend.unsubscribe(session.id, params.progressToken);
           },
         };
       },
       close: async () => {
-        handlers.clear();
+        labels.clear();
         this.#sessions.delete(session);
         session.close();
       },
@@ -63,7 +51,18 @@ export class LocalProgressSource implements ProgressSource {
   }
 
   async list(): Promise<ListResult> {
-    return this.#backend.list();
+    const streams: StreamSummary[] = [];
+    let after: number | undefined;
+    do {
+      const page = this.#backend.list(after, MAX_LIST_LIMIT);
+      streams.push(...page.streams);
+      after = page.next;
+    } while (after !== undefined);
+    return { streams };
+  }
+
+  async get(token: ProgressToken): Promise<StreamSummary | undefined> {
+    return this.#backend.get(token);
   }
 
   async cancel(token: ProgressToken, reason?: string): Promise<number> {

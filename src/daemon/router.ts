@@ -13,7 +13,7 @@ import type {
   StreamState,
   StreamSummary,
 } from '../protocol/index.js';
-import { MAX_SAFE_NUMBER } from '../protocol/limits.js';
+import { MAX_SAFE_NUMBER, utf8ByteLength } from '../protocol/limits.js';
 import {
   type DoneNotification,
   doneNotification,
@@ -69,6 +69,8 @@ const ACCEPTED = Object.freeze({ ok: true as const });
 
 interface Stream {
   readonly token: ProgressToken;
+  /** When the stream entered the table, counted: list pages follow it (the table's own order). */
+  readonly order: number;
   state: StreamState;
   lastProgress: number | undefined;
   last: ProgressNotification | undefined;
@@ -84,6 +86,12 @@ export interface SubscribeRequest {
   readonly progressToken: ProgressToken;
   readonly as?: ProgressToken | undefined;
   readonly minIntervalMs?: number | undefined;
+}
+
+export interface StreamPage {
+  readonly streams: StreamSummary[];
+  /** The position to continue after; undefined on the last page. */
+  readonly next: number | undefined;
 }
 
 export interface RouterStats {
@@ -102,6 +110,7 @@ export class Router {
   readonly #options: RouterOptions;
   readonly #gate: Gate;
   readonly #streams = new Map<ProgressToken, Stream>();
+  #nextOrder = 0;
   /** Active and done streams; waiting ones (subscribers only) do not count. */
   #liveStreams = 0;
   #activeStreams = 0;
@@ -230,7 +239,7 @@ export class Router {
     mine.set(token, subscription);
     this.#subscriptionCount++;
     if (stream === undefined) {
-      stream = newStream(token, 'waiting', now);
+      stream = newStream(token, 'waiting', now, this.#nextOrder++);
       this.#streams.set(token, stream);
     }
     if (stream.last !== undefined) {
@@ -414,6 +423,29 @@ export class Router {
     return out;
   }
 
+  /**
+   * One page of the stream table, in the order streams entered it: those
+   * after `after` (a `next` of an earlier page), at most `limit` of them and,
+   * past the first, at most `maxBytes` of JSON. `next` is set when more follow.
+   */
+  page(after: number | undefined, limit: number, maxBytes: number): StreamPage {
+    const streams: StreamSummary[] = [];
+    let bytes = 0;
+    let lastOrder: number | undefined;
+    for (const stream of this.#streams.values()) {
+      if (after !== undefined && stream.order <= after) continue;
+      if (streams.length >= limit) return { streams, next: lastOrder };
+      const summary = summarise(stream);
+      // Each summary and its comma.
+      const size = utf8ByteLength(JSON.stringify(summary)) + 1;
+      if (streams.length > 0 && bytes + size > maxBytes) return { streams, next: lastOrder };
+      streams.push(summary);
+      bytes += size;
+      lastOrder = stream.order;
+    }
+    return { streams, next: undefined };
+  }
+
   get(token: ProgressToken): StreamSummary | undefined {
     const stream = this.#streams.get(token);
     return stream === undefined ? undefined : summarise(stream);
@@ -469,7 +501,7 @@ export class Router {
   #activate(waiting: Stream | undefined, token: ProgressToken, now: number): Stream {
     let stream = waiting;
     if (stream === undefined) {
-      stream = newStream(token, 'active', now);
+      stream = newStream(token, 'active', now, this.#nextOrder++);
       this.#streams.set(token, stream);
     } else {
       stream.state = 'active';
@@ -546,9 +578,10 @@ export class Router {
   }
 }
 
-function newStream(token: ProgressToken, state: StreamState, now: number): Stream {
+function newStream(token: ProgressToken, state: StreamState, now: number, order: number): Stream {
   return {
     token,
+    order,
     state,
     lastProgress: undefined,
     last: undefined,

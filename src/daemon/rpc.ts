@@ -6,17 +6,22 @@
 import type * as z from 'zod';
 import {
   cancelParamsSchema,
+  type GetResult,
+  getParamsSchema,
   type ListResult,
   listParamsSchema,
+  MAX_LIST_LIMIT,
+  noParamsSchema,
   type ProgressToken,
   RPC_ERRORS,
   type RpcErrorCode,
+  type StreamSummary,
   type SubscribeParams,
   subscribeParamsSchema,
   unsubscribeParamsSchema,
 } from '../protocol/index.js';
 import { describe, isPlainObject } from '../protocol/validate.js';
-import type { Outcome, SubscribeRefusal } from './router.js';
+import type { Outcome, StreamPage, SubscribeRefusal } from './router.js';
 
 export type SessionId = number;
 
@@ -24,7 +29,9 @@ export type SessionId = number;
 export interface GatewayBackend {
   subscribe(session: SessionId, params: SubscribeParams): Outcome<SubscribeRefusal>;
   unsubscribe(session: SessionId, token: ProgressToken): void;
-  list(): ListResult;
+  /** Streams after position `after` (undefined: from the start), at most `limit`, cut to the reply budget. */
+  list(after: number | undefined, limit: number): StreamPage;
+  get(token: ProgressToken): StreamSummary | undefined;
   /** Sends `cancel` to the workers of the stream; returns how many were told. */
   cancel(token: ProgressToken, reason: string | undefined): number;
   status(): object;
@@ -66,8 +73,29 @@ const METHODS: Record<string, Method<z.ZodType>> = {
   }),
   'progress/list': method({
     params: listParamsSchema,
-    usage: '{} or no params',
-    run: (backend) => ({ result: backend.list() }),
+    usage: `{"cursor"?: string (a nextCursor), "limit"?: integer 1..${MAX_LIST_LIMIT}} or no params`,
+    run(backend, _session, params) {
+      const after = cursorPosition(params?.cursor);
+      if (after === null) {
+        return {
+          error: 'invalid_params',
+          message: `progress/list: params.cursor: not a cursor of this daemon (got ${JSON.stringify(params?.cursor)}); pass the nextCursor of the previous page, or no cursor for the first page`,
+        };
+      }
+      const page = backend.list(after, params?.limit ?? MAX_LIST_LIMIT);
+      const result: ListResult = { streams: page.streams };
+      if (page.next !== undefined) result.nextCursor = String(page.next);
+      return { result };
+    },
+  }),
+  'progress/get': method({
+    params: getParamsSchema,
+    usage: '{"progressToken": string | integer}',
+    run(backend, _session, params) {
+      const stream = backend.get(params.progressToken);
+      const result: GetResult = stream === undefined ? {} : { stream };
+      return { result };
+    },
   }),
   'progress/cancel': method({
     params: cancelParamsSchema,
@@ -77,13 +105,21 @@ const METHODS: Record<string, Method<z.ZodType>> = {
     }),
   }),
   'progress/status': method({
-    params: listParamsSchema,
+    params: noParamsSchema,
     usage: '{} or no params',
     run: (backend) => ({ result: backend.status() }),
   }),
 } as Record<string, Method<z.ZodType>>;
 
 export const RPC_METHODS = Object.keys(METHODS);
+
+/** The position a cursor stands for: undefined for none, null for one this daemon never gave. */
+export function cursorPosition(cursor: string | undefined): number | undefined | null {
+  if (cursor === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(cursor)) return null;
+  const position = Number(cursor);
+  return Number.isSafeInteger(position) ? position : null;
+}
 
 function reply(id: RpcId, result: object): string {
   return JSON.stringify({ jsonrpc: '2.0', id, result });

@@ -5,11 +5,30 @@
  * increasing across reconnects: a replayed snapshot is filtered out here.
  */
 import WebSocket from 'ws';
-import type { ListResult, ProgressToken, SubscribeParams } from '../protocol/frames.js';
+import * as z from 'zod';
+import {
+  cancelResultSchema,
+  doneParamsSchema,
+  emptyResultSchema,
+  getResultSchema,
+  type ListParams,
+  type ListResult,
+  listResultSchema,
+  type ProgressToken,
+  progressParamsSchema,
+  type StreamSummary,
+  type SubscribeParams,
+} from '../protocol/frames.js';
 import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, WS_SUBPROTOCOL } from '../protocol/limits.js';
-import type { Notification, NotificationHandler } from '../protocol/notifications.js';
+import {
+  DONE_METHOD,
+  type NotificationHandler,
+  PROGRESS_METHOD,
+} from '../protocol/notifications.js';
+import { CLOSE_LINGER_MS, reconnectDelayMs } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
+import { SubscriptionLabels } from '../shared/subscription-labels.js';
 
 export interface GatewayClientOptions {
   /** WebSocket URL and secret; both default to the running daemon's daemon.json. */
@@ -41,27 +60,17 @@ export class GatewayRpcError extends BridgeError {
 
 export type { NotificationHandler } from '../protocol/notifications.js';
 
-interface Watch {
-  readonly params: SubscribeParams;
-  readonly handler: NotificationHandler;
-  /** The last progress delivered, so a resubscribe snapshot is not repeated. */
-  lastProgress: number | undefined;
-  ended: boolean;
-}
-
 interface Pending {
   resolve(result: unknown): void;
   reject(error: Error): void;
 }
-
-const BACKOFF_MS = [50, 100, 200, 400, 800, 1600, 2000] as const;
 
 export class GatewayClient {
   readonly #options: GatewayClientOptions;
   #ws: WebSocket | undefined;
   readonly #pending = new Map<number, Pending>();
   /** Subscriptions by delivered token (the `as` label, or the token itself). */
-  readonly #watches = new Map<ProgressToken, Watch>();
+  readonly #watches = new SubscriptionLabels();
   #nextId = 1;
   #closed = false;
   #attempt = 0;
@@ -90,26 +99,16 @@ export class GatewayClient {
     params: SubscribeParams,
     handler: NotificationHandler,
   ): Promise<{ unsubscribe(): Promise<void> }> {
-    const label = params.as ?? params.progressToken;
-    if (this.#watches.has(label)) {
-      throw new BridgeError(
-        'duplicate_subscription',
-        `already subscribed under token ${JSON.stringify(label)}`,
-      );
-    }
-    const watch: Watch = { params, handler, lastProgress: undefined, ended: false };
-    this.#watches.set(label, watch);
+    const entry = this.#watches.add(params, handler);
     try {
-      await this.request('progress/subscribe', params);
+      await this.#call('progress/subscribe', params, emptyResultSchema);
     } catch (error) {
-      this.#watches.delete(label);
+      this.#watches.remove(entry);
       throw error;
     }
     return {
       unsubscribe: async () => {
-        if (this.#watches.get(label) !== watch) return;
-        this.#watches.delete(label);
-        watch.ended = true;
+        if (!this.#watches.remove(entry)) return;
         if (this.connected)
           await this.request('progress/unsubscribe', { progressToken: params.progressToken }).catch(
             () => {},
@@ -118,19 +117,55 @@ export class GatewayClient {
     };
   }
 
-  list(): Promise<ListResult> {
-    return this.request('progress/list') as Promise<ListResult>;
+  /** One page of the daemon's streams (all of them when they fit one reply); see `nextCursor`. */
+  list(params: ListParams = {}): Promise<ListResult> {
+    return this.#call('progress/list', params, listResultSchema);
+  }
+
+  /** Every stream, page after page. */
+  async listAll(): Promise<StreamSummary[]> {
+    const streams: StreamSummary[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.list(cursor === undefined ? {} : { cursor });
+      streams.push(...page.streams);
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+    return streams;
+  }
+
+  /** One stream by its token, or undefined when the daemon has none. */
+  async get(progressToken: ProgressToken): Promise<StreamSummary | undefined> {
+    const result = await this.#call('progress/get', { progressToken }, getResultSchema);
+    return result.stream;
   }
 
   /** Asks the daemon to send `cancel` to the stream's workers; returns how many were told. */
   async cancel(progressToken: ProgressToken, reason?: string): Promise<number> {
-    const result = (await this.request(
+    const result = await this.#call(
       'progress/cancel',
       reason === undefined ? { progressToken } : { progressToken, reason },
-    )) as {
-      workers: number;
-    };
+      cancelResultSchema,
+    );
     return result.workers;
+  }
+
+  /** A request whose result is checked against its schema: a mismatch is a bad_reply, never a cast. */
+  async #call<S extends z.ZodType>(
+    method: string,
+    params: unknown,
+    schema: S,
+  ): Promise<z.infer<S>> {
+    const result = await this.request(method, params);
+    const parsed = schema.safeParse(result);
+    if (parsed.success) return parsed.data;
+    const issue = parsed.error.issues[0];
+    const where =
+      issue === undefined || issue.path.length === 0 ? 'result' : `result.${issue.path.join('.')}`;
+    throw new BridgeError(
+      'bad_reply',
+      `the daemon answered ${method} with a result that does not match its schema (${where}: ${issue?.message ?? 'invalid'}): is it a different version of mcp-progress-bridge? Restart it with this version`,
+    );
   }
 
   request(method: string, params?: unknown): Promise<unknown> {
@@ -183,7 +218,7 @@ export class GatewayClient {
       setTimeout(() => {
         ws.terminate();
         resolve();
-      }, 1000).unref();
+      }, CLOSE_LINGER_MS).unref();
     });
   }
 
@@ -243,8 +278,8 @@ export class GatewayClient {
     ws.on('error', () => {});
     ws.on('close', () => this.#dropped(ws));
     // Resubscribe whatever was live before a reconnect.
-    for (const watch of this.#watches.values()) {
-      if (!watch.ended) await this.request('progress/subscribe', watch.params).catch(() => {});
+    for (const watch of this.#watches.live()) {
+      await this.request('progress/subscribe', watch.params).catch(() => {});
     }
     this.#options.onState?.('connected');
   }
@@ -258,7 +293,7 @@ export class GatewayClient {
   }
 
   #retry(): void {
-    const delay = BACKOFF_MS[Math.min(this.#attempt, BACKOFF_MS.length - 1)] ?? 2000;
+    const delay = reconnectDelayMs(this.#attempt);
     this.#attempt++;
     setTimeout(() => {
       if (this.#closed) return;
@@ -272,57 +307,65 @@ export class GatewayClient {
   }
 
   #message(text: string): void {
-    let message: {
-      id?: number;
-      result?: unknown;
-      error?: { code: number; message: string; data?: { code?: string } };
-      method?: string;
-      params?: unknown;
-    };
+    let message: unknown;
     try {
       message = JSON.parse(text);
     } catch {
       return;
     }
-    if (typeof message.id === 'number') {
-      const pending = this.#pending.get(message.id);
+    const incoming = incomingSchema.safeParse(message);
+    // Anything else (a newer daemon's notification, garbage) is not for this version: skipped.
+    if (!incoming.success) return;
+    const data = incoming.data;
+    if ('id' in data) {
+      const pending = this.#pending.get(data.id);
       if (pending === undefined) return;
-      this.#pending.delete(message.id);
-      if (message.error) {
+      this.#pending.delete(data.id);
+      if ('error' in data) {
         pending.reject(
           new GatewayRpcError(
-            message.error.code,
-            answeredCode(message.error.data?.code),
-            message.error.message,
+            data.error.code,
+            answeredCode(data.error.data?.code),
+            data.error.message,
           ),
         );
       } else {
-        pending.resolve(message.result);
+        pending.resolve(data.result);
       }
       return;
     }
-    if (
-      message.method === 'notifications/progress' ||
-      message.method === 'notifications/progress/done'
-    ) {
-      this.#notify(message as Notification);
-    }
-  }
-
-  #notify(notification: Notification): void {
-    const watch = this.#watches.get(notification.params.progressToken);
-    if (watch === undefined || watch.ended) return;
-    if (notification.method === 'notifications/progress') {
-      const { progress } = notification.params;
-      if (watch.lastProgress !== undefined && !(progress > watch.lastProgress)) return;
-      watch.lastProgress = progress;
-    } else {
-      watch.ended = true;
-      this.#watches.delete(notification.params.progressToken);
-    }
-    watch.handler(notification);
+    this.#watches.deliver(
+      data.method === PROGRESS_METHOD
+        ? { jsonrpc: '2.0', method: PROGRESS_METHOD, params: data.params }
+        : { jsonrpc: '2.0', method: DONE_METHOD, params: data.params },
+    );
   }
 }
+
+/**
+ * What the daemon sends a gateway client: a reply to one of its requests
+ * (ids are the client's own integers), or a notification it knows. A
+ * notification's params are checked against the schema; a reply's result
+ * is checked by the request that waits for it.
+ */
+const incomingSchema = z.union([
+  z.object({
+    jsonrpc: z.literal('2.0'),
+    id: z.int(),
+    error: z.object({
+      code: z.int(),
+      message: z.string(),
+      data: z.object({ code: z.string().optional() }).optional(),
+    }),
+  }),
+  z.object({ jsonrpc: z.literal('2.0'), id: z.int(), result: z.unknown() }),
+  z.object({
+    jsonrpc: z.literal('2.0'),
+    method: z.literal(PROGRESS_METHOD),
+    params: progressParamsSchema,
+  }),
+  z.object({ jsonrpc: z.literal('2.0'), method: z.literal(DONE_METHOD), params: doneParamsSchema }),
+]);
 
 /** A URL fit for a message or a log line: an `access_token` in its query is masked. */
 export function withoutSecret(url: string): string {

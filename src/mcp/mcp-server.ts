@@ -21,20 +21,19 @@ import {
   streamStateSchema,
 } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
-import { PROGRESS_METHOD } from '../protocol/notifications.js';
+import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_MS } from '../shared/defaults.js';
 import { VERSION } from '../shared/version.js';
-import { ProgressSends } from './progress-sends.js';
+import { type Forwarding, forwardProgress, PingRecord, type RequestChannel } from './forward.js';
 import type { ProgressSource } from './progress-source.js';
 
 export const SERVER_NAME = 'mcp-progress-bridge';
 
-/** How long watch_progress waits by default: under the 60 s request timeout most MCP clients use. */
-export const DEFAULT_WATCH_TIMEOUT_MS = 50_000;
+export { DEFAULT_WATCH_TIMEOUT_MS };
 export const MAX_WATCH_TIMEOUT_MS = 3_600_000;
 
 export interface ProgressServerOptions {
   readonly source: ProgressSource;
-  /** Coalescing interval of watch_progress when the caller does not choose one (default 100). */
+  /** Coalescing interval of watch_progress when the caller does not choose one (default DEFAULT_MIN_INTERVAL_MS, 100). */
   readonly defaultMinIntervalMs?: number | undefined;
 }
 
@@ -87,8 +86,6 @@ const getOutput = {
 const listOutput = { streams: z.array(streamView) };
 
 export function createProgressMcpServer(options: ProgressServerOptions): McpServer {
-  const { source } = options;
-  const defaultMinIntervalMs = options.defaultMinIntervalMs ?? 100;
   const server = new McpServer(
     { name: SERVER_NAME, version: VERSION },
     {
@@ -97,7 +94,25 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
         'list_progress shows what is running; watch_progress follows one job until it finishes; get_progress reads one job once.',
     },
   );
+  // One server per client session (stdio, or one /mcp session): what its client answers is remembered here.
+  const pings = new PingRecord();
+  registerWatchTool(
+    server,
+    options.source,
+    options.defaultMinIntervalMs ?? DEFAULT_MIN_INTERVAL_MS,
+    pings,
+  );
+  registerListTool(server, options.source);
+  registerGetTool(server, options.source);
+  return server;
+}
 
+function registerWatchTool(
+  server: McpServer,
+  source: ProgressSource,
+  defaultMinIntervalMs: number,
+  pings: PingRecord,
+): void {
   server.registerTool(
     'watch_progress',
     {
@@ -130,7 +145,7 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async (args, extra) => {
-      const result = await watch(source, extra, {
+      const result = await watch(source, requestChannel(extra, pings), {
         token: args.progressToken,
         timeoutMs: args.timeoutMs ?? DEFAULT_WATCH_TIMEOUT_MS,
         minIntervalMs: args.minIntervalMs ?? defaultMinIntervalMs,
@@ -141,7 +156,9 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       };
     },
   );
+}
 
+function registerListTool(server: McpServer, source: ProgressSource): void {
   server.registerTool(
     'list_progress',
     {
@@ -153,20 +170,11 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       outputSchema: listOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async () => {
-      const { streams } = await source.list();
-      const views = streams.filter((s) => s.state !== 'waiting').map(view);
-      const text =
-        views.length === 0
-          ? 'No jobs are publishing progress.'
-          : views.map((s) => describeStream(s)).join('\n');
-      return {
-        content: [{ type: 'text' as const, text }],
-        structuredContent: { streams: views },
-      };
-    },
+    async () => listAnswer((await source.list()).streams),
   );
+}
 
+function registerGetTool(server: McpServer, source: ProgressSource): void {
   server.registerTool(
     'get_progress',
     {
@@ -178,34 +186,45 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       outputSchema: getOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async (args) => {
-      const summary = (await source.list()).streams.find(
-        (s) => s.progressToken === args.progressToken && s.state !== 'waiting',
-      );
-      if (summary === undefined) {
-        return {
-          content: [
-            {
-              type: 'text' as const,
-              text: `No job has token ${show(args.progressToken)}: it has not published yet, or it finished long enough ago to be forgotten. list_progress shows the known jobs.`,
-            },
-          ],
-          structuredContent: { progressToken: args.progressToken, found: false },
-        };
-      }
-      const stream = view(summary);
-      return {
-        content: [{ type: 'text' as const, text: describeStream(stream) }],
-        structuredContent: { progressToken: args.progressToken, found: true, stream },
-      };
-    },
+    async (args) => getAnswer(args.progressToken, await source.get(args.progressToken)),
   );
+}
 
-  return server;
+/** The list_progress result for these streams: waiting ones (nothing published) left out. */
+export function listAnswer(streams: readonly StreamSummary[]) {
+  const views = streams.filter((s) => s.state !== 'waiting').map(view);
+  const text =
+    views.length === 0
+      ? 'No jobs are publishing progress.'
+      : views.map((s) => describeStream(s)).join('\n');
+  return {
+    content: [{ type: 'text' as const, text }],
+    structuredContent: { streams: views },
+  };
+}
+
+/** The get_progress result for a token and what the daemon has for it. */
+export function getAnswer(token: ProgressToken, summary: StreamSummary | undefined) {
+  if (summary === undefined || summary.state === 'waiting') {
+    return {
+      content: [
+        {
+          type: 'text' as const,
+          text: `No job has token ${show(token)}: it has not published yet, or it finished long enough ago to be forgotten. list_progress shows the known jobs.`,
+        },
+      ],
+      structuredContent: { progressToken: token, found: false },
+    };
+  }
+  const stream = view(summary);
+  return {
+    content: [{ type: 'text' as const, text: describeStream(stream) }],
+    structuredContent: { progressToken: token, found: true, stream },
+  };
 }
 
 /** A type alias, not an interface: the SDK wants an index-signature-compatible object. */
-type WatchResult = {
+export type WatchResult = {
   progressToken: ProgressToken;
   state: StreamView['state'];
   timedOut: boolean;
@@ -217,69 +236,74 @@ type WatchResult = {
   updates: number;
 };
 
+/** The request a tool call came in, as the forwarding loop sends into it. */
+function requestChannel(extra: Extra, pings: PingRecord): RequestChannel {
+  const callerToken = extra._meta?.progressToken;
+  return {
+    label: callerToken,
+    send:
+      callerToken === undefined
+        ? undefined
+        : (notification) => extra.sendNotification(notification),
+    ping: (timeout) => extra.sendRequest({ method: 'ping' }, EmptyResultSchema, { timeout }),
+    pings,
+    signal: extra.signal,
+  };
+}
+
 /**
- * Subscribes (under the caller's token, so its progress notifications are
- * its own), forwards updates through the request-scoped send, and returns
- * once the stream is done, at the timeout, or when the caller cancels.
- * Nothing is forwarded after it returns.
+ * Forwards the stream into the request (under the caller's token, so its
+ * progress notifications are its own) and returns once the stream is done,
+ * at the timeout, when the caller cancels or when a send fails. Nothing is
+ * forwarded after it returns.
  */
 async function watch(
   source: ProgressSource,
-  extra: Extra,
+  channel: RequestChannel,
   request: { token: ProgressToken; timeoutMs: number; minIntervalMs: number },
 ): Promise<WatchResult> {
-  const callerToken = extra._meta?.progressToken;
   const session = await source.openSession();
-  let last: ProgressParams | undefined;
-  let done: DoneParams | undefined;
-  let updates = 0;
-  let forwarding = true;
-  let finish = () => {};
-  const finished = new Promise<void>((resolve) => {
-    finish = resolve;
-  });
-  // A send that fails (the client went away) ends the watch: nobody is listening any more.
-  const sends = new ProgressSends((notification) => extra.sendNotification(notification), {
-    onFailure: () => finish(),
-    confirm: (timeout) => extra.sendRequest({ method: 'ping' }, EmptyResultSchema, { timeout }),
-  });
+  let forwarding: Forwarding;
   try {
-    await session.subscribe(
-      {
-        progressToken: request.token,
-        minIntervalMs: request.minIntervalMs,
-        ...(callerToken === undefined ? {} : { as: callerToken }),
-      },
-      (notification) => {
-        if (!forwarding) return;
-        if (notification.method === PROGRESS_METHOD) {
-          last = notification.params;
-          updates++;
-          if (callerToken !== undefined) sends.push(notification.params);
-        } else {
-          done = notification.params;
-          finish();
-        }
-      },
+    forwarding = await forwardProgress(
+      session,
+      { progressToken: request.token, minIntervalMs: request.minIntervalMs },
+      channel,
+      { release: () => session.close() },
     );
-    const timer = setTimeout(finish, request.timeoutMs);
-    const onAbort = () => finish();
-    extra.signal.addEventListener('abort', onAbort, { once: true });
-    if (extra.signal.aborted) finish();
-    await finished;
-    forwarding = false;
-    clearTimeout(timer);
-    extra.signal.removeEventListener('abort', onAbort);
-  } finally {
-    forwarding = false;
+  } catch (error) {
     await session.close();
+    throw error;
   }
-  const summary = (await source.list()).streams.find((s) => s.progressToken === request.token);
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, request.timeoutMs);
+  });
+  await Promise.race([forwarding.ended, timedOut]);
+  clearTimeout(timer);
   // Every notification goes out, and reaches the client's handler, before the result
   // (RESULT_CONFIRM_TIMEOUT_MS, RESULT_GAP_MS): MCP forbids progress after the result.
-  await sends.drain({ confirm: !extra.signal.aborted });
+  await forwarding.stop();
+  const summary = await source.get(request.token);
+  return watchResult(
+    request.token,
+    forwarding.last,
+    forwarding.doneParams,
+    summary,
+    forwarding.updates,
+  );
+}
+
+/** What watch_progress answers, from what it received and what the daemon has now. */
+export function watchResult(
+  token: ProgressToken,
+  last: ProgressParams | undefined,
+  done: DoneParams | undefined,
+  summary: StreamSummary | undefined,
+  updates = 0,
+): WatchResult {
   const result: WatchResult = {
-    progressToken: request.token,
+    progressToken: token,
     state: done !== undefined ? 'done' : (summary?.state ?? 'waiting'),
     timedOut: done === undefined,
     updates,

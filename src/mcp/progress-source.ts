@@ -10,7 +10,12 @@ import {
   type GatewayClientOptions,
   type NotificationHandler,
 } from '../gateway-client/gateway-client.js';
-import type { ListResult, ProgressToken, SubscribeParams } from '../protocol/frames.js';
+import type {
+  ListResult,
+  ProgressToken,
+  StreamSummary,
+  SubscribeParams,
+} from '../protocol/frames.js';
 import { BridgeError } from '../shared/errors.js';
 
 export interface ProgressSubscription {
@@ -25,7 +30,10 @@ export interface ProgressSession {
 
 export interface ProgressSource {
   openSession(): Promise<ProgressSession>;
+  /** Every stream (page after page; the result has no nextCursor). */
   list(): Promise<ListResult>;
+  /** One stream by its token, without listing the others; undefined when the daemon has none. */
+  get(token: ProgressToken): Promise<StreamSummary | undefined>;
   /** Sends `cancel` to the stream's workers; returns how many were told. */
   cancel(token: ProgressToken, reason?: string): Promise<number>;
   close(): Promise<void>;
@@ -65,8 +73,12 @@ export class RemoteProgressSource implements ProgressSource {
     return !this.#shared.connected;
   }
 
-  list(): Promise<ListResult> {
-    return this.#shared.list();
+  async list(): Promise<ListResult> {
+    return { streams: await this.#shared.listAll() };
+  }
+
+  get(token: ProgressToken): Promise<StreamSummary | undefined> {
+    return this.#shared.get(token);
   }
 
   cancel(token: ProgressToken, reason?: string): Promise<number> {
@@ -129,6 +141,10 @@ export class RecoveringProgressSource implements ProgressSource {
 
   list(): Promise<ListResult> {
     return this.#run((source) => source.list());
+  }
+
+  get(token: ProgressToken): Promise<StreamSummary | undefined> {
+    return this.#run((source) => source.get(token));
   }
 
   cancel(token: ProgressToken, reason?: string): Promise<number> {

@@ -15,7 +15,7 @@ import {
 } from '../gateway-client/gateway-client.js';
 import type { DoneParams, ProgressToken } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
-import { PROGRESS_METHOD } from '../protocol/notifications.js';
+import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_RELAY_CONNECT_TIMEOUT_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import {
   ENV_SOCKET,
@@ -24,7 +24,14 @@ import {
   resolveRuntimeDir,
   resolveSocketPath,
 } from '../shared/locate.js';
-import { type McpProgressNotification, ProgressSends } from './progress-sends.js';
+import {
+  type Forwarding,
+  forwardProgress,
+  PingRecord,
+  pingRecordOf,
+  type RequestChannel,
+} from './forward.js';
+import type { McpProgressNotification } from './progress-sends.js';
 
 /** The MCP notification the relay sends; structurally what both SDK majors accept. */
 export type { McpProgressNotification } from './progress-sends.js';
@@ -37,6 +44,10 @@ interface RequestMeta {
 export interface SdkV1RequestContext {
   _meta?: RequestMeta | undefined;
   signal: AbortSignal;
+  /** The MCP session (Streamable HTTP): what its client answers is remembered per session. */
+  sessionId?: string | undefined;
+  /** Set for a request that came over HTTP. */
+  requestInfo?: unknown;
   sendNotification(notification: McpProgressNotification): Promise<void>;
   /** Used to ping the client before the result (RESULT_CONFIRM_TIMEOUT_MS). */
   sendRequest?(
@@ -48,6 +59,9 @@ export interface SdkV1RequestContext {
 
 /** The server context of @modelcontextprotocol/server 2.x (`ctx` in a tool callback). */
 export interface SdkV2RequestContext {
+  sessionId?: string | undefined;
+  /** Set for a request that came over HTTP. */
+  http?: unknown;
   mcpReq: {
     _meta?: RequestMeta | undefined;
     signal: AbortSignal;
@@ -57,7 +71,21 @@ export interface SdkV2RequestContext {
   };
 }
 
-export type RelayContext = SdkV1RequestContext | SdkV2RequestContext;
+/**
+ * The tool context of FastMCP (`context` in `execute`): its reportProgress
+ * adds the client's progressToken itself, and does nothing when the request
+ * has none.
+ */
+export interface FastMcpToolContext {
+  reportProgress(progress: {
+    progress: number;
+    total?: number | undefined;
+    message?: string | undefined;
+  }): Promise<void>;
+  signal?: AbortSignal | undefined;
+}
+
+export type RelayContext = SdkV1RequestContext | SdkV2RequestContext | FastMcpToolContext;
 
 export interface RelayOptions {
   /** WebSocket URL and secret of the daemon; both default to daemon.json. */
@@ -67,11 +95,11 @@ export interface RelayOptions {
   readonly runtimeDir?: string | undefined;
   /** The worker socket to hand out when url and secret are given (default: the runtime dir's). */
   readonly socket?: string | undefined;
-  /** At most one notification per this many ms, always the newest (default 100; 0 sends every update). */
+  /** At most one notification per this many ms, always the newest (default DEFAULT_MIN_INTERVAL_MS, 100; 0 sends every update). */
   readonly minIntervalMs?: number | undefined;
   /** How long to wait for the daemon to connect, and for each answer, before giving up for this call (default 2000). */
   readonly connectTimeoutMs?: number | undefined;
-  /** Where the warning about an unreachable daemon goes, once per function (default: a line on stderr, once per process). */
+  /** Where the warning about an unreachable daemon or an unknown context goes, once per function (default: a line on stderr, once per process). */
   readonly onWarning?: ((message: string) => void) | undefined;
 }
 
@@ -99,8 +127,7 @@ export interface ProgressRelay extends AsyncDisposable {
   close(): Promise<void>;
 }
 
-export const DEFAULT_RELAY_MIN_INTERVAL_MS = 100;
-const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
+export const DEFAULT_RELAY_MIN_INTERVAL_MS = DEFAULT_MIN_INTERVAL_MS;
 
 /** One warning per sink: a daemon that is down stays down for many calls. */
 const warnedSinks = new WeakSet<(message: string) => void>();
@@ -109,39 +136,56 @@ const warnOnStderr = (message: string): void => {
   process.stderr.write(`mcp-progress warn: ${message}\n`);
 };
 
-interface RequestScope {
-  readonly token: ProgressToken | undefined;
-  readonly signal: AbortSignal | undefined;
-  readonly send: ((notification: McpProgressNotification) => Promise<void>) | undefined;
-  readonly ping: ((timeoutMs: number) => Promise<unknown>) | undefined;
-}
-
-function requestScope(context: RelayContext): RequestScope {
-  if ('mcpReq' in context && typeof context.mcpReq === 'object' && context.mcpReq !== null) {
-    const request = context.mcpReq;
+/** A tool context, read: where to send, under which label, how to ping; undefined: not one this knows. */
+export function requestChannelOf(context: unknown): RequestChannel | undefined {
+  if (typeof context !== 'object' || context === null) return undefined;
+  const v2 = (context as Partial<SdkV2RequestContext>).mcpReq;
+  if (typeof v2 === 'object' && v2 !== null && typeof v2.notify === 'function') {
+    const ctx = context as SdkV2RequestContext;
+    const token = v2._meta?.progressToken;
     return {
-      token: request._meta?.progressToken,
-      signal: request.signal,
-      send: typeof request.notify === 'function' ? (n) => request.notify(n) : undefined,
+      label: token,
+      send: token === undefined ? undefined : (n) => v2.notify(n),
       ping:
-        typeof request.send === 'function'
-          ? (timeout) => request.send?.({ method: 'ping' }, { timeout }) ?? Promise.resolve()
+        typeof v2.send === 'function'
+          ? (timeout) => v2.send?.({ method: 'ping' }, { timeout }) ?? Promise.resolve()
           : undefined,
+      pings: pingRecordOf({ sessionId: ctx.sessionId, overHttp: ctx.http !== undefined }),
+      signal: v2.signal,
     };
   }
-  const extra = context as SdkV1RequestContext;
-  return {
-    token: extra._meta?.progressToken,
-    signal: extra.signal,
-    send:
-      typeof extra.sendNotification === 'function' ? (n) => extra.sendNotification(n) : undefined,
-    ping:
-      typeof extra.sendRequest === 'function'
-        ? (timeout) =>
-            extra.sendRequest?.({ method: 'ping' }, EmptyResultSchema, { timeout }) ??
-            Promise.resolve()
-        : undefined,
-  };
+  const v1 = context as Partial<SdkV1RequestContext>;
+  if (typeof v1.sendNotification === 'function') {
+    const token = v1._meta?.progressToken;
+    const sendNotification = v1.sendNotification.bind(v1);
+    const sendRequest = v1.sendRequest;
+    return {
+      label: token,
+      send: token === undefined ? undefined : (n) => sendNotification(n),
+      ping:
+        typeof sendRequest === 'function'
+          ? (timeout) => sendRequest.call(v1, { method: 'ping' }, EmptyResultSchema, { timeout })
+          : undefined,
+      pings: pingRecordOf({ sessionId: v1.sessionId, overHttp: v1.requestInfo !== undefined }),
+      signal: v1.signal,
+    };
+  }
+  const fast = context as Partial<FastMcpToolContext>;
+  if (typeof fast.reportProgress === 'function') {
+    const reportProgress = fast.reportProgress.bind(fast);
+    return {
+      // FastMCP adds the client's token itself (and drops progress when there is none).
+      label: undefined,
+      send: ({ params }) => {
+        const { progressToken: _routeKey, ...progress } = params;
+        return reportProgress(progress);
+      },
+      ping: undefined,
+      pings: new PingRecord(),
+      signal: fast.signal,
+    };
+  }
+  return undefined;
 }
 
 /**
@@ -152,7 +196,7 @@ export async function relayProgress(
   context: RelayContext,
   options: RelayOptions = {},
 ): Promise<ProgressRelay> {
-  const scope = requestScope(context);
+  const channel = requestChannelOf(context);
   const routeKey = `relay-${randomUUID()}`;
   const warn = (message: string) => {
     const sink = options.onWarning ?? warnOnStderr;
@@ -162,8 +206,13 @@ export async function relayProgress(
   };
   const target = await findDaemon(options);
   const env: RelayEnv = { [ENV_SOCKET]: target.socket, [ENV_TOKEN]: routeKey } as RelayEnv;
-  const { token, signal, send, ping } = scope;
-  if (token === undefined || send === undefined) return inactive(env, routeKey);
+  if (channel === undefined) {
+    warn(
+      "progress is not relayed: relayProgress got a context it does not know (expected the tool callback's extra of @modelcontextprotocol/sdk, the ctx of @modelcontextprotocol/server, or a FastMCP context); the tool runs without progress",
+    );
+    return inactive(env, routeKey);
+  }
+  if (channel.send === undefined) return inactive(env, routeKey);
   if (target.url === undefined || target.secret === undefined) {
     warn(
       `progress is not relayed: ${target.problem ?? 'no daemon'}; the tool runs without progress`,
@@ -171,7 +220,7 @@ export async function relayProgress(
     return inactive(env, routeKey);
   }
   try {
-    return await activeRelay({ token, signal, send, ping }, env, routeKey, target.gateway, options);
+    return await activeRelay(channel, env, routeKey, target.gateway, options);
   } catch (error) {
     warn(`progress is not relayed: ${whyNotRelayed(error, withoutSecret(target.url))}`);
     return inactive(env, routeKey);
@@ -238,12 +287,7 @@ async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
 }
 
 async function activeRelay(
-  scope: {
-    token: ProgressToken;
-    signal: AbortSignal | undefined;
-    send: (notification: McpProgressNotification) => Promise<void>;
-    ping: ((timeoutMs: number) => Promise<unknown>) | undefined;
-  },
+  channel: RequestChannel,
   env: RelayEnv,
   routeKey: string,
   gateway: GatewayClientOptions,
@@ -251,70 +295,39 @@ async function activeRelay(
 ): Promise<ProgressRelay> {
   const minIntervalMs = Math.min(
     MAX_MIN_INTERVAL_MS,
-    Math.max(0, Math.round(options.minIntervalMs ?? DEFAULT_RELAY_MIN_INTERVAL_MS)),
+    Math.max(0, Math.round(options.minIntervalMs ?? DEFAULT_MIN_INTERVAL_MS)),
   );
-  const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  const timeoutMs = options.connectTimeoutMs ?? DEFAULT_RELAY_CONNECT_TIMEOUT_MS;
   // Every request (subscribe, cancel) is bounded too: a stopped daemon must not hold the handler.
   const client = await withTimeout(
     GatewayClient.connect({ ...gateway, requestTimeoutMs: timeoutMs }),
     timeoutMs,
   );
-  let forwarding = true;
-  const sends = new ProgressSends(scope.send, { confirm: scope.ping });
-  let settle: (done: DoneParams | undefined) => void = () => {};
-  const done = new Promise<DoneParams | undefined>((resolve) => {
-    settle = resolve;
-  });
+  let forwarding: Forwarding;
   try {
-    await client.subscribe(
-      { progressToken: routeKey, as: scope.token, minIntervalMs },
-      (notification) => {
-        if (!forwarding) return;
-        if (notification.method === PROGRESS_METHOD) {
-          sends.push(notification.params);
-        } else {
-          // The worker is done: nothing more to forward; the handler decides when to return.
-          forwarding = false;
-          const params = notification.params;
-          // Settled only once the result may follow the last notification (RESULT_GAP_MS).
-          sends.drain({ confirm: !scope.signal?.aborted }).then(() => settle(params));
-        }
+    forwarding = await forwardProgress(
+      client,
+      { progressToken: routeKey, minIntervalMs },
+      channel,
+      {
+        // The client is this relay's own: closing it drops the subscription in the daemon, so
+        // there is no unsubscribe to wait for (a daemon that stopped answering cannot hold us).
+        release: () => client.close(),
+        // The client cancelled the request (notifications/cancelled): tell the worker, then stop.
+        onAbort: () =>
+          client.cancel(routeKey, 'the MCP client cancelled the request').then(() => {}),
       },
     );
   } catch (error) {
     await client.close();
     throw error;
   }
-
-  let closing: Promise<void> | undefined;
-  const close = (): Promise<void> => {
-    closing ??= (async () => {
-      forwarding = false;
-      scope.signal?.removeEventListener('abort', onAbort);
-      // The client is this relay's own: closing it drops the subscription in the daemon, so
-      // there is no unsubscribe to wait for (a daemon that stopped answering cannot hold us).
-      await client.close();
-      // Sends already handed to the SDK go out before the result does, with the gap it needs.
-      await sends.drain({ confirm: !scope.signal?.aborted });
-      settle(undefined);
-    })();
-    return closing;
-  };
-  const onAbort = () => {
-    // The client cancelled the request (notifications/cancelled): tell the worker, then stop.
-    client
-      .cancel(routeKey, 'the MCP client cancelled the request')
-      .catch(() => {})
-      .finally(() => close());
-  };
-  if (scope.signal?.aborted) onAbort();
-  else scope.signal?.addEventListener('abort', onAbort, { once: true });
-
+  const close = forwarding.stop;
   return {
     env,
     routeKey,
     relaying: true,
-    done,
+    done: forwarding.done,
     close,
     [Symbol.asyncDispose]: close,
   };

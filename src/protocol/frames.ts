@@ -7,6 +7,7 @@ import { REJECT_CODES, type RejectCode, RPC_ERRORS, type RpcErrorCode } from './
 import {
   fitsUtf8Bytes,
   isWellFormedText,
+  MAX_LIST_LIMIT,
   MAX_MESSAGE_BYTES,
   MAX_META_DEPTH,
   MAX_MIN_INTERVAL_MS,
@@ -303,9 +304,36 @@ export const cancelParamsSchema = z
   })
   .meta({ title: 'progress/cancel params' });
 
-export const listParamsSchema = z
+/** Params of methods that take none (progress/status): nothing, or an empty object. */
+export const noParamsSchema = z
   .union([z.strictObject({}), z.undefined()])
-  .meta({ title: 'progress/list and progress/status params' });
+  .meta({ title: 'progress/status params' });
+
+/** Params of progress/list: a page of the stream table. */
+export const listPageParamsSchema = z
+  .strictObject({
+    cursor: z
+      .string()
+      .max(64)
+      .meta({ description: 'The nextCursor of the previous page; omitted: the first page.' })
+      .optional(),
+    limit: z
+      .int()
+      .min(1)
+      .max(MAX_LIST_LIMIT)
+      .meta({
+        description: `At most this many streams in the page (1..${MAX_LIST_LIMIT}; default ${MAX_LIST_LIMIT}). A page is also cut to fit the reply budget.`,
+      })
+      .optional(),
+  })
+  .meta({ title: 'progress/list params' });
+
+/** progress/list also takes no params at all: the first page. */
+export const listParamsSchema = z.union([listPageParamsSchema, z.undefined()]);
+
+export const getParamsSchema = z
+  .strictObject({ progressToken: progressTokenSchema })
+  .meta({ title: 'progress/get params' });
 
 export const streamStateSchema = z.enum(['waiting', 'active', 'done']);
 
@@ -321,15 +349,40 @@ export const streamSummarySchema = z.strictObject({
 });
 
 export const listResultSchema = z
-  .strictObject({ streams: z.array(streamSummarySchema) })
+  .strictObject({
+    streams: z.array(streamSummarySchema),
+    nextCursor: z
+      .string()
+      .meta({
+        description: 'Present when more streams follow: pass it as `cursor` for the next page.',
+      })
+      .optional(),
+  })
   .meta({ title: 'progress/list result' });
+
+export const getResultSchema = z
+  .strictObject({
+    stream: streamSummarySchema
+      .meta({ description: 'Omitted when the daemon has no stream with this token.' })
+      .optional(),
+  })
+  .meta({ title: 'progress/get result' });
+
+export const cancelResultSchema = z
+  .strictObject({ workers: z.int().min(0) })
+  .meta({ title: 'progress/cancel result' });
+
+/** The result of progress/subscribe and progress/unsubscribe. */
+export const emptyResultSchema = z.strictObject({});
 
 export type SubscribeParams = z.infer<typeof subscribeParamsSchema>;
 export type UnsubscribeParams = z.infer<typeof unsubscribeParamsSchema>;
 export type CancelParams = z.infer<typeof cancelParamsSchema>;
 export type StreamState = z.infer<typeof streamStateSchema>;
 export type StreamSummary = z.infer<typeof streamSummarySchema>;
+export type ListParams = z.infer<typeof listPageParamsSchema>;
 export type ListResult = z.infer<typeof listResultSchema>;
+export type GetResult = z.infer<typeof getResultSchema>;
 
 const count = z.int().min(0);
 

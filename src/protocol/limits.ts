@@ -41,6 +41,16 @@ export const WS_SUBPROTOCOL = 'mcp-progress.v1';
 /** Largest JSON-RPC message a gateway may send to the daemon. */
 export const MAX_WS_MESSAGE_BYTES = 64 * 1024;
 
+/** Most streams in one progress/list page. */
+export const MAX_LIST_LIMIT = 1000;
+
+/**
+ * Largest JSON text of one progress/list page; the daemon also keeps a page
+ * under a quarter of its session buffer cap, so a reply never closes its own
+ * session as a slow consumer.
+ */
+export const MAX_LIST_REPLY_BYTES = 1024 * 1024;
+
 /** Largest coalescing interval a subscription may ask for. */
 export const MAX_MIN_INTERVAL_MS = 60_000;
 

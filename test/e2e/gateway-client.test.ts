@@ -1,7 +1,10 @@
 /** The Node gateway client against the real daemon, including a daemon restart. */
+import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
+import { type WebSocket, WebSocketServer } from 'ws';
 import { GatewayClient, GatewayRpcError } from '../../src/gateway-client/gateway-client.js';
 import type { Notification } from '../../src/protocol/notifications.js';
+import { BridgeError } from '../../src/shared/errors.js';
 import { cleanupAll, eventually, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
 
 afterAll(() => cleanupAll());
@@ -75,5 +78,81 @@ describe('GatewayClient', () => {
   it('says clearly when no daemon runs', async () => {
     const error = await GatewayClient.connect({ runtimeDir: tempDir() }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'daemon_not_running' });
+  });
+});
+
+/** A WebSocket server that answers every request with `answer(request)` and can push raw text. */
+async function fakeDaemon(answer: (request: { id: number; method: string }) => unknown) {
+  const server = new WebSocketServer({
+    port: 0,
+    host: '127.0.0.1',
+    handleProtocols: () => 'mcp-progress.v1',
+  });
+  await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+  const sockets: WebSocket[] = [];
+  server.on('connection', (ws) => {
+    sockets.push(ws);
+    ws.on('message', (data) => {
+      const request = JSON.parse(String(data)) as { id: number; method: string };
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id: request.id, result: answer(request) }));
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `ws://127.0.0.1:${port}/ws`,
+    push: (text: string) => {
+      for (const ws of sockets) ws.send(text);
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('GatewayClient against a daemon that answers out of schema', () => {
+  it('a reply that does not match its schema is a bad_reply BridgeError naming the field', async () => {
+    const fake = await fakeDaemon((request) =>
+      request.method === 'progress/list'
+        ? { streams: [{ progressToken: 'x', state: 'running' }] }
+        : request.method === 'progress/cancel'
+          ? { workers: 'two' }
+          : request.method === 'progress/get'
+            ? { stream: 5 }
+            : { surprise: true },
+    );
+    const client = await GatewayClient.connect({ url: fake.url, secret: 's', reconnect: false });
+    for (const attempt of [
+      () => client.list(),
+      () => client.cancel('x'),
+      () => client.get('x'),
+      () => client.subscribe({ progressToken: 'x' }, () => {}),
+    ]) {
+      const error = await attempt().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(BridgeError);
+      expect(error).toMatchObject({ code: 'bad_reply' });
+      expect((error as Error).message).toMatch(/does not match its schema \(result/);
+    }
+    const listError = (await client.list().catch((e: unknown) => e)) as Error;
+    expect(listError.message).toContain('result.streams.0');
+    await client.close();
+    await fake.close();
+  });
+
+  it('a notification whose params do not match is dropped; a good one is delivered', async () => {
+    const fake = await fakeDaemon(() => ({}));
+    const client = await GatewayClient.connect({ url: fake.url, secret: 's', reconnect: false });
+    const got: Notification[] = [];
+    await client.subscribe({ progressToken: 'n', minIntervalMs: 0 }, (n) => got.push(n));
+    const notify = (params: unknown) =>
+      fake.push(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress', params }));
+    notify({ progressToken: 'n', progress: 'one' });
+    notify({ progressToken: 'n' });
+    fake.push('not json');
+    notify({ progressToken: 'n', progress: 1 });
+    await eventually(() => (got.length > 0 ? true : undefined));
+    expect(got.map((n) => n.params)).toEqual([{ progressToken: 'n', progress: 1 }]);
+    await client.close();
+    await fake.close();
   });
 });

@@ -23,7 +23,6 @@ import {
   WORKER_EVENTS,
   WS_SUBPROTOCOL,
 } from '../../src/protocol/index.js';
-import { LOCAL_ERRORS } from '../../src/shared/errors.js';
 
 const protocol = readFileSync(resolve(import.meta.dirname, '../../docs/PROTOCOL.md'), 'utf8');
 
@@ -66,18 +65,5 @@ describe('docs/PROTOCOL.md', () => {
   it('names every published schema and every reserved event', () => {
     for (const name of Object.keys(PUBLISHED_SCHEMAS)) expect(protocol).toContain(`\`${name}\``);
     for (const event of RESERVED_EVENTS) expect(protocol).toContain(`\`${event}\``);
-  });
-});
-
-describe('docs/CLIENTS.md', () => {
-  const clients = readFileSync(resolve(import.meta.dirname, '../../docs/CLIENTS.md'), 'utf8');
-
-  it('lists exactly the local error codes, with the meanings of the table in src/shared/errors.ts', () => {
-    const errors = clients.slice(clients.indexOf('\n## Errors'));
-    const rows = [...errors.matchAll(/^\| `([a-z_]+)` +\| (.+?) +\|$/gm)].map(([, code, text]) => [
-      code,
-      text,
-    ]);
-    expect(rows).toEqual(Object.entries(LOCAL_ERRORS));
   });
 });

@@ -1,0 +1,194 @@
+/**
+ * The parts of the MCP side that need no daemon: what a client has shown
+ * about pings, the label table of a session, and the tools' answers.
+ */
+import { describe, expect, it } from 'vitest';
+import { PingRecord, pingRecordOf } from '../../src/mcp/forward.js';
+import { getAnswer, listAnswer, watchResult } from '../../src/mcp/mcp-server.js';
+import { requestChannelOf } from '../../src/mcp/relay.js';
+import type { Notification, StreamSummary } from '../../src/protocol/index.js';
+import { RESULT_CONFIRM_TIMEOUT_MS } from '../../src/protocol/limits.js';
+import { PING_WAIT_FLOOR_MS } from '../../src/shared/defaults.js';
+import { SubscriptionLabels } from '../../src/shared/subscription-labels.js';
+
+describe('PingRecord', () => {
+  it('waits the full confirm timeout for a client it knows nothing of', () => {
+    expect(new PingRecord().waitMs()).toBe(RESULT_CONFIRM_TIMEOUT_MS);
+  });
+
+  it('stops pinging a client that never answered one', () => {
+    const record = new PingRecord();
+    record.unanswered();
+    expect(record.waitMs()).toBe(0);
+  });
+
+  it('bounds the wait by the slowest answer of a client that answers, within floor and timeout', () => {
+    const record = new PingRecord();
+    record.answered(1);
+    expect(record.waitMs()).toBe(PING_WAIT_FLOOR_MS);
+    record.answered(300);
+    expect(record.waitMs()).toBe(1200);
+    record.unanswered();
+    expect(record.waitMs()).toBe(1200);
+    record.answered(5000);
+    expect(record.waitMs()).toBe(RESULT_CONFIRM_TIMEOUT_MS);
+  });
+
+  it('confirm() records a ping that fails or answers, and skips one it should not send', async () => {
+    const record = new PingRecord();
+    let pings = 0;
+    const failing = record.confirm(async () => {
+      pings++;
+      throw new Error('timed out');
+    });
+    await failing?.(0);
+    await failing?.(0);
+    expect(pings).toBe(1);
+    expect(record.confirm(undefined)).toBeUndefined();
+  });
+
+  it('is kept per MCP session, per process over stdio, and not at all for stateless HTTP', () => {
+    expect(pingRecordOf({ sessionId: 'a', overHttp: true })).toBe(
+      pingRecordOf({ sessionId: 'a', overHttp: true }),
+    );
+    expect(pingRecordOf({ sessionId: 'a', overHttp: true })).not.toBe(
+      pingRecordOf({ sessionId: 'b', overHttp: true }),
+    );
+    expect(pingRecordOf({ overHttp: false })).toBe(pingRecordOf({ overHttp: false }));
+    expect(pingRecordOf({ overHttp: true })).not.toBe(pingRecordOf({ overHttp: true }));
+  });
+});
+
+describe('requestChannelOf', () => {
+  const signal = new AbortController().signal;
+  it('reads the SDK 1.x extra, the v2 ctx and a FastMCP context; nothing else', () => {
+    const v1 = requestChannelOf({
+      _meta: { progressToken: 4 },
+      signal,
+      sendNotification: async () => {},
+    });
+    expect(v1).toMatchObject({ label: 4, signal });
+    expect(v1?.send).toBeTypeOf('function');
+    expect(v1?.ping).toBeUndefined();
+    const v2 = requestChannelOf({
+      mcpReq: {
+        _meta: { progressToken: 'x' },
+        signal,
+        notify: async () => {},
+        send: async () => ({}),
+      },
+    });
+    expect(v2).toMatchObject({ label: 'x' });
+    expect(v2?.ping).toBeTypeOf('function');
+    // No token: nothing to send.
+    expect(requestChannelOf({ signal, sendNotification: async () => {} })?.send).toBeUndefined();
+    const fast = requestChannelOf({ reportProgress: async () => {}, signal });
+    expect(fast).toMatchObject({ label: undefined, ping: undefined, signal });
+    for (const other of [undefined, null, 7, {}, { sendNotification: 'no' }])
+      expect(requestChannelOf(other)).toBeUndefined();
+  });
+});
+
+describe('SubscriptionLabels', () => {
+  const progress = (token: string | number, value: number): Notification => ({
+    jsonrpc: '2.0',
+    method: 'notifications/progress',
+    params: { progressToken: token, progress: value },
+  });
+  const done = (token: string | number): Notification => ({
+    jsonrpc: '2.0',
+    method: 'notifications/progress/done',
+    params: { progressToken: token, status: 'ok' },
+  });
+
+  it('routes by label, drops what does not increase, and ends at done', () => {
+    const labels = new SubscriptionLabels();
+    const got: Notification[] = [];
+    labels.add({ progressToken: 'route', as: 1 }, (n) => got.push(n));
+    expect(() => labels.add({ progressToken: 'other', as: 1 }, () => {})).toThrow(
+      expect.objectContaining({ code: 'duplicate_subscription' }),
+    );
+    expect(labels.deliver(progress('route', 1))).toBe(false);
+    expect(labels.deliver(progress(1, 1))).toBe(true);
+    expect(labels.deliver(progress(1, 1))).toBe(false);
+    expect(labels.deliver(progress(1, 2))).toBe(true);
+    expect(labels.deliver(done(1))).toBe(true);
+    expect(labels.deliver(progress(1, 3))).toBe(false);
+    expect(got.map((n) => n.params)).toEqual([
+      { progressToken: 1, progress: 1 },
+      { progressToken: 1, progress: 2 },
+      { progressToken: 1, status: 'ok' },
+    ]);
+    expect(labels.size).toBe(0);
+  });
+
+  it('remove() ends only its own entry', () => {
+    const labels = new SubscriptionLabels();
+    const first = labels.add({ progressToken: 't' }, () => {});
+    expect(labels.remove(first)).toBe(true);
+    const second = labels.add({ progressToken: 't' }, () => {});
+    expect(labels.remove(first)).toBe(false);
+    expect(labels.live()).toEqual([second]);
+  });
+});
+
+describe('the tool answers', () => {
+  const summary = (fields: Partial<StreamSummary>): StreamSummary => ({
+    progressToken: 'job',
+    state: 'active',
+    subscribers: 0,
+    startedAt: 1000,
+    updatedAt: 4000,
+    ...fields,
+  });
+
+  it('watchResult: done wins over the summary, and the duration comes from the summary', () => {
+    const result = watchResult(
+      'job',
+      { progressToken: 1, progress: 9, total: 10, message: 'nine' },
+      { progressToken: 1, status: 'ok', message: 'finished' },
+      summary({ state: 'done', status: 'ok' }),
+      3,
+    );
+    expect(result).toEqual({
+      progressToken: 'job',
+      state: 'done',
+      timedOut: false,
+      progress: 9,
+      total: 10,
+      message: 'finished',
+      status: 'ok',
+      durationMs: 3000,
+      updates: 3,
+    });
+  });
+
+  it('watchResult: at the timeout, the state and last value are the daemon’s', () => {
+    expect(
+      watchResult(
+        'job',
+        undefined,
+        undefined,
+        summary({ last: { progressToken: 'job', progress: 2 } }),
+      ),
+    ).toEqual({ progressToken: 'job', state: 'active', timedOut: true, progress: 2, updates: 0 });
+    expect(watchResult('job', undefined, undefined, undefined)).toMatchObject({
+      state: 'waiting',
+      timedOut: true,
+    });
+  });
+
+  it('listAnswer leaves waiting streams out; getAnswer treats one as not found', () => {
+    const answer = listAnswer([summary({ state: 'waiting', progressToken: 'w' }), summary({})]);
+    expect(answer.structuredContent.streams.map((s) => s.progressToken)).toEqual(['job']);
+    expect(listAnswer([]).content[0]?.text).toBe('No jobs are publishing progress.');
+    expect(getAnswer('w', summary({ state: 'waiting' })).structuredContent).toEqual({
+      progressToken: 'w',
+      found: false,
+    });
+    expect(getAnswer('job', summary({})).structuredContent).toMatchObject({
+      found: true,
+      stream: { progressToken: 'job', state: 'active' },
+    });
+  });
+});
