@@ -45,6 +45,9 @@ Options:
   -h, --help             show this help
 `;
 
+export const TERMINAL_NOTICE =
+  'mcp-progress mcp: this is an MCP server on stdio, for an MCP host to start (see "mcp-progress mcp --help"); it ignores what is typed here. Ctrl-D or Ctrl-C ends it.\n';
+
 export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parse('mcp', argv, {
     'runtime-dir': { type: 'string' },
@@ -64,8 +67,12 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
     );
   }
   const log = createLogger(logLevel as LogLevel, (line) => io.err(line));
+  // Typed input is not JSON-RPC and the SDK ignores it: say once what this is for.
+  if (process.stdin.isTTY === true) io.err(TERMINAL_NOTICE);
   const runtimeDir = resolveRuntimeDir(values['runtime-dir'], io.env);
   const port = integerFlag('port', values.port);
+  if (port !== undefined && (port < 0 || port > 65_535))
+    throw new UsageError(`--port: expected 0 to 65535, got ${port}`);
   const minIntervalMs = integerFlag('min-interval-ms', values['min-interval-ms']);
 
   const daemons: Daemon[] = [];

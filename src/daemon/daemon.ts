@@ -241,7 +241,8 @@ export class Daemon {
     status: () => this.status(),
   };
 
-  status(): DaemonStatus {
+  /** `askers`: connections that asked for this status, which are not workers and are not counted. */
+  status(askers = 0): DaemonStatus {
     const stats = this.#router.stats();
     return {
       pid: process.pid,
@@ -249,7 +250,7 @@ export class Daemon {
       uptimeMs: Math.round(this.now() - this.#startedAt),
       socket: this.options.socketPath,
       url: this.#info?.url ?? '',
-      connections: this.#ingress.connectionCount,
+      connections: Math.max(0, this.#ingress.connectionCount - askers),
       sessions: this.#endpoint.sessionCount,
       streams: stats.streams,
       subscriptions: stats.subscriptions,
@@ -337,7 +338,7 @@ export class Daemon {
         connection.send('pong', { pid: process.pid, version: VERSION, protocol: PROTOCOL_VERSION });
         return;
       case 'status':
-        connection.send('status', this.status());
+        connection.send('status', this.status(1));
         return;
       default:
         this.#reject(connection, {
