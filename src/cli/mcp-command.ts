@@ -15,9 +15,17 @@ import type { Io } from './io.js';
 export const MCP_HELP = `Usage: mcp-progress mcp [options]
 
 Runs an MCP server over stdio, for hosts configured with a command line
-(Claude Desktop, Claude Code, Cursor, VS Code):
+(Claude Desktop, Claude Code, Cursor, VS Code). From a clone (after npm ci
+and npm run build), with the clone's absolute path:
+
+  {"command": "node", "args": ["/path/to/mcp-progress-bridge/bin/mcp-progress", "mcp"]}
+
+or, after npm link in the clone, {"command": "mcp-progress", "args": ["mcp"]};
+once the package is on the npm registry:
 
   {"command": "npx", "args": ["-y", "mcp-progress-bridge", "mcp"]}
+
+Started in a terminal, it says so on stderr once: it reads JSON-RPC only.
 
 It uses the running daemon of the runtime directory, or, when none runs,
 starts one inside this process (same runtime directory, socket and

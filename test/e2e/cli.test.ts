@@ -20,6 +20,7 @@ import {
   cleanupAll,
   collectOutput,
   eventually,
+  ROOT,
   type RunningDaemon,
   runCli,
   startDaemon,
@@ -799,3 +800,32 @@ describe('the WebSocket gateway refuses what it must', () => {
 function killIfRunning(child: ChildProcess): void {
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 }
+
+describe('mcp-progress mcp started by hand', () => {
+  it('in a terminal, says once on stderr that it is an MCP server on stdio; under a host, says nothing', async () => {
+    const { PYTHON, PYTHON_ARGS } = await import('../helpers/python.js');
+    const dir = tempDir();
+    const notice = 'mcp-progress mcp: this is an MCP server on stdio';
+    const terminal = spawn(
+      PYTHON,
+      [
+        ...PYTHON_ARGS,
+        join(ROOT, 'test/fixtures/in_terminal.py'),
+        notice,
+        process.execPath,
+        BIN,
+        'mcp',
+        '--runtime-dir',
+        dir,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    );
+    const output = collectOutput(terminal);
+    // The fixture waits for the notice, ends the input with Ctrl-D, and exits 1 if either fails.
+    expect(await waitForExit(terminal), output.stdout() + output.stderr()).toBe(0);
+    expect(output.stdout().split(notice).length - 1).toBe(1);
+    // With stdin not a terminal (a host's pipe; here it ends at once), not a word on stderr.
+    const piped = await runCli(['mcp', '--runtime-dir', tempDir()]);
+    expect(piped).toMatchObject({ code: 0, stderr: '' });
+  });
+});
