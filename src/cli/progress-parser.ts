@@ -258,13 +258,17 @@ export class ProgressCombiner {
   #combined(): ParsedProgress | undefined {
     const [outer, inner] = this.#bars;
     if (outer === undefined) return undefined;
-    let value = outer.n;
-    if (inner?.total !== undefined && inner.total > 0) value += Math.min(1, inner.n / inner.total);
+    let fraction = 0;
+    if (inner?.total !== undefined && inner.total > 0)
+      fraction = Math.min(1, inner.n / inner.total);
     const total = outer.total === undefined ? undefined : this.#base + outer.total;
+    // The message says what the value says: once the inner bar is full, its step of the outer bar
+    // is done (3 of 3 epochs, not "epochs 2/3" at 3/3), and the inner bar is not shown.
+    const shown = fraction >= 1 ? [{ ...outer, n: outer.n + 1 }] : this.#bars;
     const message =
       this.#bars.length === 1
         ? outer.message
-        : this.#bars
+        : shown
             .map((open) =>
               [open.message, open.total === undefined ? `${open.n}` : `${open.n}/${open.total}`]
                 .filter((part) => part !== undefined)
@@ -273,7 +277,7 @@ export class ProgressCombiner {
             .join(' · ');
     return this.#increasing(
       withMessage(
-        this.#base + value,
+        this.#base + outer.n + fraction,
         total,
         message === undefined ? undefined : messageOf(message),
       ),

@@ -192,8 +192,10 @@ describe('ProgressCombiner', () => {
     ]);
     expect(values.every((v) => v.total === 3)).toBe(true);
     expect(values[1]).toEqual({ progress: 0.25, total: 3, message: 'epochs 0/3 · batch 1/4' });
-    // The outer bar's own 3/3 adds nothing: its last batch had already counted up to 3.
-    expect(values.at(-1)).toEqual({ progress: 3, total: 3, message: 'epochs 2/3 · batch 4/4' });
+    // The last batch counted up to 3 (the outer bar's own 3/3 adds nothing), and says so: never
+    // "epochs 2/3" at 3 of 3.
+    expect(values.at(-1)).toEqual({ progress: 3, total: 3, message: 'epochs 3/3' });
+    expect(values.find((v) => v.progress === 2)?.message).toBe('epochs 2/3');
   });
 
   it('starts a new segment for a bar after a finished one, so the value keeps increasing', () => {
