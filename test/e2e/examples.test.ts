@@ -61,7 +61,7 @@ describe.skipIf(!hasRelay)('examples/mcp-server.mjs', () => {
     const progress: number[] = [];
     const messages: Array<string | undefined> = [];
     const result = await client.callTool({ name: 'train', arguments: { epochs: 2 } }, undefined, {
-      onprogress: (p: { progress: number; message?: string }) => {
+      onprogress: (p: { progress: number; message?: string | undefined }) => {
         progress.push(p.progress);
         messages.push(p.message);
       },
