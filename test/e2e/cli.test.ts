@@ -812,6 +812,7 @@ describe('mcp-progress mcp started by hand', () => {
         ...PYTHON_ARGS,
         join(ROOT, 'test/fixtures/in_terminal.py'),
         notice,
+        '\\x04', // Ctrl-D: the end of input, and so of the server
         process.execPath,
         BIN,
         'mcp',
@@ -823,6 +824,7 @@ describe('mcp-progress mcp started by hand', () => {
     const output = collectOutput(terminal);
     // The fixture waits for the notice, ends the input with Ctrl-D, and exits 1 if either fails.
     expect(await waitForExit(terminal), output.stdout() + output.stderr()).toBe(0);
+    expect(output.stdout()).toMatch(/\[exit 0\]\n$/);
     expect(output.stdout().split(notice).length - 1).toBe(1);
     // With stdin not a terminal (a host's pipe; here it ends at once), not a word on stderr.
     const piped = await runCli(['mcp', '--runtime-dir', tempDir()]);

@@ -9,6 +9,7 @@ import {
   collectOutput,
   eventually,
   PATIENT_DAEMON_ARGS,
+  ROOT,
   runCli as runCliWithin,
   tempDir,
   waitForExit,
@@ -489,5 +490,63 @@ describe('mcp-progress run --parse on real tqdm output', () => {
     // The evaluation bar after the finished epochs counts on from 3: 3 + 5 of 3 + 5.
     expect(values.every((v) => v.total === 3 || v.total === 8)).toBe(true);
     expect(values.at(-1)).toEqual({ progressToken: token, progress: 8, total: 8, message: 'eval' });
+  });
+});
+
+describe('mcp-progress run in a terminal (a real pseudo-terminal, from Python)', () => {
+  /** Runs `run ARGS` on a terminal; types `typed` once `expected` shows. */
+  async function inTerminal(expected: string, typed: string, args: string[]) {
+    const child = spawn(
+      PYTHON,
+      [
+        ...PYTHON_ARGS,
+        join(ROOT, 'test/fixtures/in_terminal.py'),
+        expected,
+        typed,
+        process.execPath,
+        BIN,
+        'run',
+        ...args,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...socketEnv() } },
+    );
+    const output = collectOutput(child);
+    expect(await waitForExit(child), output.stdout() + output.stderr()).toBe(0);
+    return output.stdout();
+  }
+
+  it('passes what is typed on to CMD, which reads it although its group is not in the foreground', async () => {
+    const token = await watched('run-typed');
+    const screen = await inTerminal('ready', 'hello\\n', [
+      '--token',
+      token,
+      '--',
+      'sh',
+      '-c',
+      'echo ready; read line; echo "got:$line"',
+    ]);
+    expect(screen).toContain('got:hello');
+    expect(screen).toMatch(/\[exit 0\]\n$/);
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+  });
+
+  it('Ctrl-C on the terminal reaches CMD through run, and the stream ends cancelled', async () => {
+    const token = await watched('run-terminal-ctrl-c');
+    const screen = await inTerminal('ready', '\\x03', [
+      '--token',
+      token,
+      '--',
+      PYTHON,
+      ...PYTHON_ARGS,
+      '-c',
+      'import time; print("ready", flush=True); time.sleep(600)',
+    ]);
+    expect(screen).toContain('KeyboardInterrupt');
+    expect(screen).toMatch(/\[exit 130\]\n$/);
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'cancelled',
+      message: `${PYTHON} was killed by SIGINT`,
+    });
   });
 });
