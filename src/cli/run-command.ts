@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
-import { connectPublisher } from '../client/publisher.js';
+import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { parse, UsageError } from './args.js';
@@ -189,23 +189,76 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
     io.out(RUN_HELP);
     return 0;
   }
-  const { file, args, token, socketPath } = plan;
+  const { file, token } = plan;
   if (plan.madeToken)
     io.err(`mcp-progress run: token ${token} (watch it with: mcp-progress tail ${token})\n`);
   // Handlers go in first, before the connect and the spawn: until they exist, a signal would kill
   // run (or SIGUSR1 open the inspector), and CMD may run (and be signalled) before spawn() returns.
-  // What comes before CMD exists is passed on to it once it does.
-  const early: NodeJS.Signals[] = [];
-  let forward = (signal: NodeJS.Signals) => {
-    early.push(signal);
-  };
-  const onSignal = (signal: NodeJS.Signals) => forward(signal);
-  for (const signal of FORWARDED) process.on(signal, onSignal);
+  const forwarding = new SignalForwarding();
+  const publisher = await connectRunPublisher(plan, io);
+  const child = startCommand(plan, io.env);
+  forwarding.to(child);
+  // The publisher claims the token when it connects, so a cancel reaches run with or without --parse.
+  const cancel = stopOnCancel(publisher, child, file, io);
+  if (plan.parseOutput) {
+    const combiner = new ProgressCombiner();
+    scanOutput(child, (reading, bar) => {
+      const combined = combiner.push(reading, bar);
+      if (combined !== undefined) publisher.update(combined);
+    });
+  }
 
+  const ended = await new Promise<CommandEnd>((resolve) => {
+    child.once('error', (error) => resolve({ code: null, signal: null, error }));
+    child.once('close', (code, signal) => resolve({ code, signal }));
+  });
+  forwarding.remove();
+  cancel.settle();
+  if (child.stdin !== null) {
+    process.stdin.unpipe();
+    process.stdin.destroy();
+  }
+
+  const outcome = outcomeOf(file, ended, cancel.cancelled);
+  if (ended.error !== undefined) io.err(`mcp-progress run: ${outcome.message}\n`);
+  else if (cancel.cancelled)
+    io.err(`mcp-progress run: the cancel stopped ${file}: ${outcome.message}\n`);
+  await publisher.done(outcome.status, outcome.status === 'ok' ? undefined : outcome.message);
+  await publisher.close();
+  return outcome.exitCode;
+}
+
+/**
+ * Passes the signals run gets on to CMD's process group; those that come
+ * before CMD exists are passed on once it does.
+ */
+class SignalForwarding {
+  readonly #early: NodeJS.Signals[] = [];
+  #child: ChildProcess | undefined;
+  readonly #onSignal = (signal: NodeJS.Signals) => {
+    if (this.#child === undefined) this.#early.push(signal);
+    else signalGroup(this.#child, signal);
+  };
+
+  constructor() {
+    for (const signal of FORWARDED) process.on(signal, this.#onSignal);
+  }
+
+  to(child: ChildProcess): void {
+    this.#child = child;
+    for (const signal of this.#early.splice(0)) signalGroup(child, signal);
+  }
+
+  remove(): void {
+    for (const signal of FORWARDED) process.off(signal, this.#onSignal);
+  }
+}
+
+function connectRunPublisher(plan: RunPlan, io: Io): Promise<Publisher> {
   const reported = new Set<string>();
-  const publisher = await connectPublisher({
-    token,
-    socket: socketPath,
+  return connectPublisher({
+    token: plan.token,
+    socket: plan.socketPath,
     env: io.env,
     onError: (error) => {
       // The command's own client may end the stream first; that is not run's trouble.
@@ -214,26 +267,36 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
       io.err(`mcp-progress run: ${error.message}\n`);
     },
   });
+}
 
-  // CMD leads a process group of its own (detached), so that a signal reaches what it started.
-  // Its group is then not the terminal's foreground group: a read of the terminal would stop it,
-  // so run, which is in the foreground, reads the terminal and passes the input on.
+/**
+ * Spawns CMD as the leader of a process group of its own (detached), so that a
+ * signal reaches what it started. Its group is then not the terminal's
+ * foreground group, where a read of the terminal would stop it: when run's
+ * stdin is a terminal, run (in the foreground) reads it and passes it on.
+ */
+function startCommand(plan: RunPlan, env: Io['env']): ChildProcess {
   const fromTerminal = process.stdin.isTTY === true;
-  const stdin = fromTerminal ? 'pipe' : 'inherit';
   const output = plan.parseOutput ? 'pipe' : 'inherit';
-  const child = spawn(file, args, {
-    stdio: [stdin, output, output],
+  const child = spawn(plan.file, plan.args, {
+    stdio: [fromTerminal ? 'pipe' : 'inherit', output, output],
     detached: true,
-    env: { ...io.env, [ENV_SOCKET]: socketPath, [ENV_TOKEN]: token },
+    env: { ...env, [ENV_SOCKET]: plan.socketPath, [ENV_TOKEN]: plan.token },
   });
-  if (fromTerminal && child.stdin !== null) {
+  if (child.stdin !== null) {
     child.stdin.on('error', () => {}); // CMD closed its stdin: what is typed next goes nowhere
     process.stdin.pipe(child.stdin);
   }
-  forward = (signal) => signalGroup(child, signal);
-  for (const signal of early.splice(0)) signalGroup(child, signal);
+  return child;
+}
 
-  // The publisher claims the token when it connects, so a cancel reaches run with or without --parse.
+/** On a cancel: SIGTERM to CMD's group, said on stderr, and SIGKILL after the grace. */
+function stopOnCancel(
+  publisher: Publisher,
+  child: ChildProcess,
+  file: string,
+  io: Io,
+): { readonly cancelled: boolean; settle(): void } {
   let cancelled = false;
   let killTimer: NodeJS.Timeout | undefined;
   publisher.onCancel((reason) => {
@@ -249,33 +312,16 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
       signalGroup(child, 'SIGKILL');
     }, CANCEL_GRACE_MS);
   });
-  if (plan.parseOutput) {
-    const combiner = new ProgressCombiner();
-    scanOutput(child, (reading, bar) => {
-      const combined = combiner.push(reading, bar);
-      if (combined !== undefined) publisher.update(combined);
-    });
-  }
-
-  const ended = await new Promise<CommandEnd>((resolve) => {
-    child.once('error', (error) => resolve({ code: null, signal: null, error }));
-    child.once('close', (code, signal) => resolve({ code, signal }));
-  });
-  for (const signal of FORWARDED) process.off(signal, onSignal);
-  clearTimeout(killTimer);
-  if (fromTerminal) {
-    process.stdin.unpipe();
-    process.stdin.destroy();
-  }
-  // What CMD started and left behind after a cancel had its SIGTERM: the host was told it stopped.
-  if (cancelled && groupAlive(child)) signalGroup(child, 'SIGKILL');
-
-  const outcome = outcomeOf(file, ended, cancelled);
-  if (ended.error !== undefined) io.err(`mcp-progress run: ${outcome.message}\n`);
-  else if (cancelled) io.err(`mcp-progress run: the cancel stopped ${file}: ${outcome.message}\n`);
-  await publisher.done(outcome.status, outcome.status === 'ok' ? undefined : outcome.message);
-  await publisher.close();
-  return outcome.exitCode;
+  return {
+    get cancelled() {
+      return cancelled;
+    },
+    /** CMD ended: no SIGKILL for it; what it left behind in its group after a cancel gets one now. */
+    settle() {
+      clearTimeout(killTimer);
+      if (cancelled && groupAlive(child)) signalGroup(child, 'SIGKILL');
+    },
+  };
 }
 
 /** Passes CMD's stdout and stderr through unchanged, and tells `found` the progress each shows. */
