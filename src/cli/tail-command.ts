@@ -4,7 +4,7 @@ import type { Notification } from '../protocol/notifications.js';
 import { BridgeError } from '../shared/errors.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
-import { formatLine, formatScreen, TailModel } from './tail-view.js';
+import { formatLine, formatScreen, type StreamRow, TailModel } from './tail-view.js';
 import { printable } from './terminal-text.js';
 
 export const TAIL_HELP = `Usage: mcp-progress tail [TOKEN...] [--json] [options]
@@ -210,95 +210,161 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
 }
 
 async function tailUntilFinished(
-  { named, mode, minIntervalMs, runtimeDir }: TailPlan,
+  plan: TailPlan,
   io: Io,
   finished: Promise<number>,
   finish: (code: number) => void,
 ): Promise<number> {
   const model = new TailModel();
+  let view: View | undefined;
   let state: 'connected' | 'disconnected' = 'connected';
-  let render: () => void = () => {};
   const client = await connectWhenUp(
     {
-      runtimeDir,
+      runtimeDir: plan.runtimeDir,
       onState: (next) => {
         state = next;
-        if (next === 'disconnected' && mode !== 'screen')
+        if (next === 'disconnected' && plan.mode !== 'screen')
           io.err('mcp-progress tail: lost the daemon, reconnecting\n');
-        render();
+        view?.render();
       },
     },
     io,
     finished,
   );
   if (client === undefined) return finished;
-
-  const following = new Following(named);
-  const screen = mode === 'screen' ? new Screen(io) : undefined;
-  let ticker: NodeJS.Timeout | undefined;
-  if (screen !== undefined) {
-    render = () =>
-      screen.schedule(() =>
-        formatScreen(model.rows, screen.columns, screen.rows, state, Date.now()),
-      );
-    ticker = setInterval(() => render(), TICK_MS).unref();
-  }
-
-  const received = (notification: Notification) => {
-    const token = notification.params.progressToken;
-    const now = Date.now();
-    const row = model.apply(notification, now);
-    if (mode === 'json') io.out(`${JSON.stringify(notification)}\n`);
-    else if (mode === 'lines') io.out(`${formatLine(row, now)}\n`);
-    else render();
-    if (notification.method === 'notifications/progress/done' && following.done(token)) finish(0);
-  };
-
-  const follow = async (token: ProgressToken, startedAt?: number) => {
-    following.started(token, startedAt);
-    model.follow(token, startedAt);
-    try {
-      await client.subscribe({ progressToken: token, minIntervalMs }, received);
-    } catch (error) {
-      following.failed(token);
-      if (error instanceof BridgeError && error.code === 'disconnected') return;
-      // JSON.stringify escapes C0 controls but neither DEL nor C1 controls, nor the daemon's message.
-      io.err(
-        `${printable(`mcp-progress tail: cannot follow ${JSON.stringify(token)}: ${(error as Error).message}`)}\n`,
-      );
-    }
-  };
-
-  const discover = async () => {
-    let streams: StreamSummary[];
-    try {
-      streams = (await client.list()).streams;
-    } catch {
-      return; // disconnected: the gateway client reconnects, and the next poll goes on
-    }
-    const { follow: fresh, restamp } = following.review(streams);
-    for (const { token, startedAt } of restamp) model.restamp(token, startedAt);
-    for (const { token, startedAt } of fresh) await follow(token, startedAt);
-  };
+  view = createView(plan.mode, io, model, () => state);
+  const tail = new Tail(client, plan, io, model, view, finish);
 
   let poller: NodeJS.Timeout | undefined;
-  if (named.length > 0) {
-    for (const token of named) await follow(token);
+  if (plan.named.length > 0) {
+    for (const token of plan.named) await tail.follow(token);
   } else {
-    await discover();
+    await tail.discover();
     const poll = () => {
-      poller = setTimeout(() => void discover().finally(poll), POLL_MS);
+      poller = setTimeout(() => void tail.discover().finally(poll), POLL_MS);
     };
     poll();
   }
-  render();
+  view.render();
 
   const code = await finished;
   clearTimeout(poller);
-  clearInterval(ticker);
-  screen?.close(formatScreen(model.rows, screen.columns, screen.rows, state, Date.now()));
+  view.close();
   await client.close();
   return code;
+}
+
+/** How tail shows what arrives: NDJSON, plain lines, or a screen redrawn in place. */
+interface View {
+  /** A notification arrived for this row. */
+  show(notification: Notification, row: StreamRow, now: number): void;
+  /** Something changed (a row, the connection): redraw a screen. */
+  render(): void;
+  close(): void;
+}
+
+function createView(
+  mode: TailPlan['mode'],
+  io: Io,
+  model: TailModel,
+  state: () => 'connected' | 'disconnected',
+): View {
+  if (mode === 'json') {
+    return {
+      show: (notification) => io.out(`${JSON.stringify(notification)}\n`),
+      render() {},
+      close() {},
+    };
+  }
+  if (mode === 'lines') {
+    return {
+      show: (_, row, now) => io.out(`${formatLine(row, now)}\n`),
+      render() {},
+      close() {},
+    };
+  }
+  const screen = new Screen(io);
+  const lines = () => formatScreen(model.rows, screen.columns, screen.rows, state(), Date.now());
+  const render = () => screen.schedule(lines);
+  const ticker = setInterval(render, TICK_MS).unref();
+  return {
+    show: render,
+    render,
+    close() {
+      clearInterval(ticker);
+      screen.close(lines());
+    },
+  };
+}
+
+/** Subscribes to the streams tail follows, and passes what arrives to the model and the view. */
+class Tail {
+  readonly #client: GatewayClient;
+  readonly #minIntervalMs: number;
+  readonly #io: Io;
+  readonly #model: TailModel;
+  readonly #view: View;
+  readonly #finish: (code: number) => void;
+  readonly #following: Following;
+
+  constructor(
+    client: GatewayClient,
+    plan: TailPlan,
+    io: Io,
+    model: TailModel,
+    view: View,
+    finish: (code: number) => void,
+  ) {
+    this.#client = client;
+    this.#minIntervalMs = plan.minIntervalMs;
+    this.#io = io;
+    this.#model = model;
+    this.#view = view;
+    this.#finish = finish;
+    this.#following = new Following(plan.named);
+  }
+
+  async follow(token: ProgressToken, startedAt?: number): Promise<void> {
+    this.#following.started(token, startedAt);
+    this.#model.follow(token, startedAt);
+    try {
+      await this.#client.subscribe(
+        { progressToken: token, minIntervalMs: this.#minIntervalMs },
+        (n) => this.#received(n),
+      );
+    } catch (error) {
+      this.#following.failed(token);
+      if (error instanceof BridgeError && error.code === 'disconnected') return;
+      // JSON.stringify escapes C0 controls but neither DEL nor C1 controls, nor the daemon's message.
+      this.#io.err(
+        `${printable(`mcp-progress tail: cannot follow ${JSON.stringify(token)}: ${(error as Error).message}`)}\n`,
+      );
+    }
+  }
+
+  /** Follows the streams the daemon lists that are not followed yet. */
+  async discover(): Promise<void> {
+    let streams: StreamSummary[];
+    try {
+      streams = (await this.#client.list()).streams;
+    } catch {
+      return; // disconnected: the gateway client reconnects, and the next poll goes on
+    }
+    const { follow, restamp } = this.#following.review(streams);
+    for (const { token, startedAt } of restamp) this.#model.restamp(token, startedAt);
+    for (const { token, startedAt } of follow) await this.follow(token, startedAt);
+  }
+
+  #received(notification: Notification): void {
+    const now = Date.now();
+    const row = this.#model.apply(notification, now);
+    this.#view.show(notification, row, now);
+    if (
+      notification.method === 'notifications/progress/done' &&
+      this.#following.done(notification.params.progressToken)
+    )
+      this.#finish(0);
+  }
 }
 
 function jsonToken(text: string): ProgressToken {
