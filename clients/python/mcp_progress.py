@@ -681,14 +681,20 @@ def _publish_bars(progress: Progress) -> None:
     outer = links[0].bar
     value = float(outer.n)
     inner = links[1].bar if len(links) > 1 else None
+    fraction = 0.0
     if inner is not None and inner.total:
-        value += min(1.0, float(inner.n) / float(inner.total))
+        fraction = min(1.0, float(inner.n) / float(inner.total))
+        value += fraction
     base = _base[0]
+    # The message says what the value says: once the inner bar is full, its step of the outer
+    # bar is done (3 of 3 epochs, not "epochs 2/3" at 3/3), and the inner bar is not shown.
+    shown = links[:1] if fraction >= 1.0 else links
     parts = []
-    for link in links:
+    for index, link in enumerate(shown):
         bar = link.bar
+        n = bar.n + 1 if index == 0 and fraction >= 1.0 else bar.n
         desc = (getattr(bar, "desc", "") or "").rstrip(": ")
-        count = "%g/%g" % (bar.n, bar.total) if bar.total else "%g" % bar.n
+        count = "%g/%g" % (n, bar.total) if bar.total else "%g" % n
         parts.append((desc + " " + count).strip())
     postfix = getattr(links[-1].bar, "postfix", None)
     if postfix:

@@ -26,11 +26,19 @@ export function parse<O extends Options>(
   }
 }
 
+/**
+ * A number written in decimal: 12, -5, 0.25, 1e3. Number() alone would also take
+ * 0x10, 0b11111, 0o17 and " 7", which a person meant as something else or mistyped.
+ */
+const DECIMAL = /^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
+
 export function numberFlag(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const parsed = Number(value);
-  if (value.trim() === '' || !Number.isFinite(parsed)) {
-    throw new UsageError(`--${name}: expected a finite number, got ${JSON.stringify(value)}`);
+  if (!DECIMAL.test(value) || !Number.isFinite(parsed)) {
+    throw new UsageError(
+      `--${name}: expected a finite number, got ${JSON.stringify(value)} (write it in decimal: 12, -5, 0.25, 1e3)`,
+    );
   }
   return parsed;
 }

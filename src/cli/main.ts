@@ -78,7 +78,11 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     const run = await command.load();
     return await run(rest, io);
   } catch (error) {
-    if (error instanceof UsageError) {
+    // A daemon option out of range (--port 99999) came from this command line too.
+    if (
+      error instanceof UsageError ||
+      (error instanceof BridgeError && error.code === 'invalid_option')
+    ) {
       io.err(`mcp-progress ${name}: ${error.message}\n`);
       return 2;
     }

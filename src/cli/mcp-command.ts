@@ -16,9 +16,17 @@ import type { Io } from './io.js';
 export const MCP_HELP = `Usage: mcp-progress mcp [options]
 
 Runs an MCP server over stdio, for hosts configured with a command line
-(Claude Desktop, Claude Code, Cursor, VS Code):
+(Claude Desktop, Claude Code, Cursor, VS Code). From a clone (after npm ci
+and npm run build), with the clone's absolute path:
+
+  {"command": "node", "args": ["/path/to/mcp-progress-bridge/bin/mcp-progress", "mcp"]}
+
+or, after npm link in the clone, {"command": "mcp-progress", "args": ["mcp"]};
+once the package is on the npm registry:
 
   {"command": "npx", "args": ["-y", "mcp-progress-bridge", "mcp"]}
+
+Started in a terminal, it says so on stderr once: it reads JSON-RPC only.
 
 It uses the running daemon of the runtime directory, or, when none runs,
 starts one inside this process (same runtime directory, socket and
@@ -46,6 +54,9 @@ Options:
   -h, --help             show this help
 `;
 
+export const TERMINAL_NOTICE =
+  'mcp-progress mcp: this is an MCP server on stdio, for an MCP host to start (see "mcp-progress mcp --help"); it ignores what is typed here. Ctrl-D or Ctrl-C ends it.\n';
+
 export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parse('mcp', argv, {
     'runtime-dir': { type: 'string' },
@@ -65,8 +76,12 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
     );
   }
   const log = createLogger(logLevel as LogLevel, (line) => io.err(line));
+  // Typed input is not JSON-RPC and the SDK ignores it: say once what this is for.
+  if (process.stdin.isTTY === true) io.err(TERMINAL_NOTICE);
   const runtimeDir = resolveRuntimeDir(values['runtime-dir'], io.env);
   const port = integerFlag('port', values.port);
+  if (port !== undefined && (port < 0 || port > 65_535))
+    throw new UsageError(`--port: expected 0 to 65535, got ${port}`);
   const minIntervalMs = integerFlag('min-interval-ms', values['min-interval-ms']);
 
   const daemons: Daemon[] = [];

@@ -1,3 +1,4 @@
+import { fitMessage } from '../client/publisher.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
 import { PROTOCOL_VERSION } from '../protocol/limits.js';
 import { ENV_TOKEN, locateSocketPath } from '../shared/locate.js';
@@ -34,7 +35,8 @@ Fields:
   --progress N         progress value; must exceed the last one (omitted: last + 1);
                        write a negative value as --progress=-5
   --total N            total, if known
-  --message S          human-readable message
+  --message S          human-readable message (over 4096 UTF-8 bytes: cut to fit,
+                       ending "...", as the clients do)
   --meta JSON          a JSON object forwarded as _meta
   --done               end the stream instead (with --status and --message)
   --status S           ok, error or cancelled (default ok; only with --done)
@@ -98,9 +100,9 @@ export async function publishCommand(argv: string[], io: Io): Promise<number> {
     const total = numberFlag('total', values.total);
     if (progress !== undefined) data.progress = progress;
     if (total !== undefined) data.total = total;
-    if (values.meta !== undefined) data._meta = jsonFlag('meta', values.meta);
+    if (values.meta !== undefined) data._meta = metaFlag(values.meta);
   }
-  if (values.message !== undefined) data.message = values.message;
+  if (values.message !== undefined) data.message = fitMessage(values.message);
   data.seq = seq;
   const socketPath = await locateSocketPath(
     { socket: values.socket, runtimeDir: values['runtime-dir'] },
@@ -130,6 +132,7 @@ function tokenFrom(
 ): ProgressToken {
   if (text !== undefined && json !== undefined)
     throw new UsageError('give --token or --token-json, not both');
+  if (text === '') throw new UsageError('--token: a token is a non-empty string');
   if (text !== undefined) return text;
   if (json !== undefined) {
     const value = jsonFlag('token-json', json);
@@ -139,6 +142,7 @@ function tokenFrom(
         `--token-json: a token is a JSON string or integer (a safe integer, at most 2^53 - 1 either side of 0), got ${json}`,
       );
     }
+    if (value === '') throw new UsageError('--token-json: a token is a non-empty string');
     return value as ProgressToken;
   }
   if (fromEnv) return fromEnv;
@@ -151,4 +155,11 @@ function jsonFlag(name: string, text: string): unknown {
   } catch {
     throw new UsageError(`--${name}: expected JSON, got ${JSON.stringify(text)}`);
   }
+}
+
+function metaFlag(text: string): Record<string, unknown> {
+  const value = jsonFlag('meta', text);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new UsageError(`--meta: expected a JSON object such as {"step":"encode"}, got ${text}`);
+  return value as Record<string, unknown>;
 }

@@ -1,30 +1,38 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
-import { connectPublisher } from '../client/publisher.js';
+import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { parse, UsageError } from './args.js';
 import type { Io } from './io.js';
-import { OutputScanner, type ParsedProgress } from './progress-parser.js';
+import { OutputScanner, type ParsedProgress, ProgressCombiner } from './progress-parser.js';
 
 export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [ARGS...]
 
 Runs CMD with ${ENV_SOCKET} and ${ENV_TOKEN} set, so that a client inside it
 (Python, Node, shell) publishes to the token. When CMD ends, run publishes
-done: ok when it exited 0, error otherwise, cancelled when a cancel from the
-MCP side stopped it (a cancel sends CMD SIGTERM, and SIGKILL 10 s later if it
-is still running). run exits with CMD's exit code (128 + N when a signal N
-killed it), forwards SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 to CMD, and SIGINT
-and SIGQUIT too unless run's stdin is a terminal (the terminal already sent
-them to CMD).
+done: ok when it exited 0; cancelled when a cancel from the MCP side stopped
+it, or SIGINT (Ctrl-C) killed it, as the Python client reports a
+KeyboardInterrupt; error otherwise.
+
+CMD runs in a process group of its own, and every signal run sends goes to
+the whole group, so that the programs CMD started stop with it: a cancel
+sends SIGTERM, and SIGKILL 10 s later if CMD is still running (and at once to
+whatever CMD leaves behind in its group); SIGTERM, SIGHUP, SIGINT, SIGQUIT,
+SIGUSR1 and SIGUSR2 sent to run (Ctrl-C in a terminal too) are passed on.
+When run's stdin is a terminal, run reads it and passes it on to CMD's stdin
+(a pipe). run says on stderr when a cancel stops CMD, and exits with CMD's
+exit code (128 + N when a signal N killed it).
 
   --token T          the stream's token (default: $${ENV_TOKEN}; else a new
                      token is made and printed on stderr)
   --parse            also read CMD's stdout and stderr for progress and publish
                      it, so that an unmodified program reports progress: tqdm
                      bars (NN%|...| n/total, and "n it [..]"), n/total, NN%.
+                     Nested bars count as the outer bar plus a fraction of the
+                     inner one; a bar after a finished one counts on from it.
                      The output passes through unchanged.
   --socket PATH      daemon socket (default: $${ENV_SOCKET}, else the default
                      socket of the runtime dir)
@@ -42,7 +50,7 @@ Examples:
 /** Flags of run that take a value: the command starts at the first word that is neither a flag nor such a value. */
 const VALUE_FLAGS = new Set(['--token', '--socket', '--runtime-dir']);
 
-/** Signals run passes on to CMD. SIGINT and SIGQUIT only when they did not come from run's terminal. */
+/** Signals run passes on to CMD's process group. */
 const FORWARDED: NodeJS.Signals[] = [
   'SIGTERM',
   'SIGHUP',
@@ -51,7 +59,6 @@ const FORWARDED: NodeJS.Signals[] = [
   'SIGINT',
   'SIGQUIT',
 ];
-const TERMINAL_SIGNALS = new Set<NodeJS.Signals>(['SIGINT', 'SIGQUIT']);
 
 /** How long a cancelled command gets between SIGTERM and SIGKILL. */
 const CANCEL_GRACE_MS = 10_000;
@@ -68,7 +75,22 @@ export function splitCommand(argv: string[]): { options: string[]; command: stri
   return { options: argv, command: [] };
 }
 
-export async function runCommand(argv: string[], io: Io): Promise<number> {
+export interface RunPlan {
+  readonly file: string;
+  readonly args: string[];
+  readonly token: string;
+  /** True when no token was given and run made this one (and says so). */
+  readonly madeToken: boolean;
+  readonly socketPath: string;
+  readonly parseOutput: boolean;
+}
+
+/** What run's command line asks for: 'help', or the plan. Throws UsageError for a wrong one. */
+export function planRun(
+  argv: string[],
+  env: Io['env'],
+  newToken = () => `run-${randomBytes(6).toString('base64url')}`,
+): RunPlan | 'help' {
   const split = splitCommand(argv);
   const { values } = parse('run', split.options, {
     token: { type: 'string' },
@@ -77,38 +99,166 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
     'runtime-dir': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
-  if (values.help) {
-    io.out(RUN_HELP);
-    return 0;
-  }
+  if (values.help) return 'help';
   const [file, ...args] = split.command;
   if (file === undefined)
     throw new UsageError('no command: mcp-progress run [options] -- CMD [ARGS...]');
   if (values.token === '') throw new UsageError('--token: a token is a non-empty string');
-  let token = values.token ?? io.env[ENV_TOKEN];
-  if (token === undefined || token === '') {
-    token = `run-${randomBytes(6).toString('base64url')}`;
-    io.err(`mcp-progress run: token ${token} (watch it with: mcp-progress tail ${token})\n`);
-  }
+  const given = values.token ?? env[ENV_TOKEN];
+  const madeToken = given === undefined || given === '';
   const socketPath = resolveSocketPath(
     { socket: values.socket, runtimeDir: values['runtime-dir'] },
-    io.env,
+    env,
   );
+  return {
+    file,
+    args,
+    token: madeToken ? newToken() : given,
+    madeToken,
+    socketPath,
+    parseOutput: values.parse === true,
+  };
+}
+
+/** How CMD ended, as the child process reported it. */
+export interface CommandEnd {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly error?: Error | undefined;
+}
+
+/**
+ * run's exit code and the done it publishes, from how CMD ended. One rule for
+ * a stop on request, shared with the Python client: a cancel from the MCP side,
+ * or SIGINT (Ctrl-C, a KeyboardInterrupt in Python), ends the stream cancelled.
+ */
+export function outcomeOf(
+  file: string,
+  ended: CommandEnd,
+  cancelled: boolean,
+): { exitCode: number; status: DoneStatus; message: string } {
+  if (ended.error !== undefined) {
+    const missing = (ended.error as NodeJS.ErrnoException).code === 'ENOENT';
+    return {
+      exitCode: missing ? 127 : 126,
+      status: 'error',
+      message: missing
+        ? `command not found: ${file}`
+        : `cannot run ${file}: ${ended.error.message}`,
+    };
+  }
+  if (ended.signal !== null) {
+    return {
+      exitCode: 128 + (constants.signals[ended.signal] ?? 0),
+      status: cancelled || ended.signal === 'SIGINT' ? 'cancelled' : 'error',
+      message: `${file} was killed by ${ended.signal}`,
+    };
+  }
+  const exitCode = ended.code ?? 1;
+  return {
+    exitCode,
+    status: cancelled ? 'cancelled' : exitCode === 0 ? 'ok' : 'error',
+    message: `${file} exited with code ${exitCode}`,
+  };
+}
+
+/** Sends a signal to CMD's whole process group; a group that is gone already is no error. */
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // ESRCH: every process of the group has exited.
+  }
+}
+
+/** True while some process of CMD's group is still running (CMD itself may have exited). */
+function groupAlive(child: ChildProcess): boolean {
+  if (child.pid === undefined) return false;
+  try {
+    process.kill(-child.pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function runCommand(argv: string[], io: Io): Promise<number> {
+  const plan = planRun(argv, io.env);
+  if (plan === 'help') {
+    io.out(RUN_HELP);
+    return 0;
+  }
+  const { file, token } = plan;
+  if (plan.madeToken)
+    io.err(`mcp-progress run: token ${token} (watch it with: mcp-progress tail ${token})\n`);
   // Handlers go in first, before the connect and the spawn: until they exist, a signal would kill
   // run (or SIGUSR1 open the inspector), and CMD may run (and be signalled) before spawn() returns.
-  // What comes before CMD exists is passed on to it once it does.
-  const interactive = process.stdin.isTTY === true;
-  const early: NodeJS.Signals[] = [];
-  let forward = (signal: NodeJS.Signals) => {
-    if (!(interactive && TERMINAL_SIGNALS.has(signal))) early.push(signal);
-  };
-  const onSignal = (signal: NodeJS.Signals) => forward(signal);
-  for (const signal of FORWARDED) process.on(signal, onSignal);
+  const forwarding = new SignalForwarding();
+  const publisher = await connectRunPublisher(plan, io);
+  const child = startCommand(plan, io.env);
+  forwarding.to(child);
+  // The publisher claims the token when it connects, so a cancel reaches run with or without --parse.
+  const cancel = stopOnCancel(publisher, child, file, io);
+  if (plan.parseOutput) {
+    const combiner = new ProgressCombiner();
+    scanOutput(child, (reading, bar) => {
+      const combined = combiner.push(reading, bar);
+      if (combined !== undefined) publisher.update(combined);
+    });
+  }
 
+  const ended = await new Promise<CommandEnd>((resolve) => {
+    child.once('error', (error) => resolve({ code: null, signal: null, error }));
+    child.once('close', (code, signal) => resolve({ code, signal }));
+  });
+  forwarding.remove();
+  cancel.settle();
+  if (child.stdin !== null) {
+    process.stdin.unpipe();
+    process.stdin.destroy();
+  }
+
+  const outcome = outcomeOf(file, ended, cancel.cancelled);
+  if (ended.error !== undefined) io.err(`mcp-progress run: ${outcome.message}\n`);
+  else if (cancel.cancelled)
+    io.err(`mcp-progress run: the cancel stopped ${file}: ${outcome.message}\n`);
+  await publisher.done(outcome.status, outcome.status === 'ok' ? undefined : outcome.message);
+  await publisher.close();
+  return outcome.exitCode;
+}
+
+/**
+ * Passes the signals run gets on to CMD's process group; those that come
+ * before CMD exists are passed on once it does.
+ */
+class SignalForwarding {
+  readonly #early: NodeJS.Signals[] = [];
+  #child: ChildProcess | undefined;
+  readonly #onSignal = (signal: NodeJS.Signals) => {
+    if (this.#child === undefined) this.#early.push(signal);
+    else signalGroup(this.#child, signal);
+  };
+
+  constructor() {
+    for (const signal of FORWARDED) process.on(signal, this.#onSignal);
+  }
+
+  to(child: ChildProcess): void {
+    this.#child = child;
+    for (const signal of this.#early.splice(0)) signalGroup(child, signal);
+  }
+
+  remove(): void {
+    for (const signal of FORWARDED) process.off(signal, this.#onSignal);
+  }
+}
+
+function connectRunPublisher(plan: RunPlan, io: Io): Promise<Publisher> {
   const reported = new Set<string>();
-  const publisher = await connectPublisher({
-    token,
-    socket: socketPath,
+  return connectPublisher({
+    token: plan.token,
+    socket: plan.socketPath,
     env: io.env,
     onError: (error) => {
       // The command's own client may end the stream first; that is not run's trouble.
@@ -117,86 +267,84 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
       io.err(`mcp-progress run: ${error.message}\n`);
     },
   });
+}
 
-  const parseOutput = values.parse === true;
-  const child = spawn(file, args, {
-    stdio: parseOutput ? ['inherit', 'pipe', 'pipe'] : 'inherit',
-    env: { ...io.env, [ENV_SOCKET]: socketPath, [ENV_TOKEN]: token },
+/**
+ * Spawns CMD as the leader of a process group of its own (detached), so that a
+ * signal reaches what it started. Its group is then not the terminal's
+ * foreground group, where a read of the terminal would stop it: when run's
+ * stdin is a terminal, run (in the foreground) reads it and passes it on.
+ */
+function startCommand(plan: RunPlan, env: Io['env']): ChildProcess {
+  const fromTerminal = process.stdin.isTTY === true;
+  const output = plan.parseOutput ? 'pipe' : 'inherit';
+  const child = spawn(plan.file, plan.args, {
+    stdio: [fromTerminal ? 'pipe' : 'inherit', output, output],
+    detached: true,
+    env: { ...env, [ENV_SOCKET]: plan.socketPath, [ENV_TOKEN]: plan.token },
   });
-  forward = (signal) => {
-    if (interactive && TERMINAL_SIGNALS.has(signal)) return;
-    child.kill(signal);
-  };
-  for (const signal of early.splice(0)) child.kill(signal);
+  if (child.stdin !== null) {
+    child.stdin.on('error', () => {}); // CMD closed its stdin: what is typed next goes nowhere
+    process.stdin.pipe(child.stdin);
+  }
+  return child;
+}
 
-  // The publisher claims the token when it connects, so a cancel reaches run with or without --parse.
+/** On a cancel: SIGTERM to CMD's group, said on stderr, and SIGKILL after the grace. */
+function stopOnCancel(
+  publisher: Publisher,
+  child: ChildProcess,
+  file: string,
+  io: Io,
+): { readonly cancelled: boolean; settle(): void } {
   let cancelled = false;
   let killTimer: NodeJS.Timeout | undefined;
-  publisher.onCancel(() => {
+  publisher.onCancel((reason) => {
+    if (cancelled) return;
     cancelled = true;
-    child.kill('SIGTERM');
-    killTimer = setTimeout(() => child.kill('SIGKILL'), CANCEL_GRACE_MS);
+    const why = reason === undefined || reason === '' ? '' : ` (${reason})`;
+    io.err(`mcp-progress run: cancelled from the MCP side${why}: stopping ${file} with SIGTERM\n`);
+    signalGroup(child, 'SIGTERM');
+    killTimer = setTimeout(() => {
+      io.err(
+        `mcp-progress run: ${file} still runs ${CANCEL_GRACE_MS / 1000} s after SIGTERM: SIGKILL\n`,
+      );
+      signalGroup(child, 'SIGKILL');
+    }, CANCEL_GRACE_MS);
   });
-  if (parseOutput) {
-    let last: number | undefined;
-    const found = (progress: ParsedProgress) => {
-      if (last !== undefined && !(progress.progress > last)) return;
-      last = progress.progress;
-      publisher.update(progress);
-    };
-    for (const [stream, target] of [
-      [child.stdout, process.stdout],
-      [child.stderr, process.stderr],
-    ] as const) {
-      // Each stream has its own line, decoder and pause: a half line on one never joins the other's.
-      const scanner = new OutputScanner(found);
-      const decoder = new StringDecoder('utf8');
-      let quietTimer: NodeJS.Timeout | undefined;
-      // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
-      target.on('error', () => stream?.resume());
-      stream?.pipe(target, { end: false });
-      stream?.on('data', (chunk: Buffer) => {
-        scanner.push(decoder.write(chunk));
-        clearTimeout(quietTimer);
-        if (scanner.hasPending) quietTimer = setTimeout(() => scanner.quiet(), QUIET_MS);
-      });
-      stream?.on('end', () => {
-        clearTimeout(quietTimer);
-        scanner.push(`${decoder.end()}\n`);
-      });
-    }
-  }
+  return {
+    get cancelled() {
+      return cancelled;
+    },
+    /** CMD ended: no SIGKILL for it; what it left behind in its group after a cancel gets one now. */
+    settle() {
+      clearTimeout(killTimer);
+      if (cancelled && groupAlive(child)) signalGroup(child, 'SIGKILL');
+    },
+  };
+}
 
-  const ended = await new Promise<{
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    error?: Error;
-  }>((resolve) => {
-    child.once('error', (error) => resolve({ code: null, signal: null, error }));
-    child.once('close', (code, signal) => resolve({ code, signal }));
-  });
-  for (const signal of FORWARDED) process.off(signal, onSignal);
-  clearTimeout(killTimer);
-
-  let exitCode: number;
-  let status: DoneStatus;
-  let message: string;
-  if (ended.error !== undefined) {
-    const missing = (ended.error as NodeJS.ErrnoException).code === 'ENOENT';
-    exitCode = missing ? 127 : 126;
-    status = 'error';
-    message = missing ? `command not found: ${file}` : `cannot run ${file}: ${ended.error.message}`;
-    io.err(`mcp-progress run: ${message}\n`);
-  } else if (ended.signal !== null) {
-    exitCode = 128 + (constants.signals[ended.signal] ?? 0);
-    status = cancelled ? 'cancelled' : 'error';
-    message = `${file} was killed by ${ended.signal}`;
-  } else {
-    exitCode = ended.code ?? 1;
-    status = cancelled ? 'cancelled' : exitCode === 0 ? 'ok' : 'error';
-    message = `${file} exited with code ${exitCode}`;
+/** Passes CMD's stdout and stderr through unchanged, and tells `found` the progress each shows. */
+function scanOutput(child: ChildProcess, found: (reading: ParsedProgress, bar: boolean) => void) {
+  for (const [stream, target] of [
+    [child.stdout, process.stdout],
+    [child.stderr, process.stderr],
+  ] as const) {
+    // Each stream has its own line, decoder and pause: a half line on one never joins the other's.
+    const scanner = new OutputScanner(found);
+    const decoder = new StringDecoder('utf8');
+    let quietTimer: NodeJS.Timeout | undefined;
+    // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
+    target.on('error', () => stream?.resume());
+    stream?.pipe(target, { end: false });
+    stream?.on('data', (chunk: Buffer) => {
+      scanner.push(decoder.write(chunk));
+      clearTimeout(quietTimer);
+      if (scanner.hasPending) quietTimer = setTimeout(() => scanner.quiet(), QUIET_MS);
+    });
+    stream?.on('end', () => {
+      clearTimeout(quietTimer);
+      scanner.push(`${decoder.end()}\n`);
+    });
   }
-  await publisher.done(status, status === 'ok' ? undefined : message);
-  await publisher.close();
-  return exitCode;
 }

@@ -1,11 +1,11 @@
-import { GatewayClient } from '../gateway-client/gateway-client.js';
+import { GatewayClient, type GatewayClientOptions } from '../gateway-client/gateway-client.js';
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
 import type { Notification } from '../protocol/notifications.js';
 import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_TAIL_LINES_INTERVAL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
-import { formatLine, formatScreen, TailModel } from './tail-view.js';
+import { formatLine, formatScreen, type StreamRow, TailModel } from './tail-view.js';
 import { printable } from './terminal-text.js';
 
 export const TAIL_HELP = `Usage: mcp-progress tail [TOKEN...] [--json] [options]
@@ -17,7 +17,8 @@ a stream sent nothing for 10 s; finished streams show their status. On a termina
 stdout is not a terminal, each update is printed as a plain line.
 
 With TOKENs, tail exits (0) once every named stream is done; without, it
-runs until interrupted. It survives a daemon restart.
+runs until interrupted. It survives a daemon restart, and when no daemon is
+up yet it says so once and waits for one.
 
   TOKEN               a string token
   --token-json JSON   a token written as JSON, for integer tokens: --token-json 7
@@ -33,7 +34,7 @@ Examples:
   mcp-progress tail render-1 --json | jq .params.progress
 `;
 
-/** How often the list of streams is polled for new ones when no token is named. */
+/** How often the list of streams is polled for new ones when no token is named, and for a daemon when none is up. */
 const POLL_MS = 500;
 /** Terminal redraws at most this often. */
 const FRAME_MS = 100;
@@ -43,7 +44,15 @@ const TICK_MS = 1000;
 const HIDE_CURSOR = '\x1b[?25l';
 const SHOW_CURSOR = '\x1b[?25h';
 
-export async function tailCommand(argv: string[], io: Io): Promise<number> {
+export interface TailPlan {
+  readonly named: ProgressToken[];
+  readonly mode: 'json' | 'screen' | 'lines';
+  readonly minIntervalMs: number;
+  readonly runtimeDir: string | undefined;
+}
+
+/** What tail's command line asks for: 'help', or the plan. Throws UsageError for a wrong one. */
+export function planTail(argv: string[], isTTY: boolean): TailPlan | 'help' {
   const { values, positionals } = parse(
     'tail',
     argv,
@@ -56,133 +65,304 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
     },
     true,
   );
-  if (values.help) {
-    io.out(TAIL_HELP);
-    return 0;
-  }
+  if (values.help) return 'help';
   const named: ProgressToken[] = [...positionals];
   for (const text of values['token-json'] ?? []) named.push(jsonToken(text));
   if (named.some((token) => token === '')) throw new UsageError('a token is a non-empty string');
-  const mode = values.json ? 'json' : io.isTTY ? 'screen' : 'lines';
+  const mode = values.json ? 'json' : isTTY ? 'screen' : 'lines';
   const minIntervalMs =
     integerFlag('min-interval-ms', values['min-interval-ms']) ??
     (mode === 'lines' ? DEFAULT_TAIL_LINES_INTERVAL_MS : DEFAULT_MIN_INTERVAL_MS);
+  return { named, mode, minIntervalMs, runtimeDir: values['runtime-dir'] };
+}
 
-  const model = new TailModel();
-  let state: 'connected' | 'disconnected' = 'connected';
-  let render: () => void = () => {};
-  const client = await GatewayClient.connect({
-    runtimeDir: values['runtime-dir'],
-    onState: (next) => {
-      state = next;
-      if (next === 'disconnected' && mode !== 'screen')
-        io.err('mcp-progress tail: lost the daemon, reconnecting\n');
-      render();
-    },
-  });
+/**
+ * Which streams tail follows, without a daemon: the tokens whose subscription
+ * is live, and the stream (the daemon's startedAt) each follows. A daemon
+ * restart, or a waiting stream that becomes active, gives the same stream a
+ * new startedAt: `followed` takes it over while the subscription lives, and a
+ * token whose done arrived before its new startedAt was seen is `settling`
+ * until the list shows it done.
+ */
+export class Following {
+  readonly #live = new Set<ProgressToken>();
+  readonly #followed = new Map<ProgressToken, number | undefined>();
+  readonly #settling = new Set<ProgressToken>();
+  readonly #pendingNamed: Set<ProgressToken>;
+  readonly #anyNamed: boolean;
 
-  let finish: (code: number) => void = () => {};
-  const finished = new Promise<number>((resolve) => {
-    finish = resolve;
-  });
-  /**
-   * Tokens whose subscription is live, and the stream (the daemon's startedAt) each follows.
-   * A daemon restart, or a waiting stream that becomes active, gives the same stream a new
-   * startedAt: `followed` takes it over while the subscription lives, and a token whose done
-   * arrived before its new startedAt was seen is `settling` until the list shows it done.
-   */
-  const live = new Set<ProgressToken>();
-  const followed = new Map<ProgressToken, number | undefined>();
-  const settling = new Set<ProgressToken>();
-  const pendingNamed = new Set<ProgressToken>(named);
-
-  const screen = mode === 'screen' ? new Screen(io) : undefined;
-  let ticker: NodeJS.Timeout | undefined;
-  if (screen !== undefined) {
-    render = () =>
-      screen.schedule(() =>
-        formatScreen(model.rows, screen.columns, screen.rows, state, Date.now()),
-      );
-    ticker = setInterval(() => render(), TICK_MS).unref();
+  constructor(named: readonly ProgressToken[]) {
+    this.#pendingNamed = new Set(named);
+    this.#anyNamed = named.length > 0;
   }
 
-  const received = (notification: Notification) => {
-    const token = notification.params.progressToken;
-    const now = Date.now();
-    const row = model.apply(notification, now);
-    if (mode === 'json') io.out(`${JSON.stringify(notification)}\n`);
-    else if (mode === 'lines') io.out(`${formatLine(row, now)}\n`);
-    else render();
-    if (notification.method === 'notifications/progress/done') {
-      live.delete(token);
-      settling.add(token);
-      if (pendingNamed.delete(token) && named.length > 0 && pendingNamed.size === 0) finish(0);
-    }
-  };
+  /** A subscription to the token starts, following the stream of that startedAt. */
+  started(token: ProgressToken, startedAt: number | undefined): void {
+    this.#live.add(token);
+    this.#settling.delete(token);
+    this.#followed.set(token, startedAt);
+  }
 
-  const follow = async (token: ProgressToken, startedAt?: number) => {
-    live.add(token);
-    settling.delete(token);
-    followed.set(token, startedAt);
-    model.follow(token, startedAt);
-    try {
-      await client.subscribe({ progressToken: token, minIntervalMs }, received);
-    } catch (error) {
-      live.delete(token);
-      if (error instanceof BridgeError && error.code === 'disconnected') return;
-      // JSON.stringify escapes C0 controls but neither DEL nor C1 controls, nor the daemon's message.
-      io.err(
-        `${printable(`mcp-progress tail: cannot follow ${JSON.stringify(token)}: ${(error as Error).message}`)}\n`,
-      );
-    }
-  };
+  /** The subscription could not start, or ended without a done (the daemon went away). */
+  failed(token: ProgressToken): void {
+    this.#live.delete(token);
+  }
 
-  const discover = async () => {
-    let streams: StreamSummary[];
-    try {
-      streams = await client.listAll();
-    } catch {
-      return; // disconnected: the gateway client reconnects, and the next poll goes on
-    }
+  /** The token's done arrived. True when that was the last named token still running. */
+  done(token: ProgressToken): boolean {
+    this.#live.delete(token);
+    this.#settling.add(token);
+    return this.#pendingNamed.delete(token) && this.#anyNamed && this.#pendingNamed.size === 0;
+  }
+
+  /**
+   * From the daemon's list: the streams to start following, and those already
+   * followed whose startedAt is now another (the model's rows are restamped).
+   */
+  review(streams: readonly StreamSummary[]): {
+    follow: Array<{ token: ProgressToken; startedAt: number }>;
+    restamp: Array<{ token: ProgressToken; startedAt: number }>;
+  } {
+    const follow: Array<{ token: ProgressToken; startedAt: number }> = [];
+    const restamp: Array<{ token: ProgressToken; startedAt: number }> = [];
     for (const stream of streams) {
       const token = stream.progressToken;
       if (stream.state === 'waiting') continue;
       // The stream this subscription follows, under the startedAt this daemon gave it.
-      const same = live.has(token) || (settling.has(token) && stream.state === 'done');
+      const same = this.#live.has(token) || (this.#settling.has(token) && stream.state === 'done');
       if (same) {
-        settling.delete(token);
-        followed.set(token, stream.startedAt);
-        model.restamp(token, stream.startedAt);
+        this.#settling.delete(token);
+        this.#followed.set(token, stream.startedAt);
+        restamp.push({ token, startedAt: stream.startedAt });
         continue;
       }
-      if (followed.has(token) && followed.get(token) === stream.startedAt) continue;
-      await follow(token, stream.startedAt);
+      if (this.#followed.has(token) && this.#followed.get(token) === stream.startedAt) continue;
+      follow.push({ token, startedAt: stream.startedAt });
     }
-  };
-
-  let poller: NodeJS.Timeout | undefined;
-  if (named.length > 0) {
-    for (const token of named) await follow(token);
-  } else {
-    await discover();
-    const poll = () => {
-      poller = setTimeout(() => void discover().finally(poll), POLL_MS);
-    };
-    poll();
+    return { follow, restamp };
   }
-  render();
+}
 
+/** Errors that mean no daemon is up for the runtime dir yet: tail waits for one. */
+const NO_DAEMON_YET: ReadonlySet<string> = new Set([
+  'daemon_not_running',
+  'gateway_unreachable',
+  'bad_daemon_info',
+  'gateway_refused',
+]);
+
+/**
+ * Connects to the daemon, waiting for one to start when none is up (said once
+ * on stderr), until `stopped` resolves: then undefined.
+ */
+async function connectWhenUp(
+  options: GatewayClientOptions,
+  io: Io,
+  stopped: Promise<unknown>,
+): Promise<GatewayClient | undefined> {
+  let isStopped = false;
+  void stopped.then(() => {
+    isStopped = true;
+  });
+  let told = false;
+  while (!isStopped) {
+    try {
+      return await GatewayClient.connect(options);
+    } catch (error) {
+      if (!(error instanceof BridgeError) || !NO_DAEMON_YET.has(error.code)) throw error;
+      if (!told)
+        io.err(`mcp-progress tail: ${error.message}; waiting for a daemon (Ctrl-C to stop)\n`);
+      told = true;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      stopped,
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, POLL_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+  return undefined;
+}
+
+export async function tailCommand(argv: string[], io: Io): Promise<number> {
+  const plan = planTail(argv, io.isTTY);
+  if (plan === 'help') {
+    io.out(TAIL_HELP);
+    return 0;
+  }
+  let finish: (code: number) => void = () => {};
+  const finished = new Promise<number>((resolve) => {
+    finish = resolve;
+  });
   const stop = () => finish(0);
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  try {
+    return await tailUntilFinished(plan, io, finished, finish);
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+}
+
+async function tailUntilFinished(
+  plan: TailPlan,
+  io: Io,
+  finished: Promise<number>,
+  finish: (code: number) => void,
+): Promise<number> {
+  const model = new TailModel();
+  let view: View | undefined;
+  let state: 'connected' | 'disconnected' = 'connected';
+  const client = await connectWhenUp(
+    {
+      runtimeDir: plan.runtimeDir,
+      onState: (next) => {
+        state = next;
+        if (next === 'disconnected' && plan.mode !== 'screen')
+          io.err('mcp-progress tail: lost the daemon, reconnecting\n');
+        view?.render();
+      },
+    },
+    io,
+    finished,
+  );
+  if (client === undefined) return finished;
+  view = createView(plan.mode, io, model, () => state);
+  const tail = new Tail(client, plan, io, model, view, finish);
+
+  let poller: NodeJS.Timeout | undefined;
+  if (plan.named.length > 0) {
+    for (const token of plan.named) await tail.follow(token);
+  } else {
+    await tail.discover();
+    const poll = () => {
+      poller = setTimeout(() => void tail.discover().finally(poll), POLL_MS);
+    };
+    poll();
+  }
+  view.render();
+
   const code = await finished;
-  process.off('SIGINT', stop);
-  process.off('SIGTERM', stop);
   clearTimeout(poller);
-  clearInterval(ticker);
-  screen?.close(formatScreen(model.rows, screen.columns, screen.rows, state, Date.now()));
+  view.close();
   await client.close();
   return code;
+}
+
+/** How tail shows what arrives: NDJSON, plain lines, or a screen redrawn in place. */
+interface View {
+  /** A notification arrived for this row. */
+  show(notification: Notification, row: StreamRow, now: number): void;
+  /** Something changed (a row, the connection): redraw a screen. */
+  render(): void;
+  close(): void;
+}
+
+function createView(
+  mode: TailPlan['mode'],
+  io: Io,
+  model: TailModel,
+  state: () => 'connected' | 'disconnected',
+): View {
+  if (mode === 'json') {
+    return {
+      show: (notification) => io.out(`${JSON.stringify(notification)}\n`),
+      render() {},
+      close() {},
+    };
+  }
+  if (mode === 'lines') {
+    return {
+      show: (_, row, now) => io.out(`${formatLine(row, now)}\n`),
+      render() {},
+      close() {},
+    };
+  }
+  const screen = new Screen(io);
+  const lines = () => formatScreen(model.rows, screen.columns, screen.rows, state(), Date.now());
+  const render = () => screen.schedule(lines);
+  const ticker = setInterval(render, TICK_MS).unref();
+  return {
+    show: render,
+    render,
+    close() {
+      clearInterval(ticker);
+      screen.close(lines());
+    },
+  };
+}
+
+/** Subscribes to the streams tail follows, and passes what arrives to the model and the view. */
+class Tail {
+  readonly #client: GatewayClient;
+  readonly #minIntervalMs: number;
+  readonly #io: Io;
+  readonly #model: TailModel;
+  readonly #view: View;
+  readonly #finish: (code: number) => void;
+  readonly #following: Following;
+
+  constructor(
+    client: GatewayClient,
+    plan: TailPlan,
+    io: Io,
+    model: TailModel,
+    view: View,
+    finish: (code: number) => void,
+  ) {
+    this.#client = client;
+    this.#minIntervalMs = plan.minIntervalMs;
+    this.#io = io;
+    this.#model = model;
+    this.#view = view;
+    this.#finish = finish;
+    this.#following = new Following(plan.named);
+  }
+
+  async follow(token: ProgressToken, startedAt?: number): Promise<void> {
+    this.#following.started(token, startedAt);
+    this.#model.follow(token, startedAt);
+    try {
+      await this.#client.subscribe(
+        { progressToken: token, minIntervalMs: this.#minIntervalMs },
+        (n) => this.#received(n),
+      );
+    } catch (error) {
+      this.#following.failed(token);
+      if (error instanceof BridgeError && error.code === 'disconnected') return;
+      // JSON.stringify escapes C0 controls but neither DEL nor C1 controls, nor the daemon's message.
+      this.#io.err(
+        `${printable(`mcp-progress tail: cannot follow ${JSON.stringify(token)}: ${(error as Error).message}`)}\n`,
+      );
+    }
+  }
+
+  /** Follows the streams the daemon lists that are not followed yet. */
+  async discover(): Promise<void> {
+    let streams: StreamSummary[];
+    try {
+      streams = await this.#client.listAll();
+    } catch {
+      return; // disconnected: the gateway client reconnects, and the next poll goes on
+    }
+    const { follow, restamp } = this.#following.review(streams);
+    for (const { token, startedAt } of restamp) this.#model.restamp(token, startedAt);
+    for (const { token, startedAt } of follow) await this.follow(token, startedAt);
+  }
+
+  #received(notification: Notification): void {
+    const now = Date.now();
+    const row = this.#model.apply(notification, now);
+    this.#view.show(notification, row, now);
+    if (
+      notification.method === 'notifications/progress/done' &&
+      this.#following.done(notification.params.progressToken)
+    )
+      this.#finish(0);
+  }
 }
 
 function jsonToken(text: string): ProgressToken {

@@ -196,13 +196,12 @@ export function formatScreen(
   now: number,
 ): string[] {
   const width = Math.max(20, columns - 1);
-  const active = rows.filter((row) => row.status === undefined).length;
-  const header =
-    state === 'disconnected'
-      ? 'mcp-progress tail: lost the daemon, reconnecting…'
-      : rows.length === 0
-        ? 'mcp-progress tail: waiting for streams…'
-        : `mcp-progress tail: ${active} running, ${rows.length - active} finished`;
+  // A stream that has sent no value yet is waiting, not running.
+  const finished = rows.filter((row) => row.status !== undefined).length;
+  const waiting = rows.filter(
+    (row) => row.status === undefined && row.progress === undefined,
+  ).length;
+  const running = rows.length - finished - waiting;
   let shown = rows;
   const room = Math.max(1, height - 2);
   if (shown.length > room) {
@@ -216,6 +215,18 @@ export function formatScreen(
     });
     shown = shown.slice(-room);
   }
+  const hidden = rows.length - shown.length;
+  const counts = [
+    `${running} running`,
+    ...(waiting > 0 ? [`${waiting} waiting`] : []),
+    `${finished} finished`,
+  ].join(', ');
+  const header =
+    state === 'disconnected'
+      ? 'mcp-progress tail: lost the daemon, reconnecting…'
+      : rows.length === 0
+        ? 'mcp-progress tail: waiting for streams…'
+        : `mcp-progress tail: ${counts}${hidden > 0 ? `, +${hidden} more not shown` : ''}`;
   const nameWidth = Math.min(
     32,
     shown.reduce((max, row) => Math.max(max, displayWidth(formatToken(row.token))), 0),

@@ -268,7 +268,8 @@ export class Daemon {
     status: () => this.status(),
   };
 
-  status(): DaemonStatus {
+  /** `askers`: connections that asked for this status, which are not workers and are not counted. */
+  status(askers = 0): DaemonStatus {
     const stats = this.#router.stats();
     return {
       pid: process.pid,
@@ -276,7 +277,7 @@ export class Daemon {
       uptimeMs: Math.round(this.now() - this.#startedAt),
       socket: this.options.socketPath,
       url: this.#info?.url ?? '',
-      connections: this.#ingress.connectionCount,
+      connections: Math.max(0, this.#ingress.connectionCount - askers),
       sessions: this.#hub.count,
       streams: stats.streams,
       subscriptions: stats.subscriptions,
@@ -371,7 +372,7 @@ export class Daemon {
             version: VERSION,
             protocol: PROTOCOL_VERSION,
           });
-        else connection.send('status', this.status());
+        else connection.send('status', this.status(1));
         return;
       }
       default:

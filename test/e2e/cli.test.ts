@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
   chownSync,
+  lstatSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -18,6 +19,8 @@ import {
   BIN,
   cleanupAll,
   collectOutput,
+  eventually,
+  ROOT,
   type RunningDaemon,
   runCli,
   startDaemon,
@@ -57,6 +60,30 @@ describe('help and version', () => {
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain('--bogus');
     expect(flag.stderr).toContain('mcp-progress status --help');
+  });
+});
+
+describe('exit code 2 for every wrong command line', () => {
+  it('a value out of range, of the wrong form or empty exits 2 from every command, naming the flag', async () => {
+    const dir = tempDir();
+    const cases: Array<[string[], string]> = [
+      [['daemon', '--runtime-dir', dir, '--port', '99999'], '--port'],
+      [['daemon', '--runtime-dir', dir, '--abandon-grace-ms=-1'], '--abandon-grace-ms'],
+      [['daemon', '--runtime-dir', dir, '--max-sessions', '0x10'], '--max-sessions'],
+      [['mcp', '--runtime-dir', dir, '--port', '99999'], '--port'],
+      [['mcp', '--runtime-dir', dir, '--min-interval-ms', ' 7'], '--min-interval-ms'],
+      [['publish', '--runtime-dir', dir, '--token', ''], '--token'],
+      [['publish', '--runtime-dir', dir, '--token', 'a', '--meta', '[1,2]'], '--meta'],
+      [['run', '--token', '', '--', 'true'], '--token'],
+      [['tail', '--runtime-dir', dir, '--min-interval-ms', '0b11111'], '--min-interval-ms'],
+      [['status', '--runtime-dir', dir, '--timeout-ms', '0x10'], '--timeout-ms'],
+    ];
+    for (const [args, flag] of cases) {
+      const result = await runCli(args);
+      expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2);
+      expect(result.stderr).toContain(flag);
+      expect(result.stderr).not.toContain('internal error');
+    }
   });
 });
 
@@ -171,12 +198,56 @@ describe('publish and status', () => {
       [['--token-json', '1e999'], '--token-json: a token is a JSON string or integer'],
       [['--token-json', '9007199254740993'], '(a safe integer'],
       [['--token', 'a', '--meta', 'nope'], '--meta: expected JSON'],
+      // JSON, but not an object: _meta is an object, and the daemon would refuse it.
+      [['--token', 'a', '--meta', '[1,2]'], '--meta: expected a JSON object'],
+      [['--token', 'a', '--meta', 'null'], '--meta: expected a JSON object'],
+      [['--token', ''], '--token: a token is a non-empty string'],
+      [['--token-json', '""'], '--token-json: a token is a non-empty string'],
+      // Number() reads these as 16, 31 and 7; a person meant something else.
+      [['--token', 'a', '--progress', '0x10'], '--progress: expected a finite number'],
+      [['--token', 'a', '--progress', '0b11111'], '--progress: expected a finite number'],
+      [['--token', 'a', '--progress', ' 7'], '--progress: expected a finite number'],
+      [['--token', 'a', '--total', '1e999'], '--total: expected a finite number'],
+      [['--token', 'a', '--timeout-ms', '0o17'], '--timeout-ms: expected a finite number'],
     ];
     for (const [args, message] of cases) {
       const result = await runCli(['publish', ...socketArgs(), ...args]);
       expect(result.code, args.join(' ')).toBe(2);
       expect(result.stderr).toContain(message);
     }
+  });
+
+  it('takes decimal numbers in every form a person writes them', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'decimal', minIntervalMs: 0 });
+    for (const value of ['1', '2.5', '+3', '4.', '5e0', '.6e1']) {
+      const result = await runCli([
+        'publish',
+        ...socketArgs(),
+        '--token',
+        'decimal',
+        `--progress=${value}`,
+      ]);
+      expect(result, value).toMatchObject({ code: 0, stderr: '' });
+    }
+    const got = await gateway.waitFor(6);
+    expect(got.map((n) => n.params.progress)).toEqual([1, 2.5, 3, 4, 5, 6]);
+    await gateway.close();
+  });
+
+  it('cuts a message over 4096 bytes as the clients do, and the daemon takes it', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'long', minIntervalMs: 0 });
+    // 4092 ASCII bytes and then 2-byte characters: the cut at 4093 falls inside the first one
+    // and backs up to its start, leaving room for "...".
+    const long = `${'a'.repeat(4092)}${'é'.repeat(100)}`;
+    const result = await runCli(['publish', ...socketArgs(), '--token', 'long', '--message', long]);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    const [got] = await gateway.waitFor(1);
+    const message = got?.params.message as string;
+    expect(message).toBe(`${'a'.repeat(4092)}...`);
+    expect(Buffer.byteLength(message)).toBeLessThanOrEqual(4096);
+    await gateway.close();
   });
 
   it('reports a frame the daemon rejects for its content', async () => {
@@ -206,6 +277,9 @@ describe('publish and status', () => {
     });
     expect(json.counters.framesAccepted).toBeGreaterThan(0);
     expect(json.claims).toBe(1);
+    // The claimant is the one worker: status's own connection is not counted.
+    expect(json.connections).toBe(1);
+    expect(text.stdout).toMatch(/^workers\s+1 connected$/m);
     claimant.destroy();
   });
 
@@ -310,33 +384,58 @@ describe('the daemon process', () => {
     const viaLink = await runCli(['daemon', '--runtime-dir', join(parent, 'link'), '--port', '0']);
     expect(viaLink.code).toBe(1);
     expect(viaLink.stderr).toContain('is not a directory');
-    if (process.getuid?.() === 0) {
-      const foreign = join(parent, 'foreign');
+    // A directory of another owner, for real either way: as root one given to another uid, as
+    // anyone else / (root's).
+    const isRoot = process.getuid?.() === 0;
+    let foreign = '/';
+    let owner = 0;
+    if (isRoot) {
+      foreign = join(parent, 'foreign');
+      owner = 54_321;
       mkdirSync(foreign, { mode: 0o700 });
-      chownSync(foreign, 54_321, 54_321);
-      const refused = await runCli(['daemon', '--runtime-dir', foreign, '--port', '0']);
-      expect(refused.code).toBe(1);
-      expect(refused.stderr).toContain('belongs to uid 54321, not to you');
+      chownSync(foreign, owner, owner);
     }
+    expect(statSync(foreign).uid).toBe(owner);
+    const refused = await runCli(['daemon', '--runtime-dir', foreign, '--port', '0']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`belongs to uid ${owner}, not to you`);
   });
 
   it('never follows a file planted where daemon.json is written', async () => {
     const dir = tempDir();
     const victim = join(tempDir(), 'victim.txt');
     writeFileSync(victim, 'precious\n');
-    // The temporary name is daemon.json.<pid>.tmp; plant it for the pids that come next.
-    const { spawnSync } = await import('node:child_process');
-    const nextPid = Number(spawnSync('sh', ['-c', 'echo $$'], { encoding: 'utf8' }).stdout);
-    const planted = 2000;
-    for (let pid = nextPid; pid < nextPid + planted; pid++)
-      symlinkSync(victim, join(dir, `daemon.json.${pid}.tmp`));
-    const daemon = await startDaemon([], dir);
-    running.push(daemon);
-    // Pids are handed out in order: the daemon's must have been one of those planted.
-    expect(daemon.child.pid).toBeGreaterThanOrEqual(nextPid);
-    expect(daemon.child.pid).toBeLessThan(nextPid + planted);
-    expect(readFileSync(victim, 'utf8')).toBe('precious\n');
-    expect(JSON.parse(readFileSync(join(dir, 'daemon.json'), 'utf8')).pid).toBe(daemon.child.pid);
+    // The temporary name is daemon.json.<pid>.tmp. A shell plants it for its own pid ($$) and then
+    // execs the daemon, which keeps that pid: the planted name is exactly the one the daemon uses.
+    const child = spawn(
+      'sh',
+      [
+        '-c',
+        'ln -s "$1" "$2/daemon.json.$$.tmp" && exec "$3" "$4" daemon --runtime-dir "$2" --port 0',
+        'sh',
+        victim,
+        dir,
+        process.execPath,
+        BIN,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    );
+    const output = collectOutput(child);
+    try {
+      await eventually(
+        () => (output.stderr().includes('ready:') ? true : undefined),
+        60_000,
+        'the daemon to be ready',
+      );
+      // The daemon's pid is the one the name was planted for; the link was removed, not followed.
+      expect(JSON.parse(readFileSync(join(dir, 'daemon.json'), 'utf8')).pid).toBe(child.pid);
+      expect(readFileSync(victim, 'utf8')).toBe('precious\n');
+      expect(lstatSync(join(dir, 'daemon.json')).isFile()).toBe(true);
+      expect(readdirSync(dir)).not.toContain(`daemon.json.${child.pid}.tmp`);
+    } finally {
+      child.kill('SIGTERM');
+      await waitForExit(child);
+    }
   });
 
   it('a second daemon on the same socket exits non-zero naming the running pid', async () => {
@@ -523,8 +622,9 @@ describe('the daemon process', () => {
     const port = await runCli(['daemon', '--runtime-dir', tempDir(), '--port', 'abc']);
     expect(port.code).toBe(2);
     expect(port.stderr).toContain('--port: expected a finite number');
+    // Out of range is a wrong command line too: exit 2, as for every bad flag value.
     const range = await runCli(['daemon', '--runtime-dir', tempDir(), '--port', '70000']);
-    expect(range.code).toBe(1);
+    expect(range.code).toBe(2);
     expect(range.stderr).toContain('option --port: expected an integer from 0 to 65535, got 70000');
     const remote = await runCli([
       'daemon',
@@ -535,7 +635,7 @@ describe('the daemon process', () => {
       '--port',
       '0',
     ]);
-    expect(remote.code).toBe(1);
+    expect(remote.code).toBe(2);
     expect(remote.stderr).toContain('--allow-remote');
   });
 
@@ -700,3 +800,34 @@ describe('the WebSocket gateway refuses what it must', () => {
 function killIfRunning(child: ChildProcess): void {
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 }
+
+describe('mcp-progress mcp started by hand', () => {
+  it('in a terminal, says once on stderr that it is an MCP server on stdio; under a host, says nothing', async () => {
+    const { PYTHON, PYTHON_ARGS } = await import('../helpers/python.js');
+    const dir = tempDir();
+    const notice = 'mcp-progress mcp: this is an MCP server on stdio';
+    const terminal = spawn(
+      PYTHON,
+      [
+        ...PYTHON_ARGS,
+        join(ROOT, 'test/fixtures/in_terminal.py'),
+        notice,
+        '\\x04', // Ctrl-D: the end of input, and so of the server
+        process.execPath,
+        BIN,
+        'mcp',
+        '--runtime-dir',
+        dir,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    );
+    const output = collectOutput(terminal);
+    // The fixture waits for the notice, ends the input with Ctrl-D, and exits 1 if either fails.
+    expect(await waitForExit(terminal), output.stdout() + output.stderr()).toBe(0);
+    expect(output.stdout()).toMatch(/\[exit 0\]\n$/);
+    expect(output.stdout().split(notice).length - 1).toBe(1);
+    // With stdin not a terminal (a host's pipe; here it ends at once), not a word on stderr.
+    const piped = await runCli(['mcp', '--runtime-dir', tempDir()]);
+    expect(piped).toMatchObject({ code: 0, stderr: '' });
+  });
+});

@@ -26,6 +26,10 @@ describe('the demo', () => {
         `${worker} ok in:\n${stdout}`,
       ).toBe(true);
     }
+    // The last line of the training says what its value says: 2 of 2 epochs (--fast runs 2).
+    const trained = lines.filter((line) => line.startsWith('train.py  ')).at(-1) ?? '';
+    expect(trained).toMatch(/100%\s+2\/2 .*epochs 2\/2/);
+    expect(trained).not.toContain('epochs 1/2');
   });
 });
 
@@ -55,13 +59,19 @@ describe.skipIf(!hasRelay)('examples/mcp-server.mjs', () => {
     const client = new Client({ name: 'example-test', version: '0.0.0' });
     await client.connect(transport);
     const progress: number[] = [];
+    const messages: Array<string | undefined> = [];
     const result = await client.callTool({ name: 'train', arguments: { epochs: 2 } }, undefined, {
-      onprogress: (p: { progress: number }) => progress.push(p.progress),
+      onprogress: (p: { progress: number; message?: string | undefined }) => {
+        progress.push(p.progress);
+        messages.push(p.message);
+      },
       timeout: 60_000,
     });
     expect(result.isError).toBeFalsy();
     expect(progress.length).toBeGreaterThan(0);
     expect(progress.at(-1)).toBe(2);
+    // The final message agrees with the final value: epochs 2/2, never "epochs 1/2" at 2 of 2.
+    expect(messages.at(-1)).toMatch(/^epochs 2\/2( · |$)/);
     await client.close();
     await daemon.stop();
   });

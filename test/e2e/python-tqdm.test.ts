@@ -85,8 +85,13 @@ describe('the tqdm adapter', () => {
     await doneOf(script.token);
     const values = progressOf(script.token);
     expectIncreasing(values);
-    expect(values.at(-1)).toMatchObject({ progress: 3, total: 3 });
+    // The last message says what the last value says: 3 of 3 epochs, not "epochs 2/3" at 3/3.
+    expect(values.at(-1)).toMatchObject({ progress: 3, total: 3, message: 'epochs 3/3' });
     expect(values.some((v) => !Number.isInteger(v.progress))).toBe(true);
+    for (const value of values) {
+      const epochs = Number(/^epochs (\d+)\/3/.exec(String(value.message))?.[1]);
+      expect(epochs, JSON.stringify(value)).toBe(Math.floor(value.progress as number));
+    }
     expect(values.every((v) => v.total === 3)).toBe(true);
   });
 

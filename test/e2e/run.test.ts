@@ -1,5 +1,6 @@
 /** `mcp-progress run`: the real binary around real commands, watched by a real gateway. */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import {
@@ -8,11 +9,13 @@ import {
   collectOutput,
   eventually,
   PATIENT_DAEMON_ARGS,
+  ROOT,
   runCli as runCliWithin,
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
 import { useWatchedBridge } from '../helpers/gateway.js';
+import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
 afterAll(() => cleanupAll());
 const runCli = (args: string[], env: Record<string, string> = {}) =>
@@ -344,6 +347,206 @@ describe('mcp-progress run --parse', () => {
       progressToken: token,
       status: 'cancelled',
       message: 'sh was killed by SIGTERM',
+    });
+  });
+});
+
+/** True while the process runs: gone, or a zombie nobody reaped, is not running. */
+function running(pid: number): boolean {
+  const stat = `/proc/${pid}/stat`;
+  if (!existsSync(stat)) return false;
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(stat, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+describe('mcp-progress run signals the process group of CMD', () => {
+  /** sh runs a Python grandchild in the foreground, which writes its pid and sleeps. */
+  function withGrandchild() {
+    const pidFile = join(tempDir(), 'grandchild.pid');
+    const python = `${PYTHON} -I -c 'import os, time; open("${pidFile}", "w").write(str(os.getpid())); time.sleep(600)'`;
+    const grandchildPid = () =>
+      eventually(
+        () => {
+          const text = existsSync(pidFile) ? readFileSync(pidFile, 'utf8') : '';
+          return text === '' ? undefined : Number(text);
+        },
+        60_000,
+        'the grandchild to write its pid',
+      );
+    return { command: ['sh', '-c', `${python}; echo after`], grandchildPid };
+  }
+
+  it('a cancel stops the grandchild too, and run says the cancel stopped CMD', async () => {
+    const token = await watched('group-cancel');
+    const { command, grandchildPid } = withGrandchild();
+    const run = startRun(['--token', token, '--', ...command]);
+    const pid = await grandchildPid();
+    expect(running(pid)).toBe(true);
+    const reply = await bridge.gateway.request('progress/cancel', {
+      progressToken: token,
+      reason: 'host stopped it',
+    });
+    expect(reply.result).toEqual({ workers: 1 });
+    expect(await run.exit).toBe(143);
+    expect(run.stdout()).not.toContain('after');
+    await eventually(() => (running(pid) ? undefined : true), 60_000, 'the grandchild to stop');
+    expect(run.stderr()).toContain(
+      'mcp-progress run: cancelled from the MCP side (host stopped it): stopping sh with SIGTERM',
+    );
+    expect(run.stderr()).toContain(
+      'mcp-progress run: the cancel stopped sh: sh was killed by SIGTERM',
+    );
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'cancelled',
+      message: 'sh was killed by SIGTERM',
+    });
+  });
+
+  it('a signal sent to run reaches the grandchild too', async () => {
+    const token = await watched('group-signal');
+    const { command, grandchildPid } = withGrandchild();
+    const run = startRun(['--token', token, '--', ...command]);
+    const pid = await grandchildPid();
+    expect(running(pid)).toBe(true);
+    run.child.kill('SIGTERM');
+    expect(await run.exit).toBe(143);
+    await eventually(() => (running(pid) ? undefined : true), 60_000, 'the grandchild to stop');
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'error',
+      message: 'sh was killed by SIGTERM',
+    });
+  });
+
+  it('Ctrl-C (SIGINT) ends the stream cancelled, as the Python client reports a KeyboardInterrupt', async () => {
+    const token = await watched('run-ctrl-c');
+    const run = startRun([
+      '--token',
+      token,
+      '--',
+      PYTHON,
+      ...PYTHON_ARGS,
+      '-c',
+      'import time; print("ready", flush=True); time.sleep(600)',
+    ]);
+    await eventually(() => (run.stdout().includes('ready') ? true : undefined), 60_000, 'ready');
+    run.child.kill('SIGINT');
+    // Python re-raises an uncaught KeyboardInterrupt as death by SIGINT: 128 + 2.
+    expect(await run.exit).toBe(130);
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'cancelled',
+      message: `${PYTHON} was killed by SIGINT`,
+    });
+  });
+});
+
+const hasTqdm = spawnSync(PYTHON, [...PYTHON_ARGS, '-c', 'import tqdm']).status === 0;
+
+describe('mcp-progress run --parse on real tqdm output', () => {
+  // Without tqdm these tests cannot say anything: fail, naming the package, rather than skip.
+  it('has tqdm to run (apt-get install python3-tqdm)', () => {
+    expect(hasTqdm).toBe(true);
+  });
+
+  it('nested bars count as the outer bar plus a fraction of the inner one; a later bar counts on', async () => {
+    const token = await watched('parse-nested-tqdm');
+    const script = [
+      'import time',
+      'from tqdm import tqdm',
+      "for epoch in tqdm(range(3), desc='epochs', mininterval=0):",
+      "    for batch in tqdm(range(4), desc='batch', leave=False, mininterval=0):",
+      '        time.sleep(0.12)',
+      "for step in tqdm(range(5), desc='eval', mininterval=0):",
+      '    time.sleep(0.12)',
+    ].join('\n');
+    const result = await runCli(
+      ['run', '--token', token, '--parse', '--', PYTHON, ...PYTHON_ARGS, '-c', script],
+      socketEnv(),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    // The output passes through: tqdm drew its bars on stderr.
+    expect(result.stderr).toContain('epochs: 100%');
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    const values = progressOf(token);
+    const numbers = values.map((v) => v.progress as number);
+    for (let i = 1; i < numbers.length; i++)
+      expect(numbers[i]).toBeGreaterThan(numbers[i - 1] as number);
+    const epochs = values.filter((v) => v.total === 3);
+    // Every epoch counted, each with its batches as a fraction: never 100% after the first.
+    for (const epoch of [0, 1, 2]) {
+      expect(
+        epochs.some((v) => (v.progress as number) > epoch && (v.progress as number) < epoch + 1),
+        `a value inside epoch ${epoch + 1}: ${JSON.stringify(values)}`,
+      ).toBe(true);
+    }
+    expect(epochs.find((v) => (v.progress as number) > 1)?.message).toMatch(
+      /^epochs 1\/3 · batch \d\/4$/,
+    );
+    // The evaluation bar after the finished epochs counts on from 3: 3 + 5 of 3 + 5.
+    expect(values.every((v) => v.total === 3 || v.total === 8)).toBe(true);
+    expect(values.at(-1)).toEqual({ progressToken: token, progress: 8, total: 8, message: 'eval' });
+  });
+});
+
+describe('mcp-progress run in a terminal (a real pseudo-terminal, from Python)', () => {
+  /** Runs `run ARGS` on a terminal; types `typed` once `expected` shows. */
+  async function inTerminal(expected: string, typed: string, args: string[]) {
+    const child = spawn(
+      PYTHON,
+      [
+        ...PYTHON_ARGS,
+        join(ROOT, 'test/fixtures/in_terminal.py'),
+        expected,
+        typed,
+        process.execPath,
+        BIN,
+        'run',
+        ...args,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...socketEnv() } },
+    );
+    const output = collectOutput(child);
+    expect(await waitForExit(child), output.stdout() + output.stderr()).toBe(0);
+    return output.stdout();
+  }
+
+  it('passes what is typed on to CMD, which reads it although its group is not in the foreground', async () => {
+    const token = await watched('run-typed');
+    const screen = await inTerminal('ready', 'hello\\n', [
+      '--token',
+      token,
+      '--',
+      'sh',
+      '-c',
+      'echo ready; read line; echo "got:$line"',
+    ]);
+    expect(screen).toContain('got:hello');
+    expect(screen).toMatch(/\[exit 0\]\n$/);
+    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+  });
+
+  it('Ctrl-C on the terminal reaches CMD through run, and the stream ends cancelled', async () => {
+    const token = await watched('run-terminal-ctrl-c');
+    const screen = await inTerminal('ready', '\\x03', [
+      '--token',
+      token,
+      '--',
+      PYTHON,
+      ...PYTHON_ARGS,
+      '-c',
+      'import time; print("ready", flush=True); time.sleep(600)',
+    ]);
+    expect(screen).toContain('KeyboardInterrupt');
+    expect(screen).toMatch(/\[exit 130\]\n$/);
+    expect(await doneOf(token)).toEqual({
+      progressToken: token,
+      status: 'cancelled',
+      message: `${PYTHON} was killed by SIGINT`,
     });
   });
 });

@@ -81,10 +81,42 @@ describe('mcp-progress tail --json', () => {
     expect(help.stdout).toMatch(/^Usage: mcp-progress tail \[TOKEN\.\.\.\] \[--json\]/);
   });
 
-  it('says clearly when no daemon runs', async () => {
-    const result = await runCli(['tail', '--runtime-dir', '/nonexistent-mcp-progress']);
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain('start the daemon with "mcp-progress daemon"');
+  it('when no daemon is up yet, says so once, waits, and follows the stream once one starts', async () => {
+    const dir = tempDir();
+    const token = uniqueToken('before-daemon');
+    const tail = startTail([token, '--json'], dir);
+    await eventually(
+      () => (tail.stderr().includes('waiting for a daemon') ? true : undefined),
+      60_000,
+      'tail to say it waits',
+    );
+    expect(tail.stderr()).toContain('start the daemon with "mcp-progress daemon"');
+    expect(tail.child.exitCode).toBeNull();
+    const daemon = await startDaemon(PATIENT_DAEMON_ARGS, dir);
+    try {
+      const gateway = await connectGateway(daemon.info);
+      await subscribed(token, 1, gateway);
+      await gateway.close();
+      await publishTo(daemon, token, '--done', '--status', 'ok');
+      expect(await tail.exit).toBe(0);
+      expect(tail.lines().map((line) => JSON.parse(line).method)).toEqual([
+        'notifications/progress/done',
+      ]);
+      expect(tail.stderr().split('waiting for a daemon').length - 1).toBe(1);
+    } finally {
+      await daemon.stop();
+    }
+  });
+
+  it('while it waits for a daemon, Ctrl-C ends it with 0', async () => {
+    const tail = startTail(['--json'], tempDir());
+    await eventually(
+      () => (tail.stderr().includes('waiting for a daemon') ? true : undefined),
+      60_000,
+      'tail to say it waits',
+    );
+    tail.child.kill('SIGINT');
+    expect(await tail.exit).toBe(0);
   });
 
   it('prints each notification of the named streams as one JSON line, and exits 0 when all are done', async () => {

@@ -4,6 +4,7 @@ import {
   MAX_LINE_CHARS,
   OutputScanner,
   type ParsedProgress,
+  ProgressCombiner,
   parseProgressLine,
 } from '../../src/cli/progress-parser.js';
 
@@ -165,5 +166,124 @@ describe('OutputScanner', () => {
     expect(() => s.push('1/4\n2/4\n3/4')).not.toThrow();
     expect(() => s.quiet()).not.toThrow();
     expect(seen).toEqual([1, 2, 3]);
+  });
+});
+
+describe('ProgressCombiner', () => {
+  const bar = (progress: number, total: number | undefined, message: string): ParsedProgress =>
+    total === undefined ? { progress, message } : { progress, total, message };
+  function combine(readings: Array<[ParsedProgress, boolean]>) {
+    const combiner = new ProgressCombiner();
+    return readings
+      .map(([reading, isBar]) => combiner.push(reading, isBar))
+      .filter((value) => value !== undefined);
+  }
+
+  it('counts nested bars as the outer position plus the inner fraction, every epoch', () => {
+    const readings: Array<[ParsedProgress, boolean]> = [];
+    for (let epoch = 0; epoch < 3; epoch++) {
+      readings.push([bar(epoch, 3, 'epochs'), true]);
+      for (let batch = 0; batch <= 4; batch++) readings.push([bar(batch, 4, 'batch'), true]);
+    }
+    readings.push([bar(3, 3, 'epochs'), true]);
+    const values = combine(readings);
+    expect(values.map((v) => v.progress)).toEqual([
+      0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.25, 2.5, 2.75, 3,
+    ]);
+    expect(values.every((v) => v.total === 3)).toBe(true);
+    expect(values[1]).toEqual({ progress: 0.25, total: 3, message: 'epochs 0/3 · batch 1/4' });
+    // The last batch counted up to 3 (the outer bar's own 3/3 adds nothing), and says so: never
+    // "epochs 2/3" at 3 of 3.
+    expect(values.at(-1)).toEqual({ progress: 3, total: 3, message: 'epochs 3/3' });
+    expect(values.find((v) => v.progress === 2)?.message).toBe('epochs 2/3');
+  });
+
+  it('starts a new segment for a bar after a finished one, so the value keeps increasing', () => {
+    const values = combine([
+      [bar(0, 10, 'download'), true],
+      [bar(10, 10, 'download'), true],
+      [bar(0, 4, 'unpack'), true],
+      [bar(2, 4, 'unpack'), true],
+      [bar(4, 4, 'unpack'), true],
+      // The same bar again from 0: a new run of it, counted on as well.
+      [bar(0, 4, 'unpack'), true],
+      [bar(1, 4, 'unpack'), true],
+    ]);
+    expect(values).toEqual([
+      { progress: 0, total: 10, message: 'download' },
+      { progress: 10, total: 10, message: 'download' },
+      { progress: 12, total: 14, message: 'unpack' },
+      { progress: 14, total: 14, message: 'unpack' },
+      { progress: 15, total: 18, message: 'unpack' },
+    ]);
+  });
+
+  it('an inner bar that starts again waits for the outer one to move, never going back', () => {
+    const values = combine([
+      [bar(0, 2, 'outer'), true],
+      [bar(3, 4, 'inner'), true],
+      // The outer bar was not redrawn (tqdm's mininterval) before the next inner run.
+      [bar(0, 4, 'inner'), true],
+      [bar(1, 4, 'inner'), true],
+      [bar(1, 2, 'outer'), true],
+      [bar(2, 4, 'inner'), true],
+    ]);
+    expect(values.map((v) => v.progress)).toEqual([0, 0.75, 1, 1.5]);
+  });
+
+  it('follows a bar whose description changes only in its numbers', () => {
+    const values = combine([
+      [bar(0, 3, 'epoch 1'), true],
+      [bar(1, 3, 'epoch 2'), true],
+      [bar(2, 3, 'epoch 3'), true],
+    ]);
+    expect(values.map((v) => [v.progress, v.total, v.message])).toEqual([
+      [0, 3, 'epoch 1'],
+      [1, 3, 'epoch 2'],
+      [2, 3, 'epoch 3'],
+    ]);
+  });
+
+  it('takes a line of text as it is, only when it exceeds what was published', () => {
+    const values = combine([
+      [bar(10, 10, 'train'), true],
+      [{ progress: 3, total: 4, message: 'frame 3/4 written' }, false],
+      [{ progress: 50, total: 100, message: '50%' }, false],
+    ]);
+    expect(values).toEqual([
+      { progress: 10, total: 10, message: 'train' },
+      { progress: 50, total: 100, message: '50%' },
+    ]);
+  });
+
+  it('reads real tqdm output of nested bars through the scanner', () => {
+    // What tqdm 4.64 writes for a 2-epoch loop with an inner leave=False bar of 2 batches.
+    const output = [
+      '\repochs:   0%|          | 0/2 [00:00<?, ?it/s]\n',
+      '\rbatch:   0%|          | 0/2 [00:00<?, ?it/s]\x1b[A\n',
+      '\rbatch:  50%|█████     | 1/2 [00:00<00:00, 9.5it/s]\x1b[A\n',
+      '\rbatch: 100%|██████████| 2/2 [00:00<00:00, 9.5it/s]\x1b[A\n',
+      '\r                                                  \x1b[A',
+      '\repochs:  50%|█████     | 1/2 [00:00<00:00, 4.7it/s]\n',
+      '\rbatch:   0%|          | 0/2 [00:00<?, ?it/s]\x1b[A\n',
+      '\rbatch:  50%|█████     | 1/2 [00:00<00:00, 9.5it/s]\x1b[A\n',
+      '\rbatch: 100%|██████████| 2/2 [00:00<00:00, 9.5it/s]\x1b[A\n',
+      '\r                                                  \x1b[A',
+      '\repochs: 100%|██████████| 2/2 [00:00<00:00, 4.7it/s]\n',
+    ].join('');
+    const combiner = new ProgressCombiner();
+    const values: ParsedProgress[] = [];
+    const scanner = new OutputScanner((reading, isBar) => {
+      const value = combiner.push(reading, isBar);
+      if (value !== undefined) values.push(value);
+    });
+    scanner.push(output);
+    expect(values.map((v) => [v.progress, v.total])).toEqual([
+      [0, 2],
+      [0.5, 2],
+      [1, 2],
+      [1.5, 2],
+      [2, 2],
+    ]);
   });
 });

@@ -133,14 +133,31 @@ describe('the tail view', () => {
     model.apply(progress('live-1', 1), 0);
     model.apply(progress('live-2', 2, 10, 'x'.repeat(300)), 0);
     const lines = formatScreen(model.rows, 60, 5, 'connected', 0);
-    expect(lines[0]).toBe('mcp-progress tail: 2 running, 2 finished');
+    // The row that does not fit is counted, never dropped silently.
+    expect(lines[0]).toBe('mcp-progress tail: 2 running, 2 finished, +1 more not shown');
     expect(lines.slice(1).map((line) => line.split(' ')[0])).toEqual(['old-2', 'live-1', 'live-2']);
     for (const line of lines) expect(displayWidth(line)).toBeLessThanOrEqual(59);
+    expect(formatScreen(model.rows, 60, 24, 'connected', 0)[0]).toBe(
+      'mcp-progress tail: 2 running, 2 finished',
+    );
     expect(formatScreen([], 80, 24, 'disconnected', 0)[0]).toBe(
       'mcp-progress tail: lost the daemon, reconnecting…',
     );
     expect(clip('abcdef', 4)).toBe('abc…');
     expect(formatDuration(3725)).toBe('1:02:05');
+  });
+});
+
+describe('the screen header', () => {
+  it('counts a stream that has sent nothing yet as waiting, not running', () => {
+    const model = new TailModel();
+    model.follow('not-yet');
+    model.follow('also-not-yet');
+    model.apply(progress('moving', 1, 10), 0);
+    model.apply(done('over', 'ok'), 0);
+    expect(formatScreen(model.rows, 80, 24, 'connected', 0)[0]).toBe(
+      'mcp-progress tail: 1 running, 2 waiting, 1 finished',
+    );
   });
 });
 
