@@ -23,7 +23,7 @@ import {
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { PROGRESS_METHOD } from '../protocol/notifications.js';
 import { VERSION } from '../shared/version.js';
-import { ProgressSends } from './progress-sends.js';
+import { type ConfirmDelivery, ProgressSends, type SendProgress } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 
 export const SERVER_NAME = 'mcp-progress-bridge';
@@ -86,21 +86,66 @@ const getOutput = {
 
 const listOutput = { streams: z.array(streamView) };
 
+/** What a tool needs of the MCP request it answers, whichever SDK major serves it. */
+export interface ToolRequest {
+  /** The caller's own progressToken, when its request has one. */
+  readonly progressToken: ProgressToken | undefined;
+  readonly signal: AbortSignal;
+  /** The request-scoped send (over Streamable HTTP: the request's own SSE stream). */
+  readonly notify: SendProgress;
+  /** Pings the client before the result; undefined where the revision has no server-to-client requests. */
+  readonly ping: ConfirmDelivery | undefined;
+}
+
+export interface ToolResult {
+  [key: string]: unknown;
+  content: Array<{ type: 'text'; text: string }>;
+  structuredContent: Record<string, unknown>;
+}
+
+/** One tool of the server, as data both SDK majors register (the SDK validates args first). */
+export interface ProgressTool {
+  readonly name: string;
+  readonly config: {
+    title: string;
+    description: string;
+    inputSchema: Record<string, z.ZodType>;
+    outputSchema: Record<string, z.ZodType>;
+    annotations: { readOnlyHint: boolean; openWorldHint: boolean };
+  };
+  run(args: Record<string, unknown>, request: ToolRequest): Promise<ToolResult>;
+}
+
+export const SERVER_INSTRUCTIONS =
+  'Progress of long-running jobs (renders, training runs, builds) that publish to the mcp-progress daemon. ' +
+  'list_progress shows what is running; watch_progress follows one job until it finishes; get_progress reads one job once.';
+
+/** The SDK 1.x server, for the 2025 revisions (initialize). The 2026-07-28 one is in modern-server.ts. */
 export function createProgressMcpServer(options: ProgressServerOptions): McpServer {
-  const { source } = options;
-  const defaultMinIntervalMs = options.defaultMinIntervalMs ?? 100;
   const server = new McpServer(
     { name: SERVER_NAME, version: VERSION },
-    {
-      instructions:
-        'Progress of long-running jobs (renders, training runs, builds) that publish to the mcp-progress daemon. ' +
-        'list_progress shows what is running; watch_progress follows one job until it finishes; get_progress reads one job once.',
-    },
+    { instructions: SERVER_INSTRUCTIONS },
   );
+  for (const tool of progressTools(options)) {
+    server.registerTool(tool.name, tool.config, (args: Record<string, unknown>, extra: Extra) =>
+      tool.run(args, {
+        progressToken: extra._meta?.progressToken,
+        signal: extra.signal,
+        notify: (notification) => extra.sendNotification(notification),
+        ping: (timeout) => extra.sendRequest({ method: 'ping' }, EmptyResultSchema, { timeout }),
+      }),
+    );
+  }
+  return server;
+}
 
-  server.registerTool(
-    'watch_progress',
-    {
+/** The tools, defined once for every revision the server speaks. */
+export function progressTools(options: ProgressServerOptions): ProgressTool[] {
+  const { source } = options;
+  const defaultMinIntervalMs = options.defaultMinIntervalMs ?? 100;
+  const watchTool: ProgressTool = {
+    name: 'watch_progress',
+    config: {
       title: 'Watch a job until it finishes',
       description:
         "Follows one job's progress stream until the job is done, then returns its final state (progress, total, status, message, duration). " +
@@ -129,8 +174,13 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       outputSchema: watchOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async (args, extra) => {
-      const result = await watch(source, extra, {
+    async run(input, request) {
+      const args = input as {
+        progressToken: ProgressToken;
+        timeoutMs?: number;
+        minIntervalMs?: number;
+      };
+      const result = await watch(source, request, {
         token: args.progressToken,
         timeoutMs: args.timeoutMs ?? DEFAULT_WATCH_TIMEOUT_MS,
         minIntervalMs: args.minIntervalMs ?? defaultMinIntervalMs,
@@ -140,11 +190,11 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
         structuredContent: result,
       };
     },
-  );
+  };
 
-  server.registerTool(
-    'list_progress',
-    {
+  const listTool: ProgressTool = {
+    name: 'list_progress',
+    config: {
       title: 'List jobs',
       description:
         'Lists the jobs publishing progress: running ones and those finished in the last minute or so, each with its token, state, last progress, total and message. ' +
@@ -153,7 +203,7 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       outputSchema: listOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async () => {
+    async run() {
       const { streams } = await source.list();
       const views = streams.filter((s) => s.state !== 'waiting').map(view);
       const text =
@@ -165,11 +215,11 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
         structuredContent: { streams: views },
       };
     },
-  );
+  };
 
-  server.registerTool(
-    'get_progress',
-    {
+  const getTool: ProgressTool = {
+    name: 'get_progress',
+    config: {
       title: "Read one job's progress",
       description:
         "Returns one job's last progress, total, message and state, without waiting. " +
@@ -178,7 +228,8 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       outputSchema: getOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async (args) => {
+    async run(input) {
+      const args = input as { progressToken: ProgressToken };
       const summary = (await source.list()).streams.find(
         (s) => s.progressToken === args.progressToken && s.state !== 'waiting',
       );
@@ -199,9 +250,9 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
         structuredContent: { progressToken: args.progressToken, found: true, stream },
       };
     },
-  );
+  };
 
-  return server;
+  return [watchTool, listTool, getTool];
 }
 
 /** A type alias, not an interface: the SDK wants an index-signature-compatible object. */
@@ -225,10 +276,10 @@ type WatchResult = {
  */
 async function watch(
   source: ProgressSource,
-  extra: Extra,
+  scope: ToolRequest,
   request: { token: ProgressToken; timeoutMs: number; minIntervalMs: number },
 ): Promise<WatchResult> {
-  const callerToken = extra._meta?.progressToken;
+  const callerToken = scope.progressToken;
   const session = await source.openSession();
   let last: ProgressParams | undefined;
   let done: DoneParams | undefined;
@@ -239,9 +290,9 @@ async function watch(
     finish = resolve;
   });
   // A send that fails (the client went away) ends the watch: nobody is listening any more.
-  const sends = new ProgressSends((notification) => extra.sendNotification(notification), {
+  const sends = new ProgressSends(scope.notify, {
     onFailure: () => finish(),
-    confirm: (timeout) => extra.sendRequest({ method: 'ping' }, EmptyResultSchema, { timeout }),
+    confirm: scope.ping,
   });
   try {
     await session.subscribe(
@@ -264,12 +315,12 @@ async function watch(
     );
     const timer = setTimeout(finish, request.timeoutMs);
     const onAbort = () => finish();
-    extra.signal.addEventListener('abort', onAbort, { once: true });
-    if (extra.signal.aborted) finish();
+    scope.signal.addEventListener('abort', onAbort, { once: true });
+    if (scope.signal.aborted) finish();
     await finished;
     forwarding = false;
     clearTimeout(timer);
-    extra.signal.removeEventListener('abort', onAbort);
+    scope.signal.removeEventListener('abort', onAbort);
   } finally {
     forwarding = false;
     await session.close();
@@ -277,7 +328,7 @@ async function watch(
   const summary = (await source.list()).streams.find((s) => s.progressToken === request.token);
   // Every notification goes out, and reaches the client's handler, before the result
   // (RESULT_CONFIRM_TIMEOUT_MS, RESULT_GAP_MS): MCP forbids progress after the result.
-  await sends.drain({ confirm: !extra.signal.aborted });
+  await sends.drain({ confirm: !scope.signal.aborted });
   const result: WatchResult = {
     progressToken: request.token,
     state: done !== undefined ? 'done' : (summary?.state ?? 'waiting'),
