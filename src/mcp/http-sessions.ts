@@ -3,6 +3,11 @@
  * streams (never JSON-response mode), so progress notifications can flow on
  * the stream of the request they belong to. The endpoint checks the secret
  * and the Origin before a request gets here.
+ *
+ * Two revisions share the path. The 2025 ones open a session with initialize
+ * (SDK 1.x, below). A 2026-07-28 request carries its revision in `_meta` and
+ * has no session: it goes to the 2.x package's handler, loaded on first use,
+ * which answers each POST on its own (modern-http.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -10,6 +15,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Logger } from '../shared/log.js';
 import { createProgressMcpServer } from './mcp-server.js';
+import type { ModernMcpHttp } from './modern-http.js';
 import type { ProgressSource } from './progress-source.js';
 
 type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
@@ -41,6 +47,7 @@ export class McpHttpSessions {
   readonly #log: EndpointLog;
   readonly #sessions = new Map<string, McpSession>();
   readonly #sweeper: NodeJS.Timeout;
+  #modern: Promise<ModernMcpHttp> | undefined;
   #closed = false;
 
   constructor(options: McpHttpOptions, log: EndpointLog) {
@@ -72,13 +79,42 @@ export class McpHttpSessions {
     clearInterval(this.#sweeper);
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
-    await Promise.all(sessions.map((session) => session.server.close().catch(() => {})));
+    const modern = this.#modern;
+    await Promise.all([
+      ...sessions.map((session) => session.server.close().catch(() => {})),
+      modern?.then((handler) => handler.close()).catch(() => {}),
+    ]);
+  }
+
+  /** The 2026-07-28 handler, built the first time such a request arrives. */
+  #modernHttp(): Promise<ModernMcpHttp> {
+    this.#modern ??= import('./modern-http.js').then(
+      ({ ModernMcpHttp }) =>
+        new ModernMcpHttp({
+          source: this.#options.source,
+          defaultMinIntervalMs: this.#options.defaultMinIntervalMs,
+        }),
+    );
+    return this.#modern;
   }
 
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     if (this.#closed) {
       jsonRpcError(response, 503, -32000, 'the daemon is stopping');
       return;
+    }
+    let body: unknown;
+    if (request.method === 'POST') {
+      const read = await readJson(request);
+      if (!read.ok) {
+        jsonRpcError(response, read.status, read.code, read.message);
+        return;
+      }
+      body = read.value;
+      if (claimsModernRevision(request, body)) {
+        await (await this.#modernHttp()).serve(request, response, body);
+        return;
+      }
     }
     const header = request.headers['mcp-session-id'];
     const sessionId = Array.isArray(header) ? header[0] : header;
@@ -94,7 +130,7 @@ export class McpHttpSessions {
         );
         return;
       }
-      await this.#serve(session, request, response);
+      await this.#serve(session, request, response, body);
       return;
     }
     if (request.method !== 'POST') {
@@ -115,11 +151,11 @@ export class McpHttpSessions {
       );
       return;
     }
-    await this.#open(request, response);
+    await this.#open(request, response, body);
   }
 
   /** A request without a session: the transport accepts only initialize, which creates one. */
-  async #open(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  async #open(request: IncomingMessage, response: ServerResponse, body: unknown): Promise<void> {
     const server = createProgressMcpServer({
       source: this.#options.source,
       defaultMinIntervalMs: this.#options.defaultMinIntervalMs,
@@ -143,27 +179,22 @@ export class McpHttpSessions {
       }
     };
     await server.connect(transport);
-    await this.#serve(session, request, response);
+    await this.#serve(session, request, response, body);
     // Anything but a good initialize leaves no session behind.
     if (!registered) await server.close();
   }
 
+  /** `body` is the parsed POST body (undefined for GET and DELETE). */
   async #serve(
     session: McpSession,
     request: IncomingMessage,
     response: ServerResponse,
+    body: unknown,
   ): Promise<void> {
     session.busy++;
     session.lastUsed = performance.now();
     try {
-      let body: unknown;
       if (request.method === 'POST') {
-        const read = await readJson(request);
-        if (!read.ok) {
-          jsonRpcError(response, read.status, read.code, read.message);
-          return;
-        }
-        body = read.value;
         // SDK 1.x does not abort a handler when its SSE response closes, so a client that goes
         // away mid tools/call would leave its watch (and subscription) running until timeoutMs:
         // cancel its requests as a notifications/cancelled from the client would.
@@ -197,6 +228,32 @@ export class McpHttpSessions {
       session.server.close().catch(() => {});
     }
   }
+}
+
+/** The header and `_meta` key a 2026-07-28 request names its revision in. */
+const PROTOCOL_VERSION_HEADER = 'mcp-protocol-version';
+const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
+/** Revisions are ISO dates; this one and later have no initialize and no session. */
+const FIRST_SESSIONLESS_REVISION = '2026-07-28';
+
+/**
+ * Whether a POST belongs to the 2026-07-28 handler: one of its messages carries the
+ * per-request envelope, or the header names such a revision (the handler then answers
+ * the missing envelope). The same rule as the 2.x package's isLegacyRequest, without
+ * loading it for the 2025 traffic.
+ */
+function claimsModernRevision(request: IncomingMessage, body: unknown): boolean {
+  const header = request.headers[PROTOCOL_VERSION_HEADER];
+  const version = Array.isArray(header) ? header[0] : header;
+  if (version !== undefined && version >= FIRST_SESSIONLESS_REVISION) return true;
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((message) => {
+    if (typeof message !== 'object' || message === null) return false;
+    const params = (message as { params?: unknown }).params;
+    if (typeof params !== 'object' || params === null) return false;
+    const meta = (params as { _meta?: unknown })._meta;
+    return typeof meta === 'object' && meta !== null && PROTOCOL_VERSION_META_KEY in meta;
+  });
 }
 
 type JsonRead =
