@@ -69,3 +69,8 @@ export function connectHttpV2(info: DaemonInfo, negotiation: Negotiation): Promi
   });
   return tapped(transport, negotiation);
 }
+
+/** Any Streamable HTTP MCP server (a gateway in front of the bridge). */
+export function connectUrlV2(url: URL, negotiation: Negotiation): Promise<TappedV2Client> {
+  return tapped(new StreamableHTTPClientTransport(url), negotiation);
+}
