@@ -35,8 +35,19 @@ afterAll(async () => {
 
 const isProgress = (m: Record<string, unknown>) => m.method === 'notifications/progress';
 
-async function watchFive(mcp: TappedV2Client, token: string): Promise<void> {
-  expect(mcp.client.getNegotiatedProtocolVersion()).toBe(NEWEST_REVISION);
+/** What each mode settles on with the bridge: it offers 2026-07-28 and the 2025 revisions. */
+const NEGOTIATED: Record<Negotiation, string> = {
+  pin: NEWEST_REVISION,
+  auto: NEWEST_REVISION,
+  legacy: '2025-11-25',
+};
+
+async function watchFive(
+  mcp: TappedV2Client,
+  token: string,
+  negotiation: Negotiation,
+): Promise<void> {
+  expect(mcp.client.getNegotiatedProtocolVersion()).toBe(NEGOTIATED[negotiation]);
   const seen: number[] = [];
   const call = mcp.client.callTool(
     { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
@@ -83,13 +94,13 @@ async function watchFive(mcp: TappedV2Client, token: string): Promise<void> {
   expect(mcp.errors).toEqual([]);
 }
 
-describe.each<Negotiation>(['pin', 'auto'])(
-  'a 2.x client (%s) at the newest revision',
+describe.each<Negotiation>(['pin', 'auto', 'legacy'])(
+  'a 2.x client in %s mode (pin and auto: 2026-07-28; legacy: initialize)',
   (negotiation) => {
     it('over stdio to mcp-progress mcp: every value in order, then the result, then nothing', async () => {
       const mcp = await connectStdioV2(['--runtime-dir', daemon.runtimeDir], negotiation);
       try {
-        await watchFive(mcp, `v2-stdio-${negotiation}`);
+        await watchFive(mcp, `v2-stdio-${negotiation}`, negotiation);
       } finally {
         await mcp.close();
       }
@@ -98,7 +109,7 @@ describe.each<Negotiation>(['pin', 'auto'])(
     it('over Streamable HTTP to /mcp: every value in order, then the result, then nothing', async () => {
       const mcp = await connectHttpV2(daemon.info, negotiation);
       try {
-        await watchFive(mcp, `v2-http-${negotiation}`);
+        await watchFive(mcp, `v2-http-${negotiation}`, negotiation);
       } finally {
         await mcp.close();
       }

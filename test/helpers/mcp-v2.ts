@@ -11,8 +11,17 @@ import { httpBase } from './mcp.js';
 
 export const NEWEST_REVISION = '2026-07-28';
 
-/** pin: the newest revision or fail; auto: the newest both sides offer, else initialize. */
-export type Negotiation = 'pin' | 'auto';
+/**
+ * pin: the newest revision or fail; auto: the newest both sides offer, else initialize;
+ * legacy (the 2.4.0 default): initialize with a 2025 revision, as SDK 1.x does.
+ */
+export type Negotiation = 'pin' | 'auto' | 'legacy';
+
+const MODES = {
+  pin: { mode: { pin: NEWEST_REVISION } },
+  auto: { mode: 'auto' },
+  legacy: { mode: 'legacy' },
+} as const;
 
 type Message = Record<string, unknown>;
 
@@ -35,7 +44,7 @@ async function tapped(
   const client = new Client(
     { name: 'mcp-progress-test-v2', version: '0.0.0' },
     {
-      versionNegotiation: { mode: negotiation === 'pin' ? { pin: NEWEST_REVISION } : 'auto' },
+      versionNegotiation: MODES[negotiation],
     },
   );
   const received: Message[] = [];
