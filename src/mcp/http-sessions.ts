@@ -17,6 +17,11 @@ import type { Logger } from '../shared/log.js';
 import { createProgressMcpServer } from './mcp-server.js';
 import type { ModernMcpHttp } from './modern-http.js';
 import type { ProgressSource } from './progress-source.js';
+import {
+  claimsSessionlessRevision,
+  isSessionlessRevision,
+  PROTOCOL_VERSION_HEADER,
+} from './revision.js';
 
 type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
@@ -230,30 +235,17 @@ export class McpHttpSessions {
   }
 }
 
-/** The header and `_meta` key a 2026-07-28 request names its revision in. */
-const PROTOCOL_VERSION_HEADER = 'mcp-protocol-version';
-const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
-/** Revisions are ISO dates; this one and later have no initialize and no session. */
-const FIRST_SESSIONLESS_REVISION = '2026-07-28';
-
 /**
  * Whether a POST belongs to the 2026-07-28 handler: one of its messages carries the
  * per-request envelope, or the header names such a revision (the handler then answers
- * the missing envelope). The same rule as the 2.x package's isLegacyRequest, without
- * loading it for the 2025 traffic.
+ * the missing envelope). The 2.x package's isLegacyRequest, without loading it for 2025.
  */
 function claimsModernRevision(request: IncomingMessage, body: unknown): boolean {
   const header = request.headers[PROTOCOL_VERSION_HEADER];
-  const version = Array.isArray(header) ? header[0] : header;
-  if (version !== undefined && version >= FIRST_SESSIONLESS_REVISION) return true;
-  const messages = Array.isArray(body) ? body : [body];
-  return messages.some((message) => {
-    if (typeof message !== 'object' || message === null) return false;
-    const params = (message as { params?: unknown }).params;
-    if (typeof params !== 'object' || params === null) return false;
-    const meta = (params as { _meta?: unknown })._meta;
-    return typeof meta === 'object' && meta !== null && PROTOCOL_VERSION_META_KEY in meta;
-  });
+  return (
+    isSessionlessRevision(Array.isArray(header) ? header[0] : header) ||
+    claimsSessionlessRevision(body)
+  );
 }
 
 type JsonRead =
