@@ -96,8 +96,10 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
     log.info(`the daemon of ${runtimeDir} went away: connecting again, or starting one`);
     return establish();
   });
-  const server = createProgressMcpServer({ source, defaultMinIntervalMs: minIntervalMs });
-  const ended = await serveStdio(server);
+  const serverOptions = { source, defaultMinIntervalMs: minIntervalMs };
+  const ended = await serveStdio(createProgressMcpServer(serverOptions), async () =>
+    (await import('../mcp/modern-server.js')).createModernProgressMcpServer(serverOptions),
+  );
   log.debug(`stdio ended (${ended}), stopping`);
   await source.close();
   await Promise.all(daemons.map((daemon) => daemon.stop()));

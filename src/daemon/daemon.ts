@@ -141,6 +141,7 @@ export class Daemon {
     this.#mcpHttp = new McpHttpSessions(
       {
         host: { open: (transport) => this.#openMcpSession(transport) },
+        source: this.progressSource,
         idleMs: MCP_SESSION_IDLE_MS,
         defaultMinIntervalMs: options.router.defaultMinIntervalMs,
       },

@@ -3,6 +3,11 @@
  * streams (never JSON-response mode), so progress notifications can flow on
  * the stream of the request they belong to. The endpoint checks the secret
  * and the Origin before a request gets here.
+ *
+ * Two revisions share the path. The 2025 ones open a session with initialize
+ * (SDK 1.x, below). A 2026-07-28 request carries its revision in `_meta` and
+ * has no session: it goes to the 2.x package's handler, loaded on first use,
+ * which answers each POST on its own (modern-http.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -10,7 +15,13 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Logger } from '../shared/log.js';
 import { createProgressMcpServer } from './mcp-server.js';
+import type { ModernMcpHttp } from './modern-http.js';
 import type { ProgressSource } from './progress-source.js';
+import {
+  claimsSessionlessRevision,
+  isSessionlessRevision,
+  PROTOCOL_VERSION_HEADER,
+} from './revision.js';
 
 type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
@@ -41,6 +52,11 @@ export interface McpSessionHost {
 
 export interface McpHttpOptions {
   readonly host: McpSessionHost;
+  /**
+   * For the sessionless 2026-07-28 requests: each watch opens its own session
+   * through it, so the hub's caps hold for them too.
+   */
+  readonly source: ProgressSource;
   /** A session with no request for this long is closed (clients that never send DELETE). */
   readonly idleMs: number;
   readonly defaultMinIntervalMs?: number | undefined;
@@ -74,6 +90,7 @@ export class McpHttpSessions {
   readonly #log: EndpointLog;
   readonly #sessions = new Map<string, McpSession>();
   readonly #sweeper: NodeJS.Timeout;
+  #modern: Promise<ModernMcpHttp> | undefined;
   #closed = false;
 
   constructor(options: McpHttpOptions, log: EndpointLog) {
@@ -101,13 +118,42 @@ export class McpHttpSessions {
     clearInterval(this.#sweeper);
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
-    await Promise.all(sessions.map((session) => this.#end(session)));
+    const modern = this.#modern;
+    await Promise.all([
+      ...sessions.map((session) => this.#end(session)),
+      modern?.then((handler) => handler.close()).catch(() => {}),
+    ]);
+  }
+
+  /** The 2026-07-28 handler, built the first time such a request arrives. */
+  #modernHttp(): Promise<ModernMcpHttp> {
+    this.#modern ??= import('./modern-http.js').then(
+      ({ ModernMcpHttp }) =>
+        new ModernMcpHttp({
+          source: this.#options.source,
+          defaultMinIntervalMs: this.#options.defaultMinIntervalMs,
+        }),
+    );
+    return this.#modern;
   }
 
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     if (this.#closed) {
       jsonRpcError(response, 503, -32000, 'the daemon is stopping');
       return;
+    }
+    let body: unknown;
+    if (request.method === 'POST') {
+      const read = await readJson(request);
+      if (!read.ok) {
+        jsonRpcError(response, read.status, read.code, read.message);
+        return;
+      }
+      body = read.value;
+      if (claimsModernRevision(request, body)) {
+        await (await this.#modernHttp()).serve(request, response, body);
+        return;
+      }
     }
     const header = request.headers['mcp-session-id'];
     const sessionId = Array.isArray(header) ? header[0] : header;
@@ -123,7 +169,7 @@ export class McpHttpSessions {
         );
         return;
       }
-      await this.#serve(session, request, response);
+      await this.#serve(session, request, response, body);
       return;
     }
     if (request.method !== 'POST') {
@@ -135,14 +181,14 @@ export class McpHttpSessions {
       );
       return;
     }
-    await this.#open(request, response);
+    await this.#open(request, response, body);
   }
 
   /**
    * A request without a session: the transport accepts only initialize, which creates one.
-   * Its place under the cap is taken before the body is read, so admissions never overshoot.
+   * Its place under the cap is taken before anything is awaited, so admissions never overshoot.
    */
-  async #open(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  async #open(request: IncomingMessage, response: ServerResponse, body: unknown): Promise<void> {
     const responses = new Map<ServerResponse, Outgoing>();
     let slow: ((graceMs: number) => void) | undefined;
     const grant = this.#options.host.open({
@@ -205,7 +251,7 @@ export class McpHttpSessions {
     };
     await server.connect(transport);
     countSent(session);
-    await this.#serve(session, request, response);
+    await this.#serve(session, request, response, body);
     // Anything but a good initialize leaves no session behind.
     if (!registered) await this.#end(session);
   }
@@ -216,10 +262,12 @@ export class McpHttpSessions {
     await session.server.close().catch(() => {});
   }
 
+  /** `body` is the parsed POST body (undefined for GET and DELETE). */
   async #serve(
     session: McpSession,
     request: IncomingMessage,
     response: ServerResponse,
+    body: unknown,
   ): Promise<void> {
     session.busy++;
     session.lastUsed = performance.now();
@@ -228,14 +276,7 @@ export class McpHttpSessions {
     countWritten(response, outgoing);
     response.once('close', () => session.responses.delete(response));
     try {
-      let body: unknown;
       if (request.method === 'POST') {
-        const read = await readJson(request);
-        if (!read.ok) {
-          jsonRpcError(response, read.status, read.code, read.message);
-          return;
-        }
-        body = read.value;
         const ids = requestIds(body);
         // What the SDK sends for these requests goes out on this response.
         for (const requestId of ids) session.streams.set(requestId, response);
@@ -364,4 +405,17 @@ function jsonRpcError(
 ): void {
   response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
   response.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } }));
+}
+
+/**
+ * Whether a POST belongs to the 2026-07-28 handler: one of its messages carries the
+ * per-request envelope, or the header names such a revision (the handler then answers
+ * the missing envelope). The 2.x package's isLegacyRequest, without loading it for 2025.
+ */
+function claimsModernRevision(request: IncomingMessage, body: unknown): boolean {
+  const header = request.headers[PROTOCOL_VERSION_HEADER];
+  return (
+    isSessionlessRevision(Array.isArray(header) ? header[0] : header) ||
+    claimsSessionlessRevision(body)
+  );
 }

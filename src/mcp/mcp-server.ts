@@ -24,6 +24,7 @@ import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_MS } from '../shared/defaults.js';
 import { VERSION } from '../shared/version.js';
 import { type Forwarding, forwardProgress, PingRecord, type RequestChannel } from './forward.js';
+import type { ConfirmDelivery, SendProgress } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 
 export const SERVER_NAME = 'mcp-progress-bridge';
@@ -85,37 +86,81 @@ const getOutput = {
 
 const listOutput = { streams: z.array(streamView) };
 
+/** What a tool needs of the MCP request it answers, whichever SDK major serves it. */
+export interface ToolRequest {
+  /** The caller's own progressToken, when its request has one. */
+  readonly progressToken: ProgressToken | undefined;
+  readonly signal: AbortSignal;
+  /** The request-scoped send (over Streamable HTTP: the request's own SSE stream). */
+  readonly notify: SendProgress;
+  /** Pings the client before the result; undefined where the revision has no server-to-client requests. */
+  readonly ping: ConfirmDelivery | undefined;
+}
+
+export interface ToolResult {
+  [key: string]: unknown;
+  content: Array<{ type: 'text'; text: string }>;
+  structuredContent: Record<string, unknown>;
+}
+
+/** One tool of the server, as data both SDK majors register (the SDK validates args first). */
+export interface ProgressTool {
+  readonly name: string;
+  readonly config: {
+    title: string;
+    description: string;
+    inputSchema: Record<string, z.ZodType>;
+    outputSchema: Record<string, z.ZodType>;
+    annotations: { readOnlyHint: boolean; openWorldHint: boolean };
+  };
+  run(args: Record<string, unknown>, request: ToolRequest): Promise<ToolResult>;
+}
+
+export const SERVER_INSTRUCTIONS =
+  'Progress of long-running jobs (renders, training runs, builds) that publish to the mcp-progress daemon. ' +
+  'list_progress shows what is running; watch_progress follows one job until it finishes; get_progress reads one job once.';
+
+/** The SDK 1.x server, for the 2025 revisions (initialize). The 2026-07-28 one is in modern-server.ts. */
 export function createProgressMcpServer(options: ProgressServerOptions): McpServer {
   const server = new McpServer(
     { name: SERVER_NAME, version: VERSION },
-    {
-      instructions:
-        'Progress of long-running jobs (renders, training runs, builds) that publish to the mcp-progress daemon. ' +
-        'list_progress shows what is running; watch_progress follows one job until it finishes; get_progress reads one job once.',
-    },
+    { instructions: SERVER_INSTRUCTIONS },
   );
   // One server per client session (stdio, or one /mcp session): what its client answers is remembered here.
-  const pings = new PingRecord();
-  registerWatchTool(
-    server,
-    options.source,
-    options.defaultMinIntervalMs ?? DEFAULT_MIN_INTERVAL_MS,
-    pings,
-  );
-  registerListTool(server, options.source);
-  registerGetTool(server, options.source);
+  for (const tool of progressTools(options, new PingRecord())) {
+    server.registerTool(tool.name, tool.config, (args: Record<string, unknown>, extra: Extra) =>
+      tool.run(args, {
+        progressToken: extra._meta?.progressToken,
+        signal: extra.signal,
+        notify: (notification) => extra.sendNotification(notification),
+        ping: (timeout) => extra.sendRequest({ method: 'ping' }, EmptyResultSchema, { timeout }),
+      }),
+    );
+  }
   return server;
 }
 
-function registerWatchTool(
-  server: McpServer,
+/**
+ * The tools, defined once for every revision the server speaks. `pings` is
+ * what this server's one client has shown about answering pings.
+ */
+export function progressTools(
+  options: ProgressServerOptions,
+  pings: PingRecord = new PingRecord(),
+): ProgressTool[] {
+  const { source } = options;
+  const defaultMinIntervalMs = options.defaultMinIntervalMs ?? DEFAULT_MIN_INTERVAL_MS;
+  return [watchTool(source, defaultMinIntervalMs, pings), listTool(source), getTool(source)];
+}
+
+function watchTool(
   source: ProgressSource,
   defaultMinIntervalMs: number,
   pings: PingRecord,
-): void {
-  server.registerTool(
-    'watch_progress',
-    {
+): ProgressTool {
+  return {
+    name: 'watch_progress',
+    config: {
       title: 'Watch a job until it finishes',
       description:
         "Follows one job's progress stream until the job is done, then returns its final state (progress, total, status, message, duration). " +
@@ -144,8 +189,13 @@ function registerWatchTool(
       outputSchema: watchOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async (args, extra) => {
-      const result = await watch(source, requestChannel(extra, pings), {
+    async run(input, request) {
+      const args = input as {
+        progressToken: ProgressToken;
+        timeoutMs?: number;
+        minIntervalMs?: number;
+      };
+      const result = await watch(source, requestChannel(request, pings), {
         token: args.progressToken,
         timeoutMs: args.timeoutMs ?? DEFAULT_WATCH_TIMEOUT_MS,
         minIntervalMs: args.minIntervalMs ?? defaultMinIntervalMs,
@@ -155,13 +205,13 @@ function registerWatchTool(
         structuredContent: result,
       };
     },
-  );
+  };
 }
 
-function registerListTool(server: McpServer, source: ProgressSource): void {
-  server.registerTool(
-    'list_progress',
-    {
+function listTool(source: ProgressSource): ProgressTool {
+  return {
+    name: 'list_progress',
+    config: {
       title: 'List jobs',
       description:
         'Lists the jobs publishing progress: running ones and those finished in the last minute or so, each with its token, state, last progress, total and message. ' +
@@ -170,14 +220,14 @@ function registerListTool(server: McpServer, source: ProgressSource): void {
       outputSchema: listOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async () => listAnswer((await source.list()).streams),
-  );
+    run: async () => listAnswer((await source.list()).streams),
+  };
 }
 
-function registerGetTool(server: McpServer, source: ProgressSource): void {
-  server.registerTool(
-    'get_progress',
-    {
+function getTool(source: ProgressSource): ProgressTool {
+  return {
+    name: 'get_progress',
+    config: {
       title: "Read one job's progress",
       description:
         "Returns one job's last progress, total, message and state, without waiting. " +
@@ -186,8 +236,11 @@ function registerGetTool(server: McpServer, source: ProgressSource): void {
       outputSchema: getOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async (args) => getAnswer(args.progressToken, await source.get(args.progressToken)),
-  );
+    async run(input) {
+      const { progressToken } = input as { progressToken: ProgressToken };
+      return getAnswer(progressToken, await source.get(progressToken));
+    },
+  };
 }
 
 /** The list_progress result for these streams: waiting ones (nothing published) left out. */
@@ -237,17 +290,14 @@ export type WatchResult = {
 };
 
 /** The request a tool call came in, as the forwarding loop sends into it. */
-function requestChannel(extra: Extra, pings: PingRecord): RequestChannel {
-  const callerToken = extra._meta?.progressToken;
+function requestChannel(request: ToolRequest, pings: PingRecord): RequestChannel {
+  const callerToken = request.progressToken;
   return {
     label: callerToken,
-    send:
-      callerToken === undefined
-        ? undefined
-        : (notification) => extra.sendNotification(notification),
-    ping: (timeout) => extra.sendRequest({ method: 'ping' }, EmptyResultSchema, { timeout }),
+    send: callerToken === undefined ? undefined : request.notify,
+    ping: request.ping,
     pings,
-    signal: extra.signal,
+    signal: request.signal,
   };
 }
 

@@ -68,13 +68,18 @@ export class ProgressSends {
     await this.#chain;
     if (this.#lastSentAt === undefined) return;
     const sent = this.#sent;
-    if (this.#confirm !== undefined && options.confirm !== false && sent > this.#confirmed) {
-      await this.#confirm(RESULT_CONFIRM_TIMEOUT_MS).then(
-        () => {
-          this.#confirmed = Math.max(this.#confirmed, sent);
-        },
-        () => {},
-      );
+    const confirm = this.#confirm;
+    if (confirm !== undefined && options.confirm !== false && sent > this.#confirmed) {
+      // Inside then(): on a revision without server-to-client requests (2026-07-28) the 2.x
+      // SDK throws at once rather than rejecting; that is no answer, like a timeout.
+      await Promise.resolve()
+        .then(() => confirm(RESULT_CONFIRM_TIMEOUT_MS))
+        .then(
+          () => {
+            this.#confirmed = Math.max(this.#confirmed, sent);
+          },
+          () => {},
+        );
     }
     const wait = this.#lastSentAt + RESULT_GAP_MS - performance.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, Math.ceil(wait)));

@@ -138,7 +138,7 @@ async function host(
 }
 
 /** Node's request as a web Request, for the web-standard transport. */
-async function webRequest(request: IncomingMessage): Promise<Request> {
+export async function webRequest(request: IncomingMessage): Promise<Request> {
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
     if (Array.isArray(value)) for (const item of value) headers.append(name, item);
@@ -154,7 +154,7 @@ async function webRequest(request: IncomingMessage): Promise<Request> {
   });
 }
 
-async function sendWebResponse(response: ServerResponse, web: Response): Promise<void> {
+export async function sendWebResponse(response: ServerResponse, web: Response): Promise<void> {
   response.writeHead(web.status, Object.fromEntries(web.headers));
   response.flushHeaders();
   if (web.body !== null) {

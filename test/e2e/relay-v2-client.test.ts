@@ -1,0 +1,99 @@
+/**
+ * relayProgress in a server built with @modelcontextprotocol/server 2.x that
+ * serves the 2026-07-28 revision (createMcpHandler), called by a 2.x client
+ * pinned to it: that revision has no server-to-client requests, so the
+ * relay's pre-result ping is refused by the SDK, and the relay must still
+ * forward every value, settle `done` and let the result go out.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as z from 'zod';
+import { relayProgress } from '../../src/mcp/index.js';
+import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { runWorker } from '../helpers/mcp.js';
+import { connectUrlV2, NEWEST_REVISION } from '../helpers/mcp-v2.js';
+import { sendWebResponse, webRequest } from '../helpers/relay-servers.js';
+
+let daemon: RunningDaemon;
+
+beforeAll(async () => {
+  daemon = await startDaemon();
+});
+afterAll(async () => {
+  await daemon.stop();
+  cleanupAll();
+});
+
+/** A 2.x server whose one tool runs a worker under relayProgress, on a loopback port. */
+async function hostModern(): Promise<{ url: URL; close(): Promise<void> }> {
+  const handler = createMcpHandler(() => {
+    const server = new McpServer({ name: 'render-server', version: '2.0.0' });
+    server.registerTool(
+      'render',
+      { inputSchema: z.object({ steps: z.int().min(1) }) },
+      async ({ steps }, ctx) => {
+        await using relay = await relayProgress(ctx, {
+          runtimeDir: daemon.runtimeDir,
+          minIntervalMs: 0,
+        });
+        const worker = await runWorker(relay.env, [String(steps)]);
+        if (worker.code !== 0) throw new Error(`the worker failed: ${worker.stderr}`);
+        const done = await relay.done;
+        return {
+          content: [{ type: 'text' as const, text: `rendered ${steps} frames: ${done?.status}` }],
+        };
+      },
+    );
+    return server;
+  });
+  const http: Server = createServer((request, response) => {
+    (async () => sendWebResponse(response, await handler.fetch(await webRequest(request))))().catch(
+      (error: Error) => {
+        if (!response.headersSent) response.writeHead(500);
+        response.end(String(error.stack));
+      },
+    );
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const { port } = http.address() as AddressInfo;
+  return {
+    url: new URL(`http://127.0.0.1:${port}/mcp`),
+    async close() {
+      await handler.close();
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
+
+describe(`relayProgress for a 2.x client at ${NEWEST_REVISION}`, () => {
+  it('forwards every value in order, settles done, and the result follows', async () => {
+    const server = await hostModern();
+    const mcp = await connectUrlV2(server.url, 'pin');
+    try {
+      expect(mcp.client.getNegotiatedProtocolVersion()).toBe(NEWEST_REVISION);
+      const seen: number[] = [];
+      const result = await mcp.client.callTool(
+        { name: 'render', arguments: { steps: 4 } },
+        { onprogress: (p) => seen.push(p.progress), timeout: 30_000 },
+      );
+      expect(result.content).toEqual([{ type: 'text', text: 'rendered 4 frames: ok' }]);
+      expect(seen).toEqual([1, 2, 3, 4]);
+      const progress = mcp.received.filter((m) => m.method === 'notifications/progress');
+      expect(progress.map((m) => (m.params as { progress: number }).progress)).toEqual([
+        1, 2, 3, 4,
+      ]);
+      const resultAt = mcp.received.findIndex(
+        (m) => 'result' in m && 'content' in (m.result as object),
+      );
+      expect(mcp.received.findLastIndex((m) => m.method === 'notifications/progress')).toBeLessThan(
+        resultAt,
+      );
+    } finally {
+      await mcp.close();
+      await server.close();
+    }
+  });
+});
