@@ -4,7 +4,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { MCP_PATH, McpHttpSessions } from '../mcp/http-sessions.js';
+import { MCP_PATH } from '../mcp/http-path.js';
+import type { McpHttpSessions } from '../mcp/http-sessions.js';
 import type { ProgressSource } from '../mcp/progress-source.js';
 import {
   type DaemonStatus,
@@ -59,7 +60,8 @@ export class Daemon {
   readonly #router: Router;
   readonly #ingress: IngressServer;
   readonly #endpoint: GatewayEndpoint;
-  readonly #mcpHttp: McpHttpSessions;
+  /** /mcp's sessions, made on its first request (#mcpSessions). */
+  #mcpHttp: Promise<McpHttpSessions> | undefined;
   readonly #secret: string;
   /** Progress for MCP tools in this process (the embedded daemon, /mcp), without a WebSocket. */
   readonly progressSource: ProgressSource;
@@ -130,20 +132,20 @@ export class Daemon {
     this.progressSource = new LocalProgressSource(this.backend, (receive) =>
       this.#endpoint.openLocalSession(receive),
     );
-    this.#mcpHttp = new McpHttpSessions(
-      {
-        source: this.progressSource,
-        maxSessions: options.maxSessions,
-        idleMs: MCP_SESSION_IDLE_MS,
-        defaultMinIntervalMs: options.router.defaultMinIntervalMs,
-      },
-      log,
-    );
     for (const method of ['POST', 'GET', 'DELETE']) {
       this.#endpoint.route(
         method,
         MCP_PATH,
-        (request, response) => this.#mcpHttp.handle(request, response),
+        (request, response) => {
+          this.#mcpSessions().then(
+            (sessions) => sessions.handle(request, response),
+            (error: Error) => {
+              this.#log.error(`MCP over HTTP could not load: ${error.message}`);
+              response.writeHead(500, { 'content-type': 'text/plain' });
+              response.end(`MCP over HTTP could not load: ${error.message}\n`);
+            },
+          );
+        },
         true,
       );
     }
@@ -160,6 +162,26 @@ export class Daemon {
       },
       true,
     );
+  }
+
+  /**
+   * The MCP SDK's HTTP server and the tools load on the first /mcp request:
+   * a daemon nobody asks over /mcp does not pay their memory and start-up.
+   */
+  #mcpSessions(): Promise<McpHttpSessions> {
+    this.#mcpHttp ??= import('../mcp/http-sessions.js').then(
+      ({ McpHttpSessions }) =>
+        new McpHttpSessions(
+          {
+            source: this.progressSource,
+            maxSessions: this.options.maxSessions,
+            idleMs: MCP_SESSION_IDLE_MS,
+            defaultMinIntervalMs: this.options.router.defaultMinIntervalMs,
+          },
+          this.#log,
+        ),
+    );
+    return this.#mcpHttp;
   }
 
   /**
@@ -294,7 +316,7 @@ export class Daemon {
     await this.#ingress.stop(graceMs);
     this.#router.flushAll(this.now());
     // MCP sessions first: their open SSE responses would hold the HTTP server open.
-    await this.#mcpHttp.close();
+    await (await this.#mcpHttp?.catch(() => undefined))?.close();
     await this.progressSource.close();
     await this.#endpoint.stop(graceMs);
     if (this.#info !== undefined)
