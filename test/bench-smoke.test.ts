@@ -114,7 +114,7 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     }
   });
 
-  it('MCP path: every bridge path delivers every update in order, the final one before the result, nothing after', () => {
+  it('MCP path: every bridge path delivers in order, the final value before the result, nothing after', () => {
     const shapes = Object.keys(result.mcp);
     expect(shapes).toEqual([...sizes.mcpRates.map(String), 'burst']);
     for (const shape of shapes) {
@@ -122,11 +122,13 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         const run = ok(result.mcp[shape]?.[path]);
         const what = `${path}, ${shape}`;
         expect(run.errors, what).toEqual([]);
-        expect(run.measured, what).toBe(run.updates);
+        // A session that falls behind gets the newest value instead of every one (the gate's rule).
+        expect(run.measured, what).toBeGreaterThan(0);
+        expect(run.measured, what).toBeLessThanOrEqual(run.updates);
         expect(run.outOfOrder, what).toBe(0);
         expect(run.finalArrived, what).toBe(true);
         expect(run.afterResult, what).toBe(0);
-        expect(run.latency.count, what).toBe(run.updates);
+        expect(run.latency.count, what).toBe(run.measured);
         expect(Number.isFinite(run.resultAfterLastUpdateMs), what).toBe(true);
         expect(run.processes.map((p) => p.role)).toContain(
           path === 'relay' ? 'relay server' : 'mcp',

@@ -94,6 +94,11 @@ export interface McpStartupResult {
   path: McpPath;
   /** Spawn -> initialize result, each spawn, ms. */
   startupMs: number[];
+  /**
+   * CPU the server had used when the client had its initialize result, each spawn: steadier
+   * than the wall time on a machine shared with other work (clock ticks, 10 ms steps).
+   */
+  startupCpuMs: number[];
   /** Resident memory of the MCP server process once idle after start, each spawn. */
   idleServerRssBytes: number[];
   /** The separate daemon's resident memory, idle (NaN where the path has none). */
@@ -114,7 +119,8 @@ interface StartedPath {
 }
 
 async function readyOrFailed<T>(child: Child, type: string, timeoutMs: number): Promise<T> {
-  const failed = child.next<{ type: 'failed'; error: string }>('failed', timeoutMs);
+  // Later than `wanted`: a run that times out says what it waited for.
+  const failed = child.next<{ type: 'failed'; error: string }>('failed', timeoutMs + 1000);
   const wanted = child.next<T & { type: string }>(type, timeoutMs);
   const first = await Promise.race([
     wanted.then((value) => ({ value })),
@@ -227,10 +233,12 @@ export async function runMcpStartup(
   settleMs: number,
 ): Promise<McpStartupResult> {
   const startupMs: number[] = [];
+  const startupCpuMs: number[] = [];
   const idleServerRssBytes: number[] = [];
   let idleDaemonRssBytes = Number.NaN;
   for (let i = 0; i < spawns; i++) {
     const started = await startPath(path, execArgv);
+    startupCpuMs.push(sampleProcess(started.ready.serverPid).cpuSeconds * 1000);
     try {
       // Idle is after start-up's garbage had its chance to go: the figure a host lives with.
       await sleep(settleMs);
@@ -242,7 +250,7 @@ export async function runMcpStartup(
       await started.stop();
     }
   }
-  return { path, startupMs, idleServerRssBytes, idleDaemonRssBytes };
+  return { path, startupMs, startupCpuMs, idleServerRssBytes, idleDaemonRssBytes };
 }
 
 /** One run: `updates` updates at `ratePerSecond` (0: a burst), to the tool result. */

@@ -159,7 +159,7 @@ function mcpTargets(result: SuiteResult): TargetCheck[] {
     const startMs = median(startup.value.startupMs);
     checks.push({
       name: `${MCP_PATH_LABELS[path]}: spawn -> initialize result (median of ${startup.value.startupMs.length})`,
-      value: `${startMs.toFixed(0)} ms`,
+      value: `${startMs.toFixed(0)} ms (server CPU ${median(startup.value.startupCpuMs).toFixed(0)} ms)`,
       target: '<= 250 ms',
       met: startMs <= 250,
     });
@@ -259,9 +259,12 @@ export function mcpTable(result: SuiteResult): string {
   if (Object.keys(result.startup).length > 0) {
     lines.push(
       row([
-        'spawn -> initialize result, median (ms)',
+        'spawn -> initialize result, median (ms); server CPU by then (ms)',
         ...paths.map((path) =>
-          cell(result.startup[path], (v) => `${median(v.startupMs).toFixed(0)}`),
+          cell(
+            result.startup[path],
+            (v) => `${median(v.startupMs).toFixed(0)}; ${median(v.startupCpuMs).toFixed(0)}`,
+          ),
         ),
         '',
       ]),
