@@ -5,8 +5,9 @@
  *
  *   --quick              shorter runs (same shapes)
  *   --smoke              tiny sizes: checks the harness, measures nothing
- *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale
+ *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp
  *   --systems a,b        bridge, raw, nodeipc, nats
+ *   --paths a,b          MCP paths of the startup and mcp workloads: stdio, embedded, relay, telemetry
  *   --repeat N           run each throughput and latency measurement N times, report the median
  *   --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",
  *                        to measure a change against its parent in the same run
@@ -15,7 +16,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { conditions, table, targets, targetTable } from './lib/report.ts';
+import { MCP_PATHS, type McpPath } from './lib/mcp-path.ts';
+import { conditions, mcpTable, table, targets, targetTable } from './lib/report.ts';
 import { ALL_SYSTEMS, runSuite, WORKLOADS, type WorkloadName } from './lib/suite.ts';
 import { ROOT, type SystemName } from './lib/systems.ts';
 import { SIZES } from './lib/workloads.ts';
@@ -27,6 +29,7 @@ const { values } = parseArgs({
     smoke: { type: 'boolean' },
     only: { type: 'string' },
     systems: { type: 'string' },
+    paths: { type: 'string' },
     profile: { type: 'boolean' },
     repeat: { type: 'string' },
     before: { type: 'string' },
@@ -72,6 +75,7 @@ const result = await runSuite({
     ...list<SystemName>(values.systems, ALL_SYSTEMS, 'system'),
   ],
   beforeRoot: values.before,
+  paths: list<McpPath>(values.paths, MCP_PATHS, 'path'),
   workloads: list<WorkloadName>(values.only, WORKLOADS, 'workload'),
   repeat: Math.max(1, Number(values.repeat ?? 1) || 1),
   serverExecArgv: values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
@@ -87,5 +91,8 @@ writeFileSync(
 if (values.json) {
   process.stdout.write(`${JSON.stringify({ ...result, targets: checks }, null, 2)}\n`);
 } else {
-  process.stdout.write(`\n${table(result)}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`);
+  const mcp = mcpTable(result);
+  process.stdout.write(
+    `\n${[table(result), mcp].filter((text) => text !== '').join('\n\n')}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`,
+  );
 }

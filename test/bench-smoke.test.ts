@@ -5,7 +5,8 @@
  * no figure here is compared with a threshold of time or rate.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { table, targets, targetTable } from '../bench/lib/report.ts';
+import { MCP_PATHS } from '../bench/lib/mcp-path.ts';
+import { mcpTable, table, targets, targetTable } from '../bench/lib/report.ts';
 import { ALL_SYSTEMS, runSuite, type SuiteResult, WORKLOADS } from '../bench/lib/suite.ts';
 import { natsServerPath, type SystemName } from '../bench/lib/systems.ts';
 import { SIZES } from '../bench/lib/workloads.ts';
@@ -113,6 +114,45 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     }
   });
 
+  it('MCP path: every bridge path delivers in order, the final value before the result, nothing after', () => {
+    const shapes = Object.keys(result.mcp);
+    expect(shapes).toEqual([...sizes.mcpRates.map(String), 'burst']);
+    for (const shape of shapes) {
+      for (const path of ['stdio', 'embedded', 'relay'] as const) {
+        const run = ok(result.mcp[shape]?.[path]);
+        const what = `${path}, ${shape}`;
+        expect(run.errors, what).toEqual([]);
+        // A session that falls behind gets the newest value instead of every one (the gate's rule).
+        expect(run.measured, what).toBeGreaterThan(0);
+        expect(run.measured, what).toBeLessThanOrEqual(run.updates);
+        expect(run.outOfOrder, what).toBe(0);
+        expect(run.finalArrived, what).toBe(true);
+        expect(run.afterResult, what).toBe(0);
+        expect(run.latency.count, what).toBe(run.measured);
+        expect(Number.isFinite(run.resultAfterLastUpdateMs), what).toBe(true);
+        expect(run.processes.map((p) => p.role)).toContain(
+          path === 'relay' ? 'relay server' : 'mcp',
+        );
+        for (const p of run.processes)
+          expect(Number.isFinite(p.peakRssBytes), `${what} ${p.role}`).toBe(true);
+      }
+      // The peer ran the same workload; what it delivered is a figure, not a requirement.
+      const peer = ok(result.mcp[shape]?.telemetry);
+      expect(peer.notifications, `telemetry, ${shape}`).toBeGreaterThan(0);
+    }
+  });
+
+  it('start-up: every MCP server answers initialize, and its idle memory is read', () => {
+    for (const path of MCP_PATHS) {
+      const startup = ok(result.startup[path]);
+      expect(startup.startupMs, path).toHaveLength(sizes.startupSpawns);
+      for (const value of [...startup.startupMs, ...startup.idleServerRssBytes]) {
+        expect(value, path).toBeGreaterThan(0);
+      }
+    }
+    expect(ok(result.startup.stdio).idleDaemonRssBytes).toBeGreaterThan(0);
+  });
+
   it.skipIf(!natsInstalled)(
     'the NATS baseline ran (skipped when nats-server is not installed)',
     () => {
@@ -130,6 +170,10 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
       'end to end, coalescing off: bridge / raw relay',
     );
     expect(targetTable(checks)).toContain('| target |');
+    expect(checks.map((check) => check.name)).toContain(
+      'idle daemon RSS (after start, no connections)',
+    );
+    expect(mcpTable(result)).toContain('update -> onprogress p50 / p99 / p99.9 (ms)');
     expect(() => JSON.stringify(result)).not.toThrow();
   });
 });

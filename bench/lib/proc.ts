@@ -5,6 +5,8 @@ import { createServer } from 'node:net';
 export interface ProcSample {
   /** Resident set size in bytes, or NaN where /proc is missing. */
   rssBytes: number;
+  /** Peak resident set size so far (VmHWM), in bytes, or NaN. */
+  peakRssBytes: number;
   /** User plus system CPU seconds so far. */
   cpuSeconds: number;
   /** When the sample was taken, monotonic milliseconds. */
@@ -18,17 +20,19 @@ export function sampleProcess(pid: number): ProcSample {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const rss = /VmRSS:\s+(\d+) kB/.exec(status);
+    const peak = /VmHWM:\s+(\d+) kB/.exec(status);
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the command name, which may itself contain spaces and parentheses.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const ticks = Number(fields[11]) + Number(fields[12]);
     return {
       rssBytes: rss ? Number(rss[1]) * 1024 : Number.NaN,
+      peakRssBytes: peak ? Number(peak[1]) * 1024 : Number.NaN,
       cpuSeconds: ticks / CLOCK_TICKS,
       atMs,
     };
   } catch {
-    return { rssBytes: Number.NaN, cpuSeconds: Number.NaN, atMs };
+    return { rssBytes: Number.NaN, peakRssBytes: Number.NaN, cpuSeconds: Number.NaN, atMs };
   }
 }
 

@@ -1,4 +1,11 @@
 /** The suite's table (Markdown, readable in a terminal) and the issue's targets, as ratios. */
+import {
+  MCP_PATH_LABELS,
+  MCP_PATHS,
+  MCP_PEER,
+  type McpPath,
+  type McpRunResult,
+} from './mcp-path.ts';
 import { median } from './stats.ts';
 import type { Outcome, SuiteResult } from './suite.ts';
 import { SYSTEM_LABELS, type SystemName } from './systems.ts';
@@ -118,7 +125,163 @@ export function targets(result: SuiteResult): TargetCheck[] {
       met: scale.value.workers.failures === 0 && perWorker <= 16 * KIB,
     });
   }
+  checks.push(...mcpTargets(result));
   return checks;
+}
+
+/** The bridge's `mcp-progress mcp` with a separate daemon: the path compared with the peer. */
+const MCP_BRIDGE: McpPath = 'stdio';
+
+function mcpTargets(result: SuiteResult): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  const at1k = result.mcp['1000'];
+  const bridge = at1k?.[MCP_BRIDGE];
+  const peer = at1k?.[MCP_PEER];
+  if (bridge?.ok && peer?.ok) {
+    const b = bridge.value;
+    const p = peer.value;
+    checks.push({
+      name: `MCP path at 1k updates/s: p99, ${MCP_PATH_LABELS[MCP_BRIDGE]} vs ${MCP_PATH_LABELS[MCP_PEER]}`,
+      value: `${ms(b.latency.p99Ms)} vs ${ms(p.latency.p99Ms)} ms`,
+      target: '<= the peer',
+      met: b.latency.p99Ms <= p.latency.p99Ms,
+    });
+    checks.push({
+      name: 'MCP path at 1k updates/s: CPU of the system processes together',
+      value: `${b.systemCpuSeconds.toFixed(2)} vs ${p.systemCpuSeconds.toFixed(2)} s`,
+      target: '<= the peer',
+      met: b.systemCpuSeconds <= p.systemCpuSeconds,
+    });
+  }
+  for (const path of ['embedded', 'stdio'] as const) {
+    const startup = result.startup[path];
+    if (!startup?.ok) continue;
+    const startMs = median(startup.value.startupMs);
+    checks.push({
+      name: `${MCP_PATH_LABELS[path]}: spawn -> initialize result (median of ${startup.value.startupMs.length})`,
+      value: `${startMs.toFixed(0)} ms (server CPU ${median(startup.value.startupCpuMs).toFixed(0)} ms)`,
+      target: '<= 250 ms',
+      met: startMs <= 250,
+    });
+    const idle = median(startup.value.idleServerRssBytes);
+    checks.push({
+      name: `${MCP_PATH_LABELS[path]}: idle RSS of the mcp process`,
+      value: `${(idle / MIB).toFixed(0)} MiB`,
+      target: '<= 70 MiB',
+      met: idle <= 70 * MIB,
+    });
+    if (Number.isFinite(startup.value.idleDaemonRssBytes)) {
+      checks.push({
+        name: 'idle daemon RSS (after start, no connections)',
+        value: `${(startup.value.idleDaemonRssBytes / MIB).toFixed(0)} MiB`,
+        target: '<= 55 MiB',
+        met: startup.value.idleDaemonRssBytes <= 55 * MIB,
+      });
+    }
+  }
+  return checks;
+}
+
+function mib(bytes: number): string {
+  return Number.isFinite(bytes) ? (bytes / MIB).toFixed(0) : 'n/a';
+}
+
+function peerRatio(
+  row: Partial<Record<McpPath, Outcome<McpRunResult>>>,
+  figure: (value: McpRunResult) => number,
+): string {
+  const bridge = row[MCP_BRIDGE];
+  const peer = row[MCP_PEER];
+  if (!bridge?.ok || !peer?.ok) return '';
+  const value = figure(bridge.value) / figure(peer.value);
+  return Number.isFinite(value) ? value.toFixed(2) : '';
+}
+
+/** The MCP-path table: each path beside the peer, and the bridge's ratio to it. */
+export function mcpTable(result: SuiteResult): string {
+  const paths = MCP_PATHS.filter(
+    (path) =>
+      result.startup[path] !== undefined ||
+      Object.values(result.mcp).some((shape) => shape[path] !== undefined),
+  );
+  if (paths.length === 0) return '';
+  const header = [
+    'MCP path',
+    ...paths.map((path) => MCP_PATH_LABELS[path]),
+    `${MCP_PATH_LABELS[MCP_BRIDGE]} / ${MCP_PATH_LABELS[MCP_PEER]}`,
+  ];
+  const lines = [row(header), row(header.map(() => '---'))];
+  for (const [key, shape] of Object.entries(result.mcp)) {
+    const sample = Object.values(shape).find((outcome) => outcome?.ok);
+    const updates = sample?.ok ? sample.value.updates : 0;
+    const label =
+      key === 'burst' ? `burst of ${rate(updates)}` : `${rate(updates)} at ${rate(Number(key))}/s`;
+    const add = (
+      what: string,
+      show: (value: McpRunResult) => string,
+      figure?: (value: McpRunResult) => number,
+    ) => {
+      lines.push(
+        row([
+          `${label}: ${what}`,
+          ...paths.map((path) => cell(shape[path], show)),
+          figure === undefined ? '' : peerRatio(shape, figure),
+        ]),
+      );
+    };
+    add(
+      'update -> onprogress p50 / p99 / p99.9 (ms)',
+      (v) => `${ms(v.latency.p50Ms)} / ${ms(v.latency.p99Ms)} / ${ms(v.latency.p999Ms)}`,
+      (v) => v.latency.p99Ms,
+    );
+    add(
+      'delivered / updates, final value before the result, after the result',
+      (v) =>
+        `${v.measured} / ${v.updates}, ${v.finalArrived ? 'yes' : 'NO'}, ${v.afterResult}${v.outOfOrder ? `, ${v.outOfOrder} out of order` : ''}`,
+    );
+    add(
+      'last update -> tool result (ms)',
+      (v) => ms(v.resultAfterLastUpdateMs),
+      (v) => v.resultAfterLastUpdateMs,
+    );
+    add(
+      'CPU s: system processes (all, with worker and client)',
+      (v) =>
+        `${v.systemCpuSeconds.toFixed(2)} (${v.processes.reduce((sum, p) => sum + p.cpuSeconds, 0).toFixed(2)})`,
+      (v) => v.systemCpuSeconds,
+    );
+    add(
+      'peak RSS MiB, each process',
+      (v) => v.processes.map((p) => `${p.role} ${mib(p.peakRssBytes)}`).join(', '),
+      (v) => v.systemPeakRssBytes,
+    );
+  }
+  if (Object.keys(result.startup).length > 0) {
+    lines.push(
+      row([
+        'spawn -> initialize result, median (ms); server CPU by then (ms)',
+        ...paths.map((path) =>
+          cell(
+            result.startup[path],
+            (v) => `${median(v.startupMs).toFixed(0)}; ${median(v.startupCpuMs).toFixed(0)}`,
+          ),
+        ),
+        '',
+      ]),
+      row([
+        'idle RSS (MiB): server; separate daemon',
+        ...paths.map((path) =>
+          cell(
+            result.startup[path],
+            (v) =>
+              `${mib(median(v.idleServerRssBytes))}${Number.isFinite(v.idleDaemonRssBytes) ? `; ${mib(v.idleDaemonRssBytes)}` : ''}`,
+          ),
+        ),
+        '',
+      ]),
+    );
+  }
+  return lines.join('\n');
 }
 
 function row(cells: string[]): string {
@@ -243,7 +406,8 @@ export function table(result: SuiteResult): string {
       undefined,
     );
   }
-  return lines.join('\n');
+  // Nothing but the header when only the MCP workloads ran.
+  return lines.length > 2 ? lines.join('\n') : '';
 }
 
 export function targetTable(checks: TargetCheck[]): string {

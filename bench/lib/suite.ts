@@ -4,6 +4,15 @@
  * hurts them alike. A failed run is recorded, not fatal.
  */
 import { cpus, loadavg, totalmem } from 'node:os';
+import {
+  MCP_PATHS,
+  type McpPath,
+  type McpRunResult,
+  type McpStartupResult,
+  runMcpPath,
+  runMcpStartup,
+} from './mcp-path.ts';
+import { median } from './stats.ts';
 import { natsServerPath, type SystemName } from './systems.ts';
 import {
   type FloodResult,
@@ -19,7 +28,16 @@ import {
   type ThroughputResult,
 } from './workloads.ts';
 
-export const WORKLOADS = ['ingest', 'e2e', 'latency', 'fanout', 'flood', 'scale'] as const;
+export const WORKLOADS = [
+  'ingest',
+  'e2e',
+  'latency',
+  'fanout',
+  'flood',
+  'scale',
+  'startup',
+  'mcp',
+] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
 export const ALL_SYSTEMS: SystemName[] = ['bridge', 'raw', 'nodeipc', 'nats'];
 
@@ -40,6 +58,8 @@ export interface SuiteOptions {
   repeat: number;
   /** Node flags for server processes, e.g. --cpu-prof. */
   serverExecArgv: string[];
+  /** Paths of the MCP workloads (startup, mcp); default all, the peer included. */
+  paths?: readonly McpPath[] | undefined;
   /** Another build of the bridge to run beside this one as `before`. */
   beforeRoot?: string | undefined;
   log: (line: string) => void;
@@ -65,6 +85,10 @@ export interface SuiteResult {
   fanout: Partial<Record<SystemName, Outcome<ThroughputResult>>>;
   flood: Partial<Record<SystemName, Outcome<FloodResult>>>;
   scale: Partial<Record<SystemName, Outcome<ScaleResult>>>;
+  /** Spawn -> initialize and idle memory of each MCP path's server. */
+  startup: Partial<Record<McpPath, Outcome<McpStartupResult>>>;
+  /** The MCP path, keyed by offered rate ("1000", "10000") or "burst". */
+  mcp: Record<string, Partial<Record<McpPath, Outcome<McpRunResult>>>>;
 }
 
 async function attempt<T>(
@@ -88,14 +112,14 @@ async function attempt<T>(
  * so that a burst of load elsewhere on the machine hurts them alike; the run
  * with the median key figure stands for the system.
  */
-async function measureRow<T>(
-  systems: SystemName[],
+async function measureRow<T, N extends string = SystemName>(
+  systems: readonly N[],
   repeat: number,
   log: (line: string) => void,
-  run: (name: SystemName) => Promise<T>,
+  run: (name: N) => Promise<T>,
   figure: (value: T) => number,
-): Promise<Partial<Record<SystemName, Outcome<T>>>> {
-  const runs = new Map<SystemName, Array<{ ok: true; value: T } | { ok: false; error: string }>>();
+): Promise<Partial<Record<N, Outcome<T>>>> {
+  const runs = new Map<N, Array<{ ok: true; value: T } | { ok: false; error: string }>>();
   for (let round = 1; round <= repeat; round++) {
     for (const name of systems) {
       const what = repeat > 1 ? `${name} (run ${round}/${repeat})` : name;
@@ -104,7 +128,7 @@ async function measureRow<T>(
       runs.set(name, list);
     }
   }
-  const row: Partial<Record<SystemName, Outcome<T>>> = {};
+  const row: Partial<Record<N, Outcome<T>>> = {};
   for (const [name, list] of runs) {
     const good = list.flatMap((outcome) => (outcome.ok ? [outcome.value] : []));
     const failed = list.find((outcome) => !outcome.ok);
@@ -158,6 +182,8 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     fanout: {},
     flood: {},
     scale: {},
+    startup: {},
+    mcp: {},
   };
   const start = {
     minIntervalMs: 0,
@@ -241,6 +267,43 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       (name) => runScale(name, start, sizes),
       (value) => value.rssPerWorkerBytes,
     );
+  }
+  const paths = options.paths ?? MCP_PATHS;
+  if (want('startup')) {
+    log(`MCP server start-up and idle memory, ${sizes.startupSpawns} spawns each`);
+    result.startup = await measureRow(
+      paths,
+      1,
+      log,
+      (path) =>
+        runMcpStartup(path, options.serverExecArgv, sizes.startupSpawns, sizes.startupSettleMs),
+      (value) => median(value.startupMs),
+    );
+  }
+  if (want('mcp')) {
+    const shapes = [
+      ...sizes.mcpRates.map((rate) => ({
+        key: String(rate),
+        rate,
+        updates: Math.round((rate * sizes.mcpDurationMs) / 1000),
+      })),
+      ...(sizes.mcpBurst > 0 ? [{ key: 'burst', rate: 0, updates: sizes.mcpBurst }] : []),
+    ];
+    for (const shape of shapes) {
+      log(
+        shape.rate === 0
+          ? `MCP path, a burst of ${shape.updates} updates`
+          : `MCP path, ${shape.updates} updates at ${shape.rate}/s`,
+      );
+      result.mcp[shape.key] = await measureRow(
+        paths,
+        options.repeat,
+        log,
+        (path) =>
+          runMcpPath(path, options.serverExecArgv, shape.updates, shape.rate, sizes.mcpTimeoutMs),
+        (value) => value.latency.p99Ms,
+      );
+    }
   }
   result.conditions.loadAverageAfter = loadavg();
   return result;

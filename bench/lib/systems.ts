@@ -14,7 +14,7 @@ import { freePort, sleep } from './proc.ts';
 import type { SubscriberTarget, WorkerTarget } from './targets.ts';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
-const BIN = join(ROOT, 'bin/mcp-progress');
+export const BIN = join(ROOT, 'bin/mcp-progress');
 
 /** `before` is another build of the bridge (--before DIR), for an A/B of a change in one run. */
 export type SystemName = 'bridge' | 'before' | 'raw' | 'nodeipc' | 'nats';
@@ -41,6 +41,8 @@ export interface RunningSystem {
   readonly pid: number;
   readonly workers: WorkerTarget;
   readonly subscribers: SubscriberTarget;
+  /** The bridge's runtime directory (daemon.json, the socket); the baselines have none. */
+  readonly runtimeDir?: string | undefined;
   /** Frames the server has taken in so far, and when, on the server's own clock. */
   ingested(): Promise<{ frames: number; atMs: number }>;
   stop(): Promise<void>;
@@ -54,7 +56,7 @@ process.once('exit', () => {
   for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
 });
 
-function track(child: ChildProcess): ChildProcess {
+export function track(child: ChildProcess): ChildProcess {
   running.add(child);
   child.once('exit', () => running.delete(child));
   return child;
@@ -89,13 +91,13 @@ export function startSystem(name: SystemName, options: StartOptions): Promise<Ru
   }
 }
 
-function scratchDir(prefix: string): string {
+export function scratchDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), `mcp-progress-bench-${prefix}-`));
   scratch.add(dir);
   return dir;
 }
 
-function removeScratch(dir: string): void {
+export function removeScratch(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
   scratch.delete(dir);
 }
@@ -163,6 +165,7 @@ async function startBridge(
     pid: child.pid ?? -1,
     workers: { kind: 'unix', path: info.socket },
     subscribers: { kind: 'bridge', url: info.url, secret: info.secret },
+    runtimeDir,
     async ingested() {
       const status = (await bridgeStatus(info.socket)) as {
         uptimeMs: number;

@@ -32,6 +32,15 @@ export interface Sizes {
   /** Frames a throughput publisher may be ahead of its slowest subscriber. */
   e2eWindow: number;
   fanoutWindow: number;
+  /** MCP path: offered rates, how long each runs, the burst, and how long a run may take. */
+  mcpRates: number[];
+  mcpDurationMs: number;
+  /** Updates in the burst; 0 skips it. */
+  mcpBurst: number;
+  mcpTimeoutMs: number;
+  /** Spawns of each MCP server for start-up and idle memory; the pause before sampling memory. */
+  startupSpawns: number;
+  startupSettleMs: number;
 }
 
 const FULL: Sizes = {
@@ -49,12 +58,25 @@ const FULL: Sizes = {
   framesPerChunk: 256,
   e2eWindow: 262_144,
   fanoutWindow: 2048,
+  mcpRates: [1000, 10_000],
+  mcpDurationMs: 10_000,
+  mcpBurst: 100_000,
+  mcpTimeoutMs: 300_000,
+  startupSpawns: 5,
+  startupSettleMs: 1000,
 };
 
 /** The other sizes are the full one with shorter windows or smaller counts. */
 export const SIZES: Record<'full' | 'quick' | 'profile' | 'smoke', Sizes> = {
   full: FULL,
-  quick: { ...FULL, warmupMs: 700, measureMs: 1500, floodMs: 3000 },
+  quick: {
+    ...FULL,
+    warmupMs: 700,
+    measureMs: 1500,
+    floodMs: 3000,
+    mcpDurationMs: 3000,
+    startupSpawns: 3,
+  },
   profile: {
     ...FULL,
     warmupMs: 1000,
@@ -62,6 +84,9 @@ export const SIZES: Record<'full' | 'quick' | 'profile' | 'smoke', Sizes> = {
     ingestPublishers: [1],
     latencyRates: [10_000],
     floodMs: 5000,
+    mcpRates: [1000],
+    mcpBurst: 0,
+    startupSpawns: 1,
   },
   smoke: {
     ...FULL,
@@ -76,6 +101,12 @@ export const SIZES: Record<'full' | 'quick' | 'profile' | 'smoke', Sizes> = {
     scaleWorkers: 20,
     scaleSessions: 5,
     framesPerChunk: 32,
+    mcpRates: [1000],
+    mcpDurationMs: 200,
+    mcpBurst: 300,
+    mcpTimeoutMs: 60_000,
+    startupSpawns: 1,
+    startupSettleMs: 100,
   },
 };
 

@@ -1,4 +1,4 @@
-import { Daemon } from '../daemon/daemon.js';
+import type { Daemon } from '../daemon/daemon.js';
 import { createProgressMcpServer } from '../mcp/mcp-server.js';
 import {
   type ProgressSource,
@@ -150,6 +150,8 @@ async function startEmbedded(
   port: number | undefined,
   log: ReturnType<typeof createLogger>,
 ): Promise<Daemon> {
+  // Loaded only to embed one: with a daemon running, this process needs none of it (node-ipc, the gateway).
+  const { Daemon } = await import('../daemon/daemon.js');
   try {
     return await Daemon.start({ runtimeDir, port, logLevel: 'warn' }, log);
   } catch (error) {

@@ -5,11 +5,11 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import {
-  MCP_PATH,
+import { MCP_PATH } from '../mcp/http-path.js';
+import type {
   McpHttpSessions,
-  type McpSessionGrant,
-  type McpSessionTransport,
+  McpSessionGrant,
+  McpSessionTransport,
 } from '../mcp/http-sessions.js';
 import type { ProgressSource } from '../mcp/progress-source.js';
 import {
@@ -72,7 +72,8 @@ export class Daemon {
   readonly #ingress: IngressServer;
   readonly #endpoint: GatewayEndpoint;
   readonly #hub: SessionHub;
-  readonly #mcpHttp: McpHttpSessions;
+  /** /mcp's sessions, made on its first request (#mcpSessions). */
+  #mcpHttp: Promise<McpHttpSessions> | undefined;
   readonly #secret: string;
   /** Progress for MCP tools in this process (the embedded daemon, /mcp), without a WebSocket. */
   readonly progressSource: ProgressSource;
@@ -138,17 +139,17 @@ export class Daemon {
     this.progressSource = new LocalProgressSource(this.backend, (receive) =>
       this.#hub.openLocal(receive),
     );
-    this.#mcpHttp = new McpHttpSessions(
-      {
-        host: { open: (transport) => this.#openMcpSession(transport) },
-        source: this.progressSource,
-        idleMs: MCP_SESSION_IDLE_MS,
-        defaultMinIntervalMs: options.router.defaultMinIntervalMs,
-      },
-      log,
-    );
     addRoutes(this.#endpoint, {
-      mcp: (request, response) => this.#mcpHttp.handle(request, response),
+      mcp: (request, response) => {
+        this.#mcpSessions().then(
+          (sessions) => sessions.handle(request, response),
+          (error: Error) => {
+            this.#log.error(`MCP over HTTP could not load: ${error.message}`);
+            response.writeHead(500, { 'content-type': 'text/plain' });
+            response.end(`MCP over HTTP could not load: ${error.message}\n`);
+          },
+        );
+      },
       metrics: () => formatPrometheus(this.status()),
     });
   }
@@ -187,6 +188,26 @@ export class Daemon {
         void source.close();
       },
     };
+  }
+
+  /**
+   * The MCP SDK's HTTP server and the tools load on the first /mcp request:
+   * a daemon nobody asks over /mcp does not pay their memory and start-up.
+   */
+  #mcpSessions(): Promise<McpHttpSessions> {
+    this.#mcpHttp ??= import('../mcp/http-sessions.js').then(
+      ({ McpHttpSessions }) =>
+        new McpHttpSessions(
+          {
+            host: { open: (transport) => this.#openMcpSession(transport) },
+            source: this.progressSource,
+            idleMs: MCP_SESSION_IDLE_MS,
+            defaultMinIntervalMs: this.options.router.defaultMinIntervalMs,
+          },
+          this.#log,
+        ),
+    );
+    return this.#mcpHttp;
   }
 
   /**
@@ -324,7 +345,7 @@ export class Daemon {
     await this.#ingress.stop(graceMs);
     this.#router.flushAll(this.now());
     // MCP sessions first: their open SSE responses would hold the HTTP server open.
-    await this.#mcpHttp.close();
+    await (await this.#mcpHttp?.catch(() => undefined))?.close();
     await this.progressSource.close();
     await this.#endpoint.stop(graceMs);
     if (this.#info !== undefined)

@@ -25,7 +25,7 @@ import {
 
 type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
-export const MCP_PATH = '/mcp';
+export { MCP_PATH } from './http-path.js';
 
 /** The largest POST body /mcp reads (the SDK transport's own default). */
 export const MAX_MCP_BODY_BYTES = 4 * 1024 * 1024;

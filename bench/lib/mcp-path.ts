@@ -1,0 +1,375 @@
+/**
+ * The MCP-path workload (issue 12): worker -> daemon -> MCP server -> an SDK
+ * 1.x client's `onprogress`, over stdio, the way a host runs it; and the
+ * same workload through mcp-telemetry-server, the peer, in the same run.
+ *
+ *   stdio      `mcp-progress mcp` using a separate daemon, tool watch_progress
+ *   embedded   `mcp-progress mcp` with the daemon inside it, tool watch_progress
+ *   relay      an SDK 1.x server whose tool forwards with relayProgress (separate daemon)
+ *   telemetry  mcp-telemetry-server 0.1.3, tool telemetry_subscribe; the worker uses
+ *              mcp-telemetry-sdk (one step event per update, one notification each)
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { Child } from './child.ts';
+import type {
+  McpClientConfig,
+  McpClientReady,
+  McpClientResult,
+  McpWorkerConfig,
+  McpWorkerDone,
+} from './mcp-targets.ts';
+import { type ProcSample, sampleProcess, sleep } from './proc.ts';
+import type { LatencySummary } from './stats.ts';
+import {
+  BIN,
+  ROOT,
+  type RunningSystem,
+  removeScratch,
+  scratchDir,
+  startSystem,
+} from './systems.ts';
+
+export const MCP_PATHS = ['stdio', 'embedded', 'relay', 'telemetry'] as const;
+export type McpPath = (typeof MCP_PATHS)[number];
+/** The peer the bridge's paths are compared with. */
+export const MCP_PEER: McpPath = 'telemetry';
+
+export const MCP_PATH_LABELS: Record<McpPath, string> = {
+  stdio: 'mcp (daemon)',
+  embedded: 'mcp (embedded)',
+  relay: 'relayProgress',
+  telemetry: 'mcp-telemetry',
+};
+
+const TOKEN = 'bench-1';
+/** Longer than any run; watch_progress allows at most an hour. */
+const WATCH_TIMEOUT_MS = 3_600_000;
+const RELAY_SERVER = join(ROOT, 'bench/load/relay-server.ts');
+const TELEMETRY_SERVER = join(
+  ROOT,
+  'node_modules',
+  'mcp-telemetry-server',
+  (
+    createRequire(import.meta.url)('mcp-telemetry-server/package.json') as {
+      bin: Record<string, string>;
+    }
+  ).bin['mcp-telemetry-server'] ?? 'bin/server.js',
+);
+
+export interface ProcessFigures {
+  role: string;
+  /** CPU seconds from the first notification to the tool result. */
+  cpuSeconds: number;
+  /** Peak resident memory over the process's life (VmHWM). */
+  peakRssBytes: number;
+}
+
+export interface McpRunResult {
+  path: McpPath;
+  /** 0: a burst, every update at once. */
+  ratePerSecond: number;
+  updates: number;
+  latency: LatencySummary;
+  /** Progress notifications the client's onprogress got, all of them; and those of measured updates. */
+  notifications: number;
+  measured: number;
+  /** The last update's value reached onprogress before the result. */
+  finalArrived: boolean;
+  outOfOrder: number;
+  afterResult: number;
+  /** From the worker's last update to the tool result at the client. */
+  resultAfterLastUpdateMs: number;
+  startupMs: number;
+  processes: ProcessFigures[];
+  /** The system's own processes (daemon and MCP server; the peer's server), CPU seconds together. */
+  systemCpuSeconds: number;
+  /** The largest peak RSS of the system's own processes. */
+  systemPeakRssBytes: number;
+  errors: string[];
+}
+
+export interface McpStartupResult {
+  path: McpPath;
+  /** Spawn -> initialize result, each spawn, ms. */
+  startupMs: number[];
+  /**
+   * CPU the server had used when the client had its initialize result, each spawn: steadier
+   * than the wall time on a machine shared with other work (clock ticks, 10 ms steps).
+   */
+  startupCpuMs: number[];
+  /** Resident memory of the MCP server process once idle after start, each spawn. */
+  idleServerRssBytes: number[];
+  /** The separate daemon's resident memory, idle (NaN where the path has none). */
+  idleDaemonRssBytes: number;
+}
+
+interface StartedPath {
+  client: Child;
+  config: McpClientConfig;
+  ready: McpClientReady;
+  daemon: RunningSystem | undefined;
+  /** The worker's socket, when known before the call (all paths but the relay). */
+  workerSocket: string | undefined;
+  workerKind: McpWorkerConfig['kind'];
+  /** Processes that are the system, by role. */
+  system: Array<{ role: string; pid: number }>;
+  stop(): Promise<void>;
+}
+
+async function readyOrFailed<T>(child: Child, type: string, timeoutMs: number): Promise<T> {
+  // Later than `wanted`: a run that times out says what it waited for.
+  const failed = child.next<{ type: 'failed'; error: string }>('failed', timeoutMs + 1000);
+  const wanted = child.next<T & { type: string }>(type, timeoutMs);
+  const first = await Promise.race([
+    wanted.then((value) => ({ value })),
+    failed.then((message) => ({ error: message.error })),
+  ]);
+  failed.catch(() => {});
+  wanted.catch(() => {});
+  if ('error' in first) throw new Error(`${child.describe()}: ${first.error}`);
+  return first.value;
+}
+
+function bridgeEnv(): Record<string, string> {
+  return { ...(process.env as Record<string, string>), MCP_PROGRESS_SOCKET: '' };
+}
+
+async function startPath(path: McpPath, execArgv: string[]): Promise<StartedPath> {
+  const needsDaemon = path === 'stdio' || path === 'relay';
+  const daemon = needsDaemon
+    ? await startSystem('bridge', { minIntervalMs: 0, execArgv })
+    : undefined;
+  const dir = needsDaemon ? undefined : scratchDir(`mcp-${path}`);
+  const runtimeDir = daemon?.runtimeDir ?? dir ?? '';
+  const config: McpClientConfig =
+    path === 'telemetry'
+      ? {
+          command: process.execPath,
+          args: [...execArgv, TELEMETRY_SERVER],
+          cwd: runtimeDir,
+          env: process.env as Record<string, string>,
+          tool: 'telemetry_subscribe',
+          toolArgs: { jobId: 'bench', timeoutMs: WATCH_TIMEOUT_MS },
+          routeOnStderr: false,
+        }
+      : path === 'relay'
+        ? {
+            command: process.execPath,
+            args: [...execArgv, RELAY_SERVER],
+            env: { ...bridgeEnv(), MCP_PROGRESS_BENCH_RUNTIME_DIR: runtimeDir },
+            tool: 'relay_job',
+            toolArgs: {},
+            routeOnStderr: true,
+          }
+        : {
+            command: process.execPath,
+            args: [
+              ...execArgv,
+              BIN,
+              'mcp',
+              '--runtime-dir',
+              runtimeDir,
+              ...(path === 'embedded' ? ['--port', '0'] : []),
+            ],
+            env: bridgeEnv(),
+            tool: 'watch_progress',
+            toolArgs: { progressToken: TOKEN, timeoutMs: WATCH_TIMEOUT_MS, minIntervalMs: 0 },
+            routeOnStderr: false,
+          };
+  const client = new Child('load/mcp-client.ts');
+  let serverPid: number | undefined;
+  const stop = async () => {
+    const closed = client.next('closed', 10_000);
+    client.send({ type: 'close' });
+    await closed.catch(() => {});
+    await client.stop(5000);
+    if (serverPid !== undefined) await gone(serverPid);
+    await daemon?.stop();
+    if (dir !== undefined) removeScratch(dir);
+  };
+  try {
+    client.send({ type: 'config', config });
+    const ready = await readyOrFailed<McpClientReady>(client, 'ready', 60_000);
+    serverPid = ready.serverPid;
+    const serverRole =
+      path === 'telemetry' ? 'mcp-telemetry-server' : path === 'relay' ? 'relay server' : 'mcp';
+    const system = [
+      ...(daemon === undefined ? [] : [{ role: 'daemon', pid: daemon.pid }]),
+      { role: serverRole, pid: ready.serverPid },
+    ];
+    let workerSocket: string | undefined;
+    if (path === 'telemetry') workerSocket = join(runtimeDir, '.mcp-telemetry.sock');
+    else if (path === 'stdio' && daemon?.workers.kind === 'unix')
+      workerSocket = daemon.workers.path;
+    else if (path === 'embedded') {
+      // connect-or-embed runs before the server answers initialize: daemon.json is there now.
+      const infoPath = join(runtimeDir, 'daemon.json');
+      if (!existsSync(infoPath)) throw new Error(`the embedded daemon wrote no ${infoPath}`);
+      workerSocket = (JSON.parse(readFileSync(infoPath, 'utf8')) as { socket: string }).socket;
+    }
+    return {
+      client,
+      config,
+      ready,
+      daemon,
+      workerSocket,
+      workerKind: path === 'telemetry' ? 'telemetry' : 'bridge',
+      system,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Spawn -> initialize, and idle memory, `spawns` times. */
+export async function runMcpStartup(
+  path: McpPath,
+  execArgv: string[],
+  spawns: number,
+  settleMs: number,
+): Promise<McpStartupResult> {
+  const startupMs: number[] = [];
+  const startupCpuMs: number[] = [];
+  const idleServerRssBytes: number[] = [];
+  let idleDaemonRssBytes = Number.NaN;
+  for (let i = 0; i < spawns; i++) {
+    const started = await startPath(path, execArgv);
+    startupCpuMs.push(sampleProcess(started.ready.serverPid).cpuSeconds * 1000);
+    try {
+      // Idle is after start-up's garbage had its chance to go: the figure a host lives with.
+      await sleep(settleMs);
+      startupMs.push(started.ready.startupMs);
+      idleServerRssBytes.push(sampleProcess(started.ready.serverPid).rssBytes);
+      if (started.daemon !== undefined)
+        idleDaemonRssBytes = sampleProcess(started.daemon.pid).rssBytes;
+    } finally {
+      await started.stop();
+    }
+  }
+  return { path, startupMs, startupCpuMs, idleServerRssBytes, idleDaemonRssBytes };
+}
+
+/** One run: `updates` updates at `ratePerSecond` (0: a burst), to the tool result. */
+export async function runMcpPath(
+  path: McpPath,
+  execArgv: string[],
+  updates: number,
+  ratePerSecond: number,
+  timeoutMs: number,
+): Promise<McpRunResult> {
+  const started = await startPath(path, execArgv);
+  const worker = new Child('load/mcp-worker.ts');
+  const { client } = started;
+  try {
+    const workerConfig = (socket: string, token: string | undefined): McpWorkerConfig => ({
+      kind: started.workerKind,
+      socket,
+      token,
+    });
+    if (started.workerSocket !== undefined) {
+      worker.send({ type: 'config', config: workerConfig(started.workerSocket, TOKEN) });
+      await readyOrFailed(worker, 'ready', 60_000);
+    }
+    const called = readyOrFailed(client, 'called', timeoutMs);
+    called.catch(() => {});
+    const firstSeen = client.next('first', timeoutMs);
+    firstSeen.catch(() => {});
+    if (started.workerSocket === undefined) {
+      const route = client.next<{ type: 'route'; env: Record<string, string> }>('route', 60_000);
+      client.send({ type: 'call', config: started.config });
+      const { env } = await route;
+      worker.send({
+        type: 'config',
+        config: workerConfig(env.MCP_PROGRESS_SOCKET ?? '', env.MCP_PROGRESS_TOKEN),
+      });
+      await readyOrFailed(worker, 'ready', 60_000);
+    } else {
+      client.send({ type: 'call', config: started.config });
+    }
+    // Warm-up updates until the call is known to be subscribed: its first notification.
+    worker.send({ type: 'warmup' });
+    await firstSeen;
+    const pids = [
+      { role: 'worker', pid: worker.pid },
+      { role: 'client', pid: client.pid },
+      ...started.system,
+    ];
+    const from = pids.map(({ pid }) => sampleProcess(pid));
+    const sentPromise = readyOrFailed<McpWorkerDone>(worker, 'sent', timeoutMs);
+    worker.send({ type: 'go', count: updates, ratePerSecond });
+    const sent = await sentPromise;
+    await called;
+    const to = pids.map(({ pid }) => sampleProcess(pid));
+    const resultPromise = client.next<McpClientResult>('result', 30_000);
+    client.send({ type: 'finish' });
+    const result = await resultPromise;
+    const processes = pids.map(({ role }, i) => figures(role, from[i], to[i]));
+    const own = processes.slice(2);
+    return {
+      path,
+      ratePerSecond,
+      updates,
+      latency: result.latency,
+      notifications: result.notifications,
+      measured: result.measured,
+      finalArrived: result.lastN === sent.sent && !result.isError,
+      outOfOrder: result.outOfOrder,
+      afterResult: result.afterResult,
+      resultAfterLastUpdateMs: (result.resultAtUs - sent.lastUpdateUs) / 1000,
+      startupMs: started.ready.startupMs,
+      processes,
+      systemCpuSeconds: own.reduce((sum, p) => sum + p.cpuSeconds, 0),
+      systemPeakRssBytes: Math.max(...own.map((p) => p.peakRssBytes)),
+      errors: result.errors,
+    };
+  } finally {
+    await worker.stop();
+    await started.stop();
+  }
+}
+
+/** Waits for a process that is not our child (the client's server) to leave; SIGTERM, then SIGKILL. */
+async function gone(pid: number): Promise<void> {
+  const alive = () => existsSync(`/proc/${pid}`) && !/State:\s+Z/.test(readStatus(pid));
+  for (const [signal, waitMs] of [
+    [undefined, 2000],
+    ['SIGTERM', 5000],
+    ['SIGKILL', 5000],
+  ] as const) {
+    if (signal !== undefined && alive()) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        return;
+      }
+    }
+    const deadline = Date.now() + waitMs;
+    while (alive() && Date.now() < deadline) await sleep(20);
+    if (!alive()) return;
+  }
+}
+
+function readStatus(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function figures(
+  role: string,
+  from: ProcSample | undefined,
+  to: ProcSample | undefined,
+): ProcessFigures {
+  return {
+    role,
+    cpuSeconds:
+      from === undefined || to === undefined ? Number.NaN : to.cpuSeconds - from.cpuSeconds,
+    peakRssBytes: to?.peakRssBytes ?? Number.NaN,
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * The MCP client of the MCP-path workload: an SDK 1.x Client that spawns the
+ * server over stdio, as a host does, and calls one tool with an `onprogress`
+ * handler. It times spawn -> `initialize` result, and each measured update
+ * from the worker's stamp to `onprogress`.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { type Message, onParentMessage, toParent } from '../lib/child.ts';
+import { nowUs } from '../lib/frames.ts';
+import type { McpClientConfig, McpClientResult } from '../lib/mcp-targets.ts';
+import { SampleList, summariseLatencies } from '../lib/stats.ts';
+
+const STAMP = /n=(\d+) t=(\d+)/;
+/** Longer than any run: the tool returns when the worker is done, and a stuck run fails on the harness's timeout. */
+const CALL_TIMEOUT_MS = 600_000;
+
+let client: Client | undefined;
+let result: McpClientResult | undefined;
+let rawProgressAfterResult = 0;
+let lateDropped = 0;
+const errors: string[] = [];
+
+async function start(config: McpClientConfig): Promise<void> {
+  const transport = new StdioClientTransport({
+    command: config.command,
+    args: config.args,
+    env: config.env,
+    ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
+    stderr: 'pipe',
+  });
+  let stderrTail = '';
+  let pending = '';
+  transport.stderr?.on('data', (chunk: Buffer) => {
+    const text = chunk.toString('utf8');
+    stderrTail = (stderrTail + text).slice(-4000);
+    if (!config.routeOnStderr) return;
+    pending += text;
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line.startsWith('ROUTE ')) toParent({ type: 'route', env: JSON.parse(line.slice(6)) });
+    }
+  });
+  const made = new Client({ name: 'mcp-progress-bench', version: '0.0.0' });
+  made.onerror = (error) => {
+    // The SDK 1.x client drops progress read together with the result (typescript-sdk#2580):
+    // such a notification arrived after its request's progress handler was gone.
+    if (error.message.includes('unknown token')) lateDropped++;
+    else errors.push(error.message);
+  };
+  const startedUs = nowUs();
+  try {
+    await made.connect(transport);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}; server stderr: ${stderrTail}`);
+  }
+  const startupMs = (nowUs() - startedUs) / 1000;
+  const deliver = transport.onmessage;
+  transport.onmessage = (message: JSONRPCMessage) => {
+    if (
+      result !== undefined &&
+      'method' in message &&
+      message.method === 'notifications/progress'
+    ) {
+      rawProgressAfterResult++;
+    }
+    deliver?.(message);
+  };
+  client = made;
+  toParent({ type: 'ready', serverPid: transport.pid ?? -1, startupMs });
+}
+
+async function call(config: McpClientConfig): Promise<void> {
+  if (client === undefined) throw new Error('call before ready');
+  const latencies = new SampleList();
+  let notifications = 0;
+  let measured = 0;
+  let lastN = 0;
+  let outOfOrder = 0;
+  let first = true;
+  const reply = await client.callTool(
+    { name: config.tool, arguments: config.toolArgs },
+    undefined,
+    {
+      timeout: CALL_TIMEOUT_MS,
+      onprogress: (progress) => {
+        const atUs = nowUs();
+        notifications++;
+        if (first) {
+          first = false;
+          toParent({ type: 'first' });
+        }
+        const stamp = STAMP.exec(progress.message ?? '');
+        if (stamp === null) return;
+        measured++;
+        latencies.push(atUs - Number(stamp[2]));
+        const n = Number(stamp[1]);
+        if (n <= lastN) outOfOrder++;
+        else lastN = n;
+      },
+    },
+  );
+  result = {
+    type: 'result',
+    measured,
+    notifications,
+    lastN,
+    outOfOrder,
+    resultAtUs: nowUs(),
+    afterResult: 0,
+    latency: summariseLatencies(latencies.values()),
+    isError: reply.isError === true,
+    errors,
+  };
+  toParent({ type: 'called' });
+}
+
+onParentMessage((message: Message) => {
+  const config = message.config as McpClientConfig;
+  switch (message.type) {
+    case 'config':
+      start(config).catch((error: Error) => toParent({ type: 'failed', error: error.message }));
+      break;
+    case 'call':
+      call(config).catch((error: Error) => toParent({ type: 'failed', error: error.message }));
+      break;
+    case 'close':
+      // The SDK's close ends the server's stdin, and signals it if it does not leave.
+      (client?.close() ?? Promise.resolve()).then(
+        () => toParent({ type: 'closed' }),
+        (error: Error) => toParent({ type: 'closed', error: error.message }),
+      );
+      break;
+    case 'finish':
+      // What came after the result up to now: the harness asks once the worker and server are done.
+      if (result !== undefined)
+        toParent({ ...result, afterResult: rawProgressAfterResult + lateDropped });
+      break;
+  }
+});

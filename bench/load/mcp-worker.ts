@@ -1,0 +1,130 @@
+/**
+ * The worker of the MCP-path workload: the bridge's Node client (interval 0)
+ * or mcp-telemetry's SDK (one step event per update), each update stamped
+ * with the host's monotonic clock in its message, `n=<i> t=<us>`, so that
+ * the MCP client can time it and check the order and the final value.
+ *
+ * Before the measured updates it sends warm-up updates until the harness
+ * says the client saw one (`go`): neither system is asked to replay what was
+ * sent before the tool call subscribed.
+ */
+import { type Message, onParentMessage, toParent } from '../lib/child.ts';
+import { nowUs } from '../lib/frames.ts';
+import type { McpWorkerConfig, McpWorkerDone } from '../lib/mcp-targets.ts';
+
+interface Sink {
+  /** Update number `n` (1-based over the measured run), with its message. */
+  update(n: number, message: string): void;
+  done(): Promise<void>;
+}
+
+const WARMUP_EVERY_MS = 20;
+const BUILT_CLIENT = new URL('../../dist/client/index.js', import.meta.url).href;
+
+let config: McpWorkerConfig;
+let sink: Sink | undefined;
+let warmups = 0;
+let warmupTimer: NodeJS.Timeout | undefined;
+
+async function bridgeSink(socket: string, token: string): Promise<Sink> {
+  // The built package, as a user's worker imports it (a variable path: tsc must not need dist/).
+  const { connectPublisher } = (await import(
+    BUILT_CLIENT
+  )) as typeof import('../../src/client/index.ts');
+  const publisher = await connectPublisher({ socket, token, intervalMs: 0 });
+  return {
+    // Warm-ups take progress 1..w and the measured run follows on, so values strictly increase.
+    update: (n, message) => publisher.update({ progress: warmups + n, message }),
+    async done() {
+      const outcome = await publisher.done('ok');
+      if (!outcome.delivered) throw new Error(`done not delivered: ${outcome.error?.message}`);
+    },
+  };
+}
+
+async function telemetrySink(socketPath: string): Promise<Sink> {
+  const { MCPTelemetry } = await import('mcp-telemetry-sdk');
+  const telemetry = new MCPTelemetry({ socketPath });
+  const job = telemetry.createJob({ id: 'bench', task: 'bench' });
+  job.start();
+  return {
+    update: (_n, message) => job.stepDone(message),
+    async done() {
+      await job.done(0);
+    },
+  };
+}
+
+function warmUp(): void {
+  warmups++;
+  sink?.update(0, `warmup ${warmups}`);
+  warmupTimer = setTimeout(warmUp, WARMUP_EVERY_MS);
+}
+
+/** `count` updates at `ratePerSecond` (0: all at once), then done. */
+async function run(count: number, ratePerSecond: number): Promise<McpWorkerDone> {
+  const active = sink;
+  if (active === undefined) throw new Error('go before config');
+  // The warm-up counter stops here: the bridge's measured progress values follow on from it.
+  clearTimeout(warmupTimer);
+  const startUs = nowUs();
+  let sent = 0;
+  const send = () => {
+    sent++;
+    active.update(sent, `n=${sent} t=${nowUs()}`);
+  };
+  if (ratePerSecond <= 0) {
+    while (sent < count) send();
+  } else {
+    await new Promise<void>((resolve) => {
+      const tick = () => {
+        const due = Math.min(count, Math.floor(((nowUs() - startUs) / 1e6) * ratePerSecond) + 1);
+        while (sent < due) send();
+        if (sent >= count) resolve();
+        else setTimeout(tick, 1);
+      };
+      tick();
+    });
+  }
+  const lastUpdateUs = nowUs();
+  await active.done();
+  return { type: 'sent', sent, lastUpdateUs, doneAckUs: nowUs(), warmups };
+}
+
+onParentMessage((message: Message) => {
+  switch (message.type) {
+    case 'config':
+      config = message.config as McpWorkerConfig;
+      (config.kind === 'bridge'
+        ? bridgeSink(config.socket, config.token ?? '')
+        : telemetrySink(config.socket)
+      ).then(
+        (made) => {
+          sink = made;
+          toParent({ type: 'ready' });
+        },
+        (error: Error) => toParent({ type: 'failed', error: error.message }),
+      );
+      break;
+    case 'token':
+      // The relay hands out its route key only once the tool call runs.
+      config = { ...config, token: message.token as string };
+      bridgeSink(config.socket, config.token ?? '').then(
+        (made) => {
+          sink = made;
+          toParent({ type: 'ready' });
+        },
+        (error: Error) => toParent({ type: 'failed', error: error.message }),
+      );
+      break;
+    case 'warmup':
+      warmUp();
+      break;
+    case 'go':
+      run(message.count as number, message.ratePerSecond as number).then(
+        (done) => toParent({ ...done }),
+        (error: Error) => toParent({ type: 'failed', error: error.message }),
+      );
+      break;
+  }
+});
