@@ -12,6 +12,7 @@ import { resolveRuntimeDir } from '../shared/locate.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../shared/log.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
+import { NO_LIVE_DAEMON } from './no-daemon.js';
 
 export const MCP_HELP = `Usage: mcp-progress mcp [options]
 
@@ -105,15 +106,6 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   await Promise.all(daemons.map((daemon) => daemon.stop()));
   return 0;
 }
-
-/** Errors that mean no live daemon answers for the runtime dir, so one is embedded. */
-const NO_LIVE_DAEMON: ReadonlySet<string> = new Set([
-  'daemon_not_running',
-  'gateway_unreachable',
-  // daemon.json is corrupt, or its port now belongs to someone else (the daemon was killed -9).
-  'bad_daemon_info',
-  'gateway_refused',
-]);
 
 /** The running daemon if there is one; else one started in this process (the embedded default). */
 async function connectOrEmbed(

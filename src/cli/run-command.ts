@@ -17,14 +17,15 @@ done: ok when it exited 0; cancelled when a cancel from the MCP side stopped
 it, or SIGINT (Ctrl-C) killed it, as the Python client reports a
 KeyboardInterrupt; error otherwise.
 
-CMD runs in a process group of its own, and every signal run sends goes to
-the whole group, so that the programs CMD started stop with it: a cancel
-sends SIGTERM, and SIGKILL 10 s later if CMD is still running (and at once to
-whatever CMD leaves behind in its group); SIGTERM, SIGHUP, SIGINT, SIGQUIT,
-SIGUSR1 and SIGUSR2 sent to run (Ctrl-C in a terminal too) are passed on.
-When run's stdin is a terminal, run reads it and passes it on to CMD's stdin
-(a pipe). run says on stderr when a cancel stops CMD, and exits with CMD's
-exit code (128 + N when a signal N killed it).
+CMD runs in a session and process group of its own, and every signal run
+sends goes to the whole group, so that the programs CMD started stop with it:
+a cancel sends SIGTERM, and SIGKILL 10 s later if CMD is still running (and
+at once to whatever CMD leaves behind in its group); SIGTERM, SIGHUP, SIGINT,
+SIGQUIT, SIGUSR1 and SIGUSR2 sent to run are passed on. CMD reads and writes
+run's terminal, but has no controlling terminal: Ctrl-C reaches run, which
+passes it on, and a program that opens /dev/tty (a password prompt) cannot.
+run says on stderr when a cancel stops CMD, and exits with CMD's exit code
+(128 + N when a signal N killed it).
 
   --token T          the stream's token (default: $${ENV_TOKEN}; else a new
                      token is made and printed on stderr)
@@ -214,10 +215,6 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   });
   forwarding.remove();
   cancel.settle();
-  if (child.stdin !== null) {
-    process.stdin.unpipe();
-    process.stdin.destroy();
-  }
 
   const outcome = outcomeOf(file, ended, cancel.cancelled);
   if (ended.error !== undefined) io.err(`mcp-progress run: ${outcome.message}\n`);
@@ -270,24 +267,17 @@ function connectRunPublisher(plan: RunPlan, io: Io): Promise<Publisher> {
 }
 
 /**
- * Spawns CMD as the leader of a process group of its own (detached), so that a
- * signal reaches what it started. Its group is then not the terminal's
- * foreground group, where a read of the terminal would stop it: when run's
- * stdin is a terminal, run (in the foreground) reads it and passes it on.
+ * Spawns CMD detached: in a session and process group of its own, so that a
+ * signal to the group reaches what CMD started. CMD then has no controlling
+ * terminal: it still reads and writes the terminal run was given, but Ctrl-C
+ * reaches run alone, which passes it on.
  */
 function startCommand(plan: RunPlan, env: Io['env']): ChildProcess {
-  const fromTerminal = process.stdin.isTTY === true;
-  const output = plan.parseOutput ? 'pipe' : 'inherit';
-  const child = spawn(plan.file, plan.args, {
-    stdio: [fromTerminal ? 'pipe' : 'inherit', output, output],
+  return spawn(plan.file, plan.args, {
+    stdio: plan.parseOutput ? ['inherit', 'pipe', 'pipe'] : 'inherit',
     detached: true,
     env: { ...env, [ENV_SOCKET]: plan.socketPath, [ENV_TOKEN]: plan.token },
   });
-  if (child.stdin !== null) {
-    child.stdin.on('error', () => {}); // CMD closed its stdin: what is typed next goes nowhere
-    process.stdin.pipe(child.stdin);
-  }
-  return child;
 }
 
 /** On a cancel: SIGTERM to CMD's group, said on stderr, and SIGKILL after the grace. */

@@ -7,9 +7,10 @@ import type { Io } from './io.js';
 export const STATUS_HELP = `Usage: mcp-progress status [--json] [--socket PATH | --runtime-dir DIR]
 
 Shows the running daemon: pid, version, uptime, socket, gateway URL, worker
-connections, sessions, streams, subscriptions and counters. Exit 0 when a
-daemon answers, 1 when none does or when it refuses the request (at its
-connection cap, or stopping), with its reason.
+connections (status's own not counted), sessions, streams, subscriptions and
+counters. Exit 0 when a daemon answers, 1 when none does or when it refuses
+the request (at its connection cap, or stopping), with its reason, 2 when
+the command line is wrong.
 
   --json               print the figures as one JSON object
   --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the

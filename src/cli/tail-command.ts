@@ -5,6 +5,7 @@ import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_TAIL_LINES_INTERVAL_MS } from '../shar
 import { BridgeError } from '../shared/errors.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
+import { NO_LIVE_DAEMON } from './no-daemon.js';
 import { formatLine, formatScreen, type StreamRow, TailModel } from './tail-view.js';
 import { printable } from './terminal-text.js';
 
@@ -143,14 +144,6 @@ export class Following {
   }
 }
 
-/** Errors that mean no daemon is up for the runtime dir yet: tail waits for one. */
-const NO_DAEMON_YET: ReadonlySet<string> = new Set([
-  'daemon_not_running',
-  'gateway_unreachable',
-  'bad_daemon_info',
-  'gateway_refused',
-]);
-
 /**
  * Connects to the daemon, waiting for one to start when none is up (said once
  * on stderr), until `stopped` resolves: then undefined.
@@ -169,7 +162,7 @@ async function connectWhenUp(
     try {
       return await GatewayClient.connect(options);
     } catch (error) {
-      if (!(error instanceof BridgeError) || !NO_DAEMON_YET.has(error.code)) throw error;
+      if (!(error instanceof BridgeError) || !NO_LIVE_DAEMON.has(error.code)) throw error;
       if (!told)
         io.err(`mcp-progress tail: ${error.message}; waiting for a daemon (Ctrl-C to stop)\n`);
       told = true;

@@ -515,7 +515,7 @@ describe('mcp-progress run in a terminal (a real pseudo-terminal, from Python)',
     return output.stdout();
   }
 
-  it('passes what is typed on to CMD, which reads it although its group is not in the foreground', async () => {
+  it('CMD reads what is typed on the terminal, though it runs in a session of its own', async () => {
     const token = await watched('run-typed');
     const screen = await inTerminal('ready', 'hello\\n', [
       '--token',
