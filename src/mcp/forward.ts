@@ -24,6 +24,7 @@ import {
   MAX_REMEMBERED_SESSIONS,
   PING_WAIT_FACTOR,
   PING_WAIT_FLOOR_MS,
+  UNANSWERED_CLIENT_GAP_MS,
 } from '../shared/defaults.js';
 import { type ConfirmDelivery, ProgressSends, type SendProgress } from './progress-sends.js';
 import type { ProgressSession } from './progress-source.js';
@@ -32,7 +33,8 @@ import type { ProgressSession } from './progress-source.js';
  * What one MCP client has shown about answering the server's pings. A client
  * behind a gateway that rewrites the ids of its replies (supergateway's
  * stdio->WebSocket) never answers one: once a ping went unanswered and none
- * was ever answered, later calls skip it and keep only the gap. One that
+ * was ever answered, later calls skip it and wait UNANSWERED_CLIENT_GAP_MS
+ * after the last notification instead. One that
  * answers is given a bounded multiple of its slowest answer.
  */
 export class PingRecord {
@@ -63,7 +65,10 @@ export class PingRecord {
     if (ping === undefined) return undefined;
     return async () => {
       const waitMs = this.waitMs();
-      if (waitMs === 0) return;
+      if (waitMs === 0) {
+        await new Promise((resolve) => setTimeout(resolve, UNANSWERED_CLIENT_GAP_MS));
+        return;
+      }
       const started = performance.now();
       try {
         await ping(waitMs);

@@ -40,5 +40,13 @@ export const DEFAULT_WATCH_TIMEOUT_MS = 50_000;
 export const PING_WAIT_FLOOR_MS = 500;
 export const PING_WAIT_FACTOR = 4;
 
+/**
+ * Before the result, for a client that has shown it never answers a ping:
+ * no ping, but this long after the last notification instead of
+ * RESULT_GAP_MS, so that a client busy for a moment still dispatches it
+ * before the result (a guard, not a proof; the ping was the proof).
+ */
+export const UNANSWERED_CLIENT_GAP_MS = 250;
+
 /** Sessions of one relay process whose ping answers are remembered. */
 export const MAX_REMEMBERED_SESSIONS = 1024;

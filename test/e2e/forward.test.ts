@@ -166,7 +166,12 @@ const values = (count: number) => Array.from({ length: count }, (_, i) => i + 1)
  * The progress the client received for the call with request id `id` (the
  * SDK client's progressToken is its request id: initialize is 0, the first call 1).
  */
-function expectAllBeforeResult(probe: Probe, id: number, expected: number[]): void {
+function expectAllBeforeResult(
+  probe: Probe,
+  id: number,
+  expected: number[],
+  options: { handlerChecked?: boolean } = {},
+): void {
   const resultAt = responseIndex(probe.received, id);
   expect(resultAt).toBeGreaterThan(-1);
   const mine = (messages: JSONRPCMessage[]) =>
@@ -174,6 +179,7 @@ function expectAllBeforeResult(probe: Probe, id: number, expected: number[]): vo
   // Under the caller's own token, every value, in order, before the result.
   expect(mine(probe.received.slice(0, resultAt)).map((p) => p.progress)).toEqual(expected);
   expect(mine(probe.received.slice(resultAt + 1))).toEqual([]);
+  if (options.handlerChecked === false) return;
   const unknown = probe.errors.filter((e) => e.message.includes('unknown token'));
   expect(unknown).toEqual([]);
 }
@@ -206,8 +212,10 @@ describe.each([
       const { token, call } = await caller.start(probe, (v) => seen.push(v));
       await publish(token, values(5));
       await call;
-      expect(seen).toEqual(values(5));
-      expectAllBeforeResult(probe, id, values(5));
+      // On the wire, every value before the result. Without a ping nothing proves the client
+      // dispatched the last one before the result (typescript-sdk#2580), so its handler is not checked.
+      expectAllBeforeResult(probe, id, values(5), { handlerChecked: id === 1 });
+      if (id === 1) expect(seen).toEqual(values(5));
       // The first call pinged and got no answer; the second does not ping at all.
       expect(probe.pings).toHaveLength(1);
     }
