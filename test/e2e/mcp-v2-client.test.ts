@@ -216,3 +216,18 @@ describe('the 2026-07-28 revision beside the 2025 ones', () => {
     }
   });
 });
+
+describe('stopping', () => {
+  it('the daemon stops gracefully while a 2026-07-28 request holds a watch open on /mcp', async () => {
+    const own = await startDaemon();
+    const mcp = await connectHttpV2(own.info, 'pin');
+    const call = mcp.client
+      .callTool({ name: 'watch_progress', arguments: { progressToken: 'forever-v2' } })
+      .catch((error: Error) => error);
+    await waitForSubscribers(own.info, 'forever-v2');
+    expect(await own.stop()).toBe(0);
+    expect(own.stderr()).toContain('stopped');
+    await mcp.close();
+    expect(await call).toBeInstanceOf(Error);
+  });
+});
