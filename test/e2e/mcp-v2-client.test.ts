@@ -231,3 +231,41 @@ describe('stopping', () => {
     expect(await call).toBeInstanceOf(Error);
   });
 });
+
+describe('routing by revision on /mcp', () => {
+  const post = (body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${httpBase(daemon.info)}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${daemon.info.secret}`,
+        ...headers,
+      },
+      body: JSON.stringify(body),
+    });
+
+  it('a request claiming a revision the bridge does not serve is told which it does', async () => {
+    const response = await post({
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/list',
+      params: {
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2099-01-01',
+          'io.modelcontextprotocol/clientCapabilities': {},
+        },
+      },
+    });
+    const text = await response.text();
+    expect(response.status, text).toBeGreaterThanOrEqual(400);
+    expect(text).toContain(NEWEST_REVISION);
+    expect(text).not.toContain('initialize a new session');
+  });
+
+  it('a claim-less request without a session is still told to initialize', async () => {
+    const response = await post({ jsonrpc: '2.0', id: 8, method: 'tools/list' });
+    expect(response.status).toBe(400);
+    expect(await response.text()).toContain('initialize');
+  });
+});
