@@ -4,6 +4,7 @@
  */
 import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
 import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { pongSchema } from '../protocol/frames.js';
 import { BridgeError } from '../shared/errors.js';
 import type { DaemonInfo } from '../shared/locate.js';
@@ -116,14 +117,32 @@ export async function claimSocketPath(path: string): Promise<void> {
 
 let bindCount = 0;
 
+/** sun_path holds 108 bytes on Linux and 104 on macOS and the BSDs, its NUL included. */
+export const MAX_SOCKET_PATH_BYTES = process.platform === 'linux' ? 107 : 103;
+
 /**
  * Where the worker socket is bound before it is published under its name: a
- * private path beside it. On Windows (a named pipe) the name itself.
+ * private path beside it. On Windows (a named pipe) the name itself. A path
+ * too long for a Unix socket is refused here, naming the limit; one so close
+ * to it that no private name beside it fits is bound in place.
  */
 export function bindPathFor(path: string): string {
   if (process.platform === 'win32') return path;
+  const bytes = Buffer.byteLength(path);
+  if (bytes > MAX_SOCKET_PATH_BYTES) {
+    throw new BridgeError(
+      'socket_failed',
+      `the socket path ${path} is ${bytes} bytes, and a Unix socket path is at most ${MAX_SOCKET_PATH_BYTES} bytes here: choose a shorter --socket or --runtime-dir`,
+    );
+  }
   bindCount++;
-  return `${path}.${process.pid}.${bindCount}`;
+  const candidates = [
+    `${path}.${process.pid}.${bindCount}`,
+    join(dirname(path), `.${process.pid.toString(36)}${bindCount.toString(36)}`),
+  ];
+  return (
+    candidates.find((candidate) => Buffer.byteLength(candidate) <= MAX_SOCKET_PATH_BYTES) ?? path
+  );
 }
 
 /**
