@@ -5,7 +5,7 @@
  *
  *   --quick              shorter runs (same shapes)
  *   --smoke              tiny sizes: checks the harness, measures nothing
- *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale
+ *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, probe
  *   --systems a,b        bridge, raw, nodeipc, nats
  *   --repeat N           run each throughput and latency measurement N times, report the median
  *   --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",
@@ -15,9 +15,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { floodProbeTable } from './lib/flood-probe.ts';
 import { conditions, table, targets, targetTable } from './lib/report.ts';
 import { ALL_SYSTEMS, runSuite, WORKLOADS, type WorkloadName } from './lib/suite.ts';
-import { ROOT, type SystemName } from './lib/systems.ts';
+import { ROOT, SYSTEM_LABELS, type SystemName } from './lib/systems.ts';
 import { SIZES } from './lib/workloads.ts';
 
 const { values } = parseArgs({
@@ -87,5 +88,11 @@ writeFileSync(
 if (values.json) {
   process.stdout.write(`${JSON.stringify({ ...result, targets: checks }, null, 2)}\n`);
 } else {
-  process.stdout.write(`\n${table(result)}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`);
+  const probe =
+    Object.keys(result.probe).length === 0
+      ? ''
+      : `${floodProbeTable(result.probe, SYSTEM_LABELS)}\n\n`;
+  process.stdout.write(
+    `\n${table(result)}\n\n${probe}${targetTable(checks)}\n\n${conditions(result)}\n`,
+  );
 }

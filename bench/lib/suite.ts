@@ -4,6 +4,7 @@
  * hurts them alike. A failed run is recorded, not fatal.
  */
 import { cpus, loadavg, totalmem } from 'node:os';
+import { type FloodProbeResult, PROBE_FLOODERS, runFloodProbe } from './flood-probe.ts';
 import { natsServerPath, type SystemName } from './systems.ts';
 import {
   type FloodResult,
@@ -19,7 +20,7 @@ import {
   type ThroughputResult,
 } from './workloads.ts';
 
-export const WORKLOADS = ['ingest', 'e2e', 'latency', 'fanout', 'flood', 'scale'] as const;
+export const WORKLOADS = ['ingest', 'e2e', 'latency', 'fanout', 'flood', 'scale', 'probe'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
 export const ALL_SYSTEMS: SystemName[] = ['bridge', 'raw', 'nodeipc', 'nats'];
 
@@ -65,6 +66,8 @@ export interface SuiteResult {
   fanout: Partial<Record<SystemName, Outcome<ThroughputResult>>>;
   flood: Partial<Record<SystemName, Outcome<FloodResult>>>;
   scale: Partial<Record<SystemName, Outcome<ScaleResult>>>;
+  /** Flood plus probe (bench/lib/flood-probe.ts), by number of flooding connections. */
+  probe: Record<number, Partial<Record<SystemName, Outcome<FloodProbeResult>>>>;
 }
 
 async function attempt<T>(
@@ -158,6 +161,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     fanout: {},
     flood: {},
     scale: {},
+    probe: {},
   };
   const start = {
     minIntervalMs: 0,
@@ -241,6 +245,19 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       (name) => runScale(name, start, sizes),
       (value) => value.rssPerWorkerBytes,
     );
+  }
+  const probed = systems.filter((name) => name === 'bridge' || name === 'before');
+  if (want('probe') && probed.length > 0) {
+    for (const flooders of PROBE_FLOODERS[options.sizeName] ?? PROBE_FLOODERS.full ?? []) {
+      log(`flood plus probe, ${flooders} flooding connections`);
+      result.probe[flooders] = await measureRow(
+        probed,
+        options.repeat,
+        log,
+        (name) => runFloodProbe(name, start, sizes, flooders),
+        (value) => value.ping.p99Ms,
+      );
+    }
   }
   result.conditions.loadAverageAfter = loadavg();
   return result;
