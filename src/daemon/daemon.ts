@@ -39,8 +39,11 @@ import {
   bindPathFor,
   claimSocketPath,
   type FileIdentity,
+  filesGone,
+  lockRuntimeDir,
   prepareRuntimeDir,
   publishSocket,
+  type RuntimeDirLock,
   refuseLiveDaemonInfo,
   removeOwnDaemonInfo,
   removeOwnSocket,
@@ -78,6 +81,7 @@ export class Daemon {
   #framesAccepted = 0;
   readonly #framesRejected: Partial<Record<RejectCode, number>> = {};
   #stopping: Promise<void> | undefined;
+  #runtimeDirLock: RuntimeDirLock | undefined;
 
   private constructor(options: DaemonOptions, log: Logger, bindPath: string) {
     this.options = options;
@@ -172,10 +176,19 @@ export class Daemon {
     const log = logger ?? createLogger(options.logLevel);
     prepareRuntimeDir(options.runtimeDir);
     const infoPath = daemonInfoPath(options.runtimeDir);
-    await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
-    await claimSocketPath(options.socketPath);
-    const bindPath = bindPathFor(options.socketPath);
+    // Of daemons started at once on one runtime dir, whatever their sockets, one gets past here.
+    const lock = await lockRuntimeDir(options.runtimeDir, infoPath);
+    let bindPath: string;
+    try {
+      await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
+      await claimSocketPath(options.socketPath);
+      bindPath = bindPathFor(options.socketPath);
+    } catch (error) {
+      lock.release();
+      throw error;
+    }
     const daemon = new Daemon(options, log, bindPath);
+    daemon.#runtimeDirLock = lock;
     // The socket first: of daemons started at once, the one that publishes it is the one that runs.
     try {
       await daemon.#ingress.start();
@@ -198,6 +211,7 @@ export class Daemon {
       // Look again: a daemon with another socket may have written daemon.json meanwhile.
       await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
       await writeDaemonInfo(infoPath, daemon.#info);
+      lock.orphaned = () => filesGone(options.socketPath, daemon.#boundSocket, infoPath);
     } catch (error) {
       await daemon.#teardown(0);
       if (error instanceof BridgeError) throw error;
@@ -299,6 +313,7 @@ export class Daemon {
     await this.#endpoint.stop(graceMs);
     if (this.#info !== undefined)
       await removeOwnDaemonInfo(daemonInfoPath(this.options.runtimeDir), this.#info.pid);
+    this.#runtimeDirLock?.release();
   }
 
   #frame(connection: WorkerConnection, type: string, data: unknown): void {
