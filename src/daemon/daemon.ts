@@ -8,6 +8,7 @@ import { MCP_PATH, McpHttpSessions } from '../mcp/http-sessions.js';
 import type { ProgressSource } from '../mcp/progress-source.js';
 import {
   type DaemonStatus,
+  type DoneFrame,
   explainClaimFrame,
   explainDoneFrame,
   explainProgressFrame,
@@ -23,6 +24,7 @@ import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
 import { VERSION } from '../shared/version.js';
+import { DoneJournal, doneJournalPath } from './done-journal.js';
 import { GatewayEndpoint } from './gateway.js';
 import { LocalProgressSource } from './in-process-source.js';
 import { formatPrometheus } from './metrics.js';
@@ -51,6 +53,9 @@ import {
 } from './runtime-dir.js';
 import { TickScheduler } from './scheduler.js';
 import { IngressServer, type WorkerConnection } from './worker-socket.js';
+
+/** The connection id the journal's recovered dones are finished under: no worker has it. */
+const RECOVERED_CONNECTION = 0;
 
 /** Figures for `status`, /metrics and the tests. */
 /** An MCP session over HTTP with no request for this long is closed. */
@@ -82,12 +87,17 @@ export class Daemon {
   readonly #framesRejected: Partial<Record<RejectCode, number>> = {};
   #stopping: Promise<void> | undefined;
   #runtimeDirLock: RuntimeDirLock | undefined;
+  readonly #doneJournal: DoneJournal;
 
   private constructor(options: DaemonOptions, log: Logger, bindPath: string) {
     this.options = options;
     this.#log = log;
     this.#startedAt = this.now();
     this.#secret = options.secret ?? randomBytes(32).toString('base64url');
+    this.#doneJournal = new DoneJournal(
+      doneJournalPath(options.runtimeDir),
+      options.router.retentionMs,
+    );
     this.#router = new Router(options.router, (session, notification) =>
       this.#endpoint.deliver(session, notification),
     );
@@ -191,6 +201,12 @@ export class Daemon {
     daemon.#runtimeDirLock = lock;
     // The socket first: of daemons started at once, the one that publishes it is the one that runs.
     try {
+      // Dones an earlier daemon on this dir acked: their streams end again for re-subscribing watchers.
+      for (const done of daemon.#doneJournal.recover()) {
+        const frame: DoneFrame = { v: 1, progressToken: done.progressToken, status: done.status };
+        if (done.message !== undefined) frame.message = done.message;
+        daemon.#router.finish(RECOVERED_CONNECTION, frame, daemon.now());
+      }
       await daemon.#ingress.start();
       daemon.#boundSocket = await publishSocket(bindPath, options.socketPath);
     } catch (error) {
@@ -313,6 +329,7 @@ export class Daemon {
     await this.#endpoint.stop(graceMs);
     if (this.#info !== undefined)
       await removeOwnDaemonInfo(daemonInfoPath(this.options.runtimeDir), this.#info.pid);
+    this.#doneJournal.close();
     this.#runtimeDirLock?.release();
   }
 
@@ -332,11 +349,11 @@ export class Daemon {
         return;
       case 'done':
         if (isDoneFrame(data)) {
-          this.#answer(
-            connection,
-            this.#router.finish(connection.id, data, this.#frameTime()),
-            data,
-          );
+          const outcome = this.#router.finish(connection.id, data, this.#frameTime());
+          // Journaled before the ack: an acked done survives a crash (done-journal.ts).
+          if (outcome.ok)
+            this.#doneJournal.record(data.progressToken, data.status ?? 'ok', data.message);
+          this.#answer(connection, outcome, data);
         } else {
           this.#reject(connection, explainDoneFrame(data));
         }
