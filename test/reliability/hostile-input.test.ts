@@ -227,6 +227,22 @@ describe('an adversarial corpus', () => {
     ]);
   });
 
+  it('whitespace after a frame (a newline, CRLF) is not the start of a frame: no frame_timeout', async () => {
+    const spaced = await rawWorker(daemon.info.socket);
+    spaced.write(`${json({ type: 'ping', data: {} })}\r\n \t`);
+    await spaced.reply((r) => r.type === 'pong');
+    // A half frame written after the whitespace: its timer runs out first only if the newline armed none.
+    const stalled = await rawWorker(daemon.info.socket);
+    stalled.write('{"type":"progress"');
+    await stalled.closed;
+    expect(spaced.isClosed()).toBe(false);
+    // A frame after the whitespace is read as usual, and blank frames are skipped.
+    spaced.write(`\n\f${json({ type: 'ping', data: {} })}\n`);
+    await eventually(() => (spaced.replies.length === 2 ? true : undefined));
+    expect(spaced.replies.map((r) => r.type)).toEqual(['pong', 'pong']);
+    spaced.destroy();
+  });
+
   it('a busy connection whose reads end mid-frame is not timed out', async () => {
     const worker = await rawWorker(daemon.info.socket);
     const frame = (i: number) =>

@@ -234,6 +234,38 @@ describe('wire format', () => {
     }
   });
 
+  it('counts the frame limit in UTF-8 bytes, for complete frames and the unread tail', () => {
+    // 6 euro signs are 6 UTF-16 units but 18 bytes.
+    const decoder = new FrameDecoder(16);
+    const [tooLarge] = decoder.push(`"${'€'.repeat(6)}"\f`);
+    expect(tooLarge).toBeInstanceOf(FrameError);
+    expect((tooLarge as FrameError).code).toBe('frame_too_large');
+    expect((decoder.push('€'.repeat(6))[0] as FrameError).code).toBe('frame_too_large');
+    expect(decoder.pending).toBe(0);
+    // Exactly at the limit is a frame.
+    expect(new FrameDecoder(16).push('{"type":"€"}  \f')).toEqual([{ type: '€', data: undefined }]);
+  });
+
+  it('skips whitespace between frames, and says whether a frame has started', () => {
+    const decoder = new FrameDecoder(1024);
+    expect(decoder.push(`${encodeFrame('ack', { seq: 1 })}\r\n`)).toEqual([
+      { type: 'ack', data: { seq: 1 } },
+    ]);
+    expect(decoder.partial).toBe(false);
+    expect(decoder.push('\f \f{"ty')).toEqual([]);
+    expect(decoder.partial).toBe(true);
+    expect(decoder.push('pe":"x"}\f')).toEqual([{ type: 'x', data: undefined }]);
+  });
+
+  it('gives each bad frame a framing code', () => {
+    const out = new FrameDecoder(1024).push('nope\f[]\f{"data":1}\f');
+    expect(out.map((e) => (e instanceof FrameError ? e.code : e))).toEqual([
+      'invalid_json',
+      'invalid_envelope',
+      'invalid_envelope',
+    ]);
+  });
+
   it('reports bad frames instead of throwing', () => {
     const decoder = new FrameDecoder(16);
     const out = decoder.push('nope\fnull\f{"data":1}\f');
