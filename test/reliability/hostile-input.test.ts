@@ -141,13 +141,10 @@ describe('an adversarial corpus', () => {
       Buffer.from('","progress":1}}\f'),
     ]);
     const result = await hit(bad);
-    // Protocol v1 refuses it (invalid_utf8, then the close). While the worker socket still
-    // decodes through node-ipc the bytes become U+FFFD, a valid token: accepted, no answer.
-    expect(result).toEqual(
-      result.closed ? { closed: true, codes: ['invalid_utf8'] } : { closed: false, codes: [] },
-    );
+    // Never U+FFFD: the worker socket decodes bytes itself, UTF-8 before JSON.
+    expect(result).toEqual({ closed: true, codes: ['invalid_utf8'] });
     const raw = await hit(Buffer.from([0xff, 0xfe, 0xfd, 0x0c]));
-    expect(raw.codes).toEqual(['invalid_json']);
+    expect(raw.codes).toEqual(['invalid_utf8']);
     expect(raw.closed).toBe(true);
   });
 
