@@ -73,9 +73,9 @@ export const WORKER_SOCKET_BACKLOG = 4096;
 /**
  * UTF-16 units of frames one connection may have handled before the others
  * are served. A flooding connection past it is paused until every connection
- * that was ready has had its turn; 16 Ki units are about 100 typical frames.
+ * that was ready has had its turn; 32 Ki units are about 200 typical frames.
  */
-export const READ_BUDGET_UNITS = 16 * 1024;
+export const READ_BUDGET_UNITS = 32 * 1024;
 
 function framingMessage(code: RejectCode, maxFrameBytes: number): string {
   switch (code) {
