@@ -62,9 +62,9 @@ export const WORKER_SOCKET_BACKLOG = 4096;
 /**
  * Bytes of frames one connection may have handled before the others are
  * served. A flooding connection past it is paused until every connection that
- * was ready has had its turn; 16 KiB are about 100 typical frames.
+ * was ready has had its turn; 32 KiB are about 200 typical frames.
  */
-export const READ_BUDGET_BYTES = 16 * 1024;
+export const READ_BUDGET_BYTES = 32 * 1024;
 
 const FORM_FEED = 0x0c;
 const NO_BYTES = Buffer.alloc(0);

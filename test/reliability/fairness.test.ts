@@ -3,8 +3,10 @@
  * worker socket, a new connection's ping and an honest worker's frame to an
  * honest subscriber are served early in the flood, not after it; and the flood
  * loses nothing and is slowed by backpressure, never disconnected. Ordering,
- * not time: the probes must be answered before the daemon has read a fifth of
- * any flooder's frames (each flooder asks for an ack there). (The latencies are measured by `npm run bench -- --only probe`.)
+ * not time: half way into each flood is a marker (a done for its
+ * own token); one subscriber, with coalescing off, receives the markers, the
+ * honest frame, and a done the probe sent right behind its ping, in the order
+ * the daemon read them: both probes must come before every marker. (The latencies are measured by `npm run bench -- --only probe`.)
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -12,7 +14,6 @@ import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, ROOT, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { rawWorker } from '../helpers/worker.js';
 
 afterEach(cleanupAll);
 
@@ -27,8 +28,9 @@ describe.skipIf(process.platform === 'win32')('fairness under a flood', () => {
     for (const progressToken of tokens)
       await watcher.request('progress/subscribe', { progressToken });
     const honestToken = 'honest';
-    await watcher.request('progress/subscribe', { progressToken: honestToken, minIntervalMs: 0 });
-    const honest = await rawWorker(daemon.info.socket);
+    const marks = tokens.map((_, i) => `flood-mark-${i}`);
+    for (const progressToken of [honestToken, 'probe-mark', ...marks])
+      await watcher.request('progress/subscribe', { progressToken, minIntervalMs: 0 });
 
     const events: Array<{ event: string; token?: string }> = [];
     const flooder = spawn(
@@ -39,20 +41,16 @@ describe.skipIf(process.platform === 'win32')('fairness under a flood', () => {
         String(FLOODERS),
         String(FRAMES),
         'flood',
+        honestToken,
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
-    const order: string[] = [];
     createInterface({ input: flooder.stdout }).on('line', (line) => {
       const event = JSON.parse(line) as { event: string; token?: string };
       events.push(event);
-      if (event.event === 'fifth') order.push(`fifth ${event.token}`);
     });
-    await eventually(() => events.find((e) => e.event === 'flooding'), 20_000, 'the flood');
-
-    // A new connection's ping, and one honest frame through to its subscriber, while it floods.
-    const probe = await rawWorker(daemon.info.socket);
-    probe.send('ping', {});
+    // The flooder process itself probes once all its connections flood: a new connection's
+    // ping, and an honest frame (acked once the router has it).
     const honestDelivered = eventually(
       () =>
         watcher.notifications.some((n) => n.params.progressToken === honestToken)
@@ -60,10 +58,12 @@ describe.skipIf(process.platform === 'win32')('fairness under a flood', () => {
           : undefined,
       60_000,
       'the honest frame at its subscriber',
-    ).then(() => order.push('honest delivered'));
-    honest.send('progress', { v: 1, progressToken: honestToken, progress: 1, seq: 1 });
-    await probe.reply((r) => r.type === 'pong', 60_000);
-    order.push('pong');
+    );
+    await eventually(
+      () => (events.some((e) => e.event === 'pong') ? true : undefined),
+      60_000,
+      'the pong',
+    );
     await honestDelivered;
 
     // Then the flood ends: every flooder's done acked, none refused or cut off.
@@ -72,9 +72,23 @@ describe.skipIf(process.platform === 'win32')('fairness under a flood', () => {
       120_000,
       'every flooder acked',
     );
-    expect(order.slice(0, 2).sort()).toEqual(['honest delivered', 'pong']);
+    // In the order the daemon read them: the honest frame and the ping (its probe-mark) before
+    // any flood's marker.
+    const seen = await eventually(
+      () => {
+        const order = watcher.notifications
+          .map((n) => String(n.params.progressToken))
+          .filter((t) => t === honestToken || t === 'probe-mark' || t.startsWith('flood-mark-'));
+        return order.length === marks.length + 2 ? order : undefined;
+      },
+      30_000,
+      'every marker',
+    );
+    const firstMark = seen.findIndex((t) => t.startsWith('flood-mark-'));
+    expect(seen.indexOf(honestToken), seen.join(', ')).toBeLessThan(firstMark);
+    expect(seen.indexOf('probe-mark'), seen.join(', ')).toBeLessThan(firstMark);
     expect(
-      events.filter((e) => e.event !== 'acked' && e.event !== 'fifth' && e.event !== 'flooding'),
+      events.filter((e) => !['acked', 'flooding', 'pong', 'honest-acked'].includes(e.event)),
     ).toEqual([]);
 
     // Nothing accepted was lost: each flood stream ends with its final value, then done.
@@ -97,8 +111,6 @@ describe.skipIf(process.platform === 'win32')('fairness under a flood', () => {
       expect(last?.params.progress, token).toBe(FRAMES);
     }
     flooder.kill();
-    probe.destroy();
-    honest.destroy();
     await watcher.close();
     await daemon.stop();
   });
