@@ -3,7 +3,7 @@
  * form feed. Pure: no sockets here, so any transport can use it.
  */
 import type { RejectCode } from './errors.js';
-import { FRAME_DELIMITER, MAX_TYPE_BYTES, utf8ByteLength } from './limits.js';
+import { FRAME_DELIMITER, fitsUtf8Bytes, MAX_TYPE_BYTES, utf8ByteLength } from './limits.js';
 
 export interface Envelope {
   type: string;
@@ -44,16 +44,21 @@ const FORM_FEED = 0x0c;
 /** fatal: invalid UTF-8 is an error, never U+FFFD; ignoreBOM: a BOM stays in the text, so JSON refuses it. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const EMPTY = Buffer.alloc(0);
+/** JSON's insignificant whitespace: a frame of only this (or nothing) is skipped, so a newline after a form feed is not a frame. */
+const JSON_WHITESPACE = /^[ \t\n\r]*$/;
 
 /**
  * Splits a byte stream into envelopes, in order: per frame, size (bytes, the
- * form feed excluded), then UTF-8, then JSON, then the envelope. Input that is
- * not an envelope is reported as a FrameError, not thrown, so that a reader can
- * decide what a bad frame means. Text pushed as a string is counted as its
- * UTF-8 encoding.
+ * form feed excluded), then UTF-8, then JSON, then the envelope. A frame of
+ * JSON whitespace only is skipped. Input that is not an envelope is reported
+ * as a FrameError, not thrown, so that a reader can decide what a bad frame
+ * means. Fed bytes, it checks UTF-8; fed text (already decoded), it counts
+ * the text's UTF-8 encoding and cannot see invalid bytes any more.
  */
 export class FrameDecoder {
-  #buffer: Buffer = EMPTY;
+  /** The unfinished tail, as fed: text, or bytes (at most one of the two is non-empty). */
+  #text = '';
+  #bytes: Buffer = EMPTY;
   readonly #maxBytes: number;
 
   constructor(maxBytes: number) {
@@ -62,36 +67,75 @@ export class FrameDecoder {
 
   /** Feeds bytes (or text); returns the complete frames it finished, oldest first. */
   push(chunk: string | Uint8Array): Array<Envelope | FrameError> {
+    if (typeof chunk === 'string' && this.#bytes.length === 0) return this.#pushText(chunk);
     const bytes =
       typeof chunk === 'string'
         ? Buffer.from(chunk, 'utf8')
         : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    const combined = this.#buffer.length === 0 ? bytes : Buffer.concat([this.#buffer, bytes]);
+    if (this.#text.length > 0) {
+      this.#bytes = Buffer.from(this.#text, 'utf8');
+      this.#text = '';
+    }
+    return this.#pushBytes(bytes);
+  }
+
+  /** Bytes of an incomplete frame waiting for its form feed. */
+  get pending(): number {
+    return this.#text.length > 0 ? utf8ByteLength(this.#text) : this.#bytes.length;
+  }
+
+  /** Whether the unread tail holds the start of a frame (anything but whitespace): what a frame timeout should time. */
+  get partial(): boolean {
+    if (this.#text.length > 0) return !JSON_WHITESPACE.test(this.#text);
+    return this.#bytes.length > 0 && !JSON_WHITESPACE.test(this.#bytes.toString('latin1'));
+  }
+
+  #pushText(text: string): Array<Envelope | FrameError> {
+    const combined = this.#text.length === 0 ? text : this.#text + text;
+    const out: Array<Envelope | FrameError> = [];
+    let start = 0;
+    let end = combined.indexOf(FRAME_DELIMITER);
+    while (end !== -1) {
+      const frame = combined.slice(start, end);
+      if (!fitsUtf8Bytes(frame, this.#maxBytes)) out.push(tooLarge(this.#maxBytes));
+      else if (!JSON_WHITESPACE.test(frame)) out.push(decodeEnvelope(frame));
+      start = end + 1;
+      end = combined.indexOf(FRAME_DELIMITER, start);
+    }
+    const rest = start === 0 ? combined : combined.slice(start);
+    if (!fitsUtf8Bytes(rest, this.#maxBytes)) {
+      this.#text = '';
+      out.push(tooLarge(this.#maxBytes));
+    } else {
+      this.#text = rest;
+    }
+    return out;
+  }
+
+  #pushBytes(bytes: Buffer): Array<Envelope | FrameError> {
+    const combined = this.#bytes.length === 0 ? bytes : Buffer.concat([this.#bytes, bytes]);
     const out: Array<Envelope | FrameError> = [];
     let start = 0;
     let end = combined.indexOf(FORM_FEED);
     while (end !== -1) {
-      out.push(this.#decode(combined.subarray(start, end)));
+      const decoded = this.#decode(combined.subarray(start, end));
+      if (decoded !== undefined) out.push(decoded);
       start = end + 1;
       end = combined.indexOf(FORM_FEED, start);
     }
     const rest = combined.subarray(start);
     if (rest.length > this.#maxBytes) {
-      this.#buffer = EMPTY;
+      this.#bytes = EMPTY;
       out.push(tooLarge(this.#maxBytes));
     } else {
       // A copy: the tail must not keep a large chunk alive.
-      this.#buffer = rest.length === 0 ? EMPTY : Buffer.from(rest);
+      this.#bytes = rest.length === 0 ? EMPTY : Buffer.from(rest);
     }
     return out;
   }
 
-  /** Bytes of an incomplete frame waiting for its form feed. */
-  get pending(): number {
-    return this.#buffer.length;
-  }
-
-  #decode(frame: Buffer): Envelope | FrameError {
+  /** One frame's bytes as an envelope or its framing error; undefined for whitespace only. */
+  #decode(frame: Buffer): Envelope | FrameError | undefined {
     if (frame.length > this.#maxBytes) return tooLarge(this.#maxBytes);
     let text: string;
     try {
@@ -102,7 +146,7 @@ export class FrameDecoder {
         'the frame is not valid UTF-8: encode the JSON text as UTF-8 (no other encoding, no lone surrogates)',
       );
     }
-    return decodeEnvelope(text);
+    return JSON_WHITESPACE.test(text) ? undefined : decodeEnvelope(text);
   }
 }
 
