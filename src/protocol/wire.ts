@@ -50,9 +50,8 @@ function isJsonWhitespace(byte: number): boolean {
   return byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d;
 }
 
-/** At least one byte, all of them JSON whitespace (a newline after a form feed). */
+/** Nothing but JSON whitespace, or nothing at all (a newline after a form feed, two form feeds). */
 function isBlank(bytes: Buffer): boolean {
-  if (bytes.length === 0) return false;
   for (const byte of bytes) if (!isJsonWhitespace(byte)) return false;
   return true;
 }
@@ -62,8 +61,8 @@ function isBlank(bytes: Buffer): boolean {
  * form feed excluded), then UTF-8, then JSON, then the envelope. Input that is
  * not an envelope is reported as a FrameError, not thrown, so that a reader can
  * decide what a bad frame means. Text pushed as a string is counted as its
- * UTF-8 encoding. A frame of JSON whitespace only (a newline after the form
- * feed) is skipped; an empty one (two form feeds in a row) is not JSON.
+ * UTF-8 encoding. An empty frame, or one of JSON whitespace only (a newline
+ * after the form feed), is skipped.
  */
 export class FrameDecoder {
   #buffer: Buffer = EMPTY;

@@ -293,7 +293,7 @@ describe('wire format', () => {
     ]);
   });
 
-  it('refuses invalid UTF-8, a BOM, an empty frame, long and reserved types', () => {
+  it('refuses invalid UTF-8, a BOM, long and reserved types; skips whitespace-only frames', () => {
     const decoder = new FrameDecoder(1024);
     const bad = Buffer.concat([
       Buffer.from('{"type":"progress","data":{"v":1,"progressToken":"'),
@@ -308,7 +308,14 @@ describe('wire format', () => {
     expect(
       codes(decoder, Buffer.from([0xef, 0xbb, 0xbf, ...Buffer.from('{"type":"ping"}\f')])),
     ).toEqual(['invalid_json']);
-    expect(codes(decoder, '\f')).toEqual(['invalid_json']);
+    // An empty frame, or one of JSON whitespace only (a newline after a form feed), is skipped.
+    expect(codes(decoder, '\f \n\r\t\f\n')).toEqual([]);
+    expect(decoder.partial).toBe(false);
+    expect(codes(decoder, Buffer.from('\f\n\f'))).toEqual([]);
+    expect(codes(decoder, '\n{"ty')).toEqual([]);
+    expect(decoder.partial).toBe(true);
+    expect(codes(decoder, 'pe":"ping"}\f')).toEqual([{ type: 'ping', data: undefined }]);
+    expect(decoder.partial).toBe(false);
     expect(codes(decoder, `{"type":"${'a'.repeat(256)}"}\f`)).toEqual([
       { type: 'a'.repeat(256), data: undefined },
     ]);
