@@ -210,10 +210,6 @@ export const WORKER_EVENTS = {
 
 export type WorkerEvent = keyof typeof WORKER_EVENTS;
 
-export function isWorkerEvent(type: string): type is WorkerEvent {
-  return Object.hasOwn(WORKER_EVENTS, type);
-}
-
 // Daemon to worker.
 
 export const rejectedSchema = z
