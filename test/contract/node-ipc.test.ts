@@ -106,37 +106,15 @@ describe('node-ipc contract (the worker socket relies on these)', () => {
     });
     // The second argument is the socket it came from (the README names only the buffer).
     for (const event of got) expect(event.args[1]).toBe(accepted[0]);
-    // Raw: no decoding of its own (the adapter sets utf8 itself), no framing, nothing dropped.
+    // Raw: no decoding of its own (the adapter hands the bytes to FrameDecoder), no framing, nothing dropped.
     expect(Buffer.isBuffer(got[0]?.args[0])).toBe(true);
-    worker.destroy();
-  });
-
-  it("leaves the socket's encoding to us: after setEncoding('utf8') data arrives as strings, split code points intact", async () => {
-    const { path, events } = await rig((socket) => socket.setEncoding('utf8'));
-    const worker = await client(path);
-    const bytes = Buffer.from('{"type":"x","data":"€"}\f');
-    // Split inside the 3-byte euro sign: the stream decoder must join it.
-    worker.write(bytes.subarray(0, 20));
-    await eventually(() => events.find((e) => e.type === 'data'));
-    worker.write(bytes.subarray(20));
-    const joined = await eventually(() => {
-      const text = events
-        .filter((e) => e.type === 'data')
-        .map((e) => {
-          expect(typeof e.args[0]).toBe('string');
-          return e.args[0] as string;
-        })
-        .join('');
-      return text.endsWith('\f') ? text : undefined;
-    });
-    expect(joined).toBe('{"type":"x","data":"€"}\f');
     worker.destroy();
   });
 
   it("publishes data inside the socket's own data event, so pausing the socket in the handler stops further reads (the read budget)", async () => {
     let paused = 0;
-    const { path, events, accepted, ipcServer } = await rig((socket) => socket.setEncoding('utf8'));
-    ipcServer.on('data', ((_chunk: string, socket: Socket) => {
+    const { path, events, accepted, ipcServer } = await rig();
+    ipcServer.on('data', ((_chunk: Buffer, socket: Socket) => {
       if (!socket.isPaused()) {
         socket.pause();
         paused++;
