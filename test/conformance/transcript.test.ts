@@ -7,29 +7,15 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cleanupAll,
-  eventually,
-  ROOT,
-  type RunningDaemon,
-  startDaemon,
-} from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { eventually, ROOT } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 
 const DOC = join(ROOT, 'docs/PROTOCOL.md');
 /** RFC 6455's sample key, so that the 101's Sec-WebSocket-Accept is the RFC's too. */
 const WS_KEY = 'dGhlIHNhbXBsZSBub25jZQ==';
 
-let daemon: RunningDaemon;
-
-beforeAll(async () => {
-  daemon = await startDaemon();
-});
-
-afterAll(async () => {
-  await daemon.stop();
-  cleanupAll();
-});
+const daemon = daemonForFile();
 
 /** One direction's bytes, as a line of the transcript. */
 interface Line {

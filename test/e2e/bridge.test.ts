@@ -5,19 +5,11 @@
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import { pythonRawClient } from '../helpers/python.js';
 
-let daemon: RunningDaemon;
-
-beforeAll(async () => {
-  daemon = await startDaemon();
-});
-afterAll(async () => {
-  await daemon.stop();
-  cleanupAll();
-});
+const daemon = daemonForFile();
 
 const progress = (data: Record<string, unknown>) => ({ type: 'progress', data: { v: 1, ...data } });
 

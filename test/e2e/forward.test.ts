@@ -15,24 +15,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { relayProgress } from '../../src/mcp/index.js';
 import type { FastMcpToolContext } from '../../src/mcp/relay.js';
 import type { ProgressToken } from '../../src/protocol/frames.js';
-import { BIN, cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { BIN, eventually } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 import { progressParams, responseIndex, waitForSubscribers } from '../helpers/mcp.js';
 import { type HostedServer, hostV1 } from '../helpers/relay-servers.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 
-let daemon: RunningDaemon;
+const daemon = daemonForFile();
 let worker: RawWorker;
 let seq = 0;
 
 beforeAll(async () => {
-  daemon = await startDaemon();
   worker = await rawWorker(daemon.info.socket);
 });
-afterAll(async () => {
-  worker.destroy();
-  await daemon.stop();
-  cleanupAll();
-});
+afterAll(() => worker.destroy());
 
 /** Publishes progress `values` then done on `token`, and waits for the daemon's acks. */
 async function publish(token: ProgressToken, values: number[], done = true): Promise<void> {

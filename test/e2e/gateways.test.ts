@@ -13,33 +13,20 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/websocket.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  BIN,
-  cleanupAll,
-  eventually,
-  ROOT,
-  type RunningDaemon,
-  startDaemon,
-} from '../helpers/daemon.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { BIN, eventually, ROOT } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 import { runWorker, waitForSubscribers } from '../helpers/mcp.js';
 import { connectUrlV2, NEWEST_REVISION } from '../helpers/mcp-v2.js';
 
-let daemon: RunningDaemon;
+const daemon = daemonForFile();
 const running: ChildProcess[] = [];
 
-beforeAll(async () => {
-  daemon = await startDaemon();
-});
 afterEach(() => {
   // Each gateway runs in its own process group, with the `mcp` it spawned: end them together.
   for (const child of running.splice(0)) {
     if (child.pid !== undefined && child.exitCode === null) process.kill(-child.pid, 'SIGTERM');
   }
-});
-afterAll(async () => {
-  await daemon.stop();
-  cleanupAll();
 });
 
 /** The command line of `mcp-progress mcp` that a gateway spawns. */
@@ -129,112 +116,78 @@ interface Case {
 
 const base = (port: number) => `http://127.0.0.1:${port}`;
 
+/** supergateway serving `mcp-progress mcp` on `port`, with the output transport options. */
+const supergateway = (port: number, ...output: string[]) => [
+  '--stdio',
+  mcpCommand().join(' '),
+  ...output,
+  '--port',
+  `${port}`,
+];
+
+/** mcp-proxy serving `mcp-progress mcp` on `port` as `server` (stream or sse). */
+const mcpProxy = (port: number, server: 'stream' | 'sse') => [
+  '--port',
+  `${port}`,
+  '--host',
+  '127.0.0.1',
+  '--server',
+  server,
+  '--',
+  ...mcpCommand(),
+];
+
+const STATEFUL_HTTP = ['--outputTransport', 'streamableHttp', '--stateful'];
+
 const CASES: Case[] = [
   {
     name: 'supergateway stdio -> SSE',
     bin: 'supergateway',
-    args: (port) => ['--stdio', mcpCommand().join(' '), '--port', `${port}`],
+    args: (port) => supergateway(port),
     connect: (port) => sdkV1(new SSEClientTransport(new URL(`${base(port)}/sse`))),
   },
   {
     name: 'supergateway stdio -> WebSocket',
     bin: 'supergateway',
-    args: (port) => [
-      '--stdio',
-      mcpCommand().join(' '),
-      '--outputTransport',
-      'ws',
-      '--port',
-      `${port}`,
-    ],
+    args: (port) => supergateway(port, '--outputTransport', 'ws'),
     connect: (port) =>
       sdkV1(new WebSocketClientTransport(new URL(`ws://127.0.0.1:${port}/message`))),
   },
   {
     name: 'supergateway stdio -> Streamable HTTP (stateful)',
     bin: 'supergateway',
-    args: (port) => [
-      '--stdio',
-      mcpCommand().join(' '),
-      '--outputTransport',
-      'streamableHttp',
-      '--stateful',
-      '--port',
-      `${port}`,
-    ],
+    args: (port) => supergateway(port, ...STATEFUL_HTTP),
     connect: (port) => sdkV1(new StreamableHTTPClientTransport(new URL(`${base(port)}/mcp`))),
   },
   {
     // Stateless: a fresh `mcp` per request, initialized by supergateway itself.
     name: 'supergateway stdio -> Streamable HTTP (stateless)',
     bin: 'supergateway',
-    args: (port) => [
-      '--stdio',
-      mcpCommand().join(' '),
-      '--outputTransport',
-      'streamableHttp',
-      '--port',
-      `${port}`,
-    ],
+    args: (port) => supergateway(port, '--outputTransport', 'streamableHttp'),
     connect: (port) => sdkV1(new StreamableHTTPClientTransport(new URL(`${base(port)}/mcp`))),
   },
   {
     name: `supergateway stdio -> Streamable HTTP (stateful), a 2.x client at ${NEWEST_REVISION}`,
     bin: 'supergateway',
-    args: (port) => [
-      '--stdio',
-      mcpCommand().join(' '),
-      '--outputTransport',
-      'streamableHttp',
-      '--stateful',
-      '--port',
-      `${port}`,
-    ],
+    args: (port) => supergateway(port, ...STATEFUL_HTTP),
     connect: (port) => sdkV2(new URL(`${base(port)}/mcp`)),
   },
   {
     name: 'mcp-proxy stdio -> Streamable HTTP',
     bin: 'mcp-proxy',
-    args: (port) => [
-      '--port',
-      `${port}`,
-      '--host',
-      '127.0.0.1',
-      '--server',
-      'stream',
-      '--',
-      ...mcpCommand(),
-    ],
+    args: (port) => mcpProxy(port, 'stream'),
     connect: (port) => sdkV1(new StreamableHTTPClientTransport(new URL(`${base(port)}/mcp`))),
   },
   {
     name: 'mcp-proxy stdio -> SSE',
     bin: 'mcp-proxy',
-    args: (port) => [
-      '--port',
-      `${port}`,
-      '--host',
-      '127.0.0.1',
-      '--server',
-      'sse',
-      '--',
-      ...mcpCommand(),
-    ],
+    args: (port) => mcpProxy(port, 'sse'),
     connect: (port) => sdkV1(new SSEClientTransport(new URL(`${base(port)}/sse`))),
   },
   {
     name: `mcp-proxy stdio -> Streamable HTTP, a 2.x client at ${NEWEST_REVISION}`,
     bin: 'mcp-proxy',
-    args: (port) => [
-      '--port',
-      `${port}`,
-      '--host',
-      '127.0.0.1',
-      '--server',
-      'stream',
-      '--',
-      ...mcpCommand(),
-    ],
+    args: (port) => mcpProxy(port, 'stream'),
     connect: (port) => sdkV2(new URL(`${base(port)}/mcp`)),
   },
 ];

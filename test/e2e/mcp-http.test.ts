@@ -2,9 +2,9 @@
  * The daemon's /mcp over Streamable HTTP: an SDK client with the secret,
  * progress on the request's own SSE stream, and the endpoint's checks.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
-import { connectGateway } from '../helpers/gateway.js';
+import { describe, expect, it } from 'vitest';
+import { startDaemon } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 import {
   connectHttp,
   expectSeenInOrder,
@@ -15,15 +15,7 @@ import {
   waitForSubscribers,
 } from '../helpers/mcp.js';
 
-let daemon: RunningDaemon;
-
-beforeAll(async () => {
-  daemon = await startDaemon();
-});
-afterAll(async () => {
-  await daemon.stop();
-  cleanupAll();
-});
+const daemon = daemonForFile();
 
 const initialize = {
   jsonrpc: '2.0',
@@ -127,21 +119,7 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     controller.abort();
     expect(await call).toBeInstanceOf(Error);
     // The daemon drops the subscription long before the watch's own 10-minute timeout.
-    const gateway = await connectGateway(daemon.info);
-    try {
-      await eventually(
-        async () => {
-          const reply = await gateway.request('progress/list');
-          const streams = (reply.result as { streams: Array<Record<string, unknown>> }).streams;
-          const mine = streams.filter((s) => s.progressToken === token);
-          return mine.every((s) => s.subscribers === 0) ? true : undefined;
-        },
-        20_000,
-        'the abandoned watch to unsubscribe',
-      );
-    } finally {
-      await gateway.close();
-    }
+    await waitForSubscribers(daemon.info, token, 0, 20_000);
   });
 
   it('answers a body that is not JSON with a JSON-RPC parse error', async () => {

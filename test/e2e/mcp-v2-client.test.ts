@@ -4,16 +4,10 @@
  * /mcp: it negotiates that revision, and receives every progress value in
  * order under its own token, then the result, then nothing.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readDaemonInfo } from '../../src/shared/locate.js';
-import {
-  cleanupAll,
-  eventually,
-  type RunningDaemon,
-  startDaemon,
-  tempDir,
-} from '../helpers/daemon.js';
-import { connectGateway } from '../helpers/gateway.js';
+import { startDaemon, tempDir } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 import { connectStdio, httpBase, runWorker, waitForSubscribers } from '../helpers/mcp.js';
 import {
   connectHttpV2,
@@ -23,15 +17,7 @@ import {
   type TappedV2Client,
 } from '../helpers/mcp-v2.js';
 
-let daemon: RunningDaemon;
-
-beforeAll(async () => {
-  daemon = await startDaemon();
-});
-afterAll(async () => {
-  await daemon.stop();
-  cleanupAll();
-});
+const daemon = daemonForFile();
 
 const isProgress = (m: Record<string, unknown>) => m.method === 'notifications/progress';
 
@@ -199,21 +185,7 @@ describe('the 2026-07-28 revision beside the 2025 ones', () => {
     await waitForSubscribers(daemon.info, token, 1);
     controller.abort();
     expect(await call).toBeInstanceOf(Error);
-    const gateway = await connectGateway(daemon.info);
-    try {
-      await eventually(
-        async () => {
-          const reply = await gateway.request('progress/list');
-          const streams = (reply.result as { streams: Array<Record<string, unknown>> }).streams;
-          const mine = streams.filter((s) => s.progressToken === token);
-          return mine.every((s) => s.subscribers === 0) ? true : undefined;
-        },
-        20_000,
-        'the abandoned watch to unsubscribe',
-      );
-    } finally {
-      await gateway.close();
-    }
+    await waitForSubscribers(daemon.info, token, 0, 20_000);
   });
 });
 

@@ -8,23 +8,15 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { relayProgress } from '../../src/mcp/index.js';
-import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 import { runWorker } from '../helpers/mcp.js';
 import { connectUrlV2, NEWEST_REVISION } from '../helpers/mcp-v2.js';
 import { sendWebResponse, webRequest } from '../helpers/relay-servers.js';
 
-let daemon: RunningDaemon;
-
-beforeAll(async () => {
-  daemon = await startDaemon();
-});
-afterAll(async () => {
-  await daemon.stop();
-  cleanupAll();
-});
+const daemon = daemonForFile();
 
 /** A 2.x server whose one tool runs a worker under relayProgress, on a loopback port. */
 async function hostModern(): Promise<{ url: URL; close(): Promise<void> }> {

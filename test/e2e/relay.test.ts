@@ -7,16 +7,11 @@ import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { relayProgress } from '../../src/mcp/index.js';
 import type { RelayContext } from '../../src/mcp/relay.js';
-import {
-  cleanupAll,
-  eventually,
-  type RunningDaemon,
-  startDaemon,
-  tempDir,
-} from '../helpers/daemon.js';
+import { eventually, startDaemon, tempDir } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import {
   connectUrl,
@@ -36,15 +31,7 @@ import {
   type RenderV2,
 } from '../helpers/relay-servers.js';
 
-let daemon: RunningDaemon;
-
-beforeAll(async () => {
-  daemon = await startDaemon();
-});
-afterAll(async () => {
-  await daemon.stop();
-  cleanupAll();
-});
+const daemon = daemonForFile();
 
 interface WorkerRecord {
   routeKey: string;

@@ -119,7 +119,10 @@ export function runWorker(
   });
 }
 
-/** Waits until the daemon shows `count` subscribers on `token` (so that publishing now is seen live). */
+/**
+ * Waits until the daemon shows `count` subscribers on `token` (so that publishing now is
+ * seen live); with `count` 0, until no stream of `token` has any (or there is none).
+ */
 export async function waitForSubscribers(
   info: DaemonInfo,
   token: string | number,
@@ -132,7 +135,13 @@ export async function waitForSubscribers(
     for (;;) {
       const reply = await gateway.request('progress/list');
       const streams = (reply.result as { streams: Array<Record<string, unknown>> }).streams;
-      if (streams.some((s) => s.progressToken === token && s.subscribers === count)) return;
+      const mine = streams.filter((s) => s.progressToken === token);
+      if (
+        count === 0
+          ? mine.every((s) => s.subscribers === 0)
+          : mine.some((s) => s.subscribers === count)
+      )
+        return;
       if (Date.now() > deadline)
         throw new Error(`timed out waiting for ${count} subscribers on ${JSON.stringify(token)}`);
       await new Promise((r) => setTimeout(r, 10));
