@@ -26,6 +26,12 @@ vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
 const { of, progressOf, doneOf } = bridge;
 
+/** The stream's one `done` was delivered, with this status and message (none when omitted). */
+async function expectDone(token: string, status: string, message?: string): Promise<void> {
+  const done = { progressToken: token, status, ...(message === undefined ? {} : { message }) };
+  expect(await doneOf(token)).toEqual(done);
+}
+
 const watched = bridge.watched;
 const socketEnv = () => ({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket });
 
@@ -70,7 +76,7 @@ describe('mcp-progress run', () => {
       stdout: `${token} ${bridge.daemon.info.socket}\n`,
       stderr: '',
     });
-    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    await expectDone(token, 'ok');
     expect(progressOf(token)).toEqual([]);
   });
 
@@ -78,11 +84,7 @@ describe('mcp-progress run', () => {
     const token = await watched('run-fail');
     const result = await runCli(['run', '--token', token, '--', 'sh', '-c', 'exit 3'], socketEnv());
     expect(result.code).toBe(3);
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'error',
-      message: 'sh exited with code 3',
-    });
+    await expectDone(token, 'error', 'sh exited with code 3');
   });
 
   it('generates a token, prints it on stderr, and the command publishes to it', async () => {
@@ -133,7 +135,7 @@ describe('mcp-progress run', () => {
       socketEnv(),
     );
     expect(result).toMatchObject({ code: 0, stderr: '' });
-    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'cancelled' });
+    await expectDone(token, 'cancelled');
     expect(of(token).filter((n) => n.method === 'notifications/progress/done')).toHaveLength(1);
   });
 
@@ -153,11 +155,7 @@ describe('mcp-progress run', () => {
     );
     expect(result.code).toBe(127);
     expect(result.stderr).toContain('command not found: no-such-command-xyz');
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'error',
-      message: 'command not found: no-such-command-xyz',
-    });
+    await expectDone(token, 'error', 'command not found: no-such-command-xyz');
   });
 
   it('runs the command all the same when no daemon is there, and says so', async () => {
@@ -188,11 +186,7 @@ describe('mcp-progress run', () => {
       run.child.kill(signal);
       expect(await run.exit).toBe(7);
       expect(run.stdout()).toContain(`got ${name}`);
-      expect(await doneOf(token)).toEqual({
-        progressToken: token,
-        status: 'error',
-        message: 'sh exited with code 7',
-      });
+      await expectDone(token, 'error', 'sh exited with code 7');
     });
   }
 
@@ -203,11 +197,7 @@ describe('mcp-progress run', () => {
       socketEnv(),
     );
     expect(result.code).toBe(137);
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'error',
-      message: 'sh was killed by SIGKILL',
-    });
+    await expectDone(token, 'error', 'sh was killed by SIGKILL');
   });
 });
 
@@ -236,7 +226,7 @@ describe('mcp-progress run --parse', () => {
       )
       .join('');
     expect(result.stderr).toBe(`${expectedStderr}\n`);
-    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    await expectDone(token, 'ok');
     const values = progressOf(token);
     expect(values.at(-1)).toEqual({
       progressToken: token,
@@ -273,7 +263,7 @@ describe('mcp-progress run --parse', () => {
       nonZero: 0,
       stderr: '',
     });
-    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    await expectDone(token, 'ok');
     expect(progressOf(token)).toEqual([]);
   });
 
@@ -293,7 +283,7 @@ describe('mcp-progress run --parse', () => {
       socketEnv(),
     );
     expect(result).toMatchObject({ code: 0, stdout: 'batch size 32\n', stderr: '/64 done\n' });
-    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    await expectDone(token, 'ok');
     // Glued together, the two halves read "batch size 32/64 done": progress 32 of 64 that no line shows.
     expect(progressOf(token)).toEqual([]);
   });
@@ -314,11 +304,7 @@ describe('mcp-progress run --parse', () => {
     );
     expect(reply.result).toEqual({ workers: 1 });
     expect(await run.exit).toBe(143);
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'cancelled',
-      message: 'sh was killed by SIGTERM',
-    });
+    await expectDone(token, 'cancelled', 'sh was killed by SIGTERM');
   });
 
   it('a cancel from the MCP side stops the command with SIGTERM and ends the stream cancelled', async () => {
@@ -343,11 +329,7 @@ describe('mcp-progress run --parse', () => {
     });
     expect(reply.result).toEqual({ workers: 1 });
     expect(await run.exit).toBe(143);
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'cancelled',
-      message: 'sh was killed by SIGTERM',
-    });
+    await expectDone(token, 'cancelled', 'sh was killed by SIGTERM');
   });
 });
 
@@ -399,11 +381,7 @@ describe('mcp-progress run signals the process group of CMD', () => {
     expect(run.stderr()).toContain(
       'mcp-progress run: the cancel stopped sh: sh was killed by SIGTERM',
     );
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'cancelled',
-      message: 'sh was killed by SIGTERM',
-    });
+    await expectDone(token, 'cancelled', 'sh was killed by SIGTERM');
   });
 
   it('a signal sent to run reaches the grandchild too', async () => {
@@ -415,11 +393,7 @@ describe('mcp-progress run signals the process group of CMD', () => {
     run.child.kill('SIGTERM');
     expect(await run.exit).toBe(143);
     await eventually(() => (running(pid) ? undefined : true), 60_000, 'the grandchild to stop');
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'error',
-      message: 'sh was killed by SIGTERM',
-    });
+    await expectDone(token, 'error', 'sh was killed by SIGTERM');
   });
 
   it('Ctrl-C (SIGINT) ends the stream cancelled, as the Python client reports a KeyboardInterrupt', async () => {
@@ -437,11 +411,7 @@ describe('mcp-progress run signals the process group of CMD', () => {
     run.child.kill('SIGINT');
     // Python re-raises an uncaught KeyboardInterrupt as death by SIGINT: 128 + 2.
     expect(await run.exit).toBe(130);
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'cancelled',
-      message: `${PYTHON} was killed by SIGINT`,
-    });
+    await expectDone(token, 'cancelled', `${PYTHON} was killed by SIGINT`);
   });
 });
 
@@ -471,7 +441,7 @@ describe('mcp-progress run --parse on real tqdm output', () => {
     expect(result.code, result.stderr).toBe(0);
     // The output passes through: tqdm drew its bars on stderr.
     expect(result.stderr).toContain('epochs: 100%');
-    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    await expectDone(token, 'ok');
     const values = progressOf(token);
     const numbers = values.map((v) => v.progress as number);
     for (let i = 1; i < numbers.length; i++)
@@ -527,7 +497,7 @@ describe('mcp-progress run in a terminal (a real pseudo-terminal, from Python)',
     ]);
     expect(screen).toContain('got:hello');
     expect(screen).toMatch(/\[exit 0\]\n$/);
-    expect(await doneOf(token)).toEqual({ progressToken: token, status: 'ok' });
+    await expectDone(token, 'ok');
   });
 
   it('Ctrl-C on the terminal reaches CMD through run, and the stream ends cancelled', async () => {
@@ -543,10 +513,6 @@ describe('mcp-progress run in a terminal (a real pseudo-terminal, from Python)',
     ]);
     expect(screen).toContain('KeyboardInterrupt');
     expect(screen).toMatch(/\[exit 130\]\n$/);
-    expect(await doneOf(token)).toEqual({
-      progressToken: token,
-      status: 'cancelled',
-      message: `${PYTHON} was killed by SIGINT`,
-    });
+    await expectDone(token, 'cancelled', `${PYTHON} was killed by SIGINT`);
   });
 });
