@@ -16,7 +16,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BIN, eventually, ROOT } from '../helpers/daemon.js';
 import { daemonForFile } from '../helpers/file-daemon.js';
-import { runWorker, waitForSubscribers } from '../helpers/mcp.js';
+import { publishWhenWatched } from '../helpers/mcp.js';
 import { connectUrlV2, NEWEST_REVISION } from '../helpers/mcp-v2.js';
 
 const daemon = daemonForFile();
@@ -204,12 +204,7 @@ describe.each(CASES)('$name', ({ name, bin, args, connect }) => {
         { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
         (p) => seen.push(p.progress),
       );
-      await waitForSubscribers(daemon.info, token);
-      const worker = await runWorker(
-        { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
-        ['4'],
-      );
-      expect(worker).toMatchObject({ code: 0, stderr: '' });
+      await publishWhenWatched(daemon.info, token, 4);
       const result = await call;
       expect(result, output()).toMatchObject({
         progressToken: token,

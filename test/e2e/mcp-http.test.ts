@@ -10,8 +10,8 @@ import {
   expectSeenInOrder,
   httpBase,
   progressParams,
+  publishWhenWatched,
   responseIndex,
-  runWorker,
   waitForSubscribers,
 } from '../helpers/mcp.js';
 
@@ -50,12 +50,7 @@ describe('MCP over Streamable HTTP at /mcp', () => {
       undefined,
       { onprogress: (p) => seen.push(p.progress) },
     );
-    await waitForSubscribers(daemon.info, token);
-    const worker = await runWorker(
-      { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
-      ['4'],
-    );
-    expect(worker).toMatchObject({ code: 0, stderr: '' });
+    await publishWhenWatched(daemon.info, token, 4);
     const result = await call;
     expect(result.structuredContent).toMatchObject({
       progressToken: token,

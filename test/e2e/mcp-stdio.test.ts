@@ -18,10 +18,9 @@ import {
   connectStdio,
   expectSeenInOrder,
   progressParams,
+  publishWhenWatched,
   responseIndex,
-  runWorker,
   textOf,
-  waitForSubscribers,
 } from '../helpers/mcp.js';
 
 afterAll(() => cleanupAll());
@@ -48,13 +47,7 @@ describe('mcp-progress mcp over stdio', () => {
       undefined,
       { onprogress: (p) => seen.push(p.progress) },
     );
-    // Publish only once the watch is subscribed, so that every value is live, not a late-join snapshot.
-    await waitForSubscribers(daemon.info, token);
-    const worker = await runWorker(
-      { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
-      ['5'],
-    );
-    expect(worker).toMatchObject({ code: 0, stderr: '' });
+    await publishWhenWatched(daemon.info, token, 5);
     const result = await call;
     expect(result.isError).toBeFalsy();
     expect(result.structuredContent).toMatchObject({

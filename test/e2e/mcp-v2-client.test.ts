@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { readDaemonInfo } from '../../src/shared/locate.js';
 import { startDaemon, tempDir } from '../helpers/daemon.js';
 import { daemonForFile } from '../helpers/file-daemon.js';
-import { connectStdio, httpBase, runWorker, waitForSubscribers } from '../helpers/mcp.js';
+import { connectStdio, httpBase, publishWhenWatched, waitForSubscribers } from '../helpers/mcp.js';
 import {
   connectHttpV2,
   connectStdioV2,
@@ -39,13 +39,7 @@ async function watchFive(
     { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
     { onprogress: (p) => seen.push(p.progress) },
   );
-  // Publish once the watch is subscribed, so that every value is live, not a late-join snapshot.
-  await waitForSubscribers(daemon.info, token);
-  const worker = await runWorker(
-    { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
-    ['5'],
-  );
-  expect(worker).toMatchObject({ code: 0, stderr: '' });
+  await publishWhenWatched(daemon.info, token, 5);
   const result = await call;
   expect(result.isError).toBeFalsy();
   expect(result.structuredContent).toMatchObject({

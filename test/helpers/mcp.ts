@@ -151,6 +151,19 @@ export async function waitForSubscribers(
   }
 }
 
+/**
+ * Once the daemon shows a subscriber on `token` (so that every value is live, not a
+ * late-join snapshot), runs the example worker for `steps` updates on it and checks that
+ * it exited cleanly.
+ */
+export async function publishWhenWatched(info: DaemonInfo, token: string, steps: number) {
+  await waitForSubscribers(info, token);
+  const worker = await runWorker({ MCP_PROGRESS_SOCKET: info.socket, MCP_PROGRESS_TOKEN: token }, [
+    String(steps),
+  ]);
+  expect(worker).toMatchObject({ code: 0, stderr: '' });
+}
+
 /** The text of a tool result's first content item. */
 export function textOf(result: object): string {
   const content = (result as { content?: Array<{ type: string; text?: string }> }).content;
