@@ -4,7 +4,8 @@
  * helper, the MCP server and `tail`. What a subscriber sees stays strictly
  * increasing across reconnects: a replayed snapshot is filtered out here.
  */
-import WebSocket from 'ws';
+import { createRequire } from 'node:module';
+import type WebSocketType from 'ws';
 import * as z from 'zod';
 import {
   cancelResultSchema,
@@ -29,6 +30,11 @@ import { CLOSE_LINGER_MS, reconnectDelayMs } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 import { SubscriptionLabels } from '../shared/subscription-labels.js';
+
+// Required, not imported: ws's ESM wrapper costs about 10 MiB of resident memory more than its
+// CommonJS entry, in every process that talks to the daemon.
+const WebSocket = createRequire(import.meta.url)('ws') as typeof WebSocketType;
+type WebSocket = WebSocketType;
 
 export interface GatewayClientOptions {
   /** WebSocket URL and secret; both default to the running daemon's daemon.json. */
