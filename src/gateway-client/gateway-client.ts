@@ -21,8 +21,10 @@ import {
   type SubscribeParams,
 } from '../protocol/frames.js';
 import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, WS_SUBPROTOCOL } from '../protocol/limits.js';
+import { isDoneParams, isProgressParams } from '../protocol/notification-guards.js';
 import {
   DONE_METHOD,
+  type Notification,
   type NotificationHandler,
   PROGRESS_METHOD,
 } from '../protocol/notifications.js';
@@ -319,6 +321,12 @@ export class GatewayClient {
     } catch {
       return;
     }
+    // The hot path: a notification, checked by hand (the same rules as its schema).
+    const notification = knownNotification(message);
+    if (notification !== undefined) {
+      this.#watches.deliver(notification);
+      return;
+    }
     const incoming = incomingSchema.safeParse(message);
     // Anything else (a newer daemon's notification, garbage) is not for this version: skipped.
     if (!incoming.success) return;
@@ -372,6 +380,22 @@ const incomingSchema = z.union([
   }),
   z.object({ jsonrpc: z.literal('2.0'), method: z.literal(DONE_METHOD), params: doneParamsSchema }),
 ]);
+
+/**
+ * The notification `message` is when it is one this version knows, checked without zod; else
+ * undefined, and `incomingSchema` decides (a reply, or something skipped). A message with an
+ * `id` always goes there, as the schema's reply branches come first.
+ */
+function knownNotification(message: unknown): Notification | undefined {
+  if (typeof message !== 'object' || message === null || 'id' in message) return undefined;
+  const { jsonrpc, method, params } = message as Record<string, unknown>;
+  if (jsonrpc !== '2.0') return undefined;
+  if (method === PROGRESS_METHOD && isProgressParams(params))
+    return { jsonrpc: '2.0', method: PROGRESS_METHOD, params };
+  if (method === DONE_METHOD && isDoneParams(params))
+    return { jsonrpc: '2.0', method: DONE_METHOD, params };
+  return undefined;
+}
 
 /** A URL fit for a message or a log line: an `access_token` in its query is masked. */
 export function withoutSecret(url: string): string {
