@@ -32,10 +32,10 @@ Started in a terminal, it says so on stderr once: it reads JSON-RPC only.
 It uses the running daemon of the runtime directory (connecting at the
 first tool call, so that a host's start-up does not wait for it), or, when
 none runs, starts one inside this process before answering (same runtime
-directory, socket and daemon.json), so that this one line is the whole set-up. When the daemon it
-uses goes away (another \`mcp\` that embedded it exits), the next call
-connects again or starts one here. Workers publish to it as usual. stdout
-carries MCP messages only; logs go to stderr.
+directory, socket and daemon.json), so that this one line is the whole
+set-up. When the daemon it uses goes away (another \`mcp\` that embedded it
+exits), the next call connects again or starts one here. Workers publish
+to it as usual. stdout carries MCP messages only; logs go to stderr.
 
 Tools:
   watch_progress {progressToken, timeoutMs?, minIntervalMs?}
