@@ -8,6 +8,7 @@
  *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe
  *   --systems a,b        bridge, raw, nodeipc, nats
  *   --paths a,b          MCP paths of the startup and mcp workloads: stdio, embedded, relay, telemetry
+ *   --rates a,b          shapes of the mcp workload: 1000, 10000 (updates/s), burst (default: all)
  *   --repeat N           run each throughput and latency measurement N times, report the median
  *   --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",
  *                        to measure a change against its parent in the same run
@@ -31,6 +32,7 @@ const { values } = parseArgs({
     only: { type: 'string' },
     systems: { type: 'string' },
     paths: { type: 'string' },
+    rates: { type: 'string' },
     profile: { type: 'boolean' },
     repeat: { type: 'string' },
     before: { type: 'string' },
@@ -77,6 +79,10 @@ const result = await runSuite({
   ],
   beforeRoot: values.before,
   paths: list<McpPath>(values.paths, MCP_PATHS, 'path'),
+  mcpShapes:
+    values.rates === undefined
+      ? undefined
+      : list(values.rates, ['1000', '10000', 'burst'] as const, 'rate'),
   workloads: list<WorkloadName>(values.only, WORKLOADS, 'workload'),
   repeat: Math.max(1, Number(values.repeat ?? 1) || 1),
   serverExecArgv: values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],

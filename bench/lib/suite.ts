@@ -62,6 +62,8 @@ export interface SuiteOptions {
   serverExecArgv: string[];
   /** Paths of the MCP workloads (startup, mcp); default all, the peer included. */
   paths?: readonly McpPath[] | undefined;
+  /** MCP-path shapes to run, by key ("1000", "10000", "burst"); all of the size's when absent. */
+  mcpShapes?: readonly string[] | undefined;
   /** Another build of the bridge to run beside this one as `before`. */
   beforeRoot?: string | undefined;
   log: (line: string) => void;
@@ -293,7 +295,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
         updates: Math.round((rate * sizes.mcpDurationMs) / 1000),
       })),
       ...(sizes.mcpBurst > 0 ? [{ key: 'burst', rate: 0, updates: sizes.mcpBurst }] : []),
-    ];
+    ].filter((shape) => options.mcpShapes?.includes(shape.key) ?? true);
     for (const shape of shapes) {
       log(
         shape.rate === 0

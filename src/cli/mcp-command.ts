@@ -8,7 +8,7 @@ import {
 import { serveStdio } from '../mcp/stdio.js';
 import { DEFAULT_MIN_INTERVAL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
-import { resolveRuntimeDir } from '../shared/locate.js';
+import { readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../shared/log.js';
 import { integerFlag, parse, UsageError } from './args.js';
 import type { Io } from './io.js';
@@ -29,12 +29,13 @@ once the package is on the npm registry:
 
 Started in a terminal, it says so on stderr once: it reads JSON-RPC only.
 
-It uses the running daemon of the runtime directory, or, when none runs,
-starts one inside this process (same runtime directory, socket and
-daemon.json), so that this one line is the whole set-up. When the daemon it
-uses goes away (another \`mcp\` that embedded it exits), the next call
-connects again or starts one here. Workers publish to it as usual. stdout
-carries MCP messages only; logs go to stderr.
+It uses the running daemon of the runtime directory (connecting at the
+first tool call, so that a host's start-up does not wait for it), or, when
+none runs, starts one inside this process before answering (same runtime
+directory, socket and daemon.json), so that this one line is the whole
+set-up. When the daemon it uses goes away (another \`mcp\` that embedded it
+exits), the next call connects again or starts one here. Workers publish
+to it as usual. stdout carries MCP messages only; logs go to stderr.
 
 Tools:
   watch_progress {progressToken, timeoutMs?, minIntervalMs?}
@@ -91,10 +92,18 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
     if (daemon !== undefined) daemons.push(daemon);
     return source;
   };
+  // A live daemon named in daemon.json is connected to at the first tool call, not before
+  // initialize: connecting (ws, the handshake) cost a host's start-up about 80 ms and the idle
+  // process 9 MiB. With none, one is embedded now, so that workers find its socket at once.
   // Connect-or-embed runs again whenever the daemon in use goes away (the `mcp` process that
   // embedded it exited): this process then uses the next daemon, or embeds one itself.
-  const source = new RecoveringProgressSource(await establish(), () => {
-    log.info(`the daemon of ${runtimeDir} went away: connecting again, or starting one`);
+  const initial = (await liveDaemonNamed(runtimeDir)) ? undefined : await establish();
+  const source: RecoveringProgressSource = new RecoveringProgressSource(initial, () => {
+    log.info(
+      source.established
+        ? `the daemon of ${runtimeDir} went away: connecting again, or starting one`
+        : `first call: connecting to the daemon of ${runtimeDir}, or starting one`,
+    );
     return establish();
   });
   const serverOptions = { source, defaultMinIntervalMs: minIntervalMs };
@@ -105,6 +114,22 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   await source.close();
   await Promise.all(daemons.map((daemon) => daemon.stop()));
   return 0;
+}
+
+/**
+ * Whether the runtime dir's daemon.json names a process that is alive: a daemon to connect to
+ * later. A stale one (its pid reused) is found out at the first call, which then embeds one.
+ */
+async function liveDaemonNamed(runtimeDir: string): Promise<boolean> {
+  const info = await readDaemonInfo(runtimeDir).catch(() => undefined);
+  if (info === undefined || info.pid === process.pid) return false;
+  try {
+    process.kill(info.pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: alive, and someone else's; the first call then says so.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** The running daemon if there is one; else one started in this process (the embedded default). */

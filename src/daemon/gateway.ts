@@ -11,7 +11,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { type WebSocket, WebSocketServer } from 'ws';
+import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Logger } from '../shared/log.js';
 import { type GatewayBackend, handleRpcText, rpcError, type SessionId } from './rpc.js';
@@ -20,6 +20,8 @@ import type { SessionHub } from './sessions.js';
 // Required, not imported: an ESM import of node:http reads every export, and its lazy
 // WebSocket and fetch getters load undici, about 10 MiB and 90 ms at every daemon start.
 const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
+// Required too: ws's ESM wrapper costs about 10 MiB of resident memory more than its CommonJS entry.
+const { WebSocketServer } = createRequire(import.meta.url)('ws') as typeof import('ws');
 
 export const WS_PATH = '/ws';
 
@@ -76,7 +78,7 @@ export class GatewayEndpoint {
   readonly #backend: GatewayBackend;
   readonly #hub: SessionHub;
   readonly #log: EndpointLog;
-  readonly #wss: WebSocketServer;
+  readonly #wss: WebSocketServerType;
   readonly #http: Server;
   readonly #sessions = new Map<SessionId, WsSession>();
   /** Sessions closed as slow consumers, still within their grace: a stop ends them at once. */

@@ -4,7 +4,8 @@
  * helper, the MCP server and `tail`. What a subscriber sees stays strictly
  * increasing across reconnects: a replayed snapshot is filtered out here.
  */
-import WebSocket from 'ws';
+import { createRequire } from 'node:module';
+import type WebSocketType from 'ws';
 import * as z from 'zod';
 import {
   cancelResultSchema,
@@ -20,8 +21,10 @@ import {
   type SubscribeParams,
 } from '../protocol/frames.js';
 import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, WS_SUBPROTOCOL } from '../protocol/limits.js';
+import { isDoneParams, isProgressParams } from '../protocol/notification-guards.js';
 import {
   DONE_METHOD,
+  type Notification,
   type NotificationHandler,
   PROGRESS_METHOD,
 } from '../protocol/notifications.js';
@@ -29,6 +32,11 @@ import { CLOSE_LINGER_MS, reconnectDelayMs } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 import { SubscriptionLabels } from '../shared/subscription-labels.js';
+
+// Required, not imported: ws's ESM wrapper costs about 10 MiB of resident memory more than its
+// CommonJS entry, in every process that talks to the daemon.
+const WebSocket = createRequire(import.meta.url)('ws') as typeof WebSocketType;
+type WebSocket = WebSocketType;
 
 export interface GatewayClientOptions {
   /** WebSocket URL and secret; both default to the running daemon's daemon.json. */
@@ -313,6 +321,12 @@ export class GatewayClient {
     } catch {
       return;
     }
+    // The hot path: a notification, checked by hand (the same rules as its schema).
+    const notification = knownNotification(message);
+    if (notification !== undefined) {
+      this.#watches.deliver(notification);
+      return;
+    }
     const incoming = incomingSchema.safeParse(message);
     // Anything else (a newer daemon's notification, garbage) is not for this version: skipped.
     if (!incoming.success) return;
@@ -366,6 +380,22 @@ const incomingSchema = z.union([
   }),
   z.object({ jsonrpc: z.literal('2.0'), method: z.literal(DONE_METHOD), params: doneParamsSchema }),
 ]);
+
+/**
+ * The notification `message` is when it is one this version knows, checked without zod; else
+ * undefined, and `incomingSchema` decides (a reply, or something skipped). A message with an
+ * `id` always goes there, as the schema's reply branches come first.
+ */
+function knownNotification(message: unknown): Notification | undefined {
+  if (typeof message !== 'object' || message === null || 'id' in message) return undefined;
+  const { jsonrpc, method, params } = message as Record<string, unknown>;
+  if (jsonrpc !== '2.0') return undefined;
+  if (method === PROGRESS_METHOD && isProgressParams(params))
+    return { jsonrpc: '2.0', method: PROGRESS_METHOD, params };
+  if (method === DONE_METHOD && isDoneParams(params))
+    return { jsonrpc: '2.0', method: DONE_METHOD, params };
+  return undefined;
+}
 
 /** A URL fit for a message or a log line: an `access_token` in its query is masked. */
 export function withoutSecret(url: string): string {

@@ -3,6 +3,7 @@
  * over stdio; separate worker processes publish to the daemon.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readDaemonInfo } from '../../src/shared/locate.js';
@@ -160,6 +161,39 @@ describe('mcp-progress mcp over stdio', () => {
     if (process !== undefined) await waitForExit(process);
     await eventually(() => (existsSync(info) ? undefined : true), 10_000, 'daemon.json removed');
     expect(mcp.stderr()).not.toContain('internal error');
+  });
+
+  it('answers initialize without connecting to the daemon: it connects at the first tool call', async () => {
+    // A "daemon" that accepts connections and never answers: whatever waits on it hangs.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    const runtimeDir = tempDir();
+    writeFileSync(
+      join(runtimeDir, 'daemon.json'),
+      JSON.stringify({
+        pid: process.pid,
+        socket: join(runtimeDir, 'none.sock'),
+        url: `ws://127.0.0.1:${port}/ws`,
+        secret: 'unused',
+        version: '0.0.0',
+      }),
+      { mode: 0o600 },
+    );
+    try {
+      const mcp = await connectStdio(['--runtime-dir', runtimeDir]);
+      expect(sockets).toHaveLength(0);
+      expect((await mcp.client.listTools()).tools).toHaveLength(3);
+      expect(sockets).toHaveLength(0);
+      const call = mcp.client.callTool({ name: 'list_progress', arguments: {} });
+      call.catch(() => {});
+      await eventually(() => (sockets.length > 0 ? true : undefined), 10_000, 'a connection');
+      for (const socket of sockets) socket.destroy();
+      await mcp.close();
+    } finally {
+      silent.close();
+    }
   });
 
   it('embeds a daemon when daemon.json is corrupt, instead of failing', async () => {

@@ -17,14 +17,17 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** Every module specifier a file imports or re-exports, statically or dynamically. */
+/**
+ * Every module specifier a file imports or re-exports, statically or dynamically, or
+ * requires through createRequire (ws is required for its lighter CommonJS entry).
+ */
 function importsOf(file: string): string[] {
   const text = readFileSync(file, 'utf8');
   const specifiers = new Set<string>();
   for (const match of text.matchAll(
-    /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|import\s+['"]([^'"]+)['"]/g,
+    /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|import\s+['"]([^'"]+)['"]|createRequire\(import\.meta\.url\)\(\s*['"]([^'"]+)['"]\s*\)/g,
   )) {
-    specifiers.add(match[1] ?? match[2] ?? match[3] ?? '');
+    specifiers.add(match[1] ?? match[2] ?? match[3] ?? match[4] ?? '');
   }
   return [...specifiers];
 }
@@ -80,13 +83,13 @@ const ALLOWED: Record<string, string[]> = {
 /** The pure core of the daemon: frames and a clock in, deliveries out. */
 const PURE_DAEMON_FILES = ['daemon/router.ts', 'daemon/gate.ts'];
 
-/** Static value imports only: what loading a file costs before any of its code runs. */
+/** Static value imports (and top-level requires) only: what loading a file costs before any of its code runs. */
 const staticImports = (file: string): string[] =>
   [
     ...readFileSync(join(SRC, file), 'utf8').matchAll(
-      /^(?:import|export)\s(?!type\s)[^'"]*?from\s*['"]([^'"]+)['"]|^import\s+['"]([^'"]+)['"]/gm,
+      /^(?:import|export)\s(?!type\s)[^'"]*?from\s*['"]([^'"]+)['"]|^import\s+['"]([^'"]+)['"]|^const\s[^=]*=\s*createRequire\(import\.meta\.url\)\(\s*['"]([^'"]+)['"]\s*\)/gm,
     ),
-  ].map((match) => match[1] ?? match[2] ?? '');
+  ].map((match) => match[1] ?? match[2] ?? match[3] ?? '');
 expect(staticImports('cli/main.ts').filter((s) => s.endsWith('-command.js'))).toEqual([]);
 /** The heavy packages that loading a file loads, through any chain of value imports. */
 const reachedFrom = (start: string): string[] => {

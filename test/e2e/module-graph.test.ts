@@ -1,0 +1,97 @@
+/**
+ * What the real processes load before they are used, read from inside them
+ * (helpers/module-log.mjs records every module a process resolves): a host
+ * starts `mcp-progress mcp` at its own start, and a daemon may sit idle all
+ * day, so each loads what it needs when it first needs it. Each test then
+ * uses the process and sees the module arrive, so that it can fail.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
+import { connectStdio, httpBase } from '../helpers/mcp.js';
+
+afterAll(() => cleanupAll());
+
+const HOOK = join(import.meta.dirname, '../helpers/module-log.mjs');
+
+function logEnv(log: string): Record<string, string> {
+  return { NODE_OPTIONS: `--import ${HOOK}`, MCP_PROGRESS_TEST_MODULE_LOG: log };
+}
+
+function loaded(log: string): string[] {
+  return readFileSync(log, 'utf8').split('\n').filter(Boolean);
+}
+
+const matching = (modules: string[], pattern: RegExp) => modules.filter((url) => pattern.test(url));
+
+const WS = /\/node_modules\/ws\//;
+const GATEWAY_CLIENT = /\/dist\/gateway-client\//;
+const SDK_2 = /\/node_modules\/@modelcontextprotocol\/server\//;
+const DAEMON = /\/dist\/daemon\/|\/node_modules\/node-ipc\//;
+const SDK = /\/node_modules\/@modelcontextprotocol\//;
+const MCP_SERVER = /\/dist\/mcp\/(mcp-server|http-sessions)\.js$/;
+
+describe('modules loaded when first used', () => {
+  it('`mcp-progress mcp` with a daemon running answers initialize and tools/list without ws, the gateway client, the 2.x SDK or a daemon', async () => {
+    const daemon = await startDaemon();
+    const log = join(tempDir(), 'modules.log');
+    const mcp = await connectStdio(['--runtime-dir', daemon.runtimeDir], logEnv(log));
+    expect((await mcp.client.listTools()).tools).toHaveLength(3);
+    const idle = loaded(log);
+    expect(matching(idle, /\/dist\/cli\/mcp-command\.js$/)).toHaveLength(1);
+    expect(matching(idle, WS)).toEqual([]);
+    expect(matching(idle, GATEWAY_CLIENT)).toEqual([]);
+    expect(matching(idle, SDK_2)).toEqual([]);
+    expect(matching(idle, DAEMON)).toEqual([]);
+    // The first call connects: the gateway client and ws arrive then.
+    expect(
+      (await mcp.client.callTool({ name: 'list_progress', arguments: {} })).isError,
+    ).toBeFalsy();
+    const used = loaded(log);
+    expect(matching(used, GATEWAY_CLIENT).length).toBeGreaterThan(0);
+    expect(matching(used, WS).length).toBeGreaterThan(0);
+    await mcp.close();
+  });
+
+  it('the daemon starts without the MCP SDK or the MCP server, and loads them at the first /mcp request', async () => {
+    const log = join(tempDir(), 'modules.log');
+    const saved = { ...process.env };
+    Object.assign(process.env, logEnv(log));
+    const daemon = await startDaemon().finally(() => {
+      process.env = saved;
+    });
+    const started = loaded(log);
+    expect(matching(started, /\/dist\/daemon\/daemon\.js$/)).toHaveLength(1);
+    expect(matching(started, SDK)).toEqual([]);
+    expect(matching(started, MCP_SERVER)).toEqual([]);
+    expect(matching(started, GATEWAY_CLIENT)).toEqual([]);
+    const response = await fetch(`${httpBase(daemon.info)}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${daemon.info.secret}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: {
+          protocolVersion: '2025-06-18',
+          capabilities: {},
+          clientInfo: { name: 'module-graph-test', version: '0' },
+        },
+      }),
+    });
+    expect(response.status).toBe(200);
+    await response.body?.cancel();
+    await eventually(
+      () => (matching(loaded(log), SDK).length > 0 ? true : undefined),
+      10_000,
+      'the SDK loaded',
+    );
+    expect(matching(loaded(log), MCP_SERVER).length).toBeGreaterThan(0);
+    await daemon.stop();
+  });
+});
