@@ -146,6 +146,7 @@ export class Daemon {
           this.#scheduler.schedule();
         },
         framingRejected: (code) => this.#countRejected(code),
+        sync: () => this.#syncJournal(),
       },
       log,
     );
@@ -401,9 +402,12 @@ export class Daemon {
       case 'done':
         if (isDoneFrame(data)) {
           const outcome = this.#router.finish(connection.id, data, this.#frameTime());
-          // Journaled before the ack: an acked done survives a crash (done-journal.ts).
-          if (outcome.ok)
+          // Journaled before the ack, and the ack held until the journal is on disk (at the end
+          // of this turn, one sync for all its dones): an acked done survives a crash or a power loss.
+          if (outcome.ok) {
             this.#doneJournal.record(data.progressToken, data.status ?? 'ok', data.message);
+            if (data.seq !== undefined) connection.holdRepliesForSync();
+          }
           this.#answer(connection, outcome, data);
         } else {
           this.#reject(connection, explainDoneFrame(data));
@@ -434,6 +438,17 @@ export class Daemon {
           code: 'unknown_event',
           message: `unknown event type ${JSON.stringify(type.length > 80 ? `${shorten(type, 80)}…` : type)}: workers send ${WORKER_EVENT_LIST}`,
         });
+    }
+  }
+
+  /** The turn's group commit: the held acks leave once this returns. */
+  #syncJournal(): void {
+    try {
+      const dones = this.#doneJournal.sync();
+      this.#log.debug(`done journal: synced ${dones} done(s); their acks follow`);
+    } catch (error) {
+      // The dones are written (a crash keeps them), only not known to be on disk: say so, ack anyway.
+      this.#log.error(`done journal: sync failed: ${(error as Error).message}`);
     }
   }
 

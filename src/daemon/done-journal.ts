@@ -5,19 +5,23 @@
  * `dones.jsonl` in the runtime dir before it is acked (a write(2) reaches the
  * kernel, which keeps it when the process dies, kill -9 included), and a
  * daemon starting on that dir ends those streams again, for the retention
- * window, so that re-subscribing watchers learn the outcome. A power loss
- * before the kernel writes the page out is not covered (no fsync per done).
+ * window, so that re-subscribing watchers learn the outcome. The ack also
+ * waits for the disk (a power loss): the worker socket holds the replies of
+ * a turn of the event loop that journaled a done until `sync` has returned,
+ * one fdatasync for every done of that turn (group commit), not one each.
  */
 import {
   appendFileSync,
   closeSync,
+  fdatasyncSync,
+  fsyncSync,
   openSync,
   readFileSync,
   renameSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { DoneStatus, ProgressToken } from '../protocol/index.js';
 
 export interface JournaledDone {
@@ -43,6 +47,10 @@ export class DoneJournal {
   #recent: Array<{ at: number; line: string }> = [];
   #appended = 0;
   #fd: number | undefined;
+  /** Dones appended since the last sync. */
+  #unsynced = 0;
+  /** The file was created (or replaced) since the last sync: its directory entry needs a sync too. */
+  #newFile = false;
 
   constructor(path: string, retentionMs: number, wallClock: () => number = Date.now) {
     this.#path = path;
@@ -73,6 +81,7 @@ export class DoneJournal {
       } catch {}
     }
     this.#rewrite();
+    this.sync();
     return recovered;
   }
 
@@ -84,10 +93,31 @@ export class DoneJournal {
         ? { at, progressToken, status }
         : { at, progressToken, status, message };
     const line = JSON.stringify(done);
-    this.#fd ??= openSync(this.#path, 'a', 0o600);
+    if (this.#fd === undefined) {
+      this.#fd = openSync(this.#path, 'a', 0o600);
+      this.#newFile = true;
+    }
     appendFileSync(this.#fd, `${line}\n`);
+    this.#unsynced++;
     this.#recent.push({ at, line });
     if (++this.#appended >= COMPACT_EVERY) this.#rewrite();
+  }
+
+  /**
+   * Makes every done recorded since the last call durable (one fdatasync, and
+   * the directory's fsync when the file is new); returns how many it covered.
+   * Call before acking them.
+   */
+  sync(): number {
+    const count = this.#unsynced;
+    if (count === 0) return 0;
+    this.#unsynced = 0;
+    if (this.#fd !== undefined) fdatasyncSync(this.#fd);
+    if (this.#newFile) {
+      this.#newFile = false;
+      syncDirectory(dirname(this.#path));
+    }
+    return count;
   }
 
   close(): void {
@@ -110,9 +140,26 @@ export class DoneJournal {
       return;
     }
     const temporary = `${this.#path}.${process.pid}.tmp`;
-    writeFileSync(temporary, this.#recent.map((entry) => `${entry.line}\n`).join(''), {
-      mode: 0o600,
-    });
+    const fd = openSync(temporary, 'w', 0o600);
+    try {
+      writeFileSync(fd, this.#recent.map((entry) => `${entry.line}\n`).join(''));
+      // Whole on disk before it replaces the old file, or a power loss could leave neither.
+      fdatasyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
     renameSync(temporary, this.#path);
+    this.#newFile = true;
+    this.#unsynced = Math.max(this.#unsynced, 1);
+  }
+}
+
+/** A directory's entries (a created or renamed file) survive a power loss once it is fsynced. */
+function syncDirectory(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
   }
 }

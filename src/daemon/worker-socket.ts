@@ -27,6 +27,12 @@ export interface WorkerConnection {
   readonly id: ConnectionId;
   /** Queues a reply; replies of one read leave in one write. */
   send(type: WorkerReply, data: object): void;
+  /**
+   * Holds this connection's replies, from this read on, until the end of the
+   * turn, when `IngressHandlers.sync` has returned: for an ack that promises
+   * what the frame said is on disk. Replies keep their order.
+   */
+  holdRepliesForSync(): void;
 }
 
 export interface IngressHandlers {
@@ -34,6 +40,11 @@ export interface IngressHandlers {
   frame(connection: WorkerConnection, type: string, data: unknown): void;
   /** After the frames of one read have been handled. */
   batchEnd(): void;
+  /**
+   * Once per turn in which a connection held its replies (holdRepliesForSync),
+   * before they leave: make durable what they acknowledge. Must not throw.
+   */
+  sync(): void;
   closed(connection: WorkerConnection): void;
   /** A framing error answered with `rejected` before the connection closes; counted like any refusal. */
   framingRejected(code: RejectCode): void;
@@ -93,6 +104,10 @@ interface Connection extends WorkerConnection {
   held: Buffer;
   /** Paused by the budget, queued until a turn has room for what it holds. */
   waiting: boolean;
+  /** holdRepliesForSync was called in the read being handled. */
+  holdAsked: boolean;
+  /** The socket stays corked (one level) until the turn's sync has returned. */
+  holding: boolean;
 }
 
 type TaggedSocket = Socket & { [STATE]?: Connection };
@@ -112,6 +127,8 @@ export class IngressServer {
   #turn = 0;
   #turnSpent = 0;
   #turnEndScheduled = false;
+  /** Connections whose replies wait for the turn's sync. */
+  #holding: Connection[] = [];
   #nextId = 1;
   #stopping = false;
   /** Connections answered with too_many_connections since start. */
@@ -180,6 +197,7 @@ export class IngressServer {
    */
   async stop(graceMs: number): Promise<void> {
     this.#stopping = true;
+    this.#releaseHeldReplies();
     const server = this.#server;
     const closed =
       server === undefined || !server.listening
@@ -240,8 +258,13 @@ export class IngressServer {
       turn: -1,
       held: NO_BYTES,
       waiting: false,
+      holdAsked: false,
+      holding: false,
       send: (type, data) => {
         if (!connection.closing) this.#write(connection, type, data);
+      },
+      holdRepliesForSync: () => {
+        connection.holdAsked = true;
       },
     };
     socket[STATE] = connection;
@@ -323,7 +346,14 @@ export class IngressServer {
       }
       this.#frame(connection, frame);
     }
-    if (socket.writableCorked > 0) socket.uncork();
+    if (connection.holdAsked && !connection.holding && !connection.closing) {
+      // This read's cork stays until the turn's sync (#releaseHeldReplies).
+      connection.holding = true;
+      this.#holding.push(connection);
+    } else if (socket.writableCorked > 0) {
+      socket.uncork();
+    }
+    connection.holdAsked = false;
     if (!connection.closing) this.#armPartialTimer(connection, completed > 0);
     this.#handlers.batchEnd();
   }
@@ -381,6 +411,7 @@ export class IngressServer {
    */
   #nextTurn(): void {
     this.#turnEndScheduled = false;
+    this.#releaseHeldReplies();
     this.#turn++;
     this.#turnSpent = 0;
     const queue = this.#waiting;
@@ -408,6 +439,19 @@ export class IngressServer {
     }
   }
 
+  /** One sync for the whole turn, then the held replies leave, each connection's in order. */
+  #releaseHeldReplies(): void {
+    if (this.#holding.length === 0) return;
+    const holding = this.#holding;
+    this.#holding = [];
+    this.#handlers.sync();
+    for (const connection of holding) {
+      connection.holding = false;
+      if (!connection.socket.destroyed && connection.socket.writableCorked > 0)
+        connection.socket.uncork();
+    }
+  }
+
   #timeout(connection: Connection): void {
     connection.partialTimer = undefined;
     this.#handlers.framingRejected('frame_timeout');
@@ -426,6 +470,12 @@ export class IngressServer {
   /** Answers `rejected`, then closes once the answer has been written. */
   #closeWith(connection: Connection, rejection: { code: RejectCode; message: string }): void {
     const { socket } = connection;
+    // What this connection was acked waits for the sync still; the rejection follows it.
+    if (connection.holdAsked && !connection.holding) {
+      connection.holding = true;
+      this.#holding.push(connection);
+    }
+    if (connection.holding) this.#releaseHeldReplies();
     if (!connection.closing && !socket.destroyed) this.#write(connection, 'rejected', rejection);
     connection.closing = true;
     connection.held = NO_BYTES;
