@@ -146,7 +146,8 @@ export class Daemon {
           this.#scheduler.schedule();
         },
         framingRejected: (code) => this.#countRejected(code),
-        sync: () => this.#syncJournal(),
+        sync: (synced) => this.#syncJournal(synced),
+        syncNow: () => this.#syncJournalNow(),
       },
       log,
     );
@@ -402,8 +403,8 @@ export class Daemon {
       case 'done':
         if (isDoneFrame(data)) {
           const outcome = this.#router.finish(connection.id, data, this.#frameTime());
-          // Journaled before the ack, and the ack held until the journal is on disk (at the end
-          // of this turn, one sync for all its dones): an acked done survives a crash or a power loss.
+          // Journaled before the ack, and the ack held until the journal is on disk (one sync for
+          // every done of a turn, or more): an acked done survives a crash and a power loss.
           if (outcome.ok) {
             this.#doneJournal.record(data.progressToken, data.status ?? 'ok', data.message);
             if (data.seq !== undefined) connection.holdRepliesForSync();
@@ -441,13 +442,20 @@ export class Daemon {
     }
   }
 
-  /** The turn's group commit: the held acks leave once this returns. */
-  #syncJournal(): void {
-    try {
-      const dones = this.#doneJournal.sync();
-      this.#log.debug(`done journal: synced ${dones} done(s); their acks follow`);
-    } catch (error) {
+  /** The group commit: the held acks leave once the journal's sync has returned. */
+  #syncJournal(synced: () => void): void {
+    this.#doneJournal.sync((error, dones) => {
       // The dones are written (a crash keeps them), only not known to be on disk: say so, ack anyway.
+      if (error !== null) this.#log.error(`done journal: sync failed: ${error.message}`);
+      else this.#log.debug(`done journal: synced ${dones} done(s); their acks follow`);
+      synced();
+    });
+  }
+
+  #syncJournalNow(): void {
+    try {
+      this.#doneJournal.syncNow();
+    } catch (error) {
       this.#log.error(`done journal: sync failed: ${(error as Error).message}`);
     }
   }

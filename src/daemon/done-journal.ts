@@ -7,12 +7,15 @@
  * daemon starting on that dir ends those streams again, for the retention
  * window, so that re-subscribing watchers learn the outcome. The ack also
  * waits for the disk (a power loss): the worker socket holds the replies of
- * a turn of the event loop that journaled a done until `sync` has returned,
- * one fdatasync for every done of that turn (group commit), not one each.
+ * a turn of the event loop that journaled a done until `sync` has returned.
+ * That is a group commit: one fdatasync, off the event loop, for every done
+ * journaled until it starts; the dones journaled while it runs wait for the
+ * next one, so the syncs grow with the load instead of their number.
  */
 import {
   appendFileSync,
   closeSync,
+  fdatasync,
   fdatasyncSync,
   fsyncSync,
   openSync,
@@ -47,10 +50,11 @@ export class DoneJournal {
   #recent: Array<{ at: number; line: string }> = [];
   #appended = 0;
   #fd: number | undefined;
-  /** Dones appended since the last sync. */
+  /** Dones appended since the last sync started. */
   #unsynced = 0;
-  /** The file was created (or replaced) since the last sync: its directory entry needs a sync too. */
-  #newFile = false;
+  /** fdatasyncs in flight, and the descriptors a rewrite retired meanwhile (closed once none is). */
+  #syncing = 0;
+  #retired: number[] = [];
 
   constructor(path: string, retentionMs: number, wallClock: () => number = Date.now) {
     this.#path = path;
@@ -81,7 +85,6 @@ export class DoneJournal {
       } catch {}
     }
     this.#rewrite();
-    this.sync();
     return recovered;
   }
 
@@ -95,7 +98,8 @@ export class DoneJournal {
     const line = JSON.stringify(done);
     if (this.#fd === undefined) {
       this.#fd = openSync(this.#path, 'a', 0o600);
-      this.#newFile = true;
+      // The file's name must survive a power loss too (rare: at the first done and after a rewrite).
+      syncDirectory(dirname(this.#path));
     }
     appendFileSync(this.#fd, `${line}\n`);
     this.#unsynced++;
@@ -104,24 +108,39 @@ export class DoneJournal {
   }
 
   /**
-   * Makes every done recorded since the last call durable (one fdatasync, and
-   * the directory's fsync when the file is new); returns how many it covered.
-   * Call before acking them.
+   * Starts one fdatasync (on libuv's thread pool) covering every done
+   * recorded so far; `synced` gets how many once it has returned (an error:
+   * they are written, not known to be on disk). Acks wait for it.
    */
-  sync(): number {
-    const count = this.#unsynced;
-    if (count === 0) return 0;
+  sync(synced: (error: Error | null, dones: number) => void): void {
+    const dones = this.#unsynced;
     this.#unsynced = 0;
-    if (this.#fd !== undefined) fdatasyncSync(this.#fd);
-    if (this.#newFile) {
-      this.#newFile = false;
-      syncDirectory(dirname(this.#path));
+    const fd = this.#fd;
+    // Nothing new since the last sync, or a rewrite made it all durable already.
+    if (dones === 0 || fd === undefined) {
+      synced(null, dones);
+      return;
     }
-    return count;
+    this.#syncing++;
+    fdatasync(fd, (error) => {
+      if (--this.#syncing === 0) for (const retired of this.#retired.splice(0)) closeSync(retired);
+      synced(error, dones);
+    });
+  }
+
+  /** The same, on this thread, at once: for a connection that closes, or a daemon that stops. */
+  syncNow(): void {
+    const dones = this.#unsynced;
+    this.#unsynced = 0;
+    if (dones > 0 && this.#fd !== undefined) fdatasyncSync(this.#fd);
   }
 
   close(): void {
-    if (this.#fd !== undefined) closeSync(this.#fd);
+    // A sync in flight still uses the descriptor: it is closed when the sync returns.
+    if (this.#fd !== undefined) {
+      if (this.#syncing > 0) this.#retired.push(this.#fd);
+      else closeSync(this.#fd);
+    }
     this.#fd = undefined;
   }
 
@@ -149,8 +168,9 @@ export class DoneJournal {
       closeSync(fd);
     }
     renameSync(temporary, this.#path);
-    this.#newFile = true;
-    this.#unsynced = Math.max(this.#unsynced, 1);
+    syncDirectory(dirname(this.#path));
+    // Every recent done is in the new file, on disk.
+    this.#unsynced = 0;
   }
 }
 

@@ -28,9 +28,9 @@ export interface WorkerConnection {
   /** Queues a reply; replies of one read leave in one write. */
   send(type: WorkerReply, data: object): void;
   /**
-   * Holds this connection's replies, from this read on, until the end of the
-   * turn, when `IngressHandlers.sync` has returned: for an ack that promises
-   * what the frame said is on disk. Replies keep their order.
+   * Holds this connection's replies, from this read on, until a sync that
+   * started after this read (`IngressHandlers.sync`) has returned: for an ack
+   * that promises what the frame said is on disk. Replies keep their order.
    */
   holdRepliesForSync(): void;
 }
@@ -41,10 +41,13 @@ export interface IngressHandlers {
   /** After the frames of one read have been handled. */
   batchEnd(): void;
   /**
-   * Once per turn in which a connection held its replies (holdRepliesForSync),
-   * before they leave: make durable what they acknowledge. Must not throw.
+   * Makes durable what the held replies acknowledge, and calls `synced` once
+   * it is; one at a time, started at the end of a turn in which connections
+   * held replies (holdRepliesForSync). Must not throw.
    */
-  sync(): void;
+  sync(synced: () => void): void;
+  /** The same at once, before returning: a holding connection closes, or the daemon stops. */
+  syncNow(): void;
   closed(connection: WorkerConnection): void;
   /** A framing error answered with `rejected` before the connection closes; counted like any refusal. */
   framingRejected(code: RejectCode): void;
@@ -106,8 +109,9 @@ interface Connection extends WorkerConnection {
   waiting: boolean;
   /** holdRepliesForSync was called in the read being handled. */
   holdAsked: boolean;
-  /** The socket stays corked (one level) until the turn's sync has returned. */
+  /** The socket stays corked (one level) until sync number `holdUntil` has returned. */
   holding: boolean;
+  holdUntil: number;
 }
 
 type TaggedSocket = Socket & { [STATE]?: Connection };
@@ -127,8 +131,10 @@ export class IngressServer {
   #turn = 0;
   #turnSpent = 0;
   #turnEndScheduled = false;
-  /** Connections whose replies wait for the turn's sync. */
+  /** Connections whose replies wait for the next sync (number #nextSync), and the one in flight. */
   #holding: Connection[] = [];
+  #syncing: Connection[] | undefined;
+  #nextSync = 0;
   #nextId = 1;
   #stopping = false;
   /** Connections answered with too_many_connections since start. */
@@ -197,7 +203,7 @@ export class IngressServer {
    */
   async stop(graceMs: number): Promise<void> {
     this.#stopping = true;
-    this.#releaseHeldReplies();
+    this.#releaseAllNow();
     const server = this.#server;
     const closed =
       server === undefined || !server.listening
@@ -260,6 +266,7 @@ export class IngressServer {
       waiting: false,
       holdAsked: false,
       holding: false,
+      holdUntil: 0,
       send: (type, data) => {
         if (!connection.closing) this.#write(connection, type, data);
       },
@@ -346,13 +353,9 @@ export class IngressServer {
       }
       this.#frame(connection, frame);
     }
-    if (connection.holdAsked && !connection.holding && !connection.closing) {
-      // This read's cork stays until the turn's sync (#releaseHeldReplies).
-      connection.holding = true;
-      this.#holding.push(connection);
-    } else if (socket.writableCorked > 0) {
-      socket.uncork();
-    }
+    if (connection.holdAsked && !connection.closing) this.#hold(connection);
+    // A connection that holds keeps one cork until its sync: this read's own is released.
+    else if (socket.writableCorked > (connection.holding ? 1 : 0)) socket.uncork();
     connection.holdAsked = false;
     if (!connection.closing) this.#armPartialTimer(connection, completed > 0);
     this.#handlers.batchEnd();
@@ -411,7 +414,7 @@ export class IngressServer {
    */
   #nextTurn(): void {
     this.#turnEndScheduled = false;
-    this.#releaseHeldReplies();
+    this.#startSync();
     this.#turn++;
     this.#turnSpent = 0;
     const queue = this.#waiting;
@@ -439,17 +442,54 @@ export class IngressServer {
     }
   }
 
-  /** One sync for the whole turn, then the held replies leave, each connection's in order. */
-  #releaseHeldReplies(): void {
-    if (this.#holding.length === 0) return;
-    const holding = this.#holding;
-    this.#holding = [];
-    this.#handlers.sync();
-    for (const connection of holding) {
-      connection.holding = false;
-      if (!connection.socket.destroyed && connection.socket.writableCorked > 0)
-        connection.socket.uncork();
+  /** What this read acknowledged waits for the next sync to start; the cork of the read stays. */
+  #hold(connection: Connection): void {
+    connection.holdUntil = this.#nextSync;
+    if (connection.holding) {
+      // Held already (for the sync in flight, or the next): one cork is enough.
+      if (connection.socket.writableCorked > 1) connection.socket.uncork();
+      if (this.#syncing?.includes(connection) !== true) return;
+    } else {
+      connection.holding = true;
+      if (connection.socket.writableCorked === 0) connection.socket.cork();
     }
+    if (!this.#holding.includes(connection)) this.#holding.push(connection);
+  }
+
+  /**
+   * Group commit: one sync at a time, for every connection that held replies
+   * until it starts; those that hold while it runs wait for the next one.
+   */
+  #startSync(): void {
+    if (this.#syncing !== undefined || this.#holding.length === 0) return;
+    const number = this.#nextSync++;
+    const covered = this.#holding;
+    this.#holding = [];
+    this.#syncing = covered;
+    this.#handlers.sync(() => {
+      this.#syncing = undefined;
+      for (const connection of covered) {
+        // Held again since this sync started: its newer replies wait for the next one.
+        if (!connection.holding || connection.holdUntil > number) continue;
+        this.#release(connection);
+      }
+      this.#startSync();
+    });
+  }
+
+  #release(connection: Connection): void {
+    connection.holding = false;
+    const { socket } = connection;
+    if (!socket.destroyed && socket.writableCorked > 0) socket.uncork();
+  }
+
+  /** Syncs on this thread and lets every held reply go (a holding connection closes, the daemon stops). */
+  #releaseAllNow(): void {
+    const held = [...(this.#syncing ?? []), ...this.#holding];
+    if (held.length === 0) return;
+    this.#handlers.syncNow();
+    this.#holding = [];
+    for (const connection of held) if (connection.holding) this.#release(connection);
   }
 
   #timeout(connection: Connection): void {
@@ -470,12 +510,12 @@ export class IngressServer {
   /** Answers `rejected`, then closes once the answer has been written. */
   #closeWith(connection: Connection, rejection: { code: RejectCode; message: string }): void {
     const { socket } = connection;
-    // What this connection was acked waits for the sync still; the rejection follows it.
-    if (connection.holdAsked && !connection.holding) {
-      connection.holding = true;
-      this.#holding.push(connection);
+    // What this connection was acked waits for a sync still: done now, the rejection follows.
+    if (connection.holdAsked || connection.holding) {
+      connection.holdAsked = false;
+      this.#handlers.syncNow();
+      if (connection.holding) this.#release(connection);
     }
-    if (connection.holding) this.#releaseHeldReplies();
     if (!connection.closing && !socket.destroyed) this.#write(connection, 'rejected', rejection);
     connection.closing = true;
     connection.held = NO_BYTES;
