@@ -22,10 +22,9 @@ Memory (measured: test/reliability/memory-caps.ts): about 4 KiB per worker
 connection, 1 KiB per stream (72 KiB when its last frame is a full 64 KiB),
 13 KiB per session plus what it leaves unread, 0.3 KiB per claim. At the
 default caps, with small frames: about 40 MiB of connections, 85 MiB of
-streams and 130 MiB of sessions. The worst case is set by the caps: streams
-x 72 KiB (7 GiB), sessions x --max-session-buffer-bytes (80 GiB), claims up to
-connections x --max-streams-per-connection x 0.3 KiB (28 GiB); lower the caps
-to bound it tighter.
+streams, 130 MiB of sessions and 30 MiB of claims. The worst case is set by
+the caps: streams x 72 KiB (7 GiB), sessions x --max-session-buffer-bytes
+(80 GiB); lower the caps to bound it tighter.
 `;
 
 /** parseArgs' view of the table: integers arrive as text and are checked below. */

@@ -212,6 +212,8 @@ async function tailUntilFinished(
   const client = await connectWhenUp(
     {
       runtimeDir: plan.runtimeDir,
+      // A live view waits for its daemon to come back for as long as it runs.
+      reconnectTimeoutMs: Number.POSITIVE_INFINITY,
       onState: (next) => {
         state = next;
         if (next === 'disconnected' && plan.mode !== 'screen')

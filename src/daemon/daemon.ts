@@ -146,6 +146,8 @@ export class Daemon {
           this.#scheduler.schedule();
         },
         framingRejected: (code) => this.#countRejected(code),
+        sync: (synced) => this.#syncJournal(synced),
+        syncNow: () => this.#syncJournalNow(),
       },
       log,
     );
@@ -401,9 +403,12 @@ export class Daemon {
       case 'done':
         if (isDoneFrame(data)) {
           const outcome = this.#router.finish(connection.id, data, this.#frameTime());
-          // Journaled before the ack: an acked done survives a crash (done-journal.ts).
-          if (outcome.ok)
+          // Journaled before the ack, and the ack held until the journal is on disk (one sync for
+          // every done of a turn, or more): an acked done survives a crash and a power loss.
+          if (outcome.ok) {
             this.#doneJournal.record(data.progressToken, data.status ?? 'ok', data.message);
+            if (data.seq !== undefined) connection.holdRepliesForSync();
+          }
           this.#answer(connection, outcome, data);
         } else {
           this.#reject(connection, explainDoneFrame(data));
@@ -434,6 +439,24 @@ export class Daemon {
           code: 'unknown_event',
           message: `unknown event type ${JSON.stringify(type.length > 80 ? `${shorten(type, 80)}…` : type)}: workers send ${WORKER_EVENT_LIST}`,
         });
+    }
+  }
+
+  /** The group commit: the held acks leave once the journal's sync has returned. */
+  #syncJournal(synced: () => void): void {
+    this.#doneJournal.sync((error, dones) => {
+      // The dones are written (a crash keeps them), only not known to be on disk: say so, ack anyway.
+      if (error !== null) this.#log.error(`done journal: sync failed: ${error.message}`);
+      else this.#log.debug(`done journal: synced ${dones} done(s); their acks follow`);
+      synced();
+    });
+  }
+
+  #syncJournalNow(): void {
+    try {
+      this.#doneJournal.syncNow();
+    } catch (error) {
+      this.#log.error(`done journal: sync failed: ${(error as Error).message}`);
     }
   }
 

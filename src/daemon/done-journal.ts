@@ -5,19 +5,26 @@
  * `dones.jsonl` in the runtime dir before it is acked (a write(2) reaches the
  * kernel, which keeps it when the process dies, kill -9 included), and a
  * daemon starting on that dir ends those streams again, for the retention
- * window, so that re-subscribing watchers learn the outcome. A power loss
- * before the kernel writes the page out is not covered (no fsync per done).
+ * window, so that re-subscribing watchers learn the outcome. The ack also
+ * waits for the disk (a power loss): the worker socket holds the replies of
+ * a turn of the event loop that journaled a done until `sync` has returned.
+ * That is a group commit: one fdatasync, off the event loop, for every done
+ * journaled until it starts; the dones journaled while it runs wait for the
+ * next one, so the syncs grow with the load instead of their number.
  */
 import {
   appendFileSync,
   closeSync,
+  fdatasync,
+  fdatasyncSync,
+  fsyncSync,
   openSync,
   readFileSync,
   renameSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { DoneStatus, ProgressToken } from '../protocol/index.js';
 
 export interface JournaledDone {
@@ -43,6 +50,11 @@ export class DoneJournal {
   #recent: Array<{ at: number; line: string }> = [];
   #appended = 0;
   #fd: number | undefined;
+  /** Dones appended since the last sync started. */
+  #unsynced = 0;
+  /** fdatasyncs in flight, and the descriptors a rewrite retired meanwhile (closed once none is). */
+  #syncing = 0;
+  #retired: number[] = [];
 
   constructor(path: string, retentionMs: number, wallClock: () => number = Date.now) {
     this.#path = path;
@@ -84,14 +96,51 @@ export class DoneJournal {
         ? { at, progressToken, status }
         : { at, progressToken, status, message };
     const line = JSON.stringify(done);
-    this.#fd ??= openSync(this.#path, 'a', 0o600);
+    if (this.#fd === undefined) {
+      this.#fd = openSync(this.#path, 'a', 0o600);
+      // The file's name must survive a power loss too (rare: at the first done and after a rewrite).
+      syncDirectory(dirname(this.#path));
+    }
     appendFileSync(this.#fd, `${line}\n`);
+    this.#unsynced++;
     this.#recent.push({ at, line });
     if (++this.#appended >= COMPACT_EVERY) this.#rewrite();
   }
 
+  /**
+   * Starts one fdatasync (on libuv's thread pool) covering every done
+   * recorded so far; `synced` gets how many once it has returned (an error:
+   * they are written, not known to be on disk). Acks wait for it.
+   */
+  sync(synced: (error: Error | null, dones: number) => void): void {
+    const dones = this.#unsynced;
+    this.#unsynced = 0;
+    const fd = this.#fd;
+    // Nothing new since the last sync, or a rewrite made it all durable already.
+    if (dones === 0 || fd === undefined) {
+      synced(null, dones);
+      return;
+    }
+    this.#syncing++;
+    fdatasync(fd, (error) => {
+      if (--this.#syncing === 0) for (const retired of this.#retired.splice(0)) closeSync(retired);
+      synced(error, dones);
+    });
+  }
+
+  /** The same, on this thread, at once: for a connection that closes, or a daemon that stops. */
+  syncNow(): void {
+    const dones = this.#unsynced;
+    this.#unsynced = 0;
+    if (dones > 0 && this.#fd !== undefined) fdatasyncSync(this.#fd);
+  }
+
   close(): void {
-    if (this.#fd !== undefined) closeSync(this.#fd);
+    // A sync in flight still uses the descriptor: it is closed when the sync returns.
+    if (this.#fd !== undefined) {
+      if (this.#syncing > 0) this.#retired.push(this.#fd);
+      else closeSync(this.#fd);
+    }
     this.#fd = undefined;
   }
 
@@ -110,9 +159,27 @@ export class DoneJournal {
       return;
     }
     const temporary = `${this.#path}.${process.pid}.tmp`;
-    writeFileSync(temporary, this.#recent.map((entry) => `${entry.line}\n`).join(''), {
-      mode: 0o600,
-    });
+    const fd = openSync(temporary, 'w', 0o600);
+    try {
+      writeFileSync(fd, this.#recent.map((entry) => `${entry.line}\n`).join(''));
+      // Whole on disk before it replaces the old file, or a power loss could leave neither.
+      fdatasyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
     renameSync(temporary, this.#path);
+    syncDirectory(dirname(this.#path));
+    // Every recent done is in the new file, on disk.
+    this.#unsynced = 0;
+  }
+}
+
+/** A directory's entries (a created or renamed file) survive a power loss once it is fsynced. */
+function syncDirectory(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
   }
 }

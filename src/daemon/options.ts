@@ -174,6 +174,15 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     help: 'active streams (and claims) one worker connection may hold (default {default})',
   },
   {
+    name: 'max-claims',
+    key: { router: 'maxClaims' },
+    kind: 'integer',
+    default: R.maxClaims,
+    min: 1,
+    section: 'Limits',
+    help: 'claims held by all worker connections together (default {default})',
+  },
+  {
     name: 'max-subscriptions',
     key: { router: 'maxSubscriptionsPerSubscriber' },
     kind: 'integer',

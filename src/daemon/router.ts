@@ -40,8 +40,10 @@ export interface RouterOptions {
   readonly abandonGraceMs: number;
   /** Streams in the table (active and done; done ones are evicted first when full). */
   readonly maxStreams: number;
-  /** Active streams one worker connection may publish to. */
+  /** Active streams one worker connection may publish to (and tokens it may claim). */
   readonly maxStreamsPerConnection: number;
+  /** Claims held by all worker connections together (one per connection and token). */
+  readonly maxClaims: number;
   /** Subscriptions one session may hold. */
   readonly maxSubscriptionsPerSubscriber: number;
   /** Coalescing interval of a subscription that does not choose one. */
@@ -54,6 +56,8 @@ export const DEFAULT_ROUTER_OPTIONS: RouterOptions = {
   abandonGraceMs: 30_000,
   maxStreams: 100_000,
   maxStreamsPerConnection: 10_000,
+  // 0.3 KiB each (test/reliability/memory-caps.ts): about 30 MiB at the cap.
+  maxClaims: 100_000,
   maxSubscriptionsPerSubscriber: 10_000,
   defaultMinIntervalMs: 100,
 };
@@ -305,9 +309,19 @@ export class Router {
    * A worker's `claim`: the connection works for the token and hears its
    * cancels, whether or not it has published yet. Claims end with the connection.
    */
-  claim(connection: ConnectionId, token: ProgressToken): Outcome<'too_many_streams'> {
+  claim(
+    connection: ConnectionId,
+    token: ProgressToken,
+  ): Outcome<'too_many_streams' | 'too_many_claims'> {
     let mine = this.#claimsByConnection.get(connection);
     if (mine?.has(token)) return ACCEPTED;
+    if (this.#claimCount >= this.#options.maxClaims) {
+      return {
+        ok: false,
+        code: 'too_many_claims',
+        message: `the daemon holds ${this.#claimCount} claims, the cap for all connections together (--max-claims): close connections whose jobs ended, or raise the cap`,
+      };
+    }
     if (mine !== undefined && mine.size >= this.#options.maxStreamsPerConnection) {
       return {
         ok: false,

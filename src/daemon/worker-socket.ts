@@ -5,8 +5,8 @@
  * profile, carries each accepted connection's bytes in and the replies out.
  * Framing errors are answered with `rejected` before the connection closes,
  * the connection cap is an answer instead of a silent drop, the replies of one
- * read leave in one write, and a per-connection read budget keeps one flooding
- * connection from delaying the others.
+ * read leave in one write, and a read budget per turn of the event loop
+ * keeps flooding connections, however many, from delaying the others.
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { IPCModule, type IpcConfig, type IpcSocketServer } from 'node-ipc';
@@ -27,6 +27,12 @@ export interface WorkerConnection {
   readonly id: ConnectionId;
   /** Queues a reply; replies of one read leave in one write. */
   send(type: WorkerReply, data: object): void;
+  /**
+   * Holds this connection's replies, from this read on, until a sync that
+   * started after this read (`IngressHandlers.sync`) has returned: for an ack
+   * that promises what the frame said is on disk. Replies keep their order.
+   */
+  holdRepliesForSync(): void;
 }
 
 export interface IngressHandlers {
@@ -34,6 +40,14 @@ export interface IngressHandlers {
   frame(connection: WorkerConnection, type: string, data: unknown): void;
   /** After the frames of one read have been handled. */
   batchEnd(): void;
+  /**
+   * Makes durable what the held replies acknowledge, and calls `synced` once
+   * it is; one at a time, started at the end of a turn in which connections
+   * held replies (holdRepliesForSync). Must not throw.
+   */
+  sync(synced: () => void): void;
+  /** The same at once, before returning: a holding connection closes, or the daemon stops. */
+  syncNow(): void;
   closed(connection: WorkerConnection): void;
   /** A framing error answered with `rejected` before the connection closes; counted like any refusal. */
   framingRejected(code: RejectCode): void;
@@ -60,11 +74,21 @@ export interface IngressLog {
 export const WORKER_SOCKET_BACKLOG = 4096;
 
 /**
- * Bytes of frames one connection may have handled before the others are
- * served. A flooding connection past it is paused until every connection that
- * was ready has had its turn; 32 KiB are about 200 typical frames.
+ * Bytes of frames the worker socket handles in one turn of the event loop,
+ * all connections together. Past it what connections read is held (cut at a
+ * form feed) and they are paused; the next turn serves what they held, oldest
+ * first. Bounding the turn bounds how long a new connection's accept, or an
+ * honest worker's frame, waits behind a flood of any number of connections:
+ * 256 KiB are about 1,700 typical frames, a few milliseconds of work.
  */
-export const READ_BUDGET_BYTES = 32 * 1024;
+export const ROUND_BUDGET_BYTES = 256 * 1024;
+
+/**
+ * Bytes any connection may have in a turn, even once the turn's budget is
+ * spent: a connection that sends a frame now and then (a ping, an honest
+ * worker) is served in the turn that read it, never queued behind a flood.
+ */
+export const READ_BUDGET_BYTES = 4 * 1024;
 
 const FORM_FEED = 0x0c;
 const NO_BYTES = Buffer.alloc(0);
@@ -76,12 +100,18 @@ interface Connection extends WorkerConnection {
   readonly decoder: FrameDecoder;
   closing: boolean;
   partialTimer: NodeJS.Timeout | undefined;
-  /** Bytes handled since this connection's budget was last renewed. */
+  /** Bytes handled in turn `turn`. */
   spent: number;
+  turn: number;
   /** Bytes read but held back by the budget; they start at a frame boundary. */
   held: Buffer;
-  /** Paused by the budget, waiting for the next round. */
+  /** Paused by the budget, queued until a turn has room for what it holds. */
   waiting: boolean;
+  /** holdRepliesForSync was called in the read being handled. */
+  holdAsked: boolean;
+  /** The socket stays corked (one level) until sync number `holdUntil` has returned. */
+  holding: boolean;
+  holdUntil: number;
 }
 
 type TaggedSocket = Socket & { [STATE]?: Connection };
@@ -94,9 +124,17 @@ export class IngressServer {
   #ipcServer: IpcSocketServer | undefined;
   #server: Server | undefined;
   readonly #connections = new Map<ConnectionId, Connection>();
-  /** Connections paused by the read budget, in the order they ran out. */
+  /** Connections paused by the read budget, in the order they ran out; served from #waitingHead. */
   #waiting: Connection[] = [];
-  #roundScheduled = false;
+  #waitingHead = 0;
+  /** The current turn of the event loop (as the budget counts them) and what it has handled. */
+  #turn = 0;
+  #turnSpent = 0;
+  #turnEndScheduled = false;
+  /** Connections whose replies wait for the next sync (number #nextSync), and the one in flight. */
+  #holding: Connection[] = [];
+  #syncing: Connection[] | undefined;
+  #nextSync = 0;
   #nextId = 1;
   #stopping = false;
   /** Connections answered with too_many_connections since start. */
@@ -165,6 +203,7 @@ export class IngressServer {
    */
   async stop(graceMs: number): Promise<void> {
     this.#stopping = true;
+    this.#releaseAllNow();
     const server = this.#server;
     const closed =
       server === undefined || !server.listening
@@ -222,10 +261,17 @@ export class IngressServer {
       closing: false,
       partialTimer: undefined,
       spent: 0,
+      turn: -1,
       held: NO_BYTES,
       waiting: false,
+      holdAsked: false,
+      holding: false,
+      holdUntil: 0,
       send: (type, data) => {
         if (!connection.closing) this.#write(connection, type, data);
+      },
+      holdRepliesForSync: () => {
+        connection.holdAsked = true;
       },
     };
     socket[STATE] = connection;
@@ -253,24 +299,44 @@ export class IngressServer {
   }
 
   /**
-   * One read from one connection. Past its budget the rest of the read is held
-   * (cut at a form feed, so only whole frames wait) and the socket is paused
-   * until the next round; libuv then serves the other ready sockets first.
+   * One read from one connection. It may handle what is left of the turn's
+   * budget, and at least its own share (READ_BUDGET_BYTES) whatever the turn
+   * has spent; the rest of the read is held (cut at a form feed, so only
+   * whole frames wait) and the socket paused until a later turn serves it.
    */
   #read(connection: Connection, bytes: Buffer): void {
     if (connection.closing) return; // lingering after a rejection: read and ignore
-    let now = bytes;
-    const room = READ_BUDGET_BYTES - connection.spent;
-    if (now.length > room) {
-      const cut = now.indexOf(FORM_FEED, Math.max(room - 1, 0));
+    if (connection.waiting) {
+      // Not expected (a paused socket emits nothing), but never lose or reorder bytes.
+      connection.held = Buffer.concat([connection.held, bytes]);
+      return;
+    }
+    this.#enterTurn(connection);
+    const room = Math.max(
+      READ_BUDGET_BYTES - connection.spent,
+      ROUND_BUDGET_BYTES - this.#turnSpent,
+    );
+    let now: Buffer = bytes;
+    let held: Buffer = NO_BYTES;
+    if (room <= 0) {
+      held = now;
+      now = NO_BYTES;
+    } else if (now.length > room) {
+      const cut = now.indexOf(FORM_FEED, room - 1);
       if (cut !== -1 && cut + 1 < now.length) {
-        connection.held = now.subarray(cut + 1);
+        held = now.subarray(cut + 1);
         now = now.subarray(0, cut + 1);
       }
     }
-    connection.spent += now.length;
-    this.#handle(connection, now);
-    if (connection.spent >= READ_BUDGET_BYTES && !connection.closing) this.#wait(connection);
+    if (now.length > 0) {
+      connection.spent += now.length;
+      this.#turnSpent += now.length;
+      this.#handle(connection, now);
+    }
+    if (held.length > 0 && !connection.closing) {
+      connection.held = held;
+      this.#wait(connection);
+    }
   }
 
   #handle(connection: Connection, bytes: Buffer): void {
@@ -287,7 +353,10 @@ export class IngressServer {
       }
       this.#frame(connection, frame);
     }
-    if (socket.writableCorked > 0) socket.uncork();
+    if (connection.holdAsked && !connection.closing) this.#hold(connection);
+    // A connection that holds keeps one cork until its sync: this read's own is released.
+    else if (socket.writableCorked > (connection.holding ? 1 : 0)) socket.uncork();
+    connection.holdAsked = false;
     if (!connection.closing) this.#armPartialTimer(connection, completed > 0);
     this.#handlers.batchEnd();
   }
@@ -318,32 +387,109 @@ export class IngressServer {
     }
   }
 
+  /** Counts this connection's bytes in the current turn, which ends in this loop iteration's check phase. */
+  #enterTurn(connection: Connection): void {
+    if (!this.#turnEndScheduled) {
+      this.#turnEndScheduled = true;
+      // setImmediate runs after the poll phase, in which libuv read every other ready socket.
+      setImmediate(() => this.#nextTurn());
+    }
+    if (connection.turn !== this.#turn) {
+      connection.turn = this.#turn;
+      connection.spent = 0;
+    }
+  }
+
   #wait(connection: Connection): void {
     if (connection.waiting) return;
     connection.waiting = true;
     connection.socket.pause();
     this.#waiting.push(connection);
-    if (!this.#roundScheduled) {
-      this.#roundScheduled = true;
-      // setImmediate runs after the poll phase, in which libuv read every other ready socket.
-      setImmediate(() => this.#nextRound());
-    }
   }
 
-  /** Renews the budget of every paused connection, oldest first, and serves what they had held. */
-  #nextRound(): void {
-    this.#roundScheduled = false;
-    const waiting = this.#waiting;
-    this.#waiting = [];
-    for (const connection of waiting) {
+  /**
+   * Starts a turn: serves what paused connections held, oldest first, while
+   * the turn's budget lasts; a connection whose held bytes are all handled is
+   * resumed, one that still holds some goes to the back of the queue.
+   */
+  #nextTurn(): void {
+    this.#turnEndScheduled = false;
+    this.#startSync();
+    this.#turn++;
+    this.#turnSpent = 0;
+    const queue = this.#waiting;
+    while (this.#waitingHead < queue.length && this.#turnSpent < ROUND_BUDGET_BYTES) {
+      const connection = queue[this.#waitingHead++] as Connection;
       connection.waiting = false;
-      connection.spent = 0;
       if (connection.closing) continue;
       const held = connection.held;
       connection.held = NO_BYTES;
-      if (held.length > 0) this.#read(connection, held);
+      this.#read(connection, held);
       if (!connection.waiting && !connection.closing) connection.socket.resume();
     }
+    if (this.#waitingHead >= queue.length) {
+      this.#waiting = [];
+      this.#waitingHead = 0;
+    } else {
+      if (this.#waitingHead > 1024) {
+        this.#waiting = queue.slice(this.#waitingHead);
+        this.#waitingHead = 0;
+      }
+      if (!this.#turnEndScheduled) {
+        this.#turnEndScheduled = true;
+        setImmediate(() => this.#nextTurn());
+      }
+    }
+  }
+
+  /** What this read acknowledged waits for the next sync to start; the cork of the read stays. */
+  #hold(connection: Connection): void {
+    connection.holdUntil = this.#nextSync;
+    if (connection.holding) {
+      // Held already (for the sync in flight, or the next): one cork is enough.
+      if (connection.socket.writableCorked > 1) connection.socket.uncork();
+      if (this.#syncing?.includes(connection) !== true) return;
+    } else {
+      connection.holding = true;
+      if (connection.socket.writableCorked === 0) connection.socket.cork();
+    }
+    if (!this.#holding.includes(connection)) this.#holding.push(connection);
+  }
+
+  /**
+   * Group commit: one sync at a time, for every connection that held replies
+   * until it starts; those that hold while it runs wait for the next one.
+   */
+  #startSync(): void {
+    if (this.#syncing !== undefined || this.#holding.length === 0) return;
+    const number = this.#nextSync++;
+    const covered = this.#holding;
+    this.#holding = [];
+    this.#syncing = covered;
+    this.#handlers.sync(() => {
+      this.#syncing = undefined;
+      for (const connection of covered) {
+        // Held again since this sync started: its newer replies wait for the next one.
+        if (!connection.holding || connection.holdUntil > number) continue;
+        this.#release(connection);
+      }
+      this.#startSync();
+    });
+  }
+
+  #release(connection: Connection): void {
+    connection.holding = false;
+    const { socket } = connection;
+    if (!socket.destroyed && socket.writableCorked > 0) socket.uncork();
+  }
+
+  /** Syncs on this thread and lets every held reply go (a holding connection closes, the daemon stops). */
+  #releaseAllNow(): void {
+    const held = [...(this.#syncing ?? []), ...this.#holding];
+    if (held.length === 0) return;
+    this.#handlers.syncNow();
+    this.#holding = [];
+    for (const connection of held) if (connection.holding) this.#release(connection);
   }
 
   #timeout(connection: Connection): void {
@@ -364,6 +510,12 @@ export class IngressServer {
   /** Answers `rejected`, then closes once the answer has been written. */
   #closeWith(connection: Connection, rejection: { code: RejectCode; message: string }): void {
     const { socket } = connection;
+    // What this connection was acked waits for a sync still: done now, the rejection follows.
+    if (connection.holdAsked || connection.holding) {
+      connection.holdAsked = false;
+      this.#handlers.syncNow();
+      if (connection.holding) this.#release(connection);
+    }
     if (!connection.closing && !socket.destroyed) this.#write(connection, 'rejected', rejection);
     connection.closing = true;
     connection.held = NO_BYTES;

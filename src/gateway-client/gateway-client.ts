@@ -28,10 +28,14 @@ import {
   type NotificationHandler,
   PROGRESS_METHOD,
 } from '../protocol/notifications.js';
-import { CLOSE_LINGER_MS, reconnectDelayMs } from '../shared/defaults.js';
+import {
+  CLOSE_LINGER_MS,
+  DEFAULT_RECONNECT_TIMEOUT_MS,
+  reconnectDelayMs,
+} from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
-import { SubscriptionLabels } from '../shared/subscription-labels.js';
+import { type LabelledSubscription, SubscriptionLabels } from '../shared/subscription-labels.js';
 
 // Required, not imported: ws's ESM wrapper costs about 10 MiB of resident memory more than its
 // CommonJS entry, in every process that talks to the daemon.
@@ -46,6 +50,13 @@ export interface GatewayClientOptions {
   readonly runtimeDir?: string | undefined;
   /** Reconnect and resubscribe after the connection drops (default true). */
   readonly reconnect?: boolean | undefined;
+  /**
+   * How long to keep reconnecting once the connection dropped (default
+   * 30000): past it the client gives up, ends every subscription through its
+   * `onError` with `gateway_lost`, and rejects requests with that code.
+   * Infinity: never give up (`tail` waits for a daemon as long as it runs).
+   */
+  readonly reconnectTimeoutMs?: number | undefined;
   /**
    * How long one request may wait for its answer before it rejects with
    * `request_timeout` (default 10000): a daemon that stops answering (stopped,
@@ -83,6 +94,10 @@ export class GatewayClient {
   #closed = false;
   #attempt = 0;
   #connecting: Promise<void> | undefined;
+  /** Why the client gave up reconnecting, once it did. */
+  #lost: BridgeError | undefined;
+  #giveUpTimer: NodeJS.Timeout | undefined;
+  readonly #onError = new WeakMap<LabelledSubscription, (error: BridgeError) => void>();
 
   private constructor(options: GatewayClientOptions) {
     this.#options = options;
@@ -101,13 +116,16 @@ export class GatewayClient {
 
   /**
    * Subscribes and calls `handler` with each notification for the token
-   * (under `as` when given) until done, unsubscribe or close.
+   * (under `as` when given) until done, unsubscribe or close; `onError`
+   * once if it ends otherwise: its daemon went away for good (gateway_lost).
    */
   async subscribe(
     params: SubscribeParams,
     handler: NotificationHandler,
+    onError?: (error: BridgeError) => void,
   ): Promise<{ unsubscribe(): Promise<void> }> {
     const entry = this.#watches.add(params, handler);
+    if (onError !== undefined) this.#onError.set(entry, onError);
     try {
       await this.#call('progress/subscribe', params, emptyResultSchema);
     } catch (error) {
@@ -179,7 +197,9 @@ export class GatewayClient {
   request(method: string, params?: unknown): Promise<unknown> {
     const ws = this.#ws;
     if (ws === undefined || ws.readyState !== WebSocket.OPEN) {
-      return Promise.reject(new BridgeError('disconnected', 'not connected to the daemon'));
+      return Promise.reject(
+        this.#lost ?? new BridgeError('disconnected', 'not connected to the daemon'),
+      );
     }
     const id = this.#nextId++;
     const timeoutMs = this.#options.requestTimeoutMs ?? DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS;
@@ -216,6 +236,7 @@ export class GatewayClient {
 
   async close(): Promise<void> {
     this.#closed = true;
+    clearTimeout(this.#giveUpTimer);
     const ws = this.#ws;
     this.#ws = undefined;
     this.#failPending(new BridgeError('closed', 'the gateway client was closed'));
@@ -282,6 +303,8 @@ export class GatewayClient {
     }
     this.#ws = ws;
     this.#attempt = 0;
+    clearTimeout(this.#giveUpTimer);
+    this.#giveUpTimer = undefined;
     ws.on('message', (data) => this.#message(String(data)));
     ws.on('error', () => {});
     ws.on('close', () => this.#dropped(ws));
@@ -297,7 +320,29 @@ export class GatewayClient {
     this.#ws = undefined;
     this.#failPending(new BridgeError('disconnected', 'the connection to the daemon dropped'));
     this.#options.onState?.('disconnected');
-    if (!this.#closed && this.#options.reconnect !== false) this.#retry();
+    if (this.#closed || this.#options.reconnect === false) return;
+    const timeoutMs = this.#options.reconnectTimeoutMs ?? DEFAULT_RECONNECT_TIMEOUT_MS;
+    if (Number.isFinite(timeoutMs)) {
+      this.#giveUpTimer = setTimeout(() => this.#giveUp(timeoutMs), timeoutMs);
+      this.#giveUpTimer.unref();
+    }
+    this.#retry();
+  }
+
+  /** No daemon came back in time: stop reconnecting and end every subscription with gateway_lost. */
+  #giveUp(timeoutMs: number): void {
+    if (this.#closed || this.#ws !== undefined) return;
+    this.#closed = true;
+    const url = this.#options.url;
+    const lost = new BridgeError(
+      'gateway_lost',
+      `the daemon${url === undefined ? '' : ` at ${withoutSecret(url)}`} went away and none came back within ${timeoutMs} ms (reconnectTimeoutMs), so its subscriptions ended: start the daemon (mcp-progress daemon) and subscribe again`,
+    );
+    this.#lost = lost;
+    this.#failPending(lost);
+    const ended = this.#watches.live();
+    this.#watches.clear();
+    for (const entry of ended) this.#onError.get(entry)?.(lost);
   }
 
   #retry(): void {

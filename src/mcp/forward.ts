@@ -26,6 +26,7 @@ import {
   PING_WAIT_FLOOR_MS,
   UNANSWERED_CLIENT_GAP_MS,
 } from '../shared/defaults.js';
+import type { BridgeError } from '../shared/errors.js';
 import { type ConfirmDelivery, ProgressSends, type SendProgress } from './progress-sends.js';
 import type { ProgressSession } from './progress-source.js';
 
@@ -127,7 +128,8 @@ export interface RequestChannel {
   readonly signal: AbortSignal | undefined;
 }
 
-export type ForwardEnd = 'done' | 'stopped' | 'failed' | 'aborted';
+/** 'lost': the daemon went away and did not come back (gateway_lost, in `error`). */
+export type ForwardEnd = 'done' | 'stopped' | 'failed' | 'aborted' | 'lost';
 
 export interface Forwarding {
   /** The last update received (forwarded or not). */
@@ -136,6 +138,8 @@ export interface Forwarding {
   readonly updates: number;
   /** The done params, once done arrived. */
   readonly doneParams: DoneParams | undefined;
+  /** Why forwarding ended without done when its daemon was lost (gateway_lost). */
+  readonly error: BridgeError | undefined;
   /** Settles with the done params once done arrived and the drain is over; undefined when it ended otherwise. */
   readonly done: Promise<DoneParams | undefined>;
   /** Settles at the end of forwarding, before the drain: done, stop, a failed send, or a cancel. */
@@ -164,6 +168,7 @@ export async function forwardProgress(
   let forwarding = true;
   let last: ProgressParams | undefined;
   let doneParams: DoneParams | undefined;
+  let error: BridgeError | undefined;
   let updates = 0;
   let endWith: (end: ForwardEnd) => void = () => {};
   const ended = new Promise<ForwardEnd>((resolve) => {
@@ -199,20 +204,29 @@ export async function forwardProgress(
     minIntervalMs: stream.minIntervalMs,
     ...(channel.label === undefined ? {} : { as: channel.label }),
   };
-  await session.subscribe(params, (notification) => {
-    if (!forwarding) return;
-    if (notification.method === PROGRESS_METHOD) {
-      last = notification.params;
-      updates++;
-      sends?.push(notification.params);
-    } else {
-      const params = notification.params;
-      doneParams = params;
-      end('done');
-      // Settled only once the result may follow the last update (RESULT_GAP_MS).
-      drain().then(() => settle(params));
-    }
-  });
+  await session.subscribe(
+    params,
+    (notification) => {
+      if (!forwarding) return;
+      if (notification.method === PROGRESS_METHOD) {
+        last = notification.params;
+        updates++;
+        sends?.push(notification.params);
+      } else {
+        const params = notification.params;
+        doneParams = params;
+        end('done');
+        // Settled only once the result may follow the last update (RESULT_GAP_MS).
+        drain().then(() => settle(params));
+      }
+    },
+    (lost) => {
+      if (!forwarding) return;
+      error = lost;
+      end('lost');
+      drain().then(() => settle(undefined));
+    },
+  );
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
@@ -247,6 +261,9 @@ export async function forwardProgress(
     },
     get doneParams() {
       return doneParams;
+    },
+    get error() {
+      return error;
     },
     done,
     ended,

@@ -334,6 +334,8 @@ async function watch(
   // Every notification goes out, and reaches the client's handler, before the result
   // (RESULT_CONFIRM_TIMEOUT_MS, RESULT_GAP_MS): MCP forbids progress after the result.
   await forwarding.stop();
+  // The daemon went away for good: the call ends with that error, not at its timeout.
+  if (forwarding.error !== undefined) throw forwarding.error;
   const summary = await source.get(request.token);
   return watchResult(
     request.token,

@@ -22,9 +22,16 @@ export interface ProgressSubscription {
   unsubscribe(): Promise<void>;
 }
 
-/** One gateway session: subscriptions that end at done, unsubscribe or close. */
+/**
+ * One gateway session: subscriptions that end at done, unsubscribe or close,
+ * or through `onError` when the daemon went away for good (gateway_lost).
+ */
 export interface ProgressSession {
-  subscribe(params: SubscribeParams, handler: NotificationHandler): Promise<ProgressSubscription>;
+  subscribe(
+    params: SubscribeParams,
+    handler: NotificationHandler,
+    onError?: (error: BridgeError) => void,
+  ): Promise<ProgressSubscription>;
   close(): Promise<void>;
 }
 
@@ -61,7 +68,7 @@ export class RemoteProgressSource implements ProgressSource {
     const client = await (await gatewayClient()).connect(this.#options);
     this.#sessions.add(client);
     return {
-      subscribe: (params, handler) => client.subscribe(params, handler),
+      subscribe: (params, handler, onError) => client.subscribe(params, handler, onError),
       close: async () => {
         this.#sessions.delete(client);
         await client.close();
@@ -112,6 +119,7 @@ async function gatewayClient(): Promise<typeof GatewayClient> {
 /** Errors that mean the daemon a source reads from is gone, so a new source should be established. */
 const LOSS_CODES: ReadonlySet<string> = new Set([
   'disconnected',
+  'gateway_lost',
   'daemon_not_running',
   'gateway_unreachable',
   'gateway_refused',

@@ -99,6 +99,8 @@ export interface RelayOptions {
   readonly minIntervalMs?: number | undefined;
   /** How long to wait for the daemon to connect, and for each answer, before giving up for this call (default 2000). */
   readonly connectTimeoutMs?: number | undefined;
+  /** How long to keep reconnecting when the daemon goes away mid-call before the relay ends with `gateway_lost` (default 30000). */
+  readonly reconnectTimeoutMs?: number | undefined;
   /** Where the warning about an unreachable daemon or an unknown context goes, once per function (default: a line on stderr, once per process). */
   readonly onWarning?: ((message: string) => void) | undefined;
 }
@@ -119,10 +121,13 @@ export interface ProgressRelay extends AsyncDisposable {
   readonly relaying: boolean;
   /**
    * Settles when the worker sends done (with its done params), or with
-   * undefined when the relay closes first or relays nothing. Every update
+   * undefined when the relay closes first, relays nothing, or its daemon
+   * went away and did not come back (then `error` says so). Every update
    * before done has been handed to the SDK when it settles.
    */
   readonly done: Promise<DoneParams | undefined>;
+  /** Set when relaying ended because the daemon went away for good (`gateway_lost`). */
+  readonly error: BridgeError | undefined;
   /** Stops forwarding and drops whatever is still queued; no progress follows. Idempotent. */
   close(): Promise<void>;
 }
@@ -220,7 +225,11 @@ export async function relayProgress(
     return inactive(env, routeKey);
   }
   try {
-    return await activeRelay(channel, env, routeKey, target.gateway, options);
+    const relay = await activeRelay(channel, env, routeKey, target.gateway, options);
+    relay.done.then(() => {
+      if (relay.error !== undefined) warn(`progress relaying ended: ${relay.error.message}`);
+    });
+    return relay;
   } catch (error) {
     warn(`progress is not relayed: ${whyNotRelayed(error, withoutSecret(target.url))}`);
     return inactive(env, routeKey);
@@ -300,7 +309,11 @@ async function activeRelay(
   const timeoutMs = options.connectTimeoutMs ?? DEFAULT_RELAY_CONNECT_TIMEOUT_MS;
   // Every request (subscribe, cancel) is bounded too: a stopped daemon must not hold the handler.
   const client = await withTimeout(
-    GatewayClient.connect({ ...gateway, requestTimeoutMs: timeoutMs }),
+    GatewayClient.connect({
+      ...gateway,
+      requestTimeoutMs: timeoutMs,
+      reconnectTimeoutMs: options.reconnectTimeoutMs,
+    }),
     timeoutMs,
   );
   let forwarding: Forwarding;
@@ -328,6 +341,9 @@ async function activeRelay(
     routeKey,
     relaying: true,
     done: forwarding.done,
+    get error() {
+      return forwarding.error;
+    },
     close,
     [Symbol.asyncDispose]: close,
   };
@@ -340,6 +356,7 @@ function inactive(env: RelayEnv, routeKey: string): ProgressRelay {
     routeKey,
     relaying: false,
     done: Promise.resolve(undefined),
+    error: undefined,
     close,
     [Symbol.asyncDispose]: close,
   };

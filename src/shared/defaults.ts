@@ -14,6 +14,13 @@ export const DEFAULT_TAIL_LINES_INTERVAL_MS = 1000;
 /** Delays between reconnect attempts to the daemon; the last one repeats. */
 export const RECONNECT_BACKOFF_MS: readonly number[] = [50, 100, 200, 400, 800, 1600, 2000];
 
+/**
+ * How long a gateway client keeps reconnecting after its daemon went away
+ * before it gives up (gateway_lost) and ends its subscriptions: a restart
+ * takes well under a second, a daemon not back after this is not coming.
+ */
+export const DEFAULT_RECONNECT_TIMEOUT_MS = 30_000;
+
 /** The reconnect delay before attempt `attempt` (0-based). */
 export function reconnectDelayMs(attempt: number): number {
   const last = RECONNECT_BACKOFF_MS.length - 1;

@@ -31,6 +31,8 @@ export const LOCAL_ERRORS = {
   gateway_unreachable: "the daemon's gateway cannot be reached",
   gateway_refused: "the daemon's gateway refused the connection (secret, origin, session cap)",
   disconnected: 'the gateway connection dropped or is not open',
+  gateway_lost:
+    'the gateway client gave up: no daemon came back within its reconnect timeout, so its subscriptions ended',
   request_timeout: 'the daemon did not answer a gateway request in time',
   duplicate_subscription: 'the session already has a subscription under that label',
   too_many_sessions: 'an in-process session was refused: the daemon serves --max-sessions already',

@@ -2,10 +2,24 @@
  * An acknowledged done is delivered or recoverable (issue 15): the daemon is
  * killed with SIGKILL right after it acked dones (before its tick could
  * deliver them); a daemon started on the same runtime dir ends those streams
- * again, so watchers that subscribe there learn every outcome.
+ * again, so watchers that subscribe there learn every outcome. And the ack
+ * waits for the disk: strace shows the journal's fdatasync between the
+ * done's write to the journal and its ack, one sync for a batch of dones.
  */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanupAll, eventually, startDaemon, waitForExit } from '../helpers/daemon.js';
+import { encodeFrame } from '../../src/protocol/wire.js';
+import type { DaemonInfo } from '../../src/shared/locate.js';
+import {
+  BIN,
+  cleanupAll,
+  eventually,
+  startDaemon,
+  tempDir,
+  waitForExit,
+} from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { rawWorker } from '../helpers/worker.js';
 
@@ -88,4 +102,98 @@ describe('acked done survives kill -9', () => {
     await watcher.close();
     await daemon.stop();
   });
+});
+
+const STRACE = spawnSync('strace', ['-V']).status === 0;
+
+describe.skipIf(process.platform !== 'linux')('acked done survives a power loss', () => {
+  it.skipIf(!STRACE)(
+    'the ack follows the fdatasync of the journal: one sync for the dones of one read (strace)',
+    async () => {
+      const runtimeDir = tempDir();
+      const trace = join(tempDir('mcp-progress-strace-'), 'daemon.strace');
+      // The daemon under strace: its writes and syncs, in the order they were made.
+      const child = spawn(
+        'strace',
+        [
+          '-f',
+          '-qq',
+          '-s',
+          '256',
+          '-e',
+          'trace=write,writev,fdatasync',
+          '-o',
+          trace,
+          process.execPath,
+          BIN,
+          'daemon',
+          '--runtime-dir',
+          runtimeDir,
+          '--port',
+          '0',
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+      );
+      let stderr = '';
+      child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+        stderr += text;
+      });
+      const infoPath = join(runtimeDir, 'daemon.json');
+      await eventually(
+        () => (stderr.includes('ready:') && existsSync(infoPath) ? true : undefined),
+        30_000,
+        'the daemon under strace',
+      );
+      const info = JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonInfo;
+      try {
+        const worker = await rawWorker(info.socket);
+        // Twenty dones in one write (so the daemon reads them in one turn), then one more alone.
+        const batch = Array.from({ length: 20 }, (_, i) =>
+          encodeFrame('done', { v: 1, progressToken: `batch-${i}`, status: 'ok', seq: i + 1 }),
+        ).join('');
+        worker.write(batch);
+        await eventually(
+          () => (worker.replies.filter((r) => r.type === 'ack').length === 20 ? true : undefined),
+          10_000,
+          '20 acks',
+        );
+        worker.send('done', { v: 1, progressToken: 'alone', status: 'ok', seq: 21 });
+        await worker.reply((r) => r.type === 'ack' && (r.data as { seq: number }).seq === 21);
+        worker.destroy();
+      } finally {
+        process.kill(info.pid, 'SIGTERM');
+        await waitForExit(child);
+      }
+      // Threads too (-f): the sync runs on libuv's pool. Each line starts with its thread's id;
+      // a call another thread interrupted is split into "<unfinished ...>" and "<... resumed>".
+      const lines = readFileSync(trace, 'utf8')
+        .split('\n')
+        .map((line) => line.replace(/^\d+\s+/, ''));
+      const at = (test: (line: string) => boolean, from = 0) => {
+        const found = lines.findIndex((line, i) => i >= from && test(line));
+        expect(found, 'the call is in the trace').toBeGreaterThanOrEqual(0);
+        return found;
+      };
+      const journaled = (token: string) => (line: string) =>
+        line.startsWith('write(') &&
+        line.includes(`\\"progressToken\\":\\"${token}\\"`) &&
+        line.includes('\\"at\\":');
+      const acked = (seq: number) => (line: string) =>
+        /^writev?\(/.test(line) &&
+        line.includes(`{\\"type\\":\\"ack\\",\\"data\\":{\\"seq\\":${seq}}}`);
+      const syncStarts = (line: string) => line.startsWith('fdatasync(');
+      const syncReturns = (line: string) =>
+        /^fdatasync\(\d+\)\s+= 0/.test(line) || /^<\.\.\. fdatasync resumed>.*= 0/.test(line);
+      /** The ack of a done comes after a sync that started after its journal write had returned. */
+      const expectSyncedBeforeAck = (token: string, seq: number) => {
+        const started = at(syncStarts, at(journaled(token)) + 1);
+        expect(at(acked(seq))).toBeGreaterThan(at(syncReturns, started));
+      };
+      for (let i = 0; i < 20; i++) expectSyncedBeforeAck(`batch-${i}`, i + 1);
+      expectSyncedBeforeAck('alone', 21);
+      // Group commit: the twenty dones of one read took one fdatasync.
+      const syncs = lines.slice(at(journaled('batch-0')), at(acked(1))).filter(syncStarts);
+      expect(syncs).toHaveLength(1);
+    },
+  );
 });

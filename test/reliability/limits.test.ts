@@ -93,6 +93,59 @@ describe('limits', () => {
     await daemon.stop();
   });
 
+  it('max claims: claims of all connections together stop at the cap with too_many_claims; held ones go on', async () => {
+    const daemon = await startDaemon(['--max-claims', '3']);
+    const honest = await honestPair(daemon.info);
+    const first = await rawWorker(daemon.info.socket);
+    const second = await rawWorker(daemon.info.socket);
+    const seq = (n: number) => (r: { data: unknown }) => (r.data as { seq?: number }).seq === n;
+    first.send('claim', { v: 1, progressToken: 'c1', seq: 1 });
+    first.send('claim', { v: 1, progressToken: 'c2', seq: 2 });
+    expect((await first.reply(seq(2))).type).toBe('ack');
+    // The cap counts claims, not tokens: a second connection claiming c1 takes the third.
+    second.send('claim', { v: 1, progressToken: 'c1', seq: 3 });
+    expect((await second.reply(seq(3))).type).toBe('ack');
+    second.send('claim', { v: 1, progressToken: 'c3', seq: 4 });
+    const refused = await second.reply(seq(4));
+    expect(refused).toMatchObject({
+      type: 'rejected',
+      data: { code: 'too_many_claims', progressToken: 'c3' },
+    });
+    expect((refused.data as { message: string }).message).toContain('--max-claims');
+    // A claim already held is not a new one, and the claimed tokens still publish and hear cancels.
+    second.send('claim', { v: 1, progressToken: 'c1', seq: 5 });
+    expect((await second.reply(seq(5))).type).toBe('ack');
+    const gateway = await connectGateway(daemon.info);
+    expect(
+      (await gateway.request('progress/cancel', { progressToken: 'c1' })).result,
+    ).toMatchObject({ workers: 2 });
+    first.send('progress', { v: 1, progressToken: 'c2', progress: 1, seq: 6 });
+    expect((await first.reply(seq(6))).type).toBe('ack');
+    // Claims end with their connection: room again.
+    first.destroy();
+    await first.closed;
+    let next = 7;
+    await expect
+      .poll(
+        async () => {
+          const n = next++;
+          second.send('claim', { v: 1, progressToken: 'c3', seq: n });
+          return (await second.reply(seq(n))).type;
+        },
+        { timeout: 10_000 },
+      )
+      .toBe('ack');
+    await honest.finish();
+    const status = JSON.parse(
+      (await runCli(['status', '--json', '--socket', daemon.info.socket])).stdout,
+    );
+    expect(status.counters.framesRejected.too_many_claims).toBe(next - 7);
+    expect(status.claims).toBe(2);
+    second.destroy();
+    await gateway.close();
+    await daemon.stop();
+  });
+
   it('max subscriptions per session: -32001 too_many_subscriptions; other sessions unaffected', async () => {
     const daemon = await startDaemon(['--max-subscriptions', '2']);
     const greedy = await connectGateway(daemon.info);

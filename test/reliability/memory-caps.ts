@@ -168,15 +168,7 @@ async function measureClaims(n: number): Promise<Row> {
   const after = await settle(daemon, (s) => s.claims >= n);
   socket.destroy();
   await daemon.stop();
-  // Claims have no cap of their own: each connection may hold --max-streams-per-connection.
-  return row(
-    'claim',
-    n,
-    before,
-    after,
-    '--max-connections x --max-streams-per-connection',
-    10_000 * DEFAULT_ROUTER_OPTIONS.maxStreamsPerConnection,
-  );
+  return row('claim', n, before, after, '--max-claims', DEFAULT_ROUTER_OPTIONS.maxClaims);
 }
 
 async function measureSessions(n: number): Promise<Row> {
