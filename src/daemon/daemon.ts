@@ -25,6 +25,7 @@ import {
   PROTOCOL_VERSION,
   type ProgressToken,
   type RejectCode,
+  type StreamSummary,
   shorten,
   WORKER_EVENTS,
 } from '../protocol/index.js';
@@ -33,6 +34,7 @@ import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
 import { VERSION } from '../shared/version.js';
+import type { Backplane } from './backplane.js';
 import { GatewayEndpoint, type HttpHandler } from './gateway.js';
 import { LocalProgressSource } from './in-process-source.js';
 import { formatPrometheus } from './metrics.js';
@@ -92,6 +94,8 @@ export class Daemon {
   #framesAccepted = 0;
   readonly #framesRejected: Partial<Record<RejectCode, number>> = {};
   #stopping: Promise<void> | undefined;
+  /** The NATS backplane, with --nats only. */
+  #backplane: Backplane | undefined;
 
   private constructor(options: DaemonOptions, log: Logger, bindPath: string) {
     this.options = options;
@@ -255,6 +259,7 @@ export class Daemon {
         { cause: error },
       );
     }
+    if (options.nats.length > 0) await daemon.#joinBackplane();
     if (!isLoopback(options.host)) {
       // Here, not in the CLI, so that an embedding program warns its user too.
       log.warn(
@@ -263,6 +268,38 @@ export class Daemon {
     }
     log.info(`ready: pid ${process.pid}, socket ${options.socketPath}, gateway ${daemon.info.url}`);
     return daemon;
+  }
+
+  /** Loads the NATS client only now, and starts joining in the background. */
+  async #joinBackplane(): Promise<void> {
+    const { Backplane } = await import('./backplane.js');
+    const options = this.options;
+    this.#backplane = new Backplane(
+      {
+        servers: options.nats,
+        prefix: options.natsPrefix,
+        name: options.natsName,
+        creds: options.natsCreds,
+        ca: options.natsCa,
+        heartbeatMs: options.natsHeartbeatMs,
+        abandonGraceMs: options.router.abandonGraceMs,
+      },
+      {
+        router: this.#router,
+        log: this.#log,
+        now: () => this.now(),
+        schedule: () => this.#scheduler.schedule(),
+        cancelLocal: (token, reason) => this.#cancel(token, reason, true),
+      },
+    );
+    this.#backplane.start();
+  }
+
+  /** A summary with the host its stream is on, when there is a backplane. */
+  #withHost(summary: StreamSummary): StreamSummary {
+    const backplane = this.#backplane;
+    if (backplane === undefined || summary.state === 'waiting') return summary;
+    return { ...summary, host: backplane.hostOf(summary.progressToken) ?? backplane.name };
   }
 
   get info(): DaemonInfo {
@@ -284,8 +321,15 @@ export class Daemon {
     unsubscribe: (session, token) => {
       this.#router.unsubscribe(session, token);
     },
-    list: (after, limit) => this.#router.page(after, limit, this.#listReplyBytes),
-    get: (token) => this.#router.get(token),
+    list: (after, limit) => {
+      const page = this.#router.page(after, limit, this.#listReplyBytes);
+      if (this.#backplane === undefined) return page;
+      return { ...page, streams: page.streams.map((summary) => this.#withHost(summary)) };
+    },
+    get: (token) => {
+      const summary = this.#router.get(token);
+      return summary === undefined ? undefined : this.#withHost(summary);
+    },
     cancel: (token, reason) => this.#cancel(token, reason),
     status: () => this.status(),
   };
@@ -344,6 +388,7 @@ export class Daemon {
     await removeOwnSocket(this.options.socketPath, this.#boundSocket);
     await this.#ingress.stop(graceMs);
     this.#router.flushAll(this.now());
+    await this.#backplane?.stop();
     // MCP sessions first: their open SSE responses would hold the HTTP server open.
     await (await this.#mcpHttp?.catch(() => undefined))?.close();
     await this.progressSource.close();
@@ -359,7 +404,8 @@ export class Daemon {
         if (isProgressFrame(data)) {
           this.#answer(
             connection,
-            this.#router.publish(connection.id, data, this.#frameTime()),
+            this.#backplane?.refusal(data.progressToken) ??
+              this.#router.publish(connection.id, data, this.#frameTime()),
             data,
           );
         } else {
@@ -370,7 +416,8 @@ export class Daemon {
         if (isDoneFrame(data)) {
           this.#answer(
             connection,
-            this.#router.finish(connection.id, data, this.#frameTime()),
+            this.#backplane?.refusal(data.progressToken) ??
+              this.#router.finish(connection.id, data, this.#frameTime()),
             data,
           );
         } else {
@@ -440,11 +487,17 @@ export class Daemon {
     connection.send('rejected', rejection);
   }
 
-  #cancel(token: ProgressToken, reason: string | undefined): number {
+  /**
+   * Tells the stream's workers to cancel; a remote host's workers through the backplane, each
+   * host counted as one. `localOnly`: a cancel that came from the backplane goes no further.
+   */
+  #cancel(token: ProgressToken, reason: string | undefined, localOnly = false): number {
     const data = reason === undefined ? { progressToken: token } : { progressToken: token, reason };
     let told = 0;
     for (const id of this.#router.cancelTargets(token)) {
-      if (this.#ingress.send(id, 'cancel', data)) told++;
+      if (this.#backplane?.isRemote(id)) {
+        if (!localOnly && this.#backplane.cancel(id, token, reason)) told++;
+      } else if (this.#ingress.send(id, 'cancel', data)) told++;
     }
     return told;
   }

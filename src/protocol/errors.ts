@@ -23,6 +23,7 @@ export const REJECT_CODES = {
   non_monotonic: 'progress is not greater than the last accepted progress',
   stream_closed: 'the stream is done and retained; the token cannot publish until it is evicted',
   too_many_streams: 'a stream cap (per daemon or per connection) is reached',
+  token_in_use: 'another host of the NATS backplane publishes this token',
 } as const;
 
 export type RejectCode = keyof typeof REJECT_CODES;

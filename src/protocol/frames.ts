@@ -346,6 +346,13 @@ export const streamSummarySchema = z.strictObject({
   subscribers: z.int().min(0),
   startedAt: z.int().min(0).meta({ description: 'Integer milliseconds since the epoch.' }),
   updatedAt: z.int().min(0).meta({ description: 'Integer milliseconds since the epoch.' }),
+  host: z
+    .string()
+    .meta({
+      description:
+        'With a NATS backplane: the name of the host whose worker publishes the stream (docs/BACKPLANE.md).',
+    })
+    .optional(),
 });
 
 export const listResultSchema = z
