@@ -5,7 +5,7 @@
  *
  *   --quick              shorter runs (same shapes)
  *   --smoke              tiny sizes: checks the harness, measures nothing
- *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp
+ *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe
  *   --systems a,b        bridge, raw, nodeipc, nats
  *   --paths a,b          MCP paths of the startup and mcp workloads: stdio, embedded, relay, telemetry
  *   --repeat N           run each throughput and latency measurement N times, report the median
@@ -16,10 +16,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { floodProbeTable } from './lib/flood-probe.ts';
 import { MCP_PATHS, type McpPath } from './lib/mcp-path.ts';
 import { conditions, mcpTable, table, targets, targetTable } from './lib/report.ts';
 import { ALL_SYSTEMS, runSuite, WORKLOADS, type WorkloadName } from './lib/suite.ts';
-import { ROOT, type SystemName } from './lib/systems.ts';
+import { ROOT, SYSTEM_LABELS, type SystemName } from './lib/systems.ts';
 import { SIZES } from './lib/workloads.ts';
 
 const { values } = parseArgs({
@@ -92,7 +93,9 @@ if (values.json) {
   process.stdout.write(`${JSON.stringify({ ...result, targets: checks }, null, 2)}\n`);
 } else {
   const mcp = mcpTable(result);
+  const probe =
+    Object.keys(result.probe).length === 0 ? '' : floodProbeTable(result.probe, SYSTEM_LABELS);
   process.stdout.write(
-    `\n${[table(result), mcp].filter((text) => text !== '').join('\n\n')}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`,
+    `\n${[table(result), mcp, probe].filter((text) => text !== '').join('\n\n')}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`,
   );
 }

@@ -153,6 +153,19 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(ok(result.startup.stdio).idleDaemonRssBytes).toBeGreaterThan(0);
   });
 
+  it('flood plus probe: the bridge answered every probe during the flood, refusing nothing', () => {
+    for (const [flooders, row] of Object.entries(result.probe)) {
+      const probe = ok(row.bridge);
+      expect(probe.flooders, `${flooders} flooders`).toBe(Number(flooders));
+      expect(probe.ping.count).toBeGreaterThan(0);
+      expect(probe.honest.count).toBeGreaterThan(0);
+      expect(probe.floodFramesPerSecond).toBeGreaterThan(0);
+      expect(probe.rejected).toBe(0);
+      expect(probe.errors).toEqual([]);
+    }
+    expect(Object.keys(result.probe)).not.toHaveLength(0);
+  });
+
   it.skipIf(!natsInstalled)(
     'the NATS baseline ran (skipped when nats-server is not installed)',
     () => {

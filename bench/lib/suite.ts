@@ -4,6 +4,7 @@
  * hurts them alike. A failed run is recorded, not fatal.
  */
 import { cpus, loadavg, totalmem } from 'node:os';
+import { type FloodProbeResult, PROBE_FLOODERS, runFloodProbe } from './flood-probe.ts';
 import {
   MCP_PATHS,
   type McpPath,
@@ -37,6 +38,7 @@ export const WORKLOADS = [
   'scale',
   'startup',
   'mcp',
+  'probe',
 ] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
 export const ALL_SYSTEMS: SystemName[] = ['bridge', 'raw', 'nodeipc', 'nats'];
@@ -89,6 +91,8 @@ export interface SuiteResult {
   startup: Partial<Record<McpPath, Outcome<McpStartupResult>>>;
   /** The MCP path, keyed by offered rate ("1000", "10000") or "burst". */
   mcp: Record<string, Partial<Record<McpPath, Outcome<McpRunResult>>>>;
+  /** Flood plus probe (bench/lib/flood-probe.ts), by number of flooding connections. */
+  probe: Record<number, Partial<Record<SystemName, Outcome<FloodProbeResult>>>>;
 }
 
 async function attempt<T>(
@@ -184,6 +188,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     scale: {},
     startup: {},
     mcp: {},
+    probe: {},
   };
   const start = {
     minIntervalMs: 0,
@@ -302,6 +307,19 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
         (path) =>
           runMcpPath(path, options.serverExecArgv, shape.updates, shape.rate, sizes.mcpTimeoutMs),
         (value) => value.latency.p99Ms,
+      );
+    }
+  }
+  const probed = systems.filter((name) => name === 'bridge' || name === 'before');
+  if (want('probe') && probed.length > 0) {
+    for (const flooders of PROBE_FLOODERS[options.sizeName] ?? PROBE_FLOODERS.full ?? []) {
+      log(`flood plus probe, ${flooders} flooding connections`);
+      result.probe[flooders] = await measureRow(
+        probed,
+        options.repeat,
+        log,
+        (name) => runFloodProbe(name, start, sizes, flooders),
+        (value) => value.ping.p99Ms,
       );
     }
   }

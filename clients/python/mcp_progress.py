@@ -25,6 +25,7 @@ and transport trouble (no daemon, a daemon restart) becomes a warning on the
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import logging
 import math
@@ -136,6 +137,8 @@ class Progress:
         self._idle = False
         self._warned: set = set()
         self._connected = False
+        #: A connect found the daemon's queue of connects full (EAGAIN): a daemon runs.
+        self._daemon_busy = False
         #: The daemon refused a frame of the current connection as malformed.
         self._refused = False
         self._thread: Optional[threading.Thread] = None
@@ -343,9 +346,11 @@ class Progress:
                 return
             give_up_at = None
             if done_request is not None:
-                give_up_at = done_request["deadline"] if ever_connected else done_request["grace_deadline"]
+                # A daemon too busy to take the connect (EAGAIN) is a daemon: done waits for it in full.
+                waits_in_full = ever_connected or self._daemon_busy
+                give_up_at = done_request["deadline"] if waits_in_full else done_request["grace_deadline"]
             if give_up_at is not None and now >= give_up_at:
-                if ever_connected:
+                if waits_in_full:
                     self._warn("daemon_unreachable", "done was not delivered within %.1f s (socket %s)" % (self._done_timeout, self.socket_path))
                 else:
                     self._warn("daemon_unreachable", "done was not delivered: no daemon has answered on %s since the client started" % (self.socket_path,))
@@ -531,6 +536,14 @@ class Progress:
             sock.connect(self.socket_path)
         except OSError as error:
             sock.close()
+            if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                # The daemon's queue of connects is full (a burst): it is there; retried with backoff.
+                self._daemon_busy = True
+                self._warn(
+                    "connect_failed",
+                    "the daemon on %s is busy (its queue of connects is full); retrying" % (self.socket_path,),
+                )
+                return None
             self._warn(
                 "daemon_not_running",
                 "no daemon on %s (%s): start it with \"mcp-progress daemon\"; progress will be sent when it is up"

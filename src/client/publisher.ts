@@ -268,6 +268,8 @@ class SocketPublisher implements Publisher {
   #everConnected = false;
   /** A connection attempt is under way. */
   #connecting = false;
+  /** A connect found a daemon too busy to take it (EAGAIN): done waits its full timeout for it too. */
+  #daemonBusy = false;
   #replyWaiter: { seq: number; resolve: (reply: DoneAnswer) => void } | undefined;
   #cancelled = false;
   #cancelReason: string | undefined;
@@ -449,8 +451,10 @@ class SocketPublisher implements Publisher {
     let retried = false;
     let outcome: DoneOutcome;
     for (;;) {
-      const everConnected = this.#everConnected;
+      const everConnected = this.#everConnected || this.#daemonBusy;
       const socket = await this.#whenConnected(everConnected ? deadline : graceDeadline);
+      // A connect refused as busy during the short grace: there is a daemon, so wait for it.
+      if (socket === undefined && !everConnected && this.#daemonBusy && !this.#isClosed()) continue;
       if (socket === undefined) {
         outcome = this.#failDone(notConnectedFailure(done, this.#isClosed(), everConnected));
         break;
@@ -552,7 +556,19 @@ class SocketPublisher implements Publisher {
         resolve();
       });
       socket.on('error', (error: NodeJS.ErrnoException) => {
-        if (!attached) this.#onErrorSafely(connectError(this.#socketPath, error));
+        if (attached) return;
+        // EAGAIN: a daemon is there, its queue of connects full (a burst): retried, reported once.
+        if (error.code !== 'EAGAIN') this.#onErrorSafely(connectError(this.#socketPath, error));
+        else if (!this.#daemonBusy) {
+          this.#daemonBusy = true;
+          this.#onErrorSafely(
+            new BridgeError(
+              'connect_failed',
+              `the daemon on ${this.#socketPath} is busy (its queue of connects is full): retrying with backoff`,
+              { cause: error },
+            ),
+          );
+        }
       });
       socket.on('close', () => {
         if (!attached) this.#connecting = false;

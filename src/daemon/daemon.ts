@@ -15,6 +15,7 @@ import type { ProgressSource } from '../mcp/progress-source.js';
 import {
   checkEmptyRequest,
   type DaemonStatus,
+  type DoneFrame,
   explainClaimFrame,
   explainDoneFrame,
   explainProgressFrame,
@@ -35,6 +36,7 @@ import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
 import { VERSION } from '../shared/version.js';
 import type { Backplane } from './backplane.js';
+import { DoneJournal, doneJournalPath } from './done-journal.js';
 import { GatewayEndpoint, type HttpHandler } from './gateway.js';
 import { LocalProgressSource } from './in-process-source.js';
 import { formatPrometheus } from './metrics.js';
@@ -51,8 +53,11 @@ import {
   bindPathFor,
   claimSocketPath,
   type FileIdentity,
+  filesGone,
+  lockRuntimeDir,
   prepareRuntimeDir,
   publishSocket,
+  type RuntimeDirLock,
   refuseLiveDaemonInfo,
   removeOwnDaemonInfo,
   removeOwnSocket,
@@ -61,6 +66,9 @@ import {
 import { TickScheduler } from './scheduler.js';
 import { SessionHub } from './sessions.js';
 import { IngressServer, type WorkerConnection } from './worker-socket.js';
+
+/** The connection id the journal's recovered dones are finished under: no worker has it. */
+const RECOVERED_CONNECTION = 0;
 
 /** An MCP session over HTTP with no request for this long is closed. */
 const MCP_SESSION_IDLE_MS = 30 * 60_000;
@@ -96,12 +104,18 @@ export class Daemon {
   #stopping: Promise<void> | undefined;
   /** The NATS backplane, with --nats only. */
   #backplane: Backplane | undefined;
+  #runtimeDirLock: RuntimeDirLock | undefined;
+  readonly #doneJournal: DoneJournal;
 
   private constructor(options: DaemonOptions, log: Logger, bindPath: string) {
     this.options = options;
     this.#log = log;
     this.#startedAt = this.now();
     this.#secret = options.secret ?? randomBytes(32).toString('base64url');
+    this.#doneJournal = new DoneJournal(
+      doneJournalPath(options.runtimeDir),
+      options.router.retentionMs,
+    );
     this.#listReplyBytes = Math.min(
       MAX_LIST_REPLY_BYTES,
       Math.floor(options.maxSessionBufferBytes / 4),
@@ -224,12 +238,27 @@ export class Daemon {
     const log = logger ?? createLogger(options.logLevel);
     prepareRuntimeDir(options.runtimeDir);
     const infoPath = daemonInfoPath(options.runtimeDir);
-    await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
-    await claimSocketPath(options.socketPath);
-    const bindPath = bindPathFor(options.socketPath);
+    // Of daemons started at once on one runtime dir, whatever their sockets, one gets past here.
+    const lock = await lockRuntimeDir(options.runtimeDir, infoPath);
+    let bindPath: string;
+    try {
+      await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
+      await claimSocketPath(options.socketPath);
+      bindPath = bindPathFor(options.socketPath);
+    } catch (error) {
+      lock.release();
+      throw error;
+    }
     const daemon = new Daemon(options, log, bindPath);
+    daemon.#runtimeDirLock = lock;
     // The socket first: of daemons started at once, the one that publishes it is the one that runs.
     try {
+      // Dones an earlier daemon on this dir acked: their streams end again for re-subscribing watchers.
+      for (const done of daemon.#doneJournal.recover()) {
+        const frame: DoneFrame = { v: 1, progressToken: done.progressToken, status: done.status };
+        if (done.message !== undefined) frame.message = done.message;
+        daemon.#router.finish(RECOVERED_CONNECTION, frame, daemon.now());
+      }
       await daemon.#ingress.start();
       daemon.#boundSocket = await publishSocket(bindPath, options.socketPath);
     } catch (error) {
@@ -250,6 +279,7 @@ export class Daemon {
       // Look again: a daemon with another socket may have written daemon.json meanwhile.
       await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
       await writeDaemonInfo(infoPath, daemon.#info);
+      lock.orphaned = () => filesGone(options.socketPath, daemon.#boundSocket, infoPath);
     } catch (error) {
       await daemon.#teardown(0);
       if (error instanceof BridgeError) throw error;
@@ -395,6 +425,8 @@ export class Daemon {
     await this.#endpoint.stop(graceMs);
     if (this.#info !== undefined)
       await removeOwnDaemonInfo(daemonInfoPath(this.options.runtimeDir), this.#info.pid);
+    this.#doneJournal.close();
+    this.#runtimeDirLock?.release();
   }
 
   #frame(connection: WorkerConnection, type: string, data: unknown): void {
@@ -414,12 +446,13 @@ export class Daemon {
         return;
       case 'done':
         if (isDoneFrame(data)) {
-          this.#answer(
-            connection,
+          const outcome =
             this.#backplane?.refusal(data.progressToken) ??
-              this.#router.finish(connection.id, data, this.#frameTime()),
-            data,
-          );
+            this.#router.finish(connection.id, data, this.#frameTime());
+          // Journaled before the ack: an acked done survives a crash (done-journal.ts).
+          if (outcome.ok)
+            this.#doneJournal.record(data.progressToken, data.status ?? 'ok', data.message);
+          this.#answer(connection, outcome, data);
         } else {
           this.#reject(connection, explainDoneFrame(data));
         }

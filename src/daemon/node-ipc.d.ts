@@ -1,23 +1,12 @@
 // The slice of node-ipc 14 that the ingress adapter uses. node-ipc ships no types.
+// What of it node-ipc does not document is pinned by test/contract/node-ipc.test.ts.
 declare module 'node-ipc' {
   import type { Server as NetServer, Socket } from 'node:net';
 
   export interface IpcConfig {
-    appspace: string;
-    socketRoot: string;
-    id: string;
-    parser: string | (new (config: IpcConfig) => unknown);
-    unlink: boolean;
-    delimiter: string;
-    maxMessageSize: number;
-    maxPendingBytes: number;
-    maxEventNameLength: number;
-    messageTimeout: number;
-    maxConnections: number;
     silent: boolean;
-    readableAll: boolean;
-    writableAll: boolean;
-    secureSocketRoot: boolean;
+    /** The raw profile: no framing; each read is published as `data` (chunk, socket). */
+    rawBuffer: boolean;
     [key: string]: unknown;
   }
 
@@ -26,7 +15,12 @@ declare module 'node-ipc' {
     server: NetServer | false;
     start(): void;
     on(type: string, handler: (...args: never[]) => void): IpcSocketServer;
+    /** Raw profile: writes the value's bytes to the socket as they are. */
+    emit(socket: Socket, value: string | Buffer): boolean;
+    /** Framed profiles: encodes and writes one envelope. */
     emit(socket: Socket, type: string, data: unknown): boolean;
+    /** Undocumented: wires an accepted socket as node-ipc's own listener would (pinned by the contract test). */
+    addSocket(socket: Socket): void;
   }
 
   export class IPCModule {
@@ -34,22 +28,4 @@ declare module 'node-ipc' {
     server: IpcSocketServer | false;
     serve(path: string, callback?: () => void): void;
   }
-
-  export class IPCProtocolError extends Error {
-    code: string;
-  }
-
-  export class GuardedParser {
-    constructor(config: IpcConfig);
-    profile: string;
-    maxMessageSize: number;
-    encode(type: string, data: unknown): string;
-    read(buffer: string, data: string, receive: (message: unknown) => void): string;
-    /** JSON.parse plus the envelope checks (object, type name); throws IPCProtocolError. */
-    decodeMessage(frame: string): unknown;
-    assertFrameSize(characters: number, bytes: number): void;
-  }
-
-  const singleton: IPCModule;
-  export default singleton;
 }

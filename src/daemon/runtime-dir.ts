@@ -2,8 +2,11 @@
  * The daemon's footing on disk: a private runtime directory, a socket that is
  * never taken from a live daemon, and daemon.json written atomically at 0600.
  */
-import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
+import { connect, createServer } from 'node:net';
+import { dirname, join } from 'node:path';
 import { pongSchema } from '../protocol/frames.js';
 import { BridgeError } from '../shared/errors.js';
 import type { DaemonInfo } from '../shared/locate.js';
@@ -36,6 +39,179 @@ export function prepareRuntimeDir(dir: string): void {
     );
   }
   if ((stat.mode & 0o077) !== 0) chmodSync(dir, 0o700);
+}
+
+/** Held while a daemon runs: of daemons started at once on one runtime dir, one holds it. */
+export interface RuntimeDirLock {
+  release(): void;
+  /**
+   * Whether the holder has lost its files (its socket and daemon.json were
+   * removed under it): such a daemon cannot be reached, so it yields the lock
+   * to a daemon that starts in its place. Set by the daemon once it runs.
+   */
+  orphaned?: () => Promise<boolean>;
+}
+
+/**
+ * Locks the runtime directory for this daemon, whatever socket each daemon
+ * was given. On Linux the lock is a listening socket in the abstract
+ * namespace, whose name is a random id kept in the (0700) runtime dir: bind
+ * is exclusive, the kernel frees the name when the process dies, even by
+ * kill -9, so a lock is never stale, and another user cannot read the id to
+ * take the name first. Elsewhere there is no such namespace: the daemon.json
+ * check alone remains (docs/RELIABILITY.md says so).
+ */
+export async function lockRuntimeDir(dir: string, infoPath: string): Promise<RuntimeDirLock> {
+  if (process.platform !== 'linux') return { release() {} };
+  for (let attempt = 0; ; attempt++) {
+    const id = await runtimeDirId(dir);
+    const name = `\0mcp-progress-lock.${id}`;
+    const lock = await tryLock(name, dir);
+    if (lock !== undefined) {
+      // The id may have been removed by a daemon stopping just now: publish ours again.
+      if ((await runtimeDirId(dir)) === id) return lock;
+      lock.release();
+      continue;
+    }
+    // Held. A holder whose files were removed under it yields; then try again.
+    if (attempt < 3 && (await askHolder(name)) === 'yielded') continue;
+    throw await heldBy(dir, infoPath);
+  }
+}
+
+async function tryLock(name: string, dir: string): Promise<RuntimeDirLock | undefined> {
+  let released = false;
+  const lock: RuntimeDirLock = {
+    release: () => {
+      if (released) return;
+      released = true;
+      // The id goes first, while the lock is still held: a daemon that finds no id makes a new one.
+      if (!yielded) {
+        try {
+          unlinkSync(idPath(dir));
+        } catch {}
+      }
+      server.close();
+    },
+  };
+  let yielded = false;
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    void (lock.orphaned?.() ?? Promise.resolve(false)).then(
+      (orphaned) => {
+        if (orphaned && !released) {
+          // The id stays: the daemon taking our place uses it.
+          yielded = true;
+          lock.release();
+        }
+        socket.end(orphaned ? 'yielded\n' : 'held\n');
+      },
+      () => socket.end('held\n'),
+    );
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ path: name }, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') return undefined;
+    throw new BridgeError(
+      'runtime_dir',
+      `cannot lock the runtime directory ${dir}: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  server.unref();
+  return lock;
+}
+
+/** Asks the lock's holder whether it still holds it. */
+function askHolder(name: string): Promise<'held' | 'yielded'> {
+  return new Promise((resolve) => {
+    const socket = connect({ path: name });
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (text: string) => {
+      answer += text;
+    });
+    socket.on('error', () => resolve('held'));
+    socket.on('close', () => resolve(answer.trim() === 'yielded' ? 'yielded' : 'held'));
+    setTimeout(() => socket.destroy(), 2000).unref();
+  });
+}
+
+/** Names the holder as a sequential start would, once it has said who it is in daemon.json. */
+async function heldBy(dir: string, infoPath: string): Promise<BridgeError> {
+  for (let attempt = 0; attempt < 30; attempt++) {
+    const owner = await readOwnInfo(infoPath);
+    const probe = owner === undefined ? undefined : await probeSocket(owner.socket);
+    if (owner !== undefined && probe?.state === 'live' && probe.pid === owner.pid)
+      return alreadyRunning(
+        owner.pid,
+        probe.version,
+        `with runtime dir ${dir} (socket ${owner.socket})`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return new BridgeError(
+    'already_running',
+    `another daemon is already running with runtime dir ${dir} (it is starting or stopping): use it, or choose another runtime dir with --runtime-dir`,
+  );
+}
+
+/** Whether this daemon's socket and daemon.json are both gone or another's: nobody can reach it. */
+export async function filesGone(
+  socketPath: string,
+  bound: FileIdentity | undefined,
+  infoPath: string,
+): Promise<boolean> {
+  const now = await fileIdentity(socketPath);
+  const socketGone = now === undefined || bound === undefined || !sameFile(now, bound);
+  const info = await readOwnInfo(infoPath);
+  return socketGone && (info === undefined || info.pid !== process.pid);
+}
+
+function idPath(dir: string): string {
+  return join(dir, 'daemon.lock-id');
+}
+
+/** The runtime dir's lock id: made once, published with link(2) so that racing daemons agree on it. */
+async function runtimeDirId(dir: string): Promise<string> {
+  const path = idPath(dir);
+  const read = async () => {
+    const text = (await readFile(path, 'utf8').catch(() => '')).trim();
+    return /^[0-9a-f]{32}$/.test(text) ? text : undefined;
+  };
+  const existing = await read();
+  if (existing !== undefined) return existing;
+  const candidate = `${path}.${process.pid}.tmp`;
+  await removeQuietly(candidate);
+  const file = await open(candidate, 'wx', 0o600);
+  try {
+    await file.writeFile(`${randomBytes(16).toString('hex')}\n`);
+  } finally {
+    await file.close();
+  }
+  try {
+    await link(candidate, path);
+  } catch (error) {
+    // EEXIST: another daemon published its id first; that one is the id. Anything else is
+    // not ours to repair: a planted or broken file is replaced.
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || (await read()) === undefined) {
+      await rename(candidate, path);
+    }
+  } finally {
+    await removeQuietly(candidate);
+  }
+  const id = await read();
+  if (id === undefined) {
+    throw new BridgeError('runtime_dir', `cannot read ${path}: remove it and start again`);
+  }
+  return id;
 }
 
 export type SocketProbe =
@@ -116,14 +292,32 @@ export async function claimSocketPath(path: string): Promise<void> {
 
 let bindCount = 0;
 
+/** sun_path holds 108 bytes on Linux and 104 on macOS and the BSDs, its NUL included. */
+export const MAX_SOCKET_PATH_BYTES = process.platform === 'linux' ? 107 : 103;
+
 /**
  * Where the worker socket is bound before it is published under its name: a
- * private path beside it. On Windows (a named pipe) the name itself.
+ * private path beside it. On Windows (a named pipe) the name itself. A path
+ * too long for a Unix socket is refused here, naming the limit; one so close
+ * to it that no private name beside it fits is bound in place.
  */
 export function bindPathFor(path: string): string {
   if (process.platform === 'win32') return path;
+  const bytes = Buffer.byteLength(path);
+  if (bytes > MAX_SOCKET_PATH_BYTES) {
+    throw new BridgeError(
+      'socket_failed',
+      `the socket path ${path} is ${bytes} bytes, and a Unix socket path is at most ${MAX_SOCKET_PATH_BYTES} bytes here: choose a shorter --socket or --runtime-dir`,
+    );
+  }
   bindCount++;
-  return `${path}.${process.pid}.${bindCount}`;
+  const candidates = [
+    `${path}.${process.pid}.${bindCount}`,
+    join(dirname(path), `.${process.pid.toString(36)}${bindCount.toString(36)}`),
+  ];
+  return (
+    candidates.find((candidate) => Buffer.byteLength(candidate) <= MAX_SOCKET_PATH_BYTES) ?? path
+  );
 }
 
 /**

@@ -125,7 +125,7 @@ export class SessionHub {
     const write = transport.write;
     if (write !== undefined) {
       session.subscribers.add(id);
-      this.#subscribers.set(id, { id, session, write: (n, p) => write.call(transport, n, p) });
+      this.#subscribers.set(id, { id, session, write: write.bind(transport) });
     }
     this.#log.debug(`${kind} session ${id} opened`);
     return id;
@@ -218,15 +218,19 @@ export class SessionHub {
     }
     subscriber.write(notification, this.#lastPayload);
     this.notificationsSent++;
-    this.closeIfSlow(subscriber.session.id);
+    this.#closeIfSlow(subscriber.session);
   };
 
   /** Closes the session (code 4008 on a WebSocket) once what it has not read passes the cap. */
   closeIfSlow(id: SubscriberId): void {
     const session = this.#sessions.get(id);
-    if (session === undefined) return;
+    if (session !== undefined) this.#closeIfSlow(session);
+  }
+
+  #closeIfSlow(session: Session): void {
     const unread = session.transport.unreadBytes() + session.queuedBytes;
     if (unread <= this.#options.maxSessionBufferBytes) return;
+    const id = session.id;
     this.slowSessionsClosed++;
     this.#log.warn(
       `${session.kind} session ${id} closed: ${unread} bytes unread, more than --max-session-buffer-bytes`,

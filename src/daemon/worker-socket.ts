@@ -1,17 +1,21 @@
 /**
- * The node-ipc adapter: the only module that imports node-ipc, so that it can
- * be replaced. It owns framing (node-ipc's Guarded parser, 64 KiB frames),
- * answers framing errors with `rejected` before it closes the connection,
- * enforces the connection cap with an answer instead of a silent drop, and
- * batches the replies of one read into one write.
+ * The worker socket: the only module that imports node-ipc, so that it can be
+ * replaced. The daemon owns the listening socket (for its backlog) and the
+ * framing (protocol's byte-counted FrameDecoder); node-ipc, in its raw
+ * profile, carries each accepted connection's bytes in and the replies out.
+ * Framing errors are answered with `rejected` before the connection closes,
+ * the connection cap is an answer instead of a silent drop, the replies of one
+ * read leave in one write, and a per-connection read budget keeps one flooding
+ * connection from delaying the others.
  */
-import type { Socket } from 'node:net';
-import { GuardedParser, IPCModule, IPCProtocolError, type IpcConfig } from 'node-ipc';
+import { createServer, type Server, type Socket } from 'node:net';
+import { IPCModule, type IpcConfig, type IpcSocketServer } from 'node-ipc';
 import {
-  FRAME_DELIMITER,
-  MAX_TYPE_BYTES,
+  type Envelope,
+  encodeFrame,
+  FrameDecoder,
+  FrameError,
   type RejectCode,
-  utf8ByteLength,
 } from '../protocol/index.js';
 
 export type ConnectionId = number;
@@ -49,146 +53,50 @@ export interface IngressLog {
   debug(message: string): void;
 }
 
-/** node-ipc lifecycle events: the Guarded parser refuses these names from the wire. */
-const LIFECYCLE = new Set([
-  'start',
-  'connect',
-  'disconnect',
-  'destroy',
-  'close',
-  'socket.disconnected',
-  'error',
-  'data',
-]);
-
-const FRAMING_CODES: Record<string, RejectCode> = {
-  ERR_IPC_INVALID_JSON: 'invalid_json',
-  ERR_IPC_INVALID_MESSAGE: 'invalid_envelope',
-  ERR_IPC_INVALID_EVENT: 'invalid_envelope',
-  ERR_IPC_EVENT_TOO_LARGE: 'invalid_envelope',
-  ERR_IPC_RESERVED_EVENT: 'reserved_event',
-  ERR_IPC_FRAME_TOO_LARGE: 'frame_too_large',
-};
-
-/** A framing error surfaced by our parser; only this module can make one. */
-class FramingFault {
-  readonly code: RejectCode;
-  readonly message: string;
-  constructor(code: RejectCode, message: string) {
-    this.code = code;
-    this.message = message;
-  }
-}
-
-function framingMessage(code: RejectCode, maxFrameBytes: number): string {
-  switch (code) {
-    case 'invalid_json':
-      return 'the frame is not valid JSON: send one JSON object per frame, each followed by a form feed (0x0C)';
-    case 'invalid_envelope':
-      return `the frame must be a JSON object {"type": "<event>", "data": {...}} with a non-empty string type of at most ${MAX_TYPE_BYTES} UTF-8 bytes`;
-    case 'reserved_event':
-      return "the event type is one of node-ipc's reserved names: workers send progress, done, claim, ping or status";
-    case 'frame_too_large':
-      return `the frame exceeds ${maxFrameBytes} bytes: shorten message or _meta (a frame is at most ${maxFrameBytes} UTF-8 bytes before its form feed)`;
-    default:
-      return code;
-  }
-}
+/**
+ * Pending connections the kernel queues for us (listen(2)); Linux caps it at
+ * net.core.somaxconn. Node's default, 511, refused bursts of 1,000 connects.
+ */
+export const WORKER_SOCKET_BACKLOG = 4096;
 
 /**
- * node-ipc's Guarded parser closes a connection without telling the peer why.
- * This one surfaces the error as a FramingFault dispatched under the reserved
- * name 'error' (which no wire frame can carry), so the adapter answers first.
- * It also owns the split loop: the same checks as GuardedParser.read, but a
- * frame's bytes are counted only when its length could exceed the limit.
+ * Bytes of frames one connection may have handled before the others are
+ * served. A flooding connection past it is paused until every connection that
+ * was ready has had its turn; 32 KiB are about 200 typical frames.
  */
-function makeParser(maxFrameBytes: number) {
-  return class SurfacingParser extends GuardedParser {
-    override read(buffer: string, data: string, receive: (message: unknown) => void): string {
-      try {
-        return this.#split(buffer, data, receive);
-      } catch (error) {
-        if (error instanceof FramingFault) {
-          receive({ type: 'error', data: error });
-          return '';
-        }
-        if (!(error instanceof IPCProtocolError)) throw error;
-        const code = FRAMING_CODES[error.code] ?? 'invalid_envelope';
-        receive({
-          type: 'error',
-          data: new FramingFault(code, framingMessage(code, maxFrameBytes)),
-        });
-        return '';
-      }
-    }
+export const READ_BUDGET_BYTES = 32 * 1024;
 
-    #split(buffer: string, data: string, receive: (message: unknown) => void): string {
-      const combined = buffer ? buffer + data : data;
-      let start = 0;
-      let end = combined.indexOf(FRAME_DELIMITER);
-      while (end !== -1) {
-        const frame = combined.slice(start, end);
-        this.#checkSize(frame);
-        receive(this.#decode(frame));
-        start = end + 1;
-        end = combined.indexOf(FRAME_DELIMITER, start);
-      }
-      const remainder = start === 0 ? combined : combined.slice(start);
-      this.#checkSize(remainder);
-      return remainder;
-    }
-
-    /** node-ipc counts the type in UTF-16 units; protocol v1 counts UTF-8 bytes (MAX_TYPE_BYTES). */
-    #decode(frame: string): unknown {
-      const message = this.decodeMessage(frame) as { type: string };
-      if (
-        message.type.length * 3 > MAX_TYPE_BYTES &&
-        utf8ByteLength(message.type) > MAX_TYPE_BYTES
-      ) {
-        throw new FramingFault(
-          'invalid_envelope',
-          framingMessage('invalid_envelope', maxFrameBytes),
-        );
-      }
-      return message;
-    }
-
-    /** Bytes are at most 3 per UTF-16 unit, so most frames skip the byte count. */
-    #checkSize(text: string): void {
-      if (text.length * 3 <= this.maxMessageSize) return;
-      this.assertFrameSize(text.length, Buffer.byteLength(text));
-    }
-  };
-}
+const FORM_FEED = 0x0c;
+const NO_BYTES = Buffer.alloc(0);
 
 const STATE = Symbol('mcp-progress.connection');
 
 interface Connection extends WorkerConnection {
   readonly socket: Socket;
+  readonly decoder: FrameDecoder;
   closing: boolean;
-  /** Frames completed in the current read, to tell a stalled frame from a busy stream. */
-  framesThisRead: number;
   partialTimer: NodeJS.Timeout | undefined;
+  /** Bytes handled since this connection's budget was last renewed. */
+  spent: number;
+  /** Bytes read but held back by the budget; they start at a frame boundary. */
+  held: Buffer;
+  /** Paused by the budget, waiting for the next round. */
+  waiting: boolean;
 }
 
-interface Envelope {
-  type: string;
-  data: unknown;
-}
-
-/** node-ipc keeps its per-socket state on the socket: the unread tail, and the frame dispatcher. */
-type TaggedSocket = Socket & {
-  [STATE]?: Connection;
-  ipcBuffer?: string;
-  ipcDispatch?: (message: Envelope) => void;
-};
+type TaggedSocket = Socket & { [STATE]?: Connection };
 
 export class IngressServer {
   readonly #options: IngressOptions;
   readonly #handlers: IngressHandlers;
   readonly #log: IngressLog;
   readonly #ipc = new IPCModule();
+  #ipcServer: IpcSocketServer | undefined;
+  #server: Server | undefined;
   readonly #connections = new Map<ConnectionId, Connection>();
+  /** Connections paused by the read budget, in the order they ran out. */
+  #waiting: Connection[] = [];
+  #roundScheduled = false;
   #nextId = 1;
   #stopping = false;
   /** Connections answered with too_many_connections since start. */
@@ -208,49 +116,36 @@ export class IngressServer {
   start(): Promise<void> {
     const config: IpcConfig = this.#ipc.config;
     config.silent = true;
-    config.unlink = false;
-    config.parser = makeParser(this.#options.maxFrameBytes);
-    config.maxMessageSize = this.#options.maxFrameBytes;
-    config.maxPendingBytes = this.#options.maxPendingReplyBytes;
-    // Our own timer replaces node-ipc's, which would also close busy connections (see #afterRead).
-    config.messageTimeout = 0;
-    // node-ipc drops connections past its cap silently; ours answers, so node-ipc's must never bite.
-    config.maxConnections = Number.MAX_SAFE_INTEGER;
-    config.readableAll = false;
-    config.writableAll = false;
-    config.socketRoot = `${this.#options.socketPath}.d/`; // never an ancestor: node-ipc must not chmod it
-    const path =
-      process.platform === 'win32'
-        ? this.#options.socketPath.replace(/^\\\\\.\\pipe\\/, '')
-        : this.#options.socketPath;
-    this.#ipc.serve(path);
-    const server = this.#ipc.server;
-    if (server === false) return Promise.reject(new Error('node-ipc did not create a server'));
+    // The raw profile: node-ipc delivers each read as it came and writes replies verbatim;
+    // framing, limits and envelope checks are ours (test/contract/node-ipc.test.ts pins this).
+    config.rawBuffer = true;
+    this.#ipc.serve(this.#options.socketPath);
+    const ipcServer = this.#ipc.server;
+    if (ipcServer === false) return Promise.reject(new Error('node-ipc did not create a server'));
+    this.#ipcServer = ipcServer;
+    ipcServer.on('data', ((bytes: Buffer, socket: TaggedSocket) => {
+      const connection = socket[STATE];
+      if (connection !== undefined) this.#read(connection, bytes);
+    }) as (...args: never[]) => void);
+    // node-ipc's own error listener on each socket reports here, without the socket; the close follows.
+    ipcServer.on('error', ((error: Error) =>
+      this.#log.debug(`worker socket error: ${error.message}`)) as (...args: never[]) => void);
+    const server = createServer((socket) => {
+      // No encoding: the decoder gets bytes, so it counts and checks UTF-8 itself.
+      ipcServer.addSocket(socket);
+      this.#accept(socket);
+    });
+    this.#server = server;
     return new Promise<void>((resolve, reject) => {
-      let started = false;
-      server.on('*', ((type: string, data: unknown, socket: TaggedSocket | undefined) => {
-        if (!LIFECYCLE.has(type)) {
-          if (socket !== undefined) this.#frame(socket, type, data);
-          return;
-        }
-        if (type === 'error' && data instanceof FramingFault && socket !== undefined) {
-          this.#fault(socket, data);
-        } else if (type === 'connect') {
-          this.#accept(data as TaggedSocket);
-        } else if (type === 'error' && !started) {
-          reject(data);
-        } else if (type === 'error') {
-          this.#log.debug(`worker socket error: ${(data as Error).message}`);
-        }
-      }) as (...args: never[]) => void);
-      server.on('start', (() => {
-        started = true;
-        resolve();
-      }) as (...args: never[]) => void);
-      // The socket is created by bind(); a umask around the synchronous bind makes it 0600 from birth.
+      server.once('error', reject);
+      // The socket is created by bind(), synchronously in listen(): a umask around it makes it 0600 from birth.
       const previous = process.platform === 'win32' ? undefined : process.umask(0o177);
       try {
-        server.start();
+        server.listen({ path: this.#options.socketPath, backlog: WORKER_SOCKET_BACKLOG }, () => {
+          server.off('error', reject);
+          server.on('error', (error) => this.#log.debug(`worker socket error: ${error.message}`));
+          resolve();
+        });
       } finally {
         if (previous !== undefined) process.umask(previous);
       }
@@ -270,12 +165,11 @@ export class IngressServer {
    */
   async stop(graceMs: number): Promise<void> {
     this.#stopping = true;
-    const server = this.#ipc.server;
-    const net = server === false ? false : server.server;
+    const server = this.#server;
     const closed =
-      net === false
+      server === undefined || !server.listening
         ? Promise.resolve()
-        : new Promise<void>((resolve) => net.close(() => resolve()));
+        : new Promise<void>((resolve) => server.close(() => resolve()));
     const open = [...this.#connections.values()];
     const ends = open.map(
       (connection) =>
@@ -283,6 +177,7 @@ export class IngressServer {
           if (connection.socket.destroyed) return resolve();
           connection.socket.once('close', () => resolve());
           connection.closing = true;
+          connection.socket.resume();
           connection.socket.end();
         }),
     );
@@ -294,29 +189,46 @@ export class IngressServer {
     await closed;
   }
 
+  #write(connection: Connection, type: string, data: object): void {
+    const { socket } = connection;
+    if (socket.destroyed) return;
+    const frame = encodeFrame(type, data);
+    const bytes = Buffer.byteLength(frame);
+    if (bytes - 1 > this.#options.maxFrameBytes) {
+      // A reply over the frame limit would be refused by the worker's reader: that reply is lost, the connection is not.
+      this.#log.warn(
+        `connection ${connection.id}: ${type} not sent: it exceeds ${this.#options.maxFrameBytes} bytes`,
+      );
+      return;
+    }
+    if (socket.writableLength + bytes > this.#options.maxPendingReplyBytes) {
+      // A worker that does not read its replies is cut off before they fill the daemon's memory.
+      this.#log.warn(
+        `connection ${connection.id}: closed: more than ${this.#options.maxPendingReplyBytes} bytes of replies unread`,
+      );
+      connection.closing = true;
+      socket.destroy();
+      return;
+    }
+    this.#ipcServer?.emit(socket, frame);
+  }
+
   #accept(socket: TaggedSocket): void {
     const id = this.#nextId++;
-    const server = this.#ipc.server as Exclude<IPCModule['server'], false>;
     const connection: Connection = {
       id,
       socket,
+      decoder: new FrameDecoder(this.#options.maxFrameBytes),
       closing: false,
-      framesThisRead: 0,
       partialTimer: undefined,
+      spent: 0,
+      held: NO_BYTES,
+      waiting: false,
       send: (type, data) => {
-        if (connection.closing || socket.destroyed) return;
-        try {
-          server.emit(socket, type, data);
-        } catch (error) {
-          // node-ipc refuses to encode a frame over the cap: that reply is lost, the connection is not.
-          this.#log.warn(`connection ${id}: ${type} not sent: ${(error as Error).message}`);
-        }
+        if (!connection.closing) this.#write(connection, type, data);
       },
     };
     socket[STATE] = connection;
-    // node-ipc hands each frame to its event emitter (a rest-args array, a type check and a
-    // wildcard loop per frame); frames of our connections go straight to #dispatch instead.
-    socket.ipcDispatch = (message) => this.#dispatch(socket, message);
     if (this.#stopping || this.#connections.size >= this.#options.maxConnections) {
       this.refusedConnections++;
       this.#log.warn(
@@ -331,47 +243,72 @@ export class IngressServer {
       return;
     }
     this.#connections.set(id, connection);
-    // Cork before node-ipc reads the chunk, uncork after: all replies of one read go out in one write.
-    socket.prependListener('data', () => socket.cork());
-    socket.on('data', () => this.#afterRead(connection));
     socket.once('close', () => {
       clearTimeout(connection.partialTimer);
       connection.closing = true;
+      connection.held = NO_BYTES;
       this.#connections.delete(id);
       this.#handlers.closed(connection);
     });
   }
 
-  #dispatch(socket: TaggedSocket, message: Envelope): void {
-    if (message.type === 'error' && message.data instanceof FramingFault) {
-      this.#fault(socket, message.data);
-    } else {
-      this.#frame(socket, message.type, message.data);
+  /**
+   * One read from one connection. Past its budget the rest of the read is held
+   * (cut at a form feed, so only whole frames wait) and the socket is paused
+   * until the next round; libuv then serves the other ready sockets first.
+   */
+  #read(connection: Connection, bytes: Buffer): void {
+    if (connection.closing) return; // lingering after a rejection: read and ignore
+    let now = bytes;
+    const room = READ_BUDGET_BYTES - connection.spent;
+    if (now.length > room) {
+      const cut = now.indexOf(FORM_FEED, Math.max(room - 1, 0));
+      if (cut !== -1 && cut + 1 < now.length) {
+        connection.held = now.subarray(cut + 1);
+        now = now.subarray(0, cut + 1);
+      }
     }
+    connection.spent += now.length;
+    this.#handle(connection, now);
+    if (connection.spent >= READ_BUDGET_BYTES && !connection.closing) this.#wait(connection);
   }
 
-  #frame(socket: TaggedSocket, type: string, data: unknown): void {
-    const connection = socket[STATE];
-    if (connection === undefined || connection.closing) return;
-    connection.framesThisRead++;
+  #handle(connection: Connection, bytes: Buffer): void {
+    const { socket } = connection;
+    // Cork around the frames of one read: all their replies go out in one write.
+    socket.cork();
+    let completed = 0;
+    for (const frame of connection.decoder.push(bytes)) {
+      if (connection.closing) break;
+      completed++;
+      if (frame instanceof FrameError) {
+        this.#fault(connection, frame.code, frame.message);
+        break;
+      }
+      this.#frame(connection, frame);
+    }
+    if (socket.writableCorked > 0) socket.uncork();
+    if (!connection.closing) this.#armPartialTimer(connection, completed > 0);
+    this.#handlers.batchEnd();
+  }
+
+  #frame(connection: Connection, frame: Envelope): void {
     try {
-      this.#handlers.frame(connection, type, data);
+      this.#handlers.frame(connection, frame.type, frame.data);
     } catch (error) {
       // A bug in handling one frame must cost only that connection, never the daemon.
       this.#log.warn(`internal error while handling a frame: ${(error as Error).stack ?? error}`);
-      socket.destroy();
+      connection.closing = true;
+      connection.socket.destroy();
     }
   }
 
-  #afterRead(connection: Connection): void {
-    const socket = connection.socket as TaggedSocket;
-    if (socket.writableCorked > 0) socket.uncork();
-    // node-ipc keeps the unfinished tail of the stream in socket.ipcBuffer.
-    if (!socket.ipcBuffer) {
+  /** Starts the incomplete-frame clock when a frame starts; whitespace between frames is not one. */
+  #armPartialTimer(connection: Connection, completedFrames: boolean): void {
+    if (!connection.decoder.partial) {
       clearTimeout(connection.partialTimer);
       connection.partialTimer = undefined;
-    } else if (connection.framesThisRead > 0 || connection.partialTimer === undefined) {
-      // A new frame started in this read: its clock starts now.
+    } else if (completedFrames || connection.partialTimer === undefined) {
       clearTimeout(connection.partialTimer);
       connection.partialTimer = setTimeout(
         () => this.#timeout(connection),
@@ -379,8 +316,34 @@ export class IngressServer {
       );
       connection.partialTimer.unref();
     }
-    connection.framesThisRead = 0;
-    this.#handlers.batchEnd();
+  }
+
+  #wait(connection: Connection): void {
+    if (connection.waiting) return;
+    connection.waiting = true;
+    connection.socket.pause();
+    this.#waiting.push(connection);
+    if (!this.#roundScheduled) {
+      this.#roundScheduled = true;
+      // setImmediate runs after the poll phase, in which libuv read every other ready socket.
+      setImmediate(() => this.#nextRound());
+    }
+  }
+
+  /** Renews the budget of every paused connection, oldest first, and serves what they had held. */
+  #nextRound(): void {
+    this.#roundScheduled = false;
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const connection of waiting) {
+      connection.waiting = false;
+      connection.spent = 0;
+      if (connection.closing) continue;
+      const held = connection.held;
+      connection.held = NO_BYTES;
+      if (held.length > 0) this.#read(connection, held);
+      if (!connection.waiting && !connection.closing) connection.socket.resume();
+    }
   }
 
   #timeout(connection: Connection): void {
@@ -392,24 +355,24 @@ export class IngressServer {
     });
   }
 
-  #fault(socket: TaggedSocket, fault: FramingFault): void {
-    const connection = socket[STATE];
-    if (connection === undefined || connection.closing) return;
-    this.#handlers.framingRejected(fault.code);
-    this.#closeWith(connection, { code: fault.code, message: fault.message });
+  #fault(connection: Connection, code: RejectCode, message: string): void {
+    if (connection.closing) return;
+    this.#handlers.framingRejected(code);
+    this.#closeWith(connection, { code, message });
   }
 
   /** Answers `rejected`, then closes once the answer has been written. */
   #closeWith(connection: Connection, rejection: { code: RejectCode; message: string }): void {
     const { socket } = connection;
-    const server = this.#ipc.server as Exclude<IPCModule['server'], false>;
-    if (!connection.closing && !socket.destroyed) server.emit(socket, 'rejected', rejection);
+    if (!connection.closing && !socket.destroyed) this.#write(connection, 'rejected', rejection);
     connection.closing = true;
+    connection.held = NO_BYTES;
     clearTimeout(connection.partialTimer);
     if (socket.writableCorked > 0) socket.uncork();
     // Linger: destroying while the peer still writes fails its writes, and a failed write
     // discards our answer unread in its buffer. Keep reading (frames are ignored now) until
     // the peer closes; a peer that never does is cut off after a second.
+    if (connection.waiting) socket.resume();
     socket.end();
     setTimeout(() => socket.destroy(), 1000).unref();
   }

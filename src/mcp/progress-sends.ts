@@ -5,6 +5,7 @@
 import type { ProgressParams } from '../protocol/frames.js';
 import { RESULT_CONFIRM_TIMEOUT_MS, RESULT_GAP_MS } from '../protocol/limits.js';
 import { PROGRESS_METHOD } from '../protocol/notifications.js';
+import { MAX_WAITING_PROGRESS_SENDS } from '../shared/defaults.js';
 
 export interface McpProgressNotification {
   method: 'notifications/progress';
@@ -20,7 +21,13 @@ export class ProgressSends {
   readonly #send: SendProgress;
   readonly #onFailure: (error: unknown) => void;
   readonly #confirm: ConfirmDelivery | undefined;
-  #chain: Promise<void> = Promise.resolve();
+  readonly #maxWaiting: number;
+  /** Values not yet handed to the transport, oldest first. */
+  #waiting: ProgressParams[] = [];
+  /** The sending loop while one runs; drain awaits it. */
+  #pumping: Promise<void> | undefined;
+  /** Values replaced by a newer one while the transport was behind. */
+  coalesced = 0;
   #lastSentAt: number | undefined;
   #sent = 0;
   #confirmed = 0;
@@ -32,9 +39,14 @@ export class ProgressSends {
    */
   constructor(
     send: SendProgress,
-    options: { onFailure?: (error: unknown) => void; confirm?: ConfirmDelivery | undefined } = {},
+    options: {
+      onFailure?: (error: unknown) => void;
+      confirm?: ConfirmDelivery | undefined;
+      maxWaiting?: number;
+    } = {},
   ) {
     this.#send = send;
+    this.#maxWaiting = options.maxWaiting ?? MAX_WAITING_PROGRESS_SENDS;
     this.#onFailure = options.onFailure ?? (() => {});
     this.#confirm = options.confirm;
   }
@@ -44,17 +56,42 @@ export class ProgressSends {
   }
 
   push(params: ProgressParams): void {
-    this.#chain = this.#chain.then(async () => {
-      if (this.#failed) return;
+    if (this.#failed) return;
+    if (this.#waiting.length >= this.#maxWaiting) {
+      // Values only increase, so the newest may stand in for the last one waiting.
+      this.#waiting[this.#waiting.length - 1] = params;
+      this.coalesced++;
+    } else {
+      this.#waiting.push(params);
+    }
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#pumping !== undefined) return;
+    this.#pumping = this.#pump().finally(() => {
+      this.#pumping = undefined;
+      // A push between the loop's end and this callback still goes out.
+      if (this.#waiting.length > 0 && !this.#failed) this.#schedule();
+    });
+  }
+
+  /** Sends what is waiting, one at a time, in order; stops at the first failure. */
+  async #pump(): Promise<void> {
+    // One turn first: the pushes of this turn queue up before the first send.
+    await Promise.resolve();
+    for (let next = this.#waiting.shift(); next !== undefined; next = this.#waiting.shift()) {
       try {
-        await this.#send({ method: PROGRESS_METHOD, params });
+        await this.#send({ method: PROGRESS_METHOD, params: next });
         this.#lastSentAt = performance.now();
         this.#sent++;
       } catch (error) {
         this.#failed = true;
+        this.#waiting = [];
         this.#onFailure(error);
+        return;
       }
-    });
+    }
   }
 
   /**
@@ -65,7 +102,7 @@ export class ProgressSends {
    * ping (the request was cancelled: no result follows).
    */
   async drain(options: { confirm?: boolean } = {}): Promise<void> {
-    await this.#chain;
+    while (this.#pumping !== undefined) await this.#pumping;
     if (this.#lastSentAt === undefined) return;
     const sent = this.#sent;
     const confirm = this.#confirm;

@@ -63,12 +63,12 @@ export function fitsUtf8Bytes(text: string, maxBytes: number): boolean {
   return text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes;
 }
 
-/** A lone surrogate: in a `u` regex a well-formed pair is one code point, so only halves match. */
-const LONE_SURROGATE = /\p{Cs}/u;
+/** ES2024's String.prototype.isWellFormed (Node 20+), not yet in this project's ES2023 lib typings. */
+type WellFormedCheck = string & { isWellFormed(): boolean };
 
-/** Whether `text` is well-formed Unicode, so that it encodes to UTF-8 and strict parsers accept it. */
+/** Whether `text` is well-formed Unicode (no lone surrogate), so that it encodes to UTF-8 and strict parsers accept it. */
 export function isWellFormedText(text: string): boolean {
-  return !LONE_SURROGATE.test(text);
+  return (text as WellFormedCheck).isWellFormed();
 }
 
 /**

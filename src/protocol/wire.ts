@@ -45,12 +45,24 @@ const FORM_FEED = 0x0c;
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const EMPTY = Buffer.alloc(0);
 
+/** JSON's insignificant whitespace: space, tab, LF, CR. */
+function isJsonWhitespace(byte: number): boolean {
+  return byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d;
+}
+
+/** Nothing but JSON whitespace, or nothing at all (a newline after a form feed, two form feeds). */
+function isBlank(bytes: Buffer): boolean {
+  for (const byte of bytes) if (!isJsonWhitespace(byte)) return false;
+  return true;
+}
+
 /**
  * Splits a byte stream into envelopes, in order: per frame, size (bytes, the
  * form feed excluded), then UTF-8, then JSON, then the envelope. Input that is
  * not an envelope is reported as a FrameError, not thrown, so that a reader can
  * decide what a bad frame means. Text pushed as a string is counted as its
- * UTF-8 encoding.
+ * UTF-8 encoding. An empty frame, or one of JSON whitespace only (a newline
+ * after the form feed), is skipped.
  */
 export class FrameDecoder {
   #buffer: Buffer = EMPTY;
@@ -71,7 +83,8 @@ export class FrameDecoder {
     let start = 0;
     let end = combined.indexOf(FORM_FEED);
     while (end !== -1) {
-      out.push(this.#decode(combined.subarray(start, end)));
+      const frame = combined.subarray(start, end);
+      if (!isBlank(frame)) out.push(this.#decode(frame));
       start = end + 1;
       end = combined.indexOf(FORM_FEED, start);
     }
@@ -89,6 +102,12 @@ export class FrameDecoder {
   /** Bytes of an incomplete frame waiting for its form feed. */
   get pending(): number {
     return this.#buffer.length;
+  }
+
+  /** An incomplete frame has begun: bytes other than whitespace wait for their form feed. */
+  get partial(): boolean {
+    for (const byte of this.#buffer) if (!isJsonWhitespace(byte)) return true;
+    return false;
   }
 
   #decode(frame: Buffer): Envelope | FrameError {

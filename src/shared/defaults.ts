@@ -50,3 +50,11 @@ export const UNANSWERED_CLIENT_GAP_MS = 250;
 
 /** Sessions of one relay process whose ping answers are remembered. */
 export const MAX_REMEMBERED_SESSIONS = 1024;
+
+/**
+ * Progress notifications one MCP request may have waiting for its transport
+ * (a host that stops reading stdout, an SSE client that stops reading). Past
+ * it the newest value replaces the last waiting one, as the daemon's gate
+ * does: memory stays bounded and the final value is never dropped.
+ */
+export const MAX_WAITING_PROGRESS_SENDS = 1024;

@@ -38,6 +38,12 @@ export function connectError(socketPath: string, error: NodeJS.ErrnoException): 
         `permission denied on ${socketPath}: the daemon belongs to another user; run your own with "mcp-progress daemon"`,
         { cause: error },
       );
+    case 'EAGAIN':
+      return new BridgeError(
+        'connect_failed',
+        `the daemon on ${socketPath} has more connections waiting than its queue holds (a burst of connects): try again, or connect fewer at once`,
+        { cause: error },
+      );
     default:
       return new BridgeError(
         'connect_failed',
@@ -47,7 +53,33 @@ export function connectError(socketPath: string, error: NodeJS.ErrnoException): 
   }
 }
 
-export function socketRequest(request: SocketRequest): Promise<Envelope> {
+/**
+ * EAGAIN on connect: the daemon's queue of connections not yet accepted is full
+ * (a burst of connects). The daemon is there; the connect is retried.
+ */
+export function isConnectBusy(error: unknown): boolean {
+  const cause = error instanceof BridgeError ? error.cause : error;
+  return (cause as NodeJS.ErrnoException | undefined)?.code === 'EAGAIN';
+}
+
+/** Waits before the n-th retry of a busy connect: short, doubling, bounded. */
+export const CONNECT_RETRY_MS = [5, 10, 20, 40, 80, 160, 250] as const;
+
+/** One request; a connect refused with EAGAIN is retried with a bounded backoff until the timeout. */
+export async function socketRequest(request: SocketRequest): Promise<Envelope> {
+  const deadline = Date.now() + request.timeoutMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await requestOnce({ ...request, timeoutMs: Math.max(1, deadline - Date.now()) });
+    } catch (error) {
+      const wait = CONNECT_RETRY_MS[Math.min(attempt, CONNECT_RETRY_MS.length - 1)] ?? 250;
+      if (!isConnectBusy(error) || Date.now() + wait >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
+
+function requestOnce(request: SocketRequest): Promise<Envelope> {
   return new Promise<Envelope>((resolve, reject) => {
     const socket = connect({ path: request.socketPath });
     socket.setEncoding('utf8');

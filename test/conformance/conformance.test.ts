@@ -158,7 +158,8 @@ describe('worker socket conformance', () => {
         15_000,
         `the replies to "${c.name}"`,
       );
-      if (c.closes)
+      // Unless the sentinel was answered: then it did not close, and the comparison says so.
+      if (c.closes && worker.replies.length <= c.expect.length)
         await eventually(() => (worker.closed() ? true : undefined), 15_000, 'the close');
       worker.socket.destroy();
       const pong = { type: 'pong', data: { pid: '$PID', version: '$VERSION', protocol: 1 } };

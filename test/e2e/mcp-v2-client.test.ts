@@ -216,3 +216,56 @@ describe('the 2026-07-28 revision beside the 2025 ones', () => {
     }
   });
 });
+
+describe('stopping', () => {
+  it('the daemon stops gracefully while a 2026-07-28 request holds a watch open on /mcp', async () => {
+    const own = await startDaemon();
+    const mcp = await connectHttpV2(own.info, 'pin');
+    const call = mcp.client
+      .callTool({ name: 'watch_progress', arguments: { progressToken: 'forever-v2' } })
+      .catch((error: Error) => error);
+    await waitForSubscribers(own.info, 'forever-v2');
+    expect(await own.stop()).toBe(0);
+    expect(own.stderr()).toContain('stopped');
+    await mcp.close();
+    expect(await call).toBeInstanceOf(Error);
+  });
+});
+
+describe('routing by revision on /mcp', () => {
+  const post = (body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${httpBase(daemon.info)}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${daemon.info.secret}`,
+        ...headers,
+      },
+      body: JSON.stringify(body),
+    });
+
+  it('a request claiming a revision the bridge does not serve is told which it does', async () => {
+    const response = await post({
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/list',
+      params: {
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2099-01-01',
+          'io.modelcontextprotocol/clientCapabilities': {},
+        },
+      },
+    });
+    const text = await response.text();
+    expect(response.status, text).toBeGreaterThanOrEqual(400);
+    expect(text).toContain(NEWEST_REVISION);
+    expect(text).not.toContain('initialize a new session');
+  });
+
+  it('a claim-less request without a session is still told to initialize', async () => {
+    const response = await post({ jsonrpc: '2.0', id: 8, method: 'tools/list' });
+    expect(response.status).toBe(400);
+    expect(await response.text()).toContain('initialize');
+  });
+});

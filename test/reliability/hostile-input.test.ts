@@ -141,13 +141,10 @@ describe('an adversarial corpus', () => {
       Buffer.from('","progress":1}}\f'),
     ]);
     const result = await hit(bad);
-    // Protocol v1 refuses it (invalid_utf8, then the close). While the worker socket still
-    // decodes through node-ipc the bytes become U+FFFD, a valid token: accepted, no answer.
-    expect(result).toEqual(
-      result.closed ? { closed: true, codes: ['invalid_utf8'] } : { closed: false, codes: [] },
-    );
+    // Never U+FFFD: the worker socket decodes bytes itself, UTF-8 before JSON.
+    expect(result).toEqual({ closed: true, codes: ['invalid_utf8'] });
     const raw = await hit(Buffer.from([0xff, 0xfe, 0xfd, 0x0c]));
-    expect(raw.codes).toEqual(['invalid_json']);
+    expect(raw.codes).toEqual(['invalid_utf8']);
     expect(raw.closed).toBe(true);
   });
 
@@ -225,6 +222,22 @@ describe('an adversarial corpus', () => {
         data: { code: 'frame_timeout', message: expect.stringContaining('300 ms') },
       },
     ]);
+  });
+
+  it('whitespace after a frame (a newline, CRLF) is not the start of a frame: no frame_timeout', async () => {
+    const spaced = await rawWorker(daemon.info.socket);
+    spaced.write(`${json({ type: 'ping', data: {} })}\r\n \t`);
+    await spaced.reply((r) => r.type === 'pong');
+    // A half frame written after the whitespace: its timer runs out first only if the newline armed none.
+    const stalled = await rawWorker(daemon.info.socket);
+    stalled.write('{"type":"progress"');
+    await stalled.closed;
+    expect(spaced.isClosed()).toBe(false);
+    // A frame after the whitespace is read as usual, and blank frames are skipped.
+    spaced.write(`\n\f${json({ type: 'ping', data: {} })}\n`);
+    await eventually(() => (spaced.replies.length === 2 ? true : undefined));
+    expect(spaced.replies.map((r) => r.type)).toEqual(['pong', 'pong']);
+    spaced.destroy();
   });
 
   it('a busy connection whose reads end mid-frame is not timed out', async () => {

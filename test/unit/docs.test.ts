@@ -66,4 +66,16 @@ describe('docs/PROTOCOL.md', () => {
     for (const name of Object.keys(PUBLISHED_SCHEMAS)) expect(protocol).toContain(`\`${name}\``);
     for (const event of RESERVED_EVENTS) expect(protocol).toContain(`\`${event}\``);
   });
+
+  it('refers only to sections that exist', () => {
+    const headings = new Set(
+      [...protocol.matchAll(/^#{2,4} (\d+(?:\.\d+)*)\.? /gm)].map((m) => m[1]),
+    );
+    const references = [
+      ...protocol.matchAll(/\b(?:[Ss]ection|see|in) (\d+(?:\.\d+)*)\b/g),
+      ...protocol.matchAll(/\((\d+\.\d+(?:\.\d+)?)\)/g),
+    ].map((m) => m[1]);
+    expect(references.length).toBeGreaterThan(10);
+    for (const reference of references) expect(headings, reference).toContain(reference);
+  });
 });

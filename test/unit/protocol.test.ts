@@ -234,6 +234,38 @@ describe('wire format', () => {
     }
   });
 
+  it('counts the frame limit in UTF-8 bytes, for complete frames and the unread tail', () => {
+    // 6 euro signs are 6 UTF-16 units but 18 bytes.
+    const decoder = new FrameDecoder(16);
+    const [tooLarge] = decoder.push(`"${'€'.repeat(6)}"\f`);
+    expect(tooLarge).toBeInstanceOf(FrameError);
+    expect((tooLarge as FrameError).code).toBe('frame_too_large');
+    expect((decoder.push('€'.repeat(6))[0] as FrameError).code).toBe('frame_too_large');
+    expect(decoder.pending).toBe(0);
+    // Exactly at the limit is a frame.
+    expect(new FrameDecoder(16).push('{"type":"€"}  \f')).toEqual([{ type: '€', data: undefined }]);
+  });
+
+  it('skips whitespace between frames, and says whether a frame has started', () => {
+    const decoder = new FrameDecoder(1024);
+    expect(decoder.push(`${encodeFrame('ack', { seq: 1 })}\r\n`)).toEqual([
+      { type: 'ack', data: { seq: 1 } },
+    ]);
+    expect(decoder.partial).toBe(false);
+    expect(decoder.push('\f \f{"ty')).toEqual([]);
+    expect(decoder.partial).toBe(true);
+    expect(decoder.push('pe":"x"}\f')).toEqual([{ type: 'x', data: undefined }]);
+  });
+
+  it('gives each bad frame a framing code', () => {
+    const out = new FrameDecoder(1024).push('nope\f[]\f{"data":1}\f');
+    expect(out.map((e) => (e instanceof FrameError ? e.code : e))).toEqual([
+      'invalid_json',
+      'invalid_envelope',
+      'invalid_envelope',
+    ]);
+  });
+
   it('reports bad frames instead of throwing', () => {
     const decoder = new FrameDecoder(16);
     const out = decoder.push('nope\fnull\f{"data":1}\f');
@@ -261,7 +293,7 @@ describe('wire format', () => {
     ]);
   });
 
-  it('refuses invalid UTF-8, a BOM, an empty frame, long and reserved types', () => {
+  it('refuses invalid UTF-8, a BOM, long and reserved types; skips whitespace-only frames', () => {
     const decoder = new FrameDecoder(1024);
     const bad = Buffer.concat([
       Buffer.from('{"type":"progress","data":{"v":1,"progressToken":"'),
@@ -276,7 +308,14 @@ describe('wire format', () => {
     expect(
       codes(decoder, Buffer.from([0xef, 0xbb, 0xbf, ...Buffer.from('{"type":"ping"}\f')])),
     ).toEqual(['invalid_json']);
-    expect(codes(decoder, '\f')).toEqual(['invalid_json']);
+    // An empty frame, or one of JSON whitespace only (a newline after a form feed), is skipped.
+    expect(codes(decoder, '\f \n\r\t\f\n')).toEqual([]);
+    expect(decoder.partial).toBe(false);
+    expect(codes(decoder, Buffer.from('\f\n\f'))).toEqual([]);
+    expect(codes(decoder, '\n{"ty')).toEqual([]);
+    expect(decoder.partial).toBe(true);
+    expect(codes(decoder, 'pe":"ping"}\f')).toEqual([{ type: 'ping', data: undefined }]);
+    expect(decoder.partial).toBe(false);
     expect(codes(decoder, `{"type":"${'a'.repeat(256)}"}\f`)).toEqual([
       { type: 'a'.repeat(256), data: undefined },
     ]);
