@@ -313,6 +313,8 @@ export class Daemon {
         ca: options.natsCa,
         heartbeatMs: options.natsHeartbeatMs,
         abandonGraceMs: options.router.abandonGraceMs,
+        retentionMs: options.router.retentionMs,
+        streamTtlMs: options.router.streamTtlMs,
       },
       {
         router: this.#router,
@@ -367,7 +369,7 @@ export class Daemon {
   /** `askers`: connections that asked for this status, which are not workers and are not counted. */
   status(askers = 0): DaemonStatus {
     const stats = this.#router.stats();
-    return {
+    const status: DaemonStatus = {
       pid: process.pid,
       version: VERSION,
       uptimeMs: Math.round(this.now() - this.#startedAt),
@@ -389,6 +391,8 @@ export class Daemon {
         ...this.#endpoint.counters,
       },
     };
+    if (this.#backplane !== undefined) status.backplane = this.#backplane.status();
+    return status;
   }
 
   /**
