@@ -289,7 +289,18 @@ export class Daemon {
         { cause: error },
       );
     }
-    if (options.nats.length > 0) await daemon.#joinBackplane();
+    if (options.nats.length > 0) {
+      try {
+        await daemon.#joinBackplane();
+      } catch (error) {
+        await daemon.#teardown(0);
+        throw new BridgeError(
+          'start_failed',
+          `the daemon could not load its NATS client for --nats: ${(error as Error).message}`,
+          { cause: error },
+        );
+      }
+    }
     if (!isLoopback(options.host)) {
       // Here, not in the CLI, so that an embedding program warns its user too.
       log.warn(

@@ -2,6 +2,7 @@
  * Daemon options: every default in one place, every value checked up front,
  * so that a bad option fails at start with a message naming it.
  */
+import { accessSync, constants, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { FRAME_TIMEOUT_MS, MAX_FRAME_BYTES, MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
@@ -466,6 +467,14 @@ export function resolveDaemonOptions(
   if (!SUBJECT_TOKEN.test(options.natsName)) {
     invalid('nats-name', 'letters, digits, _ and - only', options.natsName);
   }
+  for (const [name, file] of [
+    ['nats-creds', options.natsCreds],
+    ['nats-ca', options.natsCa],
+  ] as const) {
+    if (file !== undefined && !isReadableFile(file)) {
+      invalid(name, 'a readable file', file);
+    }
+  }
   for (const url of options.nats) {
     if (!/^(nats|tls|wss?):\/\/[^\s/]+\/?$|^[^\s/:]+:\d+$/.test(url)) {
       invalid('nats', 'a NATS URL such as nats://127.0.0.1:4222 or tls://user:pw@host:4222', url);
@@ -497,6 +506,15 @@ export function resolveDaemonOptions(
   }
   if (!options.socketPath) invalid('socket', 'a path', options.socketPath);
   return options;
+}
+
+function isReadableFile(path: string): boolean {
+  try {
+    accessSync(path, constants.R_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
 }
 
 /** --nats values, or $MCP_PROGRESS_NATS: each may be a comma-separated list. */

@@ -4,74 +4,21 @@
  */
 import { connect as natsConnect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
-import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
+import { cleanupAll, eventually, type RunningDaemon } from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
+import {
+  doneOf,
+  expectIncreasing,
+  fresh,
+  notificationsOf,
+  startHost as startOn,
+  subscribe,
+} from './hosts.js';
 import { NATS_SERVER, type RunningNats, startNats } from './nats-server.js';
 
-const GRACE_MS = 1000;
-
-function hostArgs(nats: RunningNats, name: string, extra: string[] = []): string[] {
-  return [
-    '--nats',
-    nats.url,
-    '--nats-name',
-    name,
-    '--abandon-grace-ms',
-    String(GRACE_MS),
-    ...extra,
-  ];
-}
-
-/** Starts a daemon on the backplane and waits until it has joined. */
-async function startHost(
-  nats: RunningNats,
-  name: string,
-  extra: string[] = [],
-): Promise<RunningDaemon> {
-  const daemon = await startDaemon(hostArgs(nats, name, extra));
-  await eventually(
-    () => (daemon.stderr().includes('backplane: joined') ? true : undefined),
-    15_000,
-    `${name} to join the backplane`,
-  );
-  return daemon;
-}
-
-let counter = 0;
-const fresh = (name: string) => `${name}-${process.pid}-${++counter}`;
-
-function notificationsOf(gateway: GatewayClient, token: unknown): Received[] {
-  return gateway.notifications.filter((n) => n.params.progressToken === token);
-}
-
-async function subscribe(
-  gateway: GatewayClient,
-  progressToken: unknown,
-  as?: unknown,
-): Promise<void> {
-  const params: Record<string, unknown> = { progressToken, minIntervalMs: 0 };
-  if (as !== undefined) params.as = as;
-  const reply = await gateway.request('progress/subscribe', params);
-  if (reply.error) throw new Error(`subscribe: ${reply.error.message}`);
-}
-
-function doneOf(gateway: GatewayClient, token: unknown): Promise<Received['params']> {
-  return eventually(
-    () =>
-      notificationsOf(gateway, token).find((n) => n.method === 'notifications/progress/done')
-        ?.params,
-    20_000,
-    `done for ${JSON.stringify(token)}`,
-  );
-}
-
-function expectIncreasing(received: Received[]): void {
-  const values = received
-    .filter((n) => n.method === 'notifications/progress')
-    .map((n) => n.params.progress as number);
-  for (let i = 1; i < values.length; i++) expect(values[i]).toBeGreaterThan(values[i - 1] ?? 0);
-}
+const startHost = (nats: RunningNats, name: string, extra: string[] = []) =>
+  startOn(nats.url, name, extra);
 
 describe.skipIf(NATS_SERVER === undefined)('the NATS backplane', () => {
   let nats: RunningNats;
@@ -128,7 +75,7 @@ describe.skipIf(NATS_SERVER === undefined)('the NATS backplane', () => {
 
   it('keeps string "7" and integer 7 apart across hosts', async () => {
     const text = `7-${fresh('t')}`;
-    const number = 700_000 + counter;
+    const number = 700_000 + Math.floor(Math.random() * 100_000);
     await subscribe(onB, text);
     await subscribe(onB, number);
     worker.send('progress', { v: 1, progressToken: text, progress: 1 });
