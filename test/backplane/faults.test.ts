@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { connect as natsConnect } from 'nats';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   cleanupAll,
@@ -58,8 +59,13 @@ async function nats(start?: Parameters<typeof startNats>[0]): Promise<RunningNat
   return server;
 }
 
-async function host(url: string, name: string, extra: string[] = []): Promise<RunningDaemon> {
-  const daemon = await startHost(url, name, extra);
+async function host(
+  url: string,
+  name: string,
+  extra: string[] = [],
+  runtimeDir?: string,
+): Promise<RunningDaemon> {
+  const daemon = await startHost(url, name, extra, runtimeDir);
   open.push(() => daemon.stop());
   return daemon;
 }
@@ -213,6 +219,67 @@ describe.skipIf(NATS_SERVER === undefined)('backplane faults', () => {
       'notifications/progress',
       'notifications/progress/done',
     ]);
+  });
+
+  it('a daemon killed -9 and started again at once: its streams end as abandoned on the others after the grace', async () => {
+    const server = await nats();
+    const runtimeDir = tempDir();
+    const first = await startHost(server.url, 'again-a', [], runtimeDir);
+    open.push(() => first.stop('SIGKILL'));
+    const b = await host(server.url, 'again-b');
+    const onB = await session(b);
+    const token = fresh('again');
+    await subscribe(onB, token);
+    const publisher = await rawWorker(first.info.socket);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await sawProgress(onB, token, 1);
+    first.child.kill('SIGKILL');
+    publisher.destroy();
+    // Back before B misses three heartbeats: B never loses the host, the new daemon ends the stream.
+    const again = await host(server.url, 'again-a', [], runtimeDir);
+    const done = await doneOf(onB, token);
+    expect(done).toMatchObject({ progressToken: token, status: 'abandoned' });
+    // The new daemon's end; on a machine so loaded that the restart took more than three
+    // heartbeats, B's own (the host was lost): without either, B would wait for ever.
+    expect(String(done.message)).toMatch(
+      /the worker disconnected without sending done|host again-a left the backplane/,
+    );
+    expect(notificationsOf(onB, token)).toHaveLength(2);
+    expect(await streamOn(await session(again), token)).toMatchObject({
+      state: 'done',
+      host: 'again-a',
+    });
+  });
+
+  it("a token two hosts publish is the first host's on a third: the second one's messages are ignored, not merged", async () => {
+    const server = await nats();
+    const [a, c] = await Promise.all([host(server.url, 'first-a'), host(server.url, 'first-c')]);
+    const onC = await session(c);
+    const token = fresh('first');
+    await subscribe(onC, token);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await sawProgress(onC, token, 1);
+    // A second host, as another daemon would publish, before it knew of host A's stream.
+    const nc = await natsConnect({ servers: server.url });
+    const subject = `mcp-progress.s.second-b.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
+    nc.publish(
+      subject,
+      JSON.stringify({ v: 1, kind: 'progress', params: { progressToken: token, progress: 50 } }),
+    );
+    nc.publish(
+      subject,
+      JSON.stringify({ v: 1, kind: 'done', params: { progressToken: token, status: 'ok' } }),
+    );
+    await nc.flush();
+    await nc.close();
+    await eventually(() =>
+      c.stderr().includes('host first-a published it first') ? true : undefined,
+    );
+    await accepted(publisher, 'progress', { progressToken: token, progress: 2 });
+    await sawProgress(onC, token, 2);
+    expect(progressOf(onC, token)).toEqual([1, 2]);
+    expect(await streamOn(onC, token)).toMatchObject({ state: 'active', host: 'first-a' });
   });
 
   it('NATS down at start: the daemon runs locally with one warning, retries, and joins when NATS comes up', async () => {
