@@ -4,7 +4,7 @@
  * NATS restarted mid-stream, credentials and TLS (docs/BACKPLANE.md, the failure table).
  */
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect as natsConnect } from 'nats';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -44,6 +44,9 @@ import {
   type RunningNats,
   startNats,
 } from './nats-server.js';
+
+/** The configuration docs/BACKPLANE.md gives for one team's prefix, word for word. */
+const PREFIX_PERMISSIONS = readFileSync(join(ROOT, 'docs/backplane-permissions.conf'), 'utf8');
 
 /** What each test started, stopped in reverse at its end. */
 let open: Array<() => Promise<unknown> | unknown> = [];
@@ -398,6 +401,34 @@ describe.skipIf(NATS_SERVER === undefined)('backplane faults', () => {
     expect(notificationsOf(onOutsider, token)).toEqual([]);
     expect(await streamOn(onOutsider, token)).toMatchObject({ state: 'waiting' });
     for (const daemon of [outsider, a, b]) expect(daemon.stderr()).not.toContain('s3cret-pw');
+  });
+
+  it('NATS permissions confine a user to its prefix: the documented configuration works, and nothing else', async () => {
+    const server = await nats({ config: PREFIX_PERMISSIONS });
+    const alice = (name: string) => `nats://${name}:${name}-pw@127.0.0.1:${server.port}`;
+    const [a, b] = await Promise.all([
+      host(alice('alice'), 'team-a-1', ['--nats-prefix', 'team-a']),
+      host(alice('alice'), 'team-a-2', ['--nats-prefix', 'team-a']),
+    ]);
+    const onB = await session(b);
+    const token = fresh('team');
+    await subscribe(onB, token);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await sawProgress(onB, token, 1);
+    // A late joiner reads the store through the consumer the configuration allows.
+    const late = await host(alice('alice'), 'team-a-late', ['--nats-prefix', 'team-a']);
+    expect(await streamOn(await session(late), token)).toMatchObject({
+      state: 'active',
+      host: 'team-a-1',
+    });
+    // Alice under another team's prefix is refused by the server.
+    const trespasser = await startDaemon(hostArgs(alice('alice'), 'team-a-3'));
+    open.push(() => trespasser.stop());
+    await eventually(() =>
+      trespasser.stderr().includes('backplane: cannot join NATS') ? true : undefined,
+    );
+    expect(trespasser.stderr()).not.toContain('backplane: joined');
   });
 
   it.skipIf(!HAS_OPENSSL)(
