@@ -375,6 +375,54 @@ describe.skipIf(NATS_SERVER === undefined)('backplane faults', () => {
     expect(notificationsOf(onB, token).filter((n) => n.method.endsWith('/done'))).toHaveLength(1);
   });
 
+  it('a host too slow to read is cut off by NATS as a slow consumer; back, it restores the newest value and the end, and the others lose nothing', async () => {
+    const server = await nats({
+      config: 'max_payload: 65536\nmax_pending: 262144\nwrite_deadline: "1s"\n',
+    });
+    const [a, b, c] = await Promise.all([
+      host(server.url, 'slow-a'),
+      host(server.url, 'slow-b'),
+      host(server.url, 'slow-c'),
+    ]);
+    const [onB, onC] = await Promise.all([session(b), session(c)]);
+    const token = fresh('slow');
+    await Promise.all([subscribe(onB, token), subscribe(onC, token)]);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await Promise.all([sawProgress(onB, token, 1), sawProgress(onC, token, 1)]);
+    // B stops reading (stopped, as a host swapping or overloaded): far more than the kernel's
+    // socket buffers and NATS's max_pending can hold goes its way.
+    b.child.kill('SIGSTOP');
+    const last = 6000;
+    const text = 'x'.repeat(4000);
+    try {
+      for (let progress = 2; progress < last; progress++) {
+        publisher.send('progress', { v: 1, progressToken: token, progress, message: text });
+      }
+      await accepted(publisher, 'progress', {
+        progressToken: token,
+        progress: last,
+        message: 'last',
+      });
+      await eventually(
+        () => (server.stderr().includes('Slow Consumer Detected') ? true : undefined),
+        20_000,
+        'NATS to cut off the slow host',
+      );
+    } finally {
+      b.child.kill('SIGCONT');
+    }
+    await accepted(publisher, 'done', { progressToken: token });
+    // C, which kept reading, got every value; B, back, the newest and the end, in order.
+    await doneOf(onC, token);
+    expect(progressOf(onC, token)).toHaveLength(last);
+    await doneOf(onB, token);
+    expect(progressOf(onB, token).at(-1)).toBe(last);
+    expectIncreasing(notificationsOf(onB, token));
+    expect(notificationsOf(onB, token).filter((n) => n.method.endsWith('/done'))).toHaveLength(1);
+    expect(b.stderr()).toContain('backplane: lost NATS');
+  });
+
   it('a server that requires a user and password refuses a daemon without them, and takes one with them in the URL', async () => {
     const server = await nats({
       config: 'authorization { user: alice, password: "s3cret-pw" }\n',
