@@ -45,6 +45,11 @@ export const MISSED_HEARTBEATS = 3;
 const STORE_MAX_AGE_MS = 24 * 3_600_000;
 /** Between two connection attempts while NATS is unreachable at start. */
 const RETRY_MS = 2000;
+/**
+ * Hosts this daemon keeps track of at most: a program that invents host names on the heartbeat
+ * subject cannot grow it without bound (lost hosts with no stream are forgotten).
+ */
+const MAX_HOSTS = 1024;
 /** A catch-up read that hears nothing for this long is over (the store was purged meanwhile). */
 const CATCH_UP_IDLE_MS = 5000;
 
@@ -208,6 +213,7 @@ export class Backplane {
         this.#log.debug(`backplane: NATS still unreachable (${why})`);
       }
       this.#nc = undefined;
+      this.#connected = false;
       clearInterval(this.#heartbeat);
       await nc?.close().catch(() => {});
       if (!this.#stopped) {
@@ -483,7 +489,12 @@ export class Backplane {
     // Before joining, and while cut off, nothing is sent: the last value or the end of every
     // local stream is put on the backplane again when it (re)joins.
     if (this.#nc !== undefined && this.#connected) {
-      this.#nc.publish(subject, JSON.stringify(message));
+      try {
+        this.#nc.publish(subject, JSON.stringify(message));
+      } catch (error) {
+        // A connection closing under us: the (re)join republishes; the local path goes on.
+        this.#log.debug(`backplane: could not publish on ${subject}: ${(error as Error).message}`);
+      }
     }
   }
 
@@ -543,6 +554,10 @@ export class Backplane {
       return;
     }
     const host = this.#hostNamed(name);
+    if (host === undefined) {
+      this.#invalid(subject, `more than ${MAX_HOSTS} hosts`);
+      return;
+    }
     const owner = this.#remote.get(token);
     if (owner !== undefined && owner !== host && this.#router.get(token)?.state === 'active') {
       this.#conflict(token, name, `host ${owner.name} published it first`);
@@ -616,13 +631,18 @@ export class Backplane {
       return;
     }
     const host = this.#hostNamed(name);
+    if (host === undefined) {
+      this.#invalid(msg.subject, `more than ${MAX_HOSTS} hosts`);
+      return;
+    }
     if (heartbeat.state === 'up') this.#seen(host);
     else this.#lose(host, 'stopped');
   }
 
-  #hostNamed(name: string): RemoteHost {
+  #hostNamed(name: string): RemoteHost | undefined {
     let host = this.#hosts.get(name);
     if (host === undefined) {
+      if (this.#hosts.size >= MAX_HOSTS) return undefined;
       host = {
         name,
         connection: this.#nextConnection--,
@@ -652,9 +672,18 @@ export class Backplane {
     for (const host of this.#hosts.values()) {
       if (!host.lost && host.lastSeen < silentSince) this.#lose(host, 'silent');
     }
-    // Tokens the router evicted (done and past retention) are forgotten too.
-    for (const token of this.#remote.keys()) {
+    // Tokens the router evicted (done and past retention) are forgotten too, and then lost
+    // hosts with nothing left here.
+    const owners = new Set<RemoteHost>();
+    for (const [token, owner] of this.#remote) {
       if (this.#router.get(token) === undefined) this.#remote.delete(token);
+      else owners.add(owner);
+    }
+    for (const host of this.#hosts.values()) {
+      if (host.lost && host.graceTimer === undefined && !owners.has(host)) {
+        this.#hosts.delete(host.name);
+        this.#byConnection.delete(host.connection);
+      }
     }
     for (const token of [...this.#local.keys()]) {
       if (this.#router.get(token) === undefined) this.#forgetLocal(token);

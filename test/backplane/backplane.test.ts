@@ -190,6 +190,10 @@ describe.skipIf(NATS_SERVER === undefined)('the NATS backplane', () => {
       JSON.stringify({ kind: 'progress', params: { progressToken: 7, progress: 'x' } }),
     );
     nc.publish('mcp-progress.h.intruder', '[]');
+    // Invented hosts by the thousand: the table of hosts stays bounded.
+    for (let i = 0; i < 1100; i++) {
+      nc.publish(`mcp-progress.h.invented-${i}`, JSON.stringify({ v: 1, state: 'up' }));
+    }
     nc.publish('mcp-progress.c.host-a', JSON.stringify({ progressToken: { no: 1 } }));
     await nc.flush();
     await nc.close();
@@ -202,6 +206,11 @@ describe.skipIf(NATS_SERVER === undefined)('the NATS backplane', () => {
     await eventually(() => (notificationsOf(onB, token).length > 0 ? true : undefined));
     const got = await onB.request('progress/get', { progressToken: 7 });
     expect(got.result).toEqual({});
+    const status = (await onB.request('progress/status')).result as {
+      backplane: { hosts: unknown[]; invalidMessages: number };
+    };
+    expect(status.backplane.hosts.length).toBeLessThanOrEqual(1024);
+    expect(status.backplane.invalidMessages).toBeGreaterThan(50);
   });
 });
 
