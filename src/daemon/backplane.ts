@@ -274,6 +274,8 @@ export class Backplane {
 
   async #join(nc: NatsConnection): Promise<void> {
     const prefix = this.#options.prefix;
+    // Watched from the start: a disconnect during the join is not missed.
+    void this.#watch(nc);
     await this.#ensureStore(nc);
     // Live subscriptions first, registered at the server (flush), then the stored last values:
     // a value published in between arrives live, and the older stored one is refused as not greater.
@@ -295,7 +297,6 @@ export class Backplane {
     this.#joined = true;
     this.#router.removeConnection(this.#adopter, this.#host.now());
     this.#host.schedule();
-    void this.#watch(nc);
     if (this.#warnedUnreachable) this.#log.info('backplane: NATS is reachable now');
     this.#log.info(
       `backplane: joined NATS ${nc.getServer()} as ${this.#options.name} (prefix ${prefix})`,
@@ -308,7 +309,7 @@ export class Backplane {
 
   async #watch(nc: NatsConnection): Promise<void> {
     for await (const status of nc.status()) {
-      if (this.#stopped) return;
+      if (this.#stopped || this.#nc !== nc) return;
       if (status.type === 'disconnect') {
         this.#connected = false;
         this.#log.warn(
