@@ -5,7 +5,8 @@
  *
  *   --quick              shorter runs (same shapes)
  *   --smoke              tiny sizes: checks the harness, measures nothing
- *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe
+ *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe,
+ *                        backplane
  *   --systems a,b        bridge, raw, nodeipc, nats
  *   --paths a,b          MCP paths of the startup and mcp workloads: stdio, embedded, relay, telemetry
  *   --rates a,b          shapes of the mcp workload: 1000, 10000 (updates/s), burst (default: all)
@@ -17,6 +18,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { backplaneTable } from './lib/backplane.ts';
 import { floodProbeTable } from './lib/flood-probe.ts';
 import { MCP_PATHS, type McpPath } from './lib/mcp-path.ts';
 import { conditions, mcpTable, table, targets, targetTable } from './lib/report.ts';
@@ -101,7 +103,9 @@ if (values.json) {
   const mcp = mcpTable(result);
   const probe =
     Object.keys(result.probe).length === 0 ? '' : floodProbeTable(result.probe, SYSTEM_LABELS);
+  const backplane =
+    Object.keys(result.backplane).length === 0 ? '' : backplaneTable(result.backplane);
   process.stdout.write(
-    `\n${[table(result), mcp, probe].filter((text) => text !== '').join('\n\n')}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`,
+    `\n${[table(result), mcp, probe, backplane].filter((text) => text !== '').join('\n\n')}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`,
   );
 }

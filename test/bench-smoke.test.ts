@@ -5,6 +5,7 @@
  * no figure here is compared with a threshold of time or rate.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backplaneTable } from '../bench/lib/backplane.ts';
 import { MCP_PATHS } from '../bench/lib/mcp-path.ts';
 import { mcpTable, table, targets, targetTable } from '../bench/lib/report.ts';
 import { ALL_SYSTEMS, runSuite, type SuiteResult, WORKLOADS } from '../bench/lib/suite.ts';
@@ -165,6 +166,22 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     }
     expect(Object.keys(result.probe)).not.toHaveLength(0);
   });
+
+  it.skipIf(!natsInstalled)(
+    'backplane: every frame crosses from daemon A to a session on daemon B, as on the local path',
+    () => {
+      for (const row of Object.values(result.backplane)) {
+        for (const path of ['local', 'backplane'] as const) {
+          const run = ok(row[path]);
+          expect(run.errors, path).toEqual([]);
+          expect(run.allDelivered, path).toBe(true);
+          expect(Number.isFinite(run.p99Ms), path).toBe(true);
+        }
+      }
+      expect(Object.keys(result.backplane)).not.toHaveLength(0);
+      expect(backplaneTable(result.backplane)).toContain('p99 added by the backplane');
+    },
+  );
 
   it.skipIf(!natsInstalled)(
     'the NATS baseline ran (skipped when nats-server is not installed)',

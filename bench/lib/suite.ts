@@ -4,6 +4,12 @@
  * hurts them alike. A failed run is recorded, not fatal.
  */
 import { cpus, loadavg, totalmem } from 'node:os';
+import {
+  BACKPLANE_RATES,
+  type BackplanePath,
+  type BackplaneResult,
+  runBackplane,
+} from './backplane.ts';
 import { type FloodProbeResult, PROBE_FLOODERS, runFloodProbe } from './flood-probe.ts';
 import {
   MCP_PATHS,
@@ -39,6 +45,7 @@ export const WORKLOADS = [
   'startup',
   'mcp',
   'probe',
+  'backplane',
 ] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
 export const ALL_SYSTEMS: SystemName[] = ['bridge', 'raw', 'nodeipc', 'nats'];
@@ -95,6 +102,8 @@ export interface SuiteResult {
   mcp: Record<string, Partial<Record<McpPath, Outcome<McpRunResult>>>>;
   /** Flood plus probe (bench/lib/flood-probe.ts), by number of flooding connections. */
   probe: Record<number, Partial<Record<SystemName, Outcome<FloodProbeResult>>>>;
+  /** Across hosts over NATS against the local path (bench/lib/backplane.ts), by offered rate. */
+  backplane: Record<number, Partial<Record<BackplanePath, Outcome<BackplaneResult>>>>;
 }
 
 async function attempt<T>(
@@ -191,6 +200,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     startup: {},
     mcp: {},
     probe: {},
+    backplane: {},
   };
   const start = {
     minIntervalMs: 0,
@@ -323,6 +333,23 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
         (name) => runFloodProbe(name, start, sizes, flooders),
         (value) => value.ping.p99Ms,
       );
+    }
+  }
+  if (want('backplane')) {
+    if (natsServerPath() === undefined) {
+      skipped.push('backplane workload skipped: nats-server is not installed');
+      log(skipped.at(-1) ?? '');
+    } else {
+      for (const rate of BACKPLANE_RATES[options.sizeName] ?? BACKPLANE_RATES.full ?? []) {
+        log(`across hosts over NATS at ${rate} frames/s, against the local path`);
+        result.backplane[rate] = await measureRow(
+          ['local', 'backplane'] as const,
+          options.repeat,
+          log,
+          (path) => runBackplane(path, start, sizes, rate),
+          (value) => value.p99Ms,
+        );
+      }
     }
   }
   result.conditions.loadAverageAfter = loadavg();

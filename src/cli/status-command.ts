@@ -8,9 +8,11 @@ export const STATUS_HELP = `Usage: mcp-progress status [--json] [--socket PATH |
 
 Shows the running daemon: pid, version, uptime, socket, gateway URL, worker
 connections (status's own not counted), sessions, streams, subscriptions and
-counters. Exit 0 when a daemon answers, 1 when none does or when it refuses
-the request (at its connection cap, or stopping), with its reason, 2 when
-the command line is wrong.
+counters; with a NATS backplane (docs/BACKPLANE.md), this daemon's name on it
+and the other hosts with their active streams (progress/list names each
+stream's host). Exit 0 when a daemon answers, 1 when none does or when it
+refuses the request (at its connection cap, or stopping), with its reason,
+2 when the command line is wrong.
 
   --json               print the figures as one JSON object
   --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
@@ -73,8 +75,26 @@ export function formatStatus(status: DaemonStatus): string {
     `notifications  ${status.counters.notificationsSent} sent, ${status.counters.coalesced} coalesced`,
     `refused        ${status.counters.connectionsRefused} connections at the cap, ${status.counters.slowSessionsClosed} slow sessions closed`,
     `memory         ${(status.memory.rss / 1048576).toFixed(1)} MiB resident`,
+    ...backplaneLines(status.backplane),
     '',
   ].join('\n');
+}
+
+/** With a NATS backplane: this daemon's name on it, and each other host with its active streams. */
+function backplaneLines(backplane: DaemonStatus['backplane']): string[] {
+  if (backplane === undefined) return [];
+  const lines = [
+    `backplane      ${backplane.name}, ${backplane.connected ? 'connected to NATS' : 'not connected to NATS (retrying)'}` +
+      (backplane.invalidMessages > 0
+        ? `, ${backplane.invalidMessages} invalid messages ignored`
+        : ''),
+  ];
+  for (const host of backplane.hosts) {
+    lines.push(
+      `  host ${host.name.padEnd(16)} ${host.state === 'up' ? 'up  ' : 'lost'}  ${host.activeStreams} active streams`,
+    );
+  }
+  return lines;
 }
 
 function duration(ms: number): string {

@@ -17,6 +17,9 @@ is known and a counter when it is not, rate, ETA and message; "stalled" when
 a stream sent nothing for 10 s; finished streams show their status. On a terminal the view redraws in place; when
 stdout is not a terminal, each update is printed as a plain line.
 
+With a NATS backplane (docs/BACKPLANE.md), a stream of another host shows
+that host after its name: render-1 @gpu-1.
+
 With TOKENs, tail exits (0) once every named stream is done; without, it
 runs until interrupted. It survives a daemon restart, and when no daemon is
 up yet it says so once and waits for one.
@@ -317,9 +320,10 @@ class Tail {
     this.#following = new Following(plan.named);
   }
 
-  async follow(token: ProgressToken, startedAt?: number): Promise<void> {
+  async follow(token: ProgressToken, startedAt?: number, host?: string): Promise<void> {
     this.#following.started(token, startedAt);
     this.#model.follow(token, startedAt);
+    if (host !== undefined) this.#model.setHost(token, host);
     try {
       await this.#client.subscribe(
         { progressToken: token, minIntervalMs: this.#minIntervalMs },
@@ -345,7 +349,11 @@ class Tail {
     }
     const { follow, restamp } = this.#following.review(streams);
     for (const { token, startedAt } of restamp) this.#model.restamp(token, startedAt);
-    for (const { token, startedAt } of follow) await this.follow(token, startedAt);
+    const hosts = new Map<ProgressToken, string>();
+    for (const stream of streams)
+      if (stream.host !== undefined) hosts.set(stream.progressToken, stream.host);
+    for (const { token, startedAt } of follow)
+      await this.follow(token, startedAt, hosts.get(token));
   }
 
   #received(notification: Notification): void {

@@ -32,6 +32,8 @@ export interface StreamRow {
   samples: Array<[number, number]>;
   /** The daemon's startedAt of the stream this row follows, when known. */
   startedAt: number | undefined;
+  /** With a NATS backplane: the host whose worker publishes the stream, when the list said. */
+  host?: string | undefined;
 }
 
 export class TailModel {
@@ -54,6 +56,12 @@ export class TailModel {
     this.#rows.delete(token);
     this.#rows.set(token, row);
     return row;
+  }
+
+  /** Records the host a row's stream is on (progress/list's `host`, with a NATS backplane). */
+  setHost(token: ProgressToken, host: string): void {
+    const row = this.#rows.get(token);
+    if (row !== undefined) row.host = host;
   }
 
   /** Records a new startedAt for the stream a row already follows (after a daemon restart). */
@@ -130,6 +138,12 @@ export function formatDuration(seconds: number): string {
   return hours > 0 ? `${hours}:${String(minutes).padStart(2, '0')}:${rest}` : `${minutes}:${rest}`;
 }
 
+/** A row's name: its token, and the host it is on when the daemon is on a NATS backplane. */
+function nameOf(row: StreamRow): string {
+  const token = formatToken(row.token);
+  return row.host === undefined ? token : `${token} @${printable(row.host)}`;
+}
+
 /** A token as shown: integers as #7, strings with their control characters made visible. */
 export function formatToken(token: ProgressToken): string {
   return typeof token === 'number' ? `#${token}` : printable(token);
@@ -178,13 +192,13 @@ function describe(row: StreamRow, withBar: boolean, now: number): string[] {
 
 /** One line for a terminal that redraws: name padded, a bar, cut to the width (in columns). */
 export function formatRow(row: StreamRow, nameWidth: number, columns: number, now: number): string {
-  const name = padEnd(formatToken(row.token), nameWidth);
+  const name = padEnd(nameOf(row), nameWidth);
   return clip(`${name}  ${describe(row, true, now).join('  ')}`, columns);
 }
 
 /** One plain line (no bar, no padding), for logs and pipes. */
 export function formatLine(row: StreamRow, now: number): string {
-  return `${formatToken(row.token)}  ${describe(row, false, now).join('  ')}`;
+  return `${nameOf(row)}  ${describe(row, false, now).join('  ')}`;
 }
 
 /** The whole screen: a header and the rows that fit, oldest finished rows dropped first. */
@@ -229,7 +243,7 @@ export function formatScreen(
         : `mcp-progress tail: ${counts}${hidden > 0 ? `, +${hidden} more not shown` : ''}`;
   const nameWidth = Math.min(
     32,
-    shown.reduce((max, row) => Math.max(max, displayWidth(formatToken(row.token))), 0),
+    shown.reduce((max, row) => Math.max(max, displayWidth(nameOf(row))), 0),
   );
   return [clip(header, width), ...shown.map((row) => formatRow(row, nameWidth, width, now))];
 }

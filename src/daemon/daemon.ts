@@ -26,6 +26,7 @@ import {
   PROTOCOL_VERSION,
   type ProgressToken,
   type RejectCode,
+  type StreamSummary,
   shorten,
   WORKER_EVENTS,
 } from '../protocol/index.js';
@@ -34,6 +35,7 @@ import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
 import { VERSION } from '../shared/version.js';
+import type { Backplane } from './backplane.js';
 import { DoneJournal, doneJournalPath } from './done-journal.js';
 import { GatewayEndpoint, type HttpHandler } from './gateway.js';
 import { LocalProgressSource } from './in-process-source.js';
@@ -100,6 +102,8 @@ export class Daemon {
   #framesAccepted = 0;
   readonly #framesRejected: Partial<Record<RejectCode, number>> = {};
   #stopping: Promise<void> | undefined;
+  /** The NATS backplane, with --nats only. */
+  #backplane: Backplane | undefined;
   #runtimeDirLock: RuntimeDirLock | undefined;
   readonly #doneJournal: DoneJournal;
 
@@ -287,6 +291,18 @@ export class Daemon {
         { cause: error },
       );
     }
+    if (options.nats.length > 0) {
+      try {
+        await daemon.#joinBackplane();
+      } catch (error) {
+        await daemon.#teardown(0);
+        throw new BridgeError(
+          'start_failed',
+          `the daemon could not load its NATS client for --nats: ${(error as Error).message}`,
+          { cause: error },
+        );
+      }
+    }
     if (!isLoopback(options.host)) {
       // Here, not in the CLI, so that an embedding program warns its user too.
       log.warn(
@@ -295,6 +311,40 @@ export class Daemon {
     }
     log.info(`ready: pid ${process.pid}, socket ${options.socketPath}, gateway ${daemon.info.url}`);
     return daemon;
+  }
+
+  /** Loads the NATS client only now, and starts joining in the background. */
+  async #joinBackplane(): Promise<void> {
+    const { Backplane } = await import('./backplane.js');
+    const options = this.options;
+    this.#backplane = new Backplane(
+      {
+        servers: options.nats,
+        prefix: options.natsPrefix,
+        name: options.natsName,
+        creds: options.natsCreds,
+        ca: options.natsCa,
+        heartbeatMs: options.natsHeartbeatMs,
+        abandonGraceMs: options.router.abandonGraceMs,
+        retentionMs: options.router.retentionMs,
+        streamTtlMs: options.router.streamTtlMs,
+      },
+      {
+        router: this.#router,
+        log: this.#log,
+        now: () => this.now(),
+        schedule: () => this.#scheduler.schedule(),
+        cancelLocal: (token, reason) => this.#cancel(token, reason, true),
+      },
+    );
+    this.#backplane.start();
+  }
+
+  /** A summary with the host its stream is on, when there is a backplane. */
+  #withHost(summary: StreamSummary): StreamSummary {
+    const backplane = this.#backplane;
+    if (backplane === undefined || summary.state === 'waiting') return summary;
+    return { ...summary, host: backplane.hostOf(summary.progressToken) ?? backplane.name };
   }
 
   get info(): DaemonInfo {
@@ -316,8 +366,15 @@ export class Daemon {
     unsubscribe: (session, token) => {
       this.#router.unsubscribe(session, token);
     },
-    list: (after, limit) => this.#router.page(after, limit, this.#listReplyBytes),
-    get: (token) => this.#router.get(token),
+    list: (after, limit) => {
+      const page = this.#router.page(after, limit, this.#listReplyBytes);
+      if (this.#backplane === undefined) return page;
+      return { ...page, streams: page.streams.map((summary) => this.#withHost(summary)) };
+    },
+    get: (token) => {
+      const summary = this.#router.get(token);
+      return summary === undefined ? undefined : this.#withHost(summary);
+    },
     cancel: (token, reason) => this.#cancel(token, reason),
     status: () => this.status(),
   };
@@ -325,7 +382,7 @@ export class Daemon {
   /** `askers`: connections that asked for this status, which are not workers and are not counted. */
   status(askers = 0): DaemonStatus {
     const stats = this.#router.stats();
-    return {
+    const status: DaemonStatus = {
       pid: process.pid,
       version: VERSION,
       uptimeMs: Math.round(this.now() - this.#startedAt),
@@ -347,6 +404,8 @@ export class Daemon {
         ...this.#endpoint.counters,
       },
     };
+    if (this.#backplane !== undefined) status.backplane = this.#backplane.status();
+    return status;
   }
 
   /**
@@ -376,6 +435,7 @@ export class Daemon {
     await removeOwnSocket(this.options.socketPath, this.#boundSocket);
     await this.#ingress.stop(graceMs);
     this.#router.flushAll(this.now());
+    await this.#backplane?.stop();
     // MCP sessions first: their open SSE responses would hold the HTTP server open.
     await (await this.#mcpHttp?.catch(() => undefined))?.close();
     await this.progressSource.close();
@@ -393,7 +453,8 @@ export class Daemon {
         if (isProgressFrame(data)) {
           this.#answer(
             connection,
-            this.#router.publish(connection.id, data, this.#frameTime()),
+            this.#backplane?.refusal(data.progressToken) ??
+              this.#router.publish(connection.id, data, this.#frameTime()),
             data,
           );
         } else {
@@ -402,7 +463,9 @@ export class Daemon {
         return;
       case 'done':
         if (isDoneFrame(data)) {
-          const outcome = this.#router.finish(connection.id, data, this.#frameTime());
+          const outcome =
+            this.#backplane?.refusal(data.progressToken) ??
+            this.#router.finish(connection.id, data, this.#frameTime());
           // Journaled before the ack, and the ack held until the journal is on disk (one sync for
           // every done of a turn, or more): an acked done survives a crash and a power loss.
           if (outcome.ok) {
@@ -495,11 +558,17 @@ export class Daemon {
     connection.send('rejected', rejection);
   }
 
-  #cancel(token: ProgressToken, reason: string | undefined): number {
+  /**
+   * Tells the stream's workers to cancel; a remote host's workers through the backplane, each
+   * host counted as one. `localOnly`: a cancel that came from the backplane goes no further.
+   */
+  #cancel(token: ProgressToken, reason: string | undefined, localOnly = false): number {
     const data = reason === undefined ? { progressToken: token } : { progressToken: token, reason };
     let told = 0;
     for (const id of this.#router.cancelTargets(token)) {
-      if (this.#ingress.send(id, 'cancel', data)) told++;
+      if (this.#backplane?.isRemote(id)) {
+        if (!localOnly && this.#backplane.cancel(id, token, reason)) told++;
+      } else if (this.#ingress.send(id, 'cancel', data)) told++;
     }
     return told;
   }

@@ -2,7 +2,9 @@
  * Daemon options: every default in one place, every value checked up front,
  * so that a bad option fails at start with a message naming it.
  */
+import { accessSync, constants, statSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { hostname } from 'node:os';
 import { FRAME_TIMEOUT_MS, MAX_FRAME_BYTES, MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { BridgeError } from '../shared/errors.js';
 import { defaultSocketPath, resolveRuntimeDir } from '../shared/locate.js';
@@ -10,6 +12,9 @@ import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
 import { DEFAULT_ROUTER_OPTIONS, type RouterOptions } from './router.js';
 
 export const DEFAULT_PORT = 7717;
+export const DEFAULT_NATS_PREFIX = 'mcp-progress';
+/** A NATS subject token of safe characters only: no dots, wildcards or spaces. */
+const SUBJECT_TOKEN = /^[A-Za-z0-9_-]+$/;
 export const DEFAULT_HOST = '127.0.0.1';
 
 export interface DaemonOptions {
@@ -44,6 +49,16 @@ export interface DaemonOptions {
   readonly shutdownGraceMs: number;
   /** Fixed secret for tests and supervised setups; a random one otherwise. */
   readonly secret: string | undefined;
+  /** NATS servers of the backplane (docs/BACKPLANE.md); empty: no backplane, nothing of NATS loaded. */
+  readonly nats: readonly string[];
+  /** The first subject token of every backplane subject. */
+  readonly natsPrefix: string;
+  /** This daemon's name on the backplane: a subject token, shown as `host` in progress/list. */
+  readonly natsName: string;
+  readonly natsCreds: string | undefined;
+  readonly natsCa: string | undefined;
+  /** How often this daemon says it is alive; a host silent for 3 of these is lost. */
+  readonly natsHeartbeatMs: number;
 }
 
 /** Where an option's value lives: a DaemonOptions field, or a RouterOptions field under `router`. */
@@ -51,7 +66,12 @@ type OptionKey =
   | { readonly daemon: Exclude<keyof DaemonOptions, 'router'> }
   | { readonly router: keyof RouterOptions };
 
-export type OptionSection = 'Where' | 'Limits' | 'Timing (milliseconds)' | 'Other';
+export type OptionSection =
+  | 'Where'
+  | 'Limits'
+  | 'Timing (milliseconds)'
+  | 'Backplane (NATS, docs/BACKPLANE.md)'
+  | 'Other';
 
 interface OptionBase {
   /** The flag without its dashes, also the name a validation error gives. */
@@ -315,6 +335,56 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     libraryOnly: true,
   },
   {
+    name: 'nats',
+    key: { daemon: 'nats' },
+    kind: 'list',
+    value: 'URL',
+    section: 'Backplane (NATS, docs/BACKPLANE.md)',
+    help: 'join the NATS backplane at URL (nats://, tls://, user:password@ allowed; repeatable or comma-separated for a cluster; default: $MCP_PROGRESS_NATS, else off)',
+  },
+  {
+    name: 'nats-prefix',
+    key: { daemon: 'natsPrefix' },
+    kind: 'string',
+    value: 'PREFIX',
+    section: 'Backplane (NATS, docs/BACKPLANE.md)',
+    help: `first token(s) of every subject, so teams can share one NATS (default ${DEFAULT_NATS_PREFIX})`,
+  },
+  {
+    name: 'nats-name',
+    key: { daemon: 'natsName' },
+    kind: 'string',
+    value: 'NAME',
+    section: 'Backplane (NATS, docs/BACKPLANE.md)',
+    help: 'this host on the backplane, unique among its daemons (default: the host name, characters other than A-Z a-z 0-9 _ - as _)',
+  },
+  {
+    name: 'nats-creds',
+    key: { daemon: 'natsCreds' },
+    kind: 'string',
+    value: 'FILE',
+    section: 'Backplane (NATS, docs/BACKPLANE.md)',
+    help: 'NATS credentials file (user JWT and NKey seed)',
+  },
+  {
+    name: 'nats-ca',
+    key: { daemon: 'natsCa' },
+    kind: 'string',
+    value: 'FILE',
+    section: 'Backplane (NATS, docs/BACKPLANE.md)',
+    help: 'CA certificate (PEM) to verify a tls:// NATS server',
+  },
+  {
+    name: 'nats-heartbeat-ms',
+    key: { daemon: 'natsHeartbeatMs' },
+    kind: 'integer',
+    default: 1000,
+    min: 10,
+    section: 'Backplane (NATS, docs/BACKPLANE.md)',
+    help: 'how often a daemon tells the backplane it is alive; silent for 3 of these, a host is lost',
+    libraryOnly: true,
+  },
+  {
     name: 'log-level',
     key: { daemon: 'logLevel' },
     kind: 'string',
@@ -348,6 +418,8 @@ export const DEFAULTS = {
   pingIntervalMs: defaultOf('ping-interval-ms'),
   pongTimeoutMs: defaultOf('pong-timeout-ms'),
   shutdownGraceMs: defaultOf('shutdown-grace-ms'),
+  natsHeartbeatMs: defaultOf('nats-heartbeat-ms'),
+  natsPrefix: DEFAULT_NATS_PREFIX,
 } as const;
 
 export type DaemonOptionsInput = {
@@ -388,7 +460,35 @@ export function resolveDaemonOptions(
     logLevel: input.logLevel ?? DEFAULTS.logLevel,
     router: router as unknown as RouterOptions,
     secret: input.secret,
+    nats: natsServers(input.nats, env),
+    natsPrefix: input.natsPrefix ?? DEFAULTS.natsPrefix,
+    natsName: input.natsName ?? hostname().replace(/[^A-Za-z0-9_-]/g, '_'),
+    natsCreds: input.natsCreds,
+    natsCa: input.natsCa,
   };
+  if (!options.natsPrefix.split('.').every((token) => SUBJECT_TOKEN.test(token))) {
+    invalid(
+      'nats-prefix',
+      'subject tokens of A-Z a-z 0-9 _ - joined by dots, such as mcp-progress or team-a.progress',
+      options.natsPrefix,
+    );
+  }
+  if (!SUBJECT_TOKEN.test(options.natsName)) {
+    invalid('nats-name', 'letters, digits, _ and - only', options.natsName);
+  }
+  for (const [name, file] of [
+    ['nats-creds', options.natsCreds],
+    ['nats-ca', options.natsCa],
+  ] as const) {
+    if (file !== undefined && !isReadableFile(file)) {
+      invalid(name, 'a readable file', file);
+    }
+  }
+  for (const url of options.nats) {
+    if (!/^(nats|tls|wss?):\/\/[^\s/]+\/?$|^[^\s/:]+:\d+$/.test(url)) {
+      invalid('nats', 'a NATS URL such as nats://127.0.0.1:4222 or tls://user:pw@host:4222', url);
+    }
+  }
   if (!LOG_LEVELS.includes(options.logLevel)) {
     invalid('log-level', `one of ${LOG_LEVELS.join(', ')}`, options.logLevel);
   }
@@ -415,6 +515,26 @@ export function resolveDaemonOptions(
   }
   if (!options.socketPath) invalid('socket', 'a path', options.socketPath);
   return options;
+}
+
+function isReadableFile(path: string): boolean {
+  try {
+    accessSync(path, constants.R_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** --nats values, or $MCP_PROGRESS_NATS: each may be a comma-separated list. */
+function natsServers(given: readonly string[] | undefined, env: NodeJS.ProcessEnv): string[] {
+  const values = given ?? (env.MCP_PROGRESS_NATS ? [env.MCP_PROGRESS_NATS] : []);
+  return values.flatMap((value) =>
+    value
+      .split(',')
+      .map((url) => url.trim())
+      .filter((url) => url !== ''),
+  );
 }
 
 function integer(name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): void {

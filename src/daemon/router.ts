@@ -31,6 +31,16 @@ import {
 
 export type ConnectionId = number;
 
+/**
+ * Told of every value and end the table accepts, in order, with the connection that sent it
+ * (undefined for an end the table decided: abandonment, TTL). The backplane publishes them.
+ */
+export type StreamObserver = (
+  connection: ConnectionId | undefined,
+  notification: ProgressNotification | DoneNotification,
+  last: ProgressNotification | undefined,
+) => void;
+
 export interface RouterOptions {
   /** How long a done stream is kept so that late watchers learn the outcome. */
   readonly retentionMs: number;
@@ -132,10 +142,16 @@ export class Router {
   #subscriptionCount = 0;
   /** No active stream can reach its TTL before this time. */
   #idleCheckAt = Number.POSITIVE_INFINITY;
+  #observer: StreamObserver | undefined;
 
   constructor(options: RouterOptions, deliver: DeliverySink) {
     this.#options = options;
     this.#gate = new Gate(deliver, (subscription) => this.#forget(subscription));
+  }
+
+  /** Sets the one observer of accepted values and ends (the backplane), or removes it. */
+  observe(observer: StreamObserver | undefined): void {
+    this.#observer = observer;
   }
 
   /** A worker's `progress` frame. */
@@ -175,6 +191,7 @@ export class Router {
     this.#addPublisher(stream, connection);
     const notification = progressNotification(frame, progress);
     stream.last = notification;
+    this.#observer?.(connection, notification, undefined);
     for (const subscription of stream.subscriptions) {
       this.#gate.offer(subscription, labelled(notification, subscription), now);
     }
@@ -193,7 +210,7 @@ export class Router {
     }
     const params: DoneParams = { progressToken: token, status: frame.status ?? 'ok' };
     if (frame.message !== undefined) params.message = frame.message;
-    this.#end(stream, params, now);
+    this.#end(stream, params, now, connection);
     return ACCEPTED;
   }
 
@@ -352,6 +369,14 @@ export class Router {
     const stream = this.#streams.get(token);
     if (stream !== undefined) this.#orphans.delete(stream);
     return ACCEPTED;
+  }
+
+  /** Ends an active stream as abandoned, with the reason (the backplane: its host was lost). */
+  abandon(token: ProgressToken, message: string, now: number): boolean {
+    const stream = this.#streams.get(token);
+    if (stream?.state !== 'active') return false;
+    this.#end(stream, { progressToken: token, status: 'abandoned', message }, now);
+    return true;
   }
 
   /** The worker connections to tell when a stream is cancelled: its publishers and claimants, unless it is done. */
@@ -542,11 +567,12 @@ export class Router {
     mine.add(stream);
   }
 
-  #end(stream: Stream, params: DoneParams, now: number): void {
+  #end(stream: Stream, params: DoneParams, now: number, connection?: ConnectionId): void {
     stream.state = 'done';
     stream.updatedAt = now;
     const done = doneNotification(params);
     stream.done = done;
+    this.#observer?.(connection, done, stream.last);
     this.#activeStreams--;
     for (const connection of stream.publishers) this.#published.get(connection)?.delete(stream);
     stream.publishers.clear();

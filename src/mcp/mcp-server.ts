@@ -60,6 +60,10 @@ const streamView = z.object({
   startedAt: z.number().describe('When the stream started, in milliseconds since the epoch'),
   updatedAt: z.number().describe('When the stream last changed, in milliseconds since the epoch'),
   durationMs: z.number().optional().describe('From start to done, when it is done'),
+  host: z
+    .string()
+    .optional()
+    .describe('With a NATS backplane: the host whose worker publishes the stream'),
 });
 
 type StreamView = z.infer<typeof streamView>;
@@ -389,6 +393,7 @@ function view(summary: StreamSummary): StreamView {
   if (summary.status !== undefined) out.status = summary.status;
   if (summary.message !== undefined) out.message = summary.message;
   if (summary.state === 'done') out.durationMs = summary.updatedAt - summary.startedAt;
+  if (summary.host !== undefined) out.host = summary.host;
   return out;
 }
 
@@ -404,11 +409,12 @@ function amount(progress: number | undefined, total: number | undefined): string
 function describeStream(stream: StreamView): string {
   const where = amount(stream.progress, stream.total);
   const message = stream.message === undefined ? '' : `: ${stream.message}`;
+  const name = `${show(stream.progressToken)}${stream.host === undefined ? '' : ` on host ${stream.host}`}`;
   if (stream.state === 'done') {
     const took = stream.durationMs === undefined ? '' : ` after ${seconds(stream.durationMs)}`;
-    return `${show(stream.progressToken)} done (${stream.status}) ${where}${took}${message}`;
+    return `${name} done (${stream.status}) ${where}${took}${message}`;
   }
-  return `${show(stream.progressToken)} ${stream.state} ${where}${message}`;
+  return `${name} ${stream.state} ${where}${message}`;
 }
 
 function describeWatch(result: WatchResult): string {

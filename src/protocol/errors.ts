@@ -24,6 +24,7 @@ export const REJECT_CODES = {
   stream_closed: 'the stream is done and retained; the token cannot publish until it is evicted',
   too_many_streams: 'a stream cap (per daemon or per connection) is reached',
   too_many_claims: 'the daemon holds its cap of claims, all connections together',
+  token_in_use: 'another host of the NATS backplane publishes this token',
 } as const;
 
 export type RejectCode = keyof typeof REJECT_CODES;

@@ -344,6 +344,13 @@ export const streamSummarySchema = z.strictObject({
   subscribers: z.int().min(0),
   startedAt: z.int().min(0).meta({ description: 'Integer milliseconds since the epoch.' }),
   updatedAt: z.int().min(0).meta({ description: 'Integer milliseconds since the epoch.' }),
+  host: z
+    .string()
+    .meta({
+      description:
+        'With a NATS backplane: the name of the host whose worker publishes the stream (docs/BACKPLANE.md).',
+    })
+    .optional(),
 });
 
 export const listResultSchema = z
@@ -421,6 +428,29 @@ export const daemonStatusSchema = z
         description: 'WebSocket sessions closed for not answering a ping within --pong-timeout-ms.',
       }),
     }),
+    backplane: z
+      .strictObject({
+        name: z.string().meta({ description: 'This daemon on the backplane (--nats-name).' }),
+        connected: z.boolean().meta({ description: 'Whether it is connected to NATS now.' }),
+        hosts: z
+          .array(
+            z.strictObject({
+              name: z.string(),
+              state: z.enum(['up', 'lost']).meta({
+                description:
+                  'lost: no heartbeat for 3 intervals, or it said it stopped; its active streams end as abandoned after the grace unless it comes back.',
+              }),
+              activeStreams: count,
+            }),
+          )
+          .meta({ description: 'The other daemons this one has heard of.' }),
+        invalidMessages: count.meta({
+          description:
+            'Messages on the backplane subjects that failed validation and were ignored.',
+        }),
+      })
+      .optional()
+      .meta({ description: 'With --nats only (docs/BACKPLANE.md).' }),
   })
   .meta({ title: 'status reply data and progress/status result' });
 
@@ -460,3 +490,59 @@ export const daemonInfoSchema = z
     secret: z.string().meta({ description: 'The gateway secret; changes at every start.' }),
   })
   .meta({ title: 'daemon.json', description: 'Mode 0600, owned by the user the daemon runs as.' });
+
+// The NATS backplane (docs/BACKPLANE.md): what daemons publish for each other.
+
+/** A value on the backplane: the accepting daemon's notification params, progress always given. */
+const backplaneProgressParamsSchema = z
+  .strictObject({
+    progressToken: progressTokenSchema,
+    progress: safeNumber.meta({
+      description:
+        'Always present: the publishing daemon already applied the omitted-progress rule.',
+    }),
+    total: safeNumber.min(0),
+    message: messageText,
+    _meta: metaField,
+  })
+  .partial({ total: true, message: true, _meta: true });
+
+const backplaneDoneParamsSchema = z.strictObject({
+  progressToken: progressTokenSchema,
+  status: streamEndStatusSchema,
+  message: messageText.optional(),
+});
+
+/** On <prefix>.s.<host>.<token>: every value and the end of one stream, in order. */
+export const backplaneStreamMessageSchema = z
+  .discriminatedUnion('kind', [
+    z.strictObject({
+      v: versionField,
+      kind: z.literal('progress'),
+      params: backplaneProgressParamsSchema,
+    }),
+    z.strictObject({
+      v: versionField,
+      kind: z.literal('done'),
+      params: backplaneDoneParamsSchema,
+      last: backplaneProgressParamsSchema.optional().meta({
+        description:
+          'The last value before done, if any: the store keeps one message per subject, so a late joiner learns it from here.',
+      }),
+    }),
+  ])
+  .meta({ title: 'backplane stream message (daemon to daemons)' });
+
+/** On <prefix>.c.<host>: a cancel for a stream whose worker is on that host. */
+export const backplaneCancelSchema = z
+  .strictObject({ v: versionField, ...cancelParamsSchema.shape })
+  .meta({ title: 'backplane cancel (daemon to the daemon of the stream)' });
+
+/** On <prefix>.h.<host>: the host says it is alive (up) or leaving (down). */
+export const backplaneHeartbeatSchema = z
+  .strictObject({ v: versionField, state: z.enum(['up', 'down']) })
+  .meta({ title: 'backplane heartbeat (daemon to daemons)' });
+
+export type BackplaneStreamMessage = z.infer<typeof backplaneStreamMessageSchema>;
+export type BackplaneCancel = z.infer<typeof backplaneCancelSchema>;
+export type BackplaneHeartbeat = z.infer<typeof backplaneHeartbeatSchema>;

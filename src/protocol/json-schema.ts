@@ -2,6 +2,9 @@
 import * as z from 'zod';
 import {
   ackSchema,
+  backplaneCancelSchema,
+  backplaneHeartbeatSchema,
+  backplaneStreamMessageSchema,
   cancelParamsSchema,
   cancelSchema,
   claimFrameSchema,
@@ -48,6 +51,9 @@ export const PUBLISHED_SCHEMAS = {
   'status.v1': daemonStatusSchema,
   'jsonrpc-error.v1': rpcErrorSchema,
   'daemon-json.v1': daemonInfoSchema,
+  'backplane-stream.v1': backplaneStreamMessageSchema,
+  'backplane-cancel.v1': backplaneCancelSchema,
+  'backplane-heartbeat.v1': backplaneHeartbeatSchema,
 } as const;
 
 export type SchemaName = keyof typeof PUBLISHED_SCHEMAS;

@@ -5,6 +5,12 @@
 import * as z from 'zod';
 import type { RejectCode } from './errors.js';
 import {
+  type BackplaneCancel,
+  type BackplaneHeartbeat,
+  type BackplaneStreamMessage,
+  backplaneCancelSchema,
+  backplaneHeartbeatSchema,
+  backplaneStreamMessageSchema,
   type ClaimFrame,
   claimFrameSchema,
   type DoneFrame,
@@ -217,4 +223,24 @@ function listKeys(keys: readonly string[]): string {
     .slice(0, 10)
     .map((key) => JSON.stringify(key.length > 64 ? `${shorten(key, 64)}…` : key));
   return keys.length > 10 ? `${shown.join(', ')} and ${keys.length - 10} more` : shown.join(', ');
+}
+
+const compiledBackplaneStream = z.compile(backplaneStreamMessageSchema);
+const compiledBackplaneCancel = z.compile(backplaneCancelSchema);
+const compiledBackplaneHeartbeat = z.compile(backplaneHeartbeatSchema);
+
+/** A backplane stream message, or undefined when it is not one (bad input is ignored, never thrown). */
+export function parseBackplaneStream(value: unknown): BackplaneStreamMessage | undefined {
+  const result = compiledBackplaneStream.safeParse(value);
+  return result.success ? result.data : undefined;
+}
+
+export function parseBackplaneCancel(value: unknown): BackplaneCancel | undefined {
+  const result = compiledBackplaneCancel.safeParse(value);
+  return result.success ? result.data : undefined;
+}
+
+export function parseBackplaneHeartbeat(value: unknown): BackplaneHeartbeat | undefined {
+  const result = compiledBackplaneHeartbeat.safeParse(value);
+  return result.success ? result.data : undefined;
 }

@@ -62,6 +62,8 @@ const OWNERS: Record<string, (file: string) => boolean> = {
   ws: (file) => file === 'daemon/gateway.ts' || file === 'gateway-client/gateway-client.ts',
   '@modelcontextprotocol/sdk': (file) => file.startsWith('mcp/'),
   '@modelcontextprotocol/server': (file) => file.startsWith('mcp/'),
+  // The NATS backplane, loaded only with --nats.
+  nats: (file) => file === 'daemon/backplane.ts',
 };
 
 /**
@@ -105,7 +107,9 @@ const reachedFrom = (start: string): string[] => {
     }
   };
   visit(start);
-  return [...externals].filter((name) => /^(ws|node-ipc|zod|@modelcontextprotocol\/)/.test(name));
+  return [...externals].filter((name) =>
+    /^(ws|node-ipc|zod|nats|@modelcontextprotocol\/)/.test(name),
+  );
 };
 
 /** Every cycle in a file graph, each as "a -> b -> a", found by depth-first search. */
@@ -180,6 +184,13 @@ describe('layering', () => {
     expect(reachedFrom('cli/main.ts')).toEqual([]);
     expect(reachedFrom('cli/publish-command.ts')).toEqual([]);
     expect(reachedFrom('cli/run-command.ts')).toEqual([]);
+  });
+
+  it('the daemon loads the NATS client only when it joins a backplane (a dynamic import)', () => {
+    expect(graph.find((g) => g.file === 'daemon/backplane.ts')?.external).toContain('nats');
+    expect(reachedFrom('daemon/daemon.ts')).not.toContain('nats');
+    expect(reachedFrom('index.ts')).not.toContain('nats');
+    expect(reachedFrom('cli/daemon-command.ts')).not.toContain('nats');
   });
 
   it('no folder imports one its process may not', () => {

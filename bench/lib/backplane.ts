@@ -1,0 +1,319 @@
+/**
+ * The cross-host workload (issue 11, docs/BACKPLANE.md): a paced worker on
+ * daemon A, one WebSocket session on daemon B, the two joined by a real
+ * `nats-server -js`; beside it, in the same run, the local path (worker and
+ * session on one daemon without --nats). Latency as the `latency` workload
+ * measures it (stamped on the host clock, coalescing off), delivered
+ * notifications per second, and the CPU each daemon spends per frame.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Child } from './child.ts';
+import { nowUs } from './frames.ts';
+import { cpuShare, freePort, type ProcSample, sampleProcess, sleep } from './proc.ts';
+import {
+  BIN,
+  natsServerPath,
+  removeScratch,
+  type StartOptions,
+  scratchDir,
+  startSystem,
+  track,
+} from './systems.ts';
+import type {
+  PublisherConfig,
+  PublisherDone,
+  SubscriberConfig,
+  SubscriberResult,
+  SubscriberTarget,
+  WorkerTarget,
+} from './targets.ts';
+import type { Sizes } from './workloads.ts';
+
+/** Offered frames per second, by size of run: the issue's 1k and 10k. */
+export const BACKPLANE_RATES: Record<string, number[]> = {
+  full: [1000, 10_000],
+  quick: [1000, 10_000],
+  profile: [10_000],
+  smoke: [200],
+};
+
+export type BackplanePath = 'local' | 'backplane';
+
+export interface BackplaneResult {
+  path: BackplanePath;
+  offeredPerSecond: number;
+  count: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  /** Notifications per second the session received over the measured window. */
+  deliveredPerSecond: number;
+  /** Every frame reached the session, in order, the last with the final value. */
+  allDelivered: boolean;
+  /** CPU per frame, in microseconds: the publishing daemon (A), the session's (B; the same one locally), NATS. */
+  cpuUsPerFrame: { a: number; b: number; nats: number };
+  errors: string[];
+}
+
+interface Daemon {
+  readonly pid: number;
+  readonly workers: WorkerTarget;
+  readonly subscribers: SubscriberTarget;
+  stop(): Promise<void>;
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await new Promise((resolve) => child.once('exit', resolve));
+  clearTimeout(timer);
+}
+
+async function startNatsServer(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  const binary = natsServerPath();
+  if (binary === undefined) throw new Error('nats-server is not installed');
+  const dir = scratchDir('backplane-nats');
+  const port = await freePort();
+  const config = join(dir, 'nats.conf');
+  writeFileSync(config, 'max_pending: 1073741824\nwrite_deadline: "60s"\n');
+  const child = track(
+    spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir, '-c', config], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    }),
+  );
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr = (stderr + text).slice(-4000);
+  });
+  const deadline = Date.now() + 20_000;
+  while (!stderr.includes('Server is ready')) {
+    if (child.exitCode !== null) throw new Error(`nats-server exited at start: ${stderr}`);
+    if (Date.now() > deadline) throw new Error(`nats-server did not start: ${stderr}`);
+    await sleep(20);
+  }
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    pid: child.pid ?? -1,
+    async stop() {
+      await stopChild(child);
+      removeScratch(dir);
+    },
+  };
+}
+
+/** A daemon on the backplane, ready once it has joined. */
+async function startHost(options: StartOptions, url: string, name: string): Promise<Daemon> {
+  const runtimeDir = scratchDir(`backplane-${name}`);
+  const child = track(
+    spawn(
+      process.execPath,
+      [
+        ...options.execArgv,
+        BIN,
+        'daemon',
+        '--runtime-dir',
+        runtimeDir,
+        '--port',
+        '0',
+        '--min-interval-ms',
+        '0',
+        '--max-session-buffer-bytes',
+        String(1024 * 1024 * 1024),
+        '--nats',
+        url,
+        '--nats-name',
+        name,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    ),
+  );
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr = (stderr + text).slice(-8000);
+  });
+  const infoPath = join(runtimeDir, 'daemon.json');
+  const deadline = Date.now() + 20_000;
+  while (!stderr.includes('backplane: joined') || !existsSync(infoPath)) {
+    if (child.exitCode !== null) throw new Error(`daemon ${name} exited at start: ${stderr}`);
+    if (Date.now() > deadline) throw new Error(`daemon ${name} did not join: ${stderr}`);
+    await sleep(20);
+  }
+  const info = JSON.parse(readFileSync(infoPath, 'utf8')) as {
+    socket: string;
+    url: string;
+    secret: string;
+  };
+  return {
+    pid: child.pid ?? -1,
+    workers: { kind: 'unix', path: info.socket },
+    subscribers: { kind: 'bridge', url: info.url, secret: info.secret },
+    async stop() {
+      await stopChild(child);
+      removeScratch(runtimeDir);
+    },
+  };
+}
+
+async function load(script: string, config: PublisherConfig | SubscriberConfig): Promise<Child> {
+  const child = new Child(script);
+  child.send({ type: 'config', config });
+  const failed = child.next<{ type: 'failed'; error: string }>('failed', 120_000);
+  const first = await Promise.race([
+    child.next('ready', 120_000).then(() => undefined),
+    failed.then((m) => m.error),
+  ]);
+  failed.catch(() => {});
+  if (first !== undefined) {
+    await child.stop();
+    throw new Error(`${child.describe()}: ${first}`);
+  }
+  return child;
+}
+
+/** One measurement of one path at one rate. */
+export async function runBackplane(
+  path: BackplanePath,
+  options: StartOptions,
+  sizes: Sizes,
+  ratePerSecond: number,
+): Promise<BackplaneResult> {
+  const stops: Array<() => Promise<void>> = [];
+  try {
+    let a: Daemon;
+    let b: Daemon;
+    let natsPid = -1;
+    if (path === 'local') {
+      const system = await startSystem('bridge', { ...options, minIntervalMs: 0 });
+      stops.push(() => system.stop());
+      a = { ...system, stop: () => system.stop() };
+      b = a;
+    } else {
+      const nats = await startNatsServer();
+      stops.push(() => nats.stop());
+      natsPid = nats.pid;
+      [a, b] = await Promise.all([
+        startHost(options, nats.url, 'bench-a'),
+        startHost(options, nats.url, 'bench-b'),
+      ]);
+      stops.push(
+        () => a.stop(),
+        () => b.stop(),
+      );
+    }
+    const run = `${path}-${process.pid}-${Date.now()}`;
+    const tokens = Array.from({ length: sizes.e2ePublishers }, (_, i) => `${run}-${i + 1}`);
+    const sub = await load('load/subscriber.ts', {
+      target: b.subscribers,
+      sessions: 1,
+      tokens,
+      minIntervalMs: 0,
+      mode: 'parse',
+      reportEveryMs: 100,
+    });
+    stops.push(() => sub.stop());
+    const pub = await load('load/publisher.ts', {
+      target: a.workers,
+      tokens,
+      mode: 'paced',
+      ratePerSecond,
+      durationMs: sizes.warmupMs + sizes.measureMs,
+      framesPerChunk: sizes.framesPerChunk,
+    });
+    stops.push(() => pub.stop());
+    const done = pub.next<PublisherDone>('done', 120_000);
+    sub.send({ type: 'record-from', fromUs: nowUs() + sizes.warmupMs * 1000 });
+    pub.send({ type: 'go' });
+    await sleep(sizes.warmupMs);
+    const pids = [a.pid, b.pid, natsPid];
+    const sample = (pid: number): ProcSample | undefined =>
+      pid > 0 ? sampleProcess(pid) : undefined;
+    const from = pids.map(sample);
+    await sleep(sizes.measureMs);
+    const to = pids.map(sample);
+    const share = (i: number) => {
+      const start = from[i];
+      const end = to[i];
+      return start === undefined || end === undefined ? 0 : cpuShare(start, end);
+    };
+    const sent = await done;
+    sub.send({ type: 'expect', count: sent.sent, final: sent.lastProgress, timeoutMs: 60_000 });
+    const result = await sub.next<SubscriberResult>('result', 90_000);
+    const session = result.sessions[0];
+    const latency = result.latency;
+    const perFrameUs = (cpu: number) => (cpu / ratePerSecond) * 1e6;
+    const allDelivered =
+      result.complete &&
+      sent.rejected === 0 &&
+      session !== undefined &&
+      session.count === sent.sent &&
+      session.outOfOrder === 0 &&
+      Object.entries(session.lastProgress).every(
+        ([token, progress]) => sent.lastProgress[token] === progress,
+      );
+    const deliveredPerSecond =
+      session !== undefined && session.lastAtMs > session.firstAtMs
+        ? ((session.count - 1) * 1000) / (session.lastAtMs - session.firstAtMs)
+        : Number.NaN;
+    return {
+      path,
+      offeredPerSecond: ratePerSecond,
+      count: latency?.count ?? 0,
+      p50Ms: latency?.p50Ms ?? Number.NaN,
+      p99Ms: latency?.p99Ms ?? Number.NaN,
+      maxMs: latency?.maxMs ?? Number.NaN,
+      deliveredPerSecond,
+      allDelivered,
+      cpuUsPerFrame: {
+        a: perFrameUs(share(0)),
+        // Locally A and B are one daemon: its CPU is counted once, as A's.
+        b: path === 'local' ? Number.NaN : perFrameUs(share(1)),
+        nats: path === 'local' ? Number.NaN : perFrameUs(share(2)),
+      },
+      errors: [...sent.errors, ...result.errors],
+    };
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+  }
+}
+
+type Outcome = { ok: true; value: BackplaneResult } | { ok: false; error: string };
+
+/** The workload's table: per rate, the local path and the backplane, and what the backplane adds. */
+export function backplaneTable(
+  rows: Record<number, Partial<Record<BackplanePath, Outcome>>>,
+): string {
+  const lines = [
+    'across hosts: a worker on daemon A, a WebSocket session on daemon B, over nats-server -js (local: both on one daemon without --nats)',
+    '| path | offered/s | p50 | p99 | max | delivered/s | all delivered | cpu/frame A | cpu/frame B | cpu/frame NATS |',
+    '| --- | --: | --: | --: | --: | --: | --- | --: | --: | --: |',
+  ];
+  const ms = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(2)} ms`);
+  const us = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(1)} µs`);
+  for (const [offered, row] of Object.entries(rows)) {
+    for (const path of ['local', 'backplane'] as const) {
+      const outcome = row[path];
+      if (outcome === undefined) continue;
+      if (!outcome.ok) {
+        lines.push(
+          `| ${path} | ${offered} | failed: ${outcome.error.slice(0, 80)} | | | | | | | |`,
+        );
+        continue;
+      }
+      const v = outcome.value;
+      lines.push(
+        `| ${path} | ${offered} | ${ms(v.p50Ms)} | ${ms(v.p99Ms)} | ${ms(v.maxMs)} | ${Math.round(v.deliveredPerSecond).toLocaleString('en-US')} | ${v.allDelivered ? 'yes' : 'NO'} | ${us(v.cpuUsPerFrame.a)} | ${us(v.cpuUsPerFrame.b)} | ${us(v.cpuUsPerFrame.nats)} |`,
+      );
+    }
+    const local = row.local;
+    const cross = row.backplane;
+    if (local?.ok && cross?.ok) {
+      lines.push(
+        `| p99 added by the backplane | ${offered} | | ${ms(cross.value.p99Ms - local.value.p99Ms)} | | | | | | |`,
+      );
+    }
+  }
+  return lines.join('\n');
+}

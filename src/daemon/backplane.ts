@@ -1,0 +1,733 @@
+/**
+ * The NATS backplane (docs/BACKPLANE.md): the only importer of the NATS client,
+ * loaded only when the daemon is given --nats. It publishes what this host's
+ * router accepts from its own workers, and feeds what other hosts publish into
+ * the same router under one pseudo-connection per host, so every existing
+ * surface (sessions, list, get, cancel) sees remote streams unchanged.
+ *
+ * Live values travel on plain subjects, so none is lost; a JetStream stream that
+ * keeps the last message of each subject lets a daemon that (re)joins catch up.
+ * The router on the receiving host takes a value only when it is greater than the
+ * last, so a stored value that arrives after a live one is refused, never regressed.
+ */
+import { readFileSync } from 'node:fs';
+import {
+  type ConnectionOptions,
+  connect,
+  credsAuthenticator,
+  DeliverPolicy,
+  DiscardPolicy,
+  type JetStreamManager,
+  type JsMsg,
+  type Msg,
+  type NatsConnection,
+  nanos,
+  RetentionPolicy,
+  StorageType,
+} from 'nats';
+import {
+  type BackplaneStreamMessage,
+  type DaemonStatus,
+  type DoneFrame,
+  type ProgressFrame,
+  type ProgressToken,
+  parseBackplaneCancel,
+  parseBackplaneHeartbeat,
+  parseBackplaneStream,
+} from '../protocol/index.js';
+import type { DoneNotification, ProgressNotification } from '../protocol/notifications.js';
+import type { Logger } from '../shared/log.js';
+import type { ConnectionId, Router } from './router.js';
+
+/** A host counts as lost after this many heartbeats were not heard. */
+export const MISSED_HEARTBEATS = 3;
+/** How long the store keeps a stream's last message: past it, a late joiner no longer learns of it. */
+const STORE_MAX_AGE_MS = 24 * 3_600_000;
+/** Between two connection attempts while NATS is unreachable at start. */
+const RETRY_MS = 2000;
+/**
+ * Hosts this daemon keeps track of at most: a program that invents host names on the heartbeat
+ * subject cannot grow it without bound (lost hosts with no stream are forgotten).
+ */
+const MAX_HOSTS = 1024;
+/** A catch-up read that hears nothing for this long is over (the store was purged meanwhile). */
+const CATCH_UP_IDLE_MS = 5000;
+
+export interface BackplaneOptions {
+  readonly servers: readonly string[];
+  readonly prefix: string;
+  readonly name: string;
+  readonly creds: string | undefined;
+  readonly ca: string | undefined;
+  readonly heartbeatMs: number;
+  /** How long a lost host's streams stay active before they end as abandoned. */
+  readonly abandonGraceMs: number;
+  /** A stored done older than this is not taken by a late joiner (the router's retention). */
+  readonly retentionMs: number;
+  /** A stored value older than this is not taken by a late joiner (the router's stream TTL). */
+  readonly streamTtlMs: number;
+}
+
+/** What the backplane needs of its daemon. */
+export interface BackplaneHost {
+  readonly router: Router;
+  readonly log: Logger;
+  now(): number;
+  /** Runs the router's due work after the backplane changed the table. */
+  schedule(): void;
+  /** Sends cancel to this host's own workers of the token; returns how many were told. */
+  cancelLocal(token: ProgressToken, reason: string | undefined): number;
+}
+
+/** The subject token of a progressToken: base64url of its JSON, so "7" and 7 differ. */
+export function tokenSubject(token: ProgressToken): string {
+  return Buffer.from(JSON.stringify(token), 'utf8').toString('base64url');
+}
+
+/** The servers without credentials, and the credentials the URLs carried (NATS clients take them apart). */
+export function splitCredentials(urls: readonly string[]): {
+  servers: string[];
+  user?: string;
+  pass?: string;
+  token?: string;
+} {
+  const out: { servers: string[]; user?: string; pass?: string; token?: string } = {
+    servers: [],
+  };
+  for (const url of urls) {
+    const match = /^([a-z]+:\/\/)?([^@/]*)@(.+)$/.exec(url);
+    if (match === null) {
+      out.servers.push(url);
+      continue;
+    }
+    out.servers.push(`${match[1] ?? ''}${match[3]}`);
+    const userinfo = match[2] ?? '';
+    const colon = userinfo.indexOf(':');
+    if (out.user !== undefined || out.token !== undefined) continue;
+    if (colon < 0) out.token = decodeURIComponent(userinfo);
+    else {
+      out.user = decodeURIComponent(userinfo.slice(0, colon));
+      out.pass = decodeURIComponent(userinfo.slice(colon + 1));
+    }
+  }
+  return out;
+}
+
+/** URLs as they may be logged: without a password or token. */
+export function redacted(urls: readonly string[]): string {
+  return splitCredentials(urls).servers.join(', ');
+}
+
+interface RemoteHost {
+  readonly name: string;
+  readonly connection: ConnectionId;
+  lastSeen: number;
+  lost: boolean;
+  /** Ends its active streams as abandoned when it does not come back. */
+  graceTimer: NodeJS.Timeout | undefined;
+}
+
+type BackplaneStatus = NonNullable<DaemonStatus['backplane']>;
+
+export class Backplane {
+  readonly #options: BackplaneOptions;
+  readonly #host: BackplaneHost;
+  readonly #log: Logger;
+  /** `<prefix>.s.`: every stream subject starts so. */
+  readonly #streamSubjects: string;
+  #nc: NatsConnection | undefined;
+  #jsm: JetStreamManager | undefined;
+  #connected = false;
+  #stopped = false;
+  #warnedUnreachable = false;
+  #retry: NodeJS.Timeout | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  /** Whether the first join is done: only it adopts what an earlier daemon of this host left. */
+  #joined = false;
+  /** Bumped at each catch-up, so an older one still reading stops. */
+  #catchUps = 0;
+  /** This daemon's tokens, active or done, while its router keeps them: the subject of each. */
+  readonly #local = new Map<ProgressToken, string>();
+  /** Remote tokens and the host that publishes each. */
+  readonly #remote = new Map<ProgressToken, RemoteHost>();
+  readonly #hosts = new Map<string, RemoteHost>();
+  readonly #byConnection = new Map<ConnectionId, RemoteHost>();
+  #nextConnection = -1;
+  /**
+   * The pseudo-connection that publishes, at join, the streams an earlier daemon of this host left
+   * in the store: it leaves at once, so the router ends them as abandoned after the grace unless
+   * a worker of this daemon takes them up again.
+   */
+  readonly #adopter: ConnectionId = this.#nextConnection--;
+  /** Tokens already warned about, so a conflict is logged once. */
+  readonly #warned = new Set<ProgressToken>();
+  /** Messages from the backplane that failed validation. */
+  #invalidMessages = 0;
+
+  constructor(options: BackplaneOptions, host: BackplaneHost) {
+    this.#options = options;
+    this.#host = host;
+    this.#log = host.log;
+    this.#streamSubjects = `${options.prefix}.s.`;
+    // Streams this daemon already holds (dones its journal recovered) are its own.
+    for (const summary of host.router.list()) {
+      if (summary.state !== 'waiting')
+        this.#local.set(summary.progressToken, this.#subjectOf(summary.progressToken));
+    }
+    host.router.observe((connection, notification, last) =>
+      this.#published(connection, notification, last),
+    );
+  }
+
+  get name(): string {
+    return this.#options.name;
+  }
+
+  /** Starts joining; never throws: an unreachable NATS is retried while the daemon runs locally. */
+  start(): void {
+    void this.#attempt();
+  }
+
+  async #attempt(): Promise<void> {
+    if (this.#stopped) return;
+    let nc: NatsConnection | undefined;
+    try {
+      nc = await connect(this.#connectionOptions());
+      if (this.#stopped) {
+        await nc.close();
+        return;
+      }
+      this.#nc = nc;
+      await this.#join(nc);
+    } catch (error) {
+      const why = (error as Error).message;
+      if (!this.#warnedUnreachable) {
+        this.#warnedUnreachable = true;
+        this.#log.warn(
+          `backplane: cannot join NATS at ${redacted(this.#options.servers)} (${why}): running locally, retrying every ${RETRY_MS / 1000} s` +
+            (/author|auth/i.test(why)
+              ? '; the server refused the credentials: check the user and password or token in the URL, or --nats-creds'
+              : ''),
+        );
+      } else {
+        this.#log.debug(`backplane: NATS still unreachable (${why})`);
+      }
+      this.#nc = undefined;
+      this.#connected = false;
+      clearInterval(this.#heartbeat);
+      await nc?.close().catch(() => {});
+      if (!this.#stopped) {
+        this.#retry = setTimeout(() => void this.#attempt(), RETRY_MS);
+        this.#retry.unref();
+      }
+    }
+  }
+
+  #connectionOptions(): ConnectionOptions {
+    const { servers, user, pass, token } = splitCredentials(this.#options.servers);
+    const options: ConnectionOptions = {
+      servers,
+      name: `mcp-progress ${this.#options.name}`,
+      // Once joined, the client reconnects for ever; the first connection is retried by #attempt.
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 1000,
+      // This daemon's own messages do not come back to it.
+      noEcho: true,
+    };
+    if (user !== undefined) options.user = user;
+    if (pass !== undefined) options.pass = pass;
+    if (token !== undefined) options.token = token;
+    if (this.#options.creds !== undefined) {
+      options.authenticator = credsAuthenticator(readFileSync(this.#options.creds));
+    }
+    if (this.#options.ca !== undefined) options.tls = { caFile: this.#options.ca };
+    else if (this.#options.servers.some((url) => url.startsWith('tls://'))) options.tls = {};
+    return options;
+  }
+
+  get #storeName(): string {
+    return `${this.#options.prefix.replaceAll('.', '_')}_streams`;
+  }
+
+  /** The JetStream stream that keeps the last message of each stream subject. */
+  async #ensureStore(nc: NatsConnection): Promise<void> {
+    const jsm = await nc.jetstreamManager();
+    const config = {
+      name: this.#storeName,
+      subjects: [`${this.#streamSubjects}>`],
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+      discard: DiscardPolicy.Old,
+      max_msgs_per_subject: 1,
+      max_age: nanos(STORE_MAX_AGE_MS),
+    };
+    try {
+      await jsm.streams.add(config);
+    } catch (error) {
+      // Another daemon made it first (perhaps with other limits): use it as it is.
+      await jsm.streams.info(this.#storeName).catch(() => {
+        throw error;
+      });
+    }
+    this.#jsm = jsm;
+  }
+
+  async #join(nc: NatsConnection): Promise<void> {
+    const prefix = this.#options.prefix;
+    // Watched from the start: a disconnect during the join is not missed.
+    void this.#watch(nc);
+    await this.#ensureStore(nc);
+    // Live subscriptions first, registered at the server (flush), then the stored last values:
+    // a value published in between arrives live, and the older stored one is refused as not greater.
+    nc.subscribe(`${this.#streamSubjects}>`, {
+      callback: (error, msg) => error || this.#streamIn(msg.subject, msg.data, undefined),
+    });
+    nc.subscribe(`${prefix}.h.*`, { callback: (error, msg) => error || this.#heartbeatIn(msg) });
+    nc.subscribe(`${prefix}.c.${this.#options.name}`, {
+      callback: (error, msg) => error || this.#cancelIn(msg),
+    });
+    await nc.flush();
+    this.#connected = true;
+    this.#republishLocal();
+    this.#sendHeartbeat('up');
+    clearInterval(this.#heartbeat);
+    this.#heartbeat = setInterval(() => this.#beat(), this.#options.heartbeatMs);
+    this.#heartbeat.unref();
+    await this.#catchUp(nc);
+    this.#joined = true;
+    this.#router.removeConnection(this.#adopter, this.#host.now());
+    this.#host.schedule();
+    if (this.#warnedUnreachable) this.#log.info('backplane: NATS is reachable now');
+    this.#log.info(
+      `backplane: joined NATS ${nc.getServer()} as ${this.#options.name} (prefix ${prefix})`,
+    );
+  }
+
+  get #router(): Router {
+    return this.#host.router;
+  }
+
+  async #watch(nc: NatsConnection): Promise<void> {
+    for await (const status of nc.status()) {
+      if (this.#stopped || this.#nc !== nc) return;
+      if (status.type === 'disconnect') {
+        this.#connected = false;
+        this.#log.warn(
+          'backplane: lost NATS, reconnecting; values published meanwhile go out when it is back',
+        );
+      } else if (status.type === 'reconnect') {
+        this.#rejoined(nc).catch((error: Error) =>
+          this.#log.error(`backplane: rejoining failed: ${error.message}`),
+        );
+      } else if (status.type === 'error') {
+        // A slow consumer among them: NATS cut this daemon off for reading too slowly; at
+        // reconnect the catch-up restores the last value of every stream.
+        this.#log.warn(`backplane: NATS reports ${String(status.data)}`);
+      }
+    }
+  }
+
+  async #rejoined(nc: NatsConnection): Promise<void> {
+    // A NATS that restarted on an empty store needs the stream again.
+    await this.#ensureStore(nc);
+    await nc.flush();
+    this.#connected = true;
+    const now = this.#host.now();
+    // While this daemon was cut off it heard nobody: that says nothing about the others.
+    for (const host of this.#hosts.values()) host.lastSeen = now;
+    this.#republishLocal();
+    this.#sendHeartbeat('up');
+    await this.#catchUp(nc);
+    this.#host.schedule();
+    this.#log.info('backplane: NATS reconnected');
+  }
+
+  /**
+   * Reads the last stored message of every stream subject once (an ordered consumer, last per
+   * subject), then stops: live messages come on the plain subscription.
+   */
+  async #catchUp(nc: NatsConnection): Promise<void> {
+    const run = ++this.#catchUps;
+    const info = await this.#jsm?.streams.info(this.#storeName);
+    if (info === undefined || info.state.messages === 0) return;
+    const consumer = await nc.jetstream().consumers.get(this.#storeName, {
+      // One subject as a string: nats-server before 2.10 (Debian's) has no filter_subjects list.
+      filterSubjects: `${this.#streamSubjects}>`,
+      deliver_policy: DeliverPolicy.LastPerSubject,
+    });
+    const messages = await consumer.consume();
+    let idle = setTimeout(() => messages.stop(), CATCH_UP_IDLE_MS);
+    try {
+      for await (const msg of messages) {
+        clearTimeout(idle);
+        if (run !== this.#catchUps || this.#stopped) break;
+        this.#storedIn(msg);
+        if (msg.info.pending === 0) break;
+        idle = setTimeout(() => messages.stop(), CATCH_UP_IDLE_MS);
+      }
+    } finally {
+      clearTimeout(idle);
+      messages.stop();
+    }
+  }
+
+  /** Puts every local stream's last value, or its end, on the backplane again (after a (re)join). */
+  #republishLocal(): void {
+    for (const token of [...this.#local.keys()]) {
+      const summary = this.#router.get(token);
+      if (summary === undefined) {
+        this.#forgetLocal(token);
+      } else if (summary.state === 'active' && summary.last !== undefined) {
+        this.#send(token, { v: 1, kind: 'progress', params: summary.last });
+      } else if (summary.state === 'done' && summary.status !== undefined) {
+        const params: Record<string, unknown> = { progressToken: token, status: summary.status };
+        if (summary.message !== undefined) params.message = summary.message;
+        const message: Record<string, unknown> = { v: 1, kind: 'done', params };
+        if (summary.last !== undefined) message.last = summary.last;
+        this.#send(token, message);
+      }
+    }
+  }
+
+  /** The host that publishes a remote token, while this daemon mirrors it. */
+  hostOf(token: ProgressToken): string | undefined {
+    return this.#remote.get(token)?.name;
+  }
+
+  /** Whether a local worker may publish the token: not while another host publishes it. */
+  refusal(token: ProgressToken): { ok: false; code: 'token_in_use'; message: string } | undefined {
+    const remote = this.#remote.get(token);
+    if (remote === undefined || this.#router.get(token)?.state !== 'active') return undefined;
+    return {
+      ok: false,
+      code: 'token_in_use',
+      message: `token ${JSON.stringify(token)} is already published by host ${remote.name} of the NATS backplane: use a token of your own (the relay mints unique ones)`,
+    };
+  }
+
+  /** Whether the router connection stands for a remote host. */
+  isRemote(connection: ConnectionId): boolean {
+    return this.#byConnection.has(connection);
+  }
+
+  /** Forwards a cancel to the host of a remote stream. */
+  cancel(connection: ConnectionId, token: ProgressToken, reason: string | undefined): boolean {
+    const host = this.#byConnection.get(connection);
+    if (host === undefined || this.#nc === undefined || !this.#connected) return false;
+    const data: Record<string, unknown> = { v: 1, progressToken: token };
+    if (reason !== undefined) data.reason = reason;
+    this.#nc.publish(`${this.#options.prefix}.c.${host.name}`, JSON.stringify(data));
+    return true;
+  }
+
+  status(): BackplaneStatus {
+    const active = new Map<RemoteHost, number>();
+    for (const [token, host] of this.#remote) {
+      if (this.#router.get(token)?.state === 'active')
+        active.set(host, (active.get(host) ?? 0) + 1);
+    }
+    return {
+      name: this.#options.name,
+      connected: this.#connected,
+      hosts: [...this.#hosts.values()].map((host) => ({
+        name: host.name,
+        state: host.lost ? 'lost' : 'up',
+        activeStreams: active.get(host) ?? 0,
+      })),
+      invalidMessages: this.#invalidMessages,
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#router.observe(undefined);
+    clearTimeout(this.#retry);
+    clearInterval(this.#heartbeat);
+    for (const host of this.#hosts.values()) clearTimeout(host.graceTimer);
+    const nc = this.#nc;
+    this.#nc = undefined;
+    if (nc === undefined) return;
+    if (this.#connected) {
+      this.#sendHeartbeat('down', nc);
+      await nc.flush().catch(() => {});
+    }
+    await nc.close().catch(() => {});
+  }
+
+  #subjectOf(token: ProgressToken): string {
+    return `${this.#streamSubjects}${this.#options.name}.${tokenSubject(token)}`;
+  }
+
+  #published(
+    connection: ConnectionId | undefined,
+    notification: ProgressNotification | DoneNotification,
+    last: ProgressNotification | undefined,
+  ): void {
+    const token = notification.params.progressToken;
+    if (connection !== undefined ? this.#byConnection.has(connection) : this.#remote.has(token)) {
+      return;
+    }
+    if (connection === this.#adopter) {
+      // Already on the backplane: the store had it.
+      this.#local.set(token, this.#subjectOf(token));
+      return;
+    }
+    if (notification.method === 'notifications/progress') {
+      this.#send(token, { v: 1, kind: 'progress', params: notification.params });
+    } else {
+      const message: Record<string, unknown> = { v: 1, kind: 'done', params: notification.params };
+      if (last !== undefined) message.last = last.params;
+      this.#send(token, message);
+    }
+  }
+
+  #send(token: ProgressToken, message: object): void {
+    let subject = this.#local.get(token);
+    if (subject === undefined) {
+      subject = this.#subjectOf(token);
+      this.#local.set(token, subject);
+    }
+    // Before joining, and while cut off, nothing is sent: the last value or the end of every
+    // local stream is put on the backplane again when it (re)joins.
+    if (this.#nc !== undefined && this.#connected) {
+      try {
+        this.#nc.publish(subject, JSON.stringify(message));
+      } catch (error) {
+        // A connection closing under us: the (re)join republishes; the local path goes on.
+        this.#log.debug(`backplane: could not publish on ${subject}: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  #forgetLocal(token: ProgressToken): void {
+    const subject = this.#local.get(token);
+    this.#local.delete(token);
+    // The store keeps nothing of a stream this daemon no longer holds.
+    if (subject !== undefined && this.#connected) {
+      this.#jsm?.streams.purge(this.#storeName, { filter: subject }).catch(() => {});
+    }
+  }
+
+  #storedIn(msg: JsMsg): void {
+    const epochMs = msg.info.timestampNanos / 1e6;
+    this.#streamIn(msg.subject, msg.data, Date.now() - epochMs);
+  }
+
+  /**
+   * A message on a stream subject: live (`ageMs` undefined) or from the store. Checked like a
+   * frame from a socket: anything else is counted, logged now and then, and ignored.
+   */
+  #streamIn(subject: string, data: Uint8Array, ageMs: number | undefined): void {
+    const rest = subject.slice(this.#streamSubjects.length);
+    const dot = rest.indexOf('.');
+    const name = rest.slice(0, dot);
+    const subjectToken = rest.slice(dot + 1);
+    if (dot <= 0 || subjectToken.includes('.')) {
+      this.#invalid(subject, 'not a subject of this backplane');
+      return;
+    }
+    const message = parseBackplaneStream(parseJson(data));
+    const token = message?.params.progressToken;
+    if (message === undefined || token === undefined || tokenSubject(token) !== subjectToken) {
+      this.#invalid(subject, 'not a stream message of this backplane (docs/BACKPLANE.md)');
+      return;
+    }
+    if (
+      message.kind === 'done' &&
+      message.last !== undefined &&
+      message.last.progressToken !== token
+    ) {
+      this.#invalid(subject, 'a done whose last value is of another token');
+      return;
+    }
+    const now = this.#host.now();
+    if (name === this.#options.name) {
+      if (ageMs !== undefined && !this.#joined) this.#adopt(message, now);
+      return;
+    }
+    if (ageMs !== undefined) {
+      // A late joiner takes what the router would still hold.
+      const limit = message.kind === 'done' ? this.#options.retentionMs : this.#options.streamTtlMs;
+      if (ageMs > limit) return;
+    }
+    if (this.#local.has(token)) {
+      this.#conflict(token, name, 'a worker of this host publishes it too');
+      return;
+    }
+    const host = this.#hostNamed(name);
+    if (host === undefined) {
+      this.#invalid(subject, `more than ${MAX_HOSTS} hosts`);
+      return;
+    }
+    const owner = this.#remote.get(token);
+    if (owner !== undefined && owner !== host && this.#router.get(token)?.state === 'active') {
+      this.#conflict(token, name, `host ${owner.name} published it first`);
+      return;
+    }
+    if (ageMs === undefined) this.#seen(host);
+    this.#remote.set(token, host);
+    this.#apply(host.connection, message, now);
+    this.#host.schedule();
+  }
+
+  /** Into the router: values only when greater than the last (the router's rule), so nothing regresses. */
+  #apply(connection: ConnectionId, message: BackplaneStreamMessage, now: number): void {
+    if (message.kind === 'progress') {
+      this.#router.publish(connection, { v: 1, ...message.params } as ProgressFrame, now);
+      return;
+    }
+    if (message.last !== undefined) {
+      const last = this.#router.get(message.params.progressToken)?.last?.progress;
+      if (last === undefined || message.last.progress > last) {
+        this.#router.publish(connection, { v: 1, ...message.last } as ProgressFrame, now);
+      }
+    }
+    this.#router.finish(connection, { v: 1, ...message.params } as DoneFrame, now);
+  }
+
+  /**
+   * A stream an earlier daemon of this host left active in the store: taken into the router under
+   * the adopter, which leaves at the end of the catch-up, so the stream ends as abandoned after the
+   * grace unless a worker takes it up again; the other hosts learn that end.
+   */
+  #adopt(message: BackplaneStreamMessage, now: number): void {
+    const token = message.params.progressToken;
+    if (message.kind !== 'progress' || this.#router.get(token) !== undefined) return;
+    this.#router.publish(this.#adopter, { v: 1, ...message.params } as ProgressFrame, now);
+  }
+
+  #conflict(token: ProgressToken, name: string, why: string): void {
+    if (this.#warned.has(token)) return;
+    this.#warned.add(token);
+    this.#log.warn(
+      `backplane: host ${name} publishes token ${JSON.stringify(token)}, but ${why}: its messages for it are ignored here`,
+    );
+  }
+
+  #invalid(subject: string, why: string): void {
+    this.#invalidMessages++;
+    if (this.#invalidMessages === 1 || this.#invalidMessages % 1000 === 0) {
+      this.#log.warn(
+        `backplane: ignored a message on ${subject.slice(0, 200)}: ${why} (${this.#invalidMessages} so far)`,
+      );
+    }
+  }
+
+  #cancelIn(msg: Msg): void {
+    const cancel = parseBackplaneCancel(parseJson(msg.data));
+    if (cancel === undefined) {
+      this.#invalid(msg.subject, 'not a cancel of this backplane');
+      return;
+    }
+    if (!this.#local.has(cancel.progressToken)) return;
+    this.#host.cancelLocal(cancel.progressToken, cancel.reason);
+  }
+
+  #heartbeatIn(msg: Msg): void {
+    const name = msg.subject.slice(`${this.#options.prefix}.h.`.length);
+    if (name === this.#options.name) return;
+    const heartbeat = parseBackplaneHeartbeat(parseJson(msg.data));
+    if (heartbeat === undefined || name === '') {
+      this.#invalid(msg.subject, 'not a heartbeat of this backplane');
+      return;
+    }
+    const host = this.#hostNamed(name);
+    if (host === undefined) {
+      this.#invalid(msg.subject, `more than ${MAX_HOSTS} hosts`);
+      return;
+    }
+    if (heartbeat.state === 'up') this.#seen(host);
+    else this.#lose(host, 'stopped');
+  }
+
+  #hostNamed(name: string): RemoteHost | undefined {
+    let host = this.#hosts.get(name);
+    if (host === undefined) {
+      if (this.#hosts.size >= MAX_HOSTS) return undefined;
+      host = {
+        name,
+        connection: this.#nextConnection--,
+        lastSeen: this.#host.now(),
+        lost: false,
+        graceTimer: undefined,
+      };
+      this.#hosts.set(name, host);
+      this.#byConnection.set(host.connection, host);
+    }
+    return host;
+  }
+
+  #seen(host: RemoteHost): void {
+    host.lastSeen = this.#host.now();
+    if (!host.lost) return;
+    host.lost = false;
+    clearTimeout(host.graceTimer);
+    host.graceTimer = undefined;
+    this.#log.info(`backplane: host ${host.name} is back`);
+  }
+
+  #beat(): void {
+    if (!this.#connected) return;
+    this.#sendHeartbeat('up');
+    const silentSince = this.#host.now() - MISSED_HEARTBEATS * this.#options.heartbeatMs;
+    for (const host of this.#hosts.values()) {
+      if (!host.lost && host.lastSeen < silentSince) this.#lose(host, 'silent');
+    }
+    // Tokens the router evicted (done and past retention) are forgotten too, and then lost
+    // hosts with nothing left here.
+    const owners = new Set<RemoteHost>();
+    for (const [token, owner] of this.#remote) {
+      if (this.#router.get(token) === undefined) this.#remote.delete(token);
+      else owners.add(owner);
+    }
+    for (const host of this.#hosts.values()) {
+      if (host.lost && host.graceTimer === undefined && !owners.has(host)) {
+        this.#hosts.delete(host.name);
+        this.#byConnection.delete(host.connection);
+      }
+    }
+    for (const token of [...this.#local.keys()]) {
+      if (this.#router.get(token) === undefined) this.#forgetLocal(token);
+    }
+  }
+
+  #sendHeartbeat(state: 'up' | 'down', nc = this.#nc): void {
+    nc?.publish(`${this.#options.prefix}.h.${this.#options.name}`, JSON.stringify({ v: 1, state }));
+  }
+
+  /** A host stopped or went silent: its active streams end as abandoned after the grace. */
+  #lose(host: RemoteHost, why: 'stopped' | 'silent'): void {
+    if (host.lost) return;
+    host.lost = true;
+    const grace = this.#options.abandonGraceMs;
+    const what =
+      why === 'stopped'
+        ? 'its daemon stopped'
+        : `no heartbeat for ${(MISSED_HEARTBEATS * this.#options.heartbeatMs) / 1000} s`;
+    this.#log.warn(
+      `backplane: host ${host.name} is lost (${what}); its active streams end as abandoned in ${grace / 1000} s unless it comes back`,
+    );
+    host.graceTimer = setTimeout(() => {
+      host.graceTimer = undefined;
+      const now = this.#host.now();
+      for (const [token, owner] of this.#remote) {
+        if (owner !== host) continue;
+        this.#router.abandon(
+          token,
+          `host ${host.name} left the backplane (${what}) and did not come back within ${grace / 1000} s`,
+          now,
+        );
+      }
+      this.#host.schedule();
+    }, grace);
+    host.graceTimer.unref();
+  }
+}
+
+function parseJson(data: Uint8Array): unknown {
+  try {
+    return JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,245 @@
+/**
+ * The NATS backplane across three real daemons and a real nats-server -js:
+ * a worker on host A, sessions on hosts B and C (docs/BACKPLANE.md).
+ */
+import { connect as natsConnect } from 'nats';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupAll, eventually, type RunningDaemon } from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { type RawWorker, rawWorker } from '../helpers/worker.js';
+import {
+  doneOf,
+  expectIncreasing,
+  fresh,
+  notificationsOf,
+  startHost as startOn,
+  subscribe,
+} from './hosts.js';
+import { NATS_SERVER, type RunningNats, startNats } from './nats-server.js';
+
+const startHost = (nats: RunningNats, name: string, extra: string[] = []) =>
+  startOn(nats.url, name, extra);
+
+describe.skipIf(NATS_SERVER === undefined)('the NATS backplane', () => {
+  let nats: RunningNats;
+  let a: RunningDaemon;
+  let b: RunningDaemon;
+  let onB: GatewayClient;
+  let worker: RawWorker;
+
+  beforeAll(async () => {
+    nats = await startNats();
+    [a, b] = await Promise.all([startHost(nats, 'host-a'), startHost(nats, 'host-b')]);
+    onB = await connectGateway(b.info);
+    worker = await rawWorker(a.info.socket);
+  });
+
+  afterAll(async () => {
+    worker?.destroy();
+    await onB?.close();
+    await Promise.all([a?.stop(), b?.stop()]);
+    await nats?.stop();
+    cleanupAll();
+  });
+
+  it('a worker on host A reaches a session on host B: params verbatim, increasing, done once, nothing after', async () => {
+    const token = fresh('cross');
+    await subscribe(onB, token, 42);
+    const sent = [
+      { progress: 1, total: 10, message: 'one' },
+      { progress: 2.5, total: 10, _meta: { stage: 'b' } },
+      { progress: 9, message: 'nine' },
+    ];
+    for (const fields of sent) worker.send('progress', { v: 1, progressToken: token, ...fields });
+    worker.send('done', { v: 1, progressToken: token, status: 'ok', message: 'finished' });
+    await doneOf(onB, 42);
+    // The worker's own values, under the subscriber's label: nothing added, rounded or dropped.
+    const received = notificationsOf(onB, 42);
+    expect(received.map((n) => n.params)).toEqual([
+      ...sent.map((fields) => ({ progressToken: 42, ...fields })),
+      { progressToken: 42, status: 'ok', message: 'finished' },
+    ]);
+    expectIncreasing(received);
+    // Nothing after done, even when the worker tries again.
+    worker.send('progress', { v: 1, progressToken: token, progress: 100 });
+    await worker.reply(
+      (r) =>
+        r.type === 'rejected' && (r.data as { progressToken?: unknown }).progressToken === token,
+    );
+    const pingToken = fresh('after-done');
+    await subscribe(onB, pingToken);
+    worker.send('progress', { v: 1, progressToken: pingToken, progress: 1 });
+    await eventually(() => (notificationsOf(onB, pingToken).length > 0 ? true : undefined));
+    expect(notificationsOf(onB, 42)).toHaveLength(4);
+  });
+
+  it('keeps string "7" and integer 7 apart across hosts', async () => {
+    const text = `7-${fresh('t')}`;
+    const number = 700_000 + Math.floor(Math.random() * 100_000);
+    await subscribe(onB, text);
+    await subscribe(onB, number);
+    worker.send('progress', { v: 1, progressToken: text, progress: 1 });
+    worker.send('progress', { v: 1, progressToken: number, progress: 2 });
+    worker.send('progress', { v: 1, progressToken: String(number), progress: 3 });
+    await eventually(() => (notificationsOf(onB, number).length > 0 ? true : undefined));
+    await eventually(() => (notificationsOf(onB, text).length > 0 ? true : undefined));
+    expect(notificationsOf(onB, number).map((n) => n.params)).toEqual([
+      { progressToken: number, progress: 2 },
+    ]);
+    const got = await onB.request('progress/get', { progressToken: String(number) });
+    expect((got.result as { stream?: { last?: unknown } }).stream?.last).toEqual({
+      progressToken: String(number),
+      progress: 3,
+    });
+    const gotNumber = await onB.request('progress/get', { progressToken: number });
+    expect((gotNumber.result as { stream?: { last?: unknown } }).stream?.last).toEqual({
+      progressToken: number,
+      progress: 2,
+    });
+  });
+
+  it('remote streams appear in progress/list and progress/get with their host; a late joiner on host C gets the last value', async () => {
+    const token = fresh('late');
+    worker.send('progress', { v: 1, progressToken: token, progress: 1 });
+    worker.send('progress', { v: 1, progressToken: token, progress: 5, message: 'five' });
+    const summary = await eventually(async () => {
+      const reply = await onB.request('progress/get', { progressToken: token });
+      const stream = (reply.result as { stream?: Record<string, unknown> }).stream;
+      return (stream?.last as { progress?: number } | undefined)?.progress === 5
+        ? stream
+        : undefined;
+    });
+    expect(summary).toMatchObject({ state: 'active', host: 'host-a' });
+    const list = await onB.request('progress/list');
+    const listed = (list.result as { streams: Array<Record<string, unknown>> }).streams.find(
+      (s) => s.progressToken === token,
+    );
+    expect(listed).toMatchObject({ host: 'host-a', state: 'active' });
+    // A's own view names itself.
+    const onA = await connectGateway(a.info);
+    const local = await onA.request('progress/get', { progressToken: token });
+    expect((local.result as { stream?: Record<string, unknown> }).stream?.host).toBe('host-a');
+    await onA.close();
+
+    // Host C joins after the values were sent: it learns the last one from the store.
+    const c = await startHost(nats, 'host-c');
+    const onC = await connectGateway(c.info);
+    try {
+      await eventually(async () => {
+        const reply = await onC.request('progress/get', { progressToken: token });
+        const stream = (reply.result as { stream?: { state?: string } }).stream;
+        return stream?.state === 'active' ? true : undefined;
+      });
+      await subscribe(onC, token);
+      await eventually(() => (notificationsOf(onC, token).length > 0 ? true : undefined));
+      expect(notificationsOf(onC, token).map((n) => n.params)).toEqual([
+        { progressToken: token, progress: 5, message: 'five' },
+      ]);
+      worker.send('done', { v: 1, progressToken: token });
+      expect(await doneOf(onC, token)).toEqual({ progressToken: token, status: 'ok' });
+      expect(notificationsOf(onC, token)).toHaveLength(2);
+    } finally {
+      await onC.close();
+      await c.stop();
+    }
+  });
+
+  it('progress/cancel on host B reaches the worker on host A', async () => {
+    const token = fresh('cancel');
+    await subscribe(onB, token);
+    worker.send('progress', { v: 1, progressToken: token, progress: 1 });
+    await eventually(() => (notificationsOf(onB, token).length > 0 ? true : undefined));
+    const reply = await onB.request('progress/cancel', { progressToken: token, reason: 'stop it' });
+    expect(reply.result).toEqual({ workers: 1 });
+    const cancel = await worker.reply(
+      (r) => r.type === 'cancel' && (r.data as { progressToken?: unknown }).progressToken === token,
+    );
+    expect(cancel.data).toEqual({ progressToken: token, reason: 'stop it' });
+  });
+
+  it('the second host to publish a token gets token_in_use; the first keeps its stream', async () => {
+    const token = fresh('twice');
+    await subscribe(onB, token);
+    worker.send('progress', { v: 1, progressToken: token, progress: 1 });
+    await eventually(() => (notificationsOf(onB, token).length > 0 ? true : undefined));
+    const second = await rawWorker(b.info.socket);
+    try {
+      second.send('progress', { v: 1, progressToken: token, progress: 50, seq: 1 });
+      const rejected = await second.reply((r) => r.type === 'rejected');
+      expect(rejected.data).toMatchObject({ code: 'token_in_use', progressToken: token, seq: 1 });
+      expect((rejected.data as { message: string }).message).toContain('host-a');
+      second.send('done', { v: 1, progressToken: token, seq: 2 });
+      await second.reply((r) => r.type === 'rejected' && (r.data as { seq?: number }).seq === 2);
+    } finally {
+      second.destroy();
+    }
+    worker.send('progress', { v: 1, progressToken: token, progress: 2 });
+    await eventually(() => (notificationsOf(onB, token).length > 1 ? true : undefined));
+    expect(notificationsOf(onB, token).map((n) => n.params.progress)).toEqual([1, 2]);
+  });
+
+  it('a message another program put on the subjects is ignored, and the daemons go on', async () => {
+    const nc = await natsConnect({ servers: nats.url });
+    nc.publish('mcp-progress.s.intruder.bm90LWEtdG9rZW4', 'not json');
+    nc.publish(
+      'mcp-progress.s.intruder.Nw',
+      JSON.stringify({ kind: 'progress', params: { progressToken: 8, progress: 1 } }),
+    );
+    nc.publish(
+      'mcp-progress.s.intruder.Nw',
+      JSON.stringify({ kind: 'progress', params: { progressToken: 7, progress: 'x' } }),
+    );
+    nc.publish('mcp-progress.h.intruder', '[]');
+    // Invented hosts by the thousand: the table of hosts stays bounded.
+    for (let i = 0; i < 1100; i++) {
+      nc.publish(`mcp-progress.h.invented-${i}`, JSON.stringify({ v: 1, state: 'up' }));
+    }
+    nc.publish('mcp-progress.c.host-a', JSON.stringify({ progressToken: { no: 1 } }));
+    await nc.flush();
+    await nc.close();
+    await eventually(() =>
+      b.stderr().includes('backplane: ignored a message') ? true : undefined,
+    );
+    const token = fresh('after-bad');
+    await subscribe(onB, token);
+    worker.send('progress', { v: 1, progressToken: token, progress: 1 });
+    await eventually(() => (notificationsOf(onB, token).length > 0 ? true : undefined));
+    const got = await onB.request('progress/get', { progressToken: 7 });
+    expect(got.result).toEqual({});
+    const status = (await onB.request('progress/status')).result as {
+      backplane: { hosts: unknown[]; invalidMessages: number };
+    };
+    expect(status.backplane.hosts.length).toBeLessThanOrEqual(1024);
+    expect(status.backplane.invalidMessages).toBeGreaterThan(50);
+  });
+});
+
+describe.skipIf(NATS_SERVER === undefined)('a host that dies', () => {
+  let nats: RunningNats;
+  afterAll(async () => {
+    await nats?.stop();
+    cleanupAll();
+  });
+
+  it('has its streams marked abandoned on the others after the grace, once', async () => {
+    nats = await startNats();
+    const [a, b] = await Promise.all([startHost(nats, 'doomed'), startHost(nats, 'watcher')]);
+    const onB = await connectGateway(b.info);
+    const worker = await rawWorker(a.info.socket);
+    const token = fresh('doomed');
+    await subscribe(onB, token);
+    worker.send('progress', { v: 1, progressToken: token, progress: 3 });
+    await eventually(() => (notificationsOf(onB, token).length > 0 ? true : undefined));
+    a.child.kill('SIGKILL');
+    const done = await doneOf(onB, token);
+    expect(done).toMatchObject({ progressToken: token, status: 'abandoned' });
+    expect(String(done.message)).toContain('host doomed left the backplane');
+    expect(notificationsOf(onB, token).map((n) => n.method)).toEqual([
+      'notifications/progress',
+      'notifications/progress/done',
+    ]);
+    worker.destroy();
+    await onB.close();
+    await b.stop();
+  });
+});

@@ -1,0 +1,583 @@
+/**
+ * The backplane's rules under faults, each with real daemons and a real nats-server -js:
+ * done on every host once, a dying worker, a host cut off from NATS, NATS down at start,
+ * NATS restarted mid-stream, credentials and TLS (docs/BACKPLANE.md, the failure table).
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { connect as natsConnect } from 'nats';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  cleanupAll,
+  collectOutput,
+  eventually,
+  ROOT,
+  type RunningDaemon,
+  runCli,
+  startDaemon,
+  tempDir,
+  waitForExit,
+} from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { type RawWorker, rawWorker } from '../helpers/worker.js';
+import {
+  doneOf,
+  expectIncreasing,
+  fresh,
+  GRACE_MS,
+  hostArgs,
+  joined,
+  notificationsOf,
+  progressOf,
+  sawProgress,
+  startHost,
+  streamOn,
+  subscribe,
+} from './hosts.js';
+import {
+  cuttableLink,
+  freePort,
+  HAS_OPENSSL,
+  makeCertificates,
+  NATS_SERVER,
+  type RunningNats,
+  startNats,
+} from './nats-server.js';
+
+/** The configuration docs/BACKPLANE.md gives for one team's prefix, word for word. */
+const PREFIX_PERMISSIONS = readFileSync(join(ROOT, 'docs/backplane-permissions.conf'), 'utf8');
+
+/** What each test started, stopped in reverse at its end. */
+let open: Array<() => Promise<unknown> | unknown> = [];
+afterEach(async () => {
+  for (const close of open.reverse()) await close();
+  open = [];
+  cleanupAll();
+});
+
+async function nats(start?: Parameters<typeof startNats>[0]): Promise<RunningNats> {
+  const server = await startNats(start);
+  open.push(() => server.stop());
+  return server;
+}
+
+async function host(
+  url: string,
+  name: string,
+  extra: string[] = [],
+  runtimeDir?: string,
+): Promise<RunningDaemon> {
+  const daemon = await startHost(url, name, extra, runtimeDir);
+  open.push(() => daemon.stop());
+  return daemon;
+}
+
+async function session(daemon: RunningDaemon): Promise<GatewayClient> {
+  const gateway = await connectGateway(daemon.info);
+  open.push(() => gateway.close());
+  return gateway;
+}
+
+async function worker(daemon: RunningDaemon): Promise<RawWorker> {
+  const connection = await rawWorker(daemon.info.socket);
+  open.push(() => connection.destroy());
+  return connection;
+}
+
+/** Sends a frame with a seq and waits for its ack: the daemon took it. */
+async function accepted(
+  connection: RawWorker,
+  type: 'progress' | 'done',
+  data: Record<string, unknown>,
+): Promise<void> {
+  const seq = Math.floor(Math.random() * 1e9);
+  connection.send(type, { v: 1, ...data, seq });
+  const reply = await connection.reply(
+    (r) => (r.data as { seq?: number } | undefined)?.seq === seq,
+  );
+  expect(reply.type).toBe('ack');
+}
+
+function count(text: string, part: string): number {
+  return text.split(part).length - 1;
+}
+
+describe.skipIf(NATS_SERVER === undefined)('backplane faults', () => {
+  it('done reaches every host once, and nothing follows it', async () => {
+    const server = await nats();
+    const [a, b, c] = await Promise.all([
+      host(server.url, 'host-a'),
+      host(server.url, 'host-b'),
+      host(server.url, 'host-c'),
+    ]);
+    const [onB, onC] = await Promise.all([session(b), session(c)]);
+    const publisher = await worker(a);
+    const token = fresh('once');
+    await Promise.all([subscribe(onB, token), subscribe(onC, token)]);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await accepted(publisher, 'done', { progressToken: token, status: 'error', message: 'bad' });
+    for (const on of [onB, onC]) {
+      expect(await doneOf(on, token)).toEqual({
+        progressToken: token,
+        status: 'error',
+        message: 'bad',
+      });
+    }
+    // After done the token is closed on its host; a later stream on the same worker still
+    // arrives, so anything sent for the first token would have arrived before it.
+    publisher.send('progress', { v: 1, progressToken: token, progress: 2, seq: 7 });
+    const refused = await publisher.reply((r) => (r.data as { seq?: number }).seq === 7);
+    expect(refused.data).toMatchObject({ code: 'stream_closed' });
+    const marker = fresh('marker');
+    await Promise.all([subscribe(onB, marker), subscribe(onC, marker)]);
+    await accepted(publisher, 'progress', { progressToken: marker, progress: 1 });
+    await Promise.all([sawProgress(onB, marker, 1), sawProgress(onC, marker, 1)]);
+    for (const on of [onB, onC]) {
+      expect(notificationsOf(on, token).map((n) => n.method)).toEqual([
+        'notifications/progress',
+        'notifications/progress/done',
+      ]);
+      expect(await streamOn(on, token)).toMatchObject({ state: 'done', host: 'host-a' });
+    }
+  });
+
+  it('a worker that dies is abandoned on every host, with the reason', async () => {
+    const server = await nats();
+    const [a, b, c] = await Promise.all([
+      host(server.url, 'dies-a'),
+      host(server.url, 'dies-b'),
+      host(server.url, 'dies-c'),
+    ]);
+    const [onA, onB, onC] = await Promise.all([session(a), session(b), session(c)]);
+    const token = fresh('dies');
+    await Promise.all([onA, onB, onC].map((on) => subscribe(on, token)));
+    const publisher = await rawWorker(a.info.socket);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 4 });
+    await Promise.all([onB, onC].map((on) => sawProgress(on, token, 4)));
+    publisher.destroy();
+    for (const on of [onA, onB, onC]) {
+      const done = await doneOf(on, token);
+      expect(done).toMatchObject({ progressToken: token, status: 'abandoned' });
+      expect(String(done.message)).toContain('the worker disconnected without sending done');
+      expect(notificationsOf(on, token)).toHaveLength(2);
+    }
+  });
+
+  it('a host cut off from NATS: the others end its streams as abandoned after the grace; it keeps its own and catches up when back', async () => {
+    const server = await nats();
+    const link = await cuttableLink(server.port);
+    open.push(() => link.close());
+    const [a, b] = await Promise.all([host(link.url, 'cut-a'), host(server.url, 'cut-b')]);
+    const [onA, onB] = await Promise.all([session(a), session(b)]);
+    const [onAWorker, onBWorker] = await Promise.all([worker(a), worker(b)]);
+    const fromA = fresh('from-a');
+    const fromB = fresh('from-b');
+    await Promise.all([subscribe(onA, fromA), subscribe(onB, fromA), subscribe(onA, fromB)]);
+    await accepted(onAWorker, 'progress', { progressToken: fromA, progress: 1 });
+    await accepted(onBWorker, 'progress', { progressToken: fromB, progress: 1 });
+    await Promise.all([sawProgress(onB, fromA, 1), sawProgress(onA, fromB, 1)]);
+
+    await link.cut();
+    await eventually(() => (a.stderr().includes('backplane: lost NATS') ? true : undefined));
+    // A goes on locally: its own session sees its worker's values.
+    await accepted(onAWorker, 'progress', { progressToken: fromA, progress: 2 });
+    await sawProgress(onA, fromA, 2);
+    await accepted(onBWorker, 'progress', { progressToken: fromB, progress: 2 });
+    // B: A is silent, lost, and after the grace its stream ends as abandoned.
+    const done = await doneOf(onB, fromA);
+    expect(done).toMatchObject({ status: 'abandoned' });
+    expect(String(done.message)).toContain('host cut-a left the backplane (no heartbeat for 3 s)');
+    expect(String(done.message)).toContain(`within ${GRACE_MS / 1000} s`);
+    const seenByB = (await onB.request('progress/status')).result as {
+      backplane: { hosts: Array<{ name: string; state: string }> };
+    };
+    expect(seenByB.backplane.hosts).toContainEqual(
+      expect.objectContaining({ name: 'cut-a', state: 'lost' }),
+    );
+    // A invents nothing about B's stream while cut off: still active, at the last value it heard.
+    expect(await streamOn(onA, fromB)).toMatchObject({
+      state: 'active',
+      host: 'cut-b',
+      last: { progressToken: fromB, progress: 1 },
+    });
+
+    await link.mend();
+    await eventually(
+      () => (a.stderr().includes('backplane: NATS reconnected') ? true : undefined),
+      20_000,
+    );
+    // A catches up with what B published meanwhile; B keeps its end: nothing after done.
+    await sawProgress(onA, fromB, 2);
+    expect(progressOf(onA, fromB)).toEqual([1, 2]);
+    await eventually(async () => {
+      const status = (await onB.request('progress/status')).result as {
+        backplane: { hosts: Array<{ name: string; state: string }> };
+      };
+      return status.backplane.hosts.some((h) => h.name === 'cut-a' && h.state === 'up')
+        ? true
+        : undefined;
+    });
+    expect(notificationsOf(onB, fromA).map((n) => n.method)).toEqual([
+      'notifications/progress',
+      'notifications/progress/done',
+    ]);
+  });
+
+  it('a daemon killed -9 and started again at once: its streams end as abandoned on the others after the grace', async () => {
+    const server = await nats();
+    const runtimeDir = tempDir();
+    const first = await startHost(server.url, 'again-a', [], runtimeDir);
+    open.push(() => first.stop('SIGKILL'));
+    const b = await host(server.url, 'again-b');
+    const onB = await session(b);
+    const token = fresh('again');
+    await subscribe(onB, token);
+    const publisher = await rawWorker(first.info.socket);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await sawProgress(onB, token, 1);
+    first.child.kill('SIGKILL');
+    publisher.destroy();
+    // Back before B misses three heartbeats: B never loses the host, the new daemon ends the stream.
+    const again = await host(server.url, 'again-a', [], runtimeDir);
+    const done = await doneOf(onB, token);
+    expect(done).toMatchObject({ progressToken: token, status: 'abandoned' });
+    // The new daemon's end; on a machine so loaded that the restart took more than three
+    // heartbeats, B's own (the host was lost): without either, B would wait for ever.
+    expect(String(done.message)).toMatch(
+      /the worker disconnected without sending done|host again-a left the backplane/,
+    );
+    expect(notificationsOf(onB, token)).toHaveLength(2);
+    expect(await streamOn(await session(again), token)).toMatchObject({
+      state: 'done',
+      host: 'again-a',
+    });
+  });
+
+  it("a token two hosts publish is the first host's on a third: the second one's messages are ignored, not merged", async () => {
+    const server = await nats();
+    const [a, c] = await Promise.all([host(server.url, 'first-a'), host(server.url, 'first-c')]);
+    const onC = await session(c);
+    const token = fresh('first');
+    await subscribe(onC, token);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await sawProgress(onC, token, 1);
+    // A second host, as another daemon would publish, before it knew of host A's stream.
+    const nc = await natsConnect({ servers: server.url });
+    const subject = `mcp-progress.s.second-b.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
+    nc.publish(
+      subject,
+      JSON.stringify({ v: 1, kind: 'progress', params: { progressToken: token, progress: 50 } }),
+    );
+    nc.publish(
+      subject,
+      JSON.stringify({ v: 1, kind: 'done', params: { progressToken: token, status: 'ok' } }),
+    );
+    await nc.flush();
+    await nc.close();
+    await eventually(() =>
+      c.stderr().includes('host first-a published it first') ? true : undefined,
+    );
+    await accepted(publisher, 'progress', { progressToken: token, progress: 2 });
+    await sawProgress(onC, token, 2);
+    expect(progressOf(onC, token)).toEqual([1, 2]);
+    expect(await streamOn(onC, token)).toMatchObject({ state: 'active', host: 'first-a' });
+  });
+
+  it('NATS down at start: the daemon runs locally with one warning, retries, and joins when NATS comes up', async () => {
+    const port = await freePort();
+    const url = `nats://127.0.0.1:${port}`;
+    const a = await startDaemon(hostArgs(url, 'early-a', ['--log-level', 'debug']));
+    open.push(() => a.stop());
+    await eventually(() => (a.stderr().includes('backplane: cannot join NATS') ? true : undefined));
+    expect(a.stderr()).toContain('running locally, retrying every 2 s');
+    // Local work goes on meanwhile.
+    const onA = await session(a);
+    const token = fresh('early');
+    await subscribe(onA, token);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 3, message: 'local' });
+    await sawProgress(onA, token, 3);
+    await eventually(
+      () => (count(a.stderr(), 'NATS still unreachable') >= 2 ? true : undefined),
+      20_000,
+      'two more attempts',
+    );
+    expect(count(a.stderr(), 'cannot join NATS')).toBe(1);
+
+    const server = await nats({ port });
+    await joined(a, 'early-a');
+    const b = await host(server.url, 'early-b');
+    const onB = await session(b);
+    // What A published before it joined is on the backplane now.
+    await eventually(async () =>
+      (await streamOn(onB, token))?.state === 'active' ? true : undefined,
+    );
+    expect(await streamOn(onB, token)).toMatchObject({
+      host: 'early-a',
+      last: { progressToken: token, progress: 3, message: 'local' },
+    });
+    await subscribe(onB, token);
+    await accepted(publisher, 'done', { progressToken: token });
+    expect(await doneOf(onB, token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(count(a.stderr(), 'cannot join NATS')).toBe(1);
+  });
+
+  it('NATS restarted mid-stream: everyone resubscribes, no value repeats or regresses, the last one is restored', async () => {
+    const first = await startNats();
+    const [a, b] = await Promise.all([host(first.url, 'restart-a'), host(first.url, 'restart-b')]);
+    const onB = await session(b);
+    const publisher = await worker(a);
+    const token = fresh('restart');
+    await subscribe(onB, token);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await accepted(publisher, 'progress', { progressToken: token, progress: 2 });
+    await sawProgress(onB, token, 2);
+
+    await first.stop();
+    await Promise.all(
+      [a, b].map((d) =>
+        eventually(() => (d.stderr().includes('backplane: lost NATS') ? true : undefined)),
+      ),
+    );
+    // Accepted on host A while NATS is down.
+    for (const progress of [3, 4, 5]) {
+      await accepted(publisher, 'progress', { progressToken: token, progress, total: 5 });
+    }
+    await nats({ port: first.port, storeDir: first.storeDir });
+    await Promise.all(
+      [a, b].map((d) =>
+        eventually(
+          () => (d.stderr().includes('backplane: NATS reconnected') ? true : undefined),
+          20_000,
+        ),
+      ),
+    );
+    await sawProgress(onB, token, 5);
+    const values = progressOf(onB, token);
+    expect(new Set(values).size).toBe(values.length);
+    expectIncreasing(notificationsOf(onB, token));
+    expect(values.at(-1)).toBe(5);
+    // A host joining now learns the last value from the store the restarted NATS kept.
+    const c = await host(first.url, 'restart-c');
+    const onC = await session(c);
+    await eventually(async () =>
+      (await streamOn(onC, token))?.state === 'active' ? true : undefined,
+    );
+    expect((await streamOn(onC, token))?.last).toEqual({
+      progressToken: token,
+      progress: 5,
+      total: 5,
+    });
+    await accepted(publisher, 'done', { progressToken: token });
+    await doneOf(onB, token);
+    expect(notificationsOf(onB, token).filter((n) => n.method.endsWith('/done'))).toHaveLength(1);
+  });
+
+  it('a host too slow to read is cut off by NATS as a slow consumer; back, it restores the newest value and the end, and the others lose nothing', async () => {
+    const server = await nats({
+      config: 'max_payload: 65536\nmax_pending: 262144\nwrite_deadline: "1s"\n',
+    });
+    const [a, b, c] = await Promise.all([
+      host(server.url, 'slow-a'),
+      host(server.url, 'slow-b'),
+      host(server.url, 'slow-c'),
+    ]);
+    const [onB, onC] = await Promise.all([session(b), session(c)]);
+    const token = fresh('slow');
+    await Promise.all([subscribe(onB, token), subscribe(onC, token)]);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await Promise.all([sawProgress(onB, token, 1), sawProgress(onC, token, 1)]);
+    // B stops reading (stopped, as a host swapping or overloaded): far more than the kernel's
+    // socket buffers and NATS's max_pending can hold goes its way.
+    b.child.kill('SIGSTOP');
+    const last = 6000;
+    const text = 'x'.repeat(4000);
+    try {
+      for (let progress = 2; progress < last; progress++) {
+        publisher.send('progress', { v: 1, progressToken: token, progress, message: text });
+      }
+      await accepted(publisher, 'progress', {
+        progressToken: token,
+        progress: last,
+        message: 'last',
+      });
+      await eventually(
+        () => (server.stderr().includes('Slow Consumer Detected') ? true : undefined),
+        20_000,
+        'NATS to cut off the slow host',
+      );
+    } finally {
+      b.child.kill('SIGCONT');
+    }
+    await accepted(publisher, 'done', { progressToken: token });
+    // C, which kept reading, got every value; B, back, the newest and the end, in order.
+    await doneOf(onC, token);
+    expect(progressOf(onC, token)).toHaveLength(last);
+    await doneOf(onB, token);
+    expect(progressOf(onB, token).at(-1)).toBe(last);
+    expectIncreasing(notificationsOf(onB, token));
+    expect(notificationsOf(onB, token).filter((n) => n.method.endsWith('/done'))).toHaveLength(1);
+    expect(b.stderr()).toContain('backplane: lost NATS');
+  });
+
+  it('a server that requires a user and password refuses a daemon without them, and takes one with them in the URL', async () => {
+    const server = await nats({
+      config: 'authorization { user: alice, password: "s3cret-pw" }\n',
+    });
+    const withCredentials = `nats://alice:s3cret-pw@127.0.0.1:${server.port}`;
+    const outsider = await startDaemon(hostArgs(server.url, 'outsider'));
+    open.push(() => outsider.stop());
+    await eventually(() =>
+      outsider.stderr().includes('backplane: cannot join NATS') ? true : undefined,
+    );
+    expect(outsider.stderr()).toContain('refused the credentials');
+    const [a, b] = await Promise.all([
+      host(withCredentials, 'auth-a'),
+      host(withCredentials, 'auth-b'),
+    ]);
+    const onB = await session(b);
+    const onOutsider = await session(outsider);
+    const token = fresh('auth');
+    await Promise.all([subscribe(onB, token), subscribe(onOutsider, token)]);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await sawProgress(onB, token, 1);
+    // The outsider heard nothing, and no log shows the password.
+    expect(notificationsOf(onOutsider, token)).toEqual([]);
+    expect(await streamOn(onOutsider, token)).toMatchObject({ state: 'waiting' });
+    for (const daemon of [outsider, a, b]) expect(daemon.stderr()).not.toContain('s3cret-pw');
+  });
+
+  it('NATS permissions confine a user to its prefix: the documented configuration works, and nothing else', async () => {
+    const server = await nats({ config: PREFIX_PERMISSIONS });
+    const alice = (name: string) => `nats://${name}:${name}-pw@127.0.0.1:${server.port}`;
+    const [a, b] = await Promise.all([
+      host(alice('alice'), 'team-a-1', ['--nats-prefix', 'team-a']),
+      host(alice('alice'), 'team-a-2', ['--nats-prefix', 'team-a']),
+    ]);
+    const onB = await session(b);
+    const token = fresh('team');
+    await subscribe(onB, token);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await sawProgress(onB, token, 1);
+    // A late joiner reads the store through the consumer the configuration allows.
+    const late = await host(alice('alice'), 'team-a-late', ['--nats-prefix', 'team-a']);
+    expect(await streamOn(await session(late), token)).toMatchObject({
+      state: 'active',
+      host: 'team-a-1',
+    });
+    // Alice under another team's prefix is refused by the server.
+    const trespasser = await startDaemon(hostArgs(alice('alice'), 'team-a-3'));
+    open.push(() => trespasser.stop());
+    await eventually(() =>
+      trespasser.stderr().includes('backplane: cannot join NATS') ? true : undefined,
+    );
+    expect(trespasser.stderr()).not.toContain('backplane: joined');
+  });
+
+  it.skipIf(!HAS_OPENSSL)(
+    'tls:// with --nats-ca joins a TLS server; without the CA the certificate is refused',
+    async () => {
+      const tls = makeCertificates();
+      const server = await nats({
+        config: `tls { cert_file: "${tls.cert}", key_file: "${tls.key}" }\n`,
+        scheme: 'tls',
+      });
+      const untrusting = await startDaemon(hostArgs(server.url, 'no-ca'));
+      open.push(() => untrusting.stop());
+      await eventually(() =>
+        untrusting.stderr().includes('backplane: cannot join NATS') ? true : undefined,
+      );
+      expect(untrusting.stderr()).toMatch(/backplane: cannot join NATS[^\n]*certificate/);
+      const [a, b] = await Promise.all([
+        host(server.url, 'tls-a', ['--nats-ca', tls.ca]),
+        host(server.url, 'tls-b', ['--nats-ca', tls.ca]),
+      ]);
+      const onB = await session(b);
+      const token = fresh('tls');
+      await subscribe(onB, token);
+      const publisher = await worker(a);
+      await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+      await sawProgress(onB, token, 1);
+    },
+  );
+
+  it('--nats-creds and --nats-ca must name readable files; a creds file is handed to the NATS client', async () => {
+    const missing = await runCli([
+      'daemon',
+      '--runtime-dir',
+      tempDir(),
+      '--nats',
+      'nats://127.0.0.1:1',
+      '--nats-creds',
+      '/nonexistent/user.creds',
+    ]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('option --nats-creds: expected a readable file');
+    const noCa = await runCli([
+      'daemon',
+      '--runtime-dir',
+      tempDir(),
+      '--nats',
+      'tls://127.0.0.1:1',
+      '--nats-ca',
+      '/nonexistent/ca.pem',
+    ]);
+    expect(noCa.code).toBe(2);
+    expect(noCa.stderr).toContain('option --nats-ca: expected a readable file');
+    // A creds file the client cannot read as one is its error, said in the warning.
+    const server = await nats();
+    const creds = join(tempDir(), 'broken.creds');
+    writeFileSync(creds, 'not a creds file\n');
+    const daemon = await startDaemon(hostArgs(server.url, 'creds', ['--nats-creds', creds]));
+    open.push(() => daemon.stop());
+    await eventually(() =>
+      daemon.stderr().includes('backplane: cannot join NATS') ? true : undefined,
+    );
+    expect(daemon.stderr()).not.toContain('backplane: joined');
+  });
+});
+
+describe('without --nats', () => {
+  /** Starts and stops a daemon in a child whose loader refuses to load `nats` at all. */
+  async function startWithNatsForbidden(options: Record<string, unknown>): Promise<string> {
+    const hooks = `export async function resolve(specifier, context, next) {
+      if (specifier === 'nats') throw new Error('the nats package was loaded');
+      return next(specifier, context);
+    }`;
+    const script = `
+      import { register } from 'node:module';
+      register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(hooks)}));
+      const { Daemon } = await import(${JSON.stringify(join(ROOT, 'dist/daemon/daemon.js'))});
+      const silent = { error() {}, warn() {}, info() {}, debug() {} };
+      try {
+        const daemon = await Daemon.start(${JSON.stringify(options)}, silent);
+        await daemon.stop();
+        console.log('started without nats');
+      } catch (error) {
+        console.log('failed: ' + error.message);
+      }
+      process.exit(0);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const output = collectOutput(child);
+    await waitForExit(child);
+    return output.stdout() + output.stderr();
+  }
+
+  it('loads nothing of NATS (and the check would see it if it did)', async () => {
+    const plain = await startWithNatsForbidden({ runtimeDir: tempDir(), port: 0 });
+    expect(plain).toContain('started without nats');
+    const joining = await startWithNatsForbidden({
+      runtimeDir: tempDir(),
+      port: 0,
+      nats: ['nats://127.0.0.1:1'],
+    });
+    expect(joining).toContain('the nats package was loaded');
+  });
+});

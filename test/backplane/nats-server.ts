@@ -1,0 +1,184 @@
+/** A real `nats-server -js` on a free loopback port with a temporary store, for backplane tests. */
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { join } from 'node:path';
+import { eventually, tempDir, waitForExit } from '../helpers/daemon.js';
+
+/** The nats-server binary, or undefined when it is not installed (the tests then skip). */
+export const NATS_SERVER =
+  ['/usr/sbin/nats-server', '/usr/bin/nats-server'].find((path) => existsSync(path)) ??
+  (spawnSync('sh', ['-c', 'command -v nats-server']).stdout?.toString().trim() || undefined);
+
+if (NATS_SERVER === undefined) {
+  console.warn(
+    'backplane tests skipped: nats-server is not installed (Debian: apt-get install nats-server)',
+  );
+}
+
+export interface RunningNats {
+  readonly url: string;
+  readonly port: number;
+  readonly storeDir: string;
+  readonly child: ChildProcess;
+  stderr(): string;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface NatsStart {
+  port?: number;
+  /** The JetStream store: the same one again for a restart that keeps the last values. */
+  storeDir?: string;
+  /** Extra configuration file text (authorization, tls). */
+  config?: string;
+  /** The scheme of `url`: tls for a server with a tls block. */
+  scheme?: 'nats' | 'tls';
+}
+
+export async function startNats(start: NatsStart = {}): Promise<RunningNats> {
+  if (NATS_SERVER === undefined) throw new Error('nats-server is not installed');
+  const port = start.port ?? (await freePort());
+  const storeDir = start.storeDir ?? tempDir('nats-store-');
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
+  if (start.config !== undefined) {
+    const file = join(tempDir('nats-config-'), 'nats.conf');
+    writeFileSync(file, start.config);
+    args.push('-c', file);
+  }
+  const child = spawn(NATS_SERVER, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr += text;
+  });
+  await eventually(
+    () => {
+      if (child.exitCode !== null) throw new Error(`nats-server exited: ${stderr}`);
+      return stderr.includes('Server is ready') ? true : undefined;
+    },
+    15_000,
+    'nats-server to be ready',
+  );
+  return {
+    url: `${start.scheme ?? 'nats'}://127.0.0.1:${port}`,
+    port,
+    storeDir,
+    child,
+    stderr: () => stderr,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        await waitForExit(child);
+      }
+    },
+  };
+}
+
+/**
+ * A TCP relay between one daemon and NATS: cutting it is that daemon losing its network
+ * path to NATS while the others keep theirs.
+ */
+export interface CuttableLink {
+  readonly url: string;
+  /** Closes every connection through it and refuses new ones. */
+  cut(): Promise<void>;
+  /** Listens again on the same port. */
+  mend(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function cuttableLink(targetPort: number): Promise<CuttableLink> {
+  const port = await freePort();
+  const sockets = new Set<Socket>();
+  let server: Server | undefined;
+  const listen = () =>
+    new Promise<void>((resolve, reject) => {
+      server = createServer((client) => {
+        const upstream = tcpConnect(targetPort, '127.0.0.1');
+        for (const socket of [client, upstream]) {
+          sockets.add(socket);
+          socket.on('close', () => sockets.delete(socket));
+          socket.on('error', () => {});
+        }
+        client.pipe(upstream).pipe(client);
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      });
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => resolve());
+    });
+  const cut = async () => {
+    const closing = server;
+    server = undefined;
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => (closing ? closing.close(() => resolve()) : resolve()));
+  };
+  await listen();
+  return { url: `nats://127.0.0.1:${port}`, cut, mend: listen, close: cut };
+}
+
+export const HAS_OPENSSL = spawnSync('sh', ['-c', 'command -v openssl']).status === 0;
+
+/** A CA and a server certificate for 127.0.0.1, made with openssl in a temporary dir. */
+export function makeCertificates(): { ca: string; cert: string; key: string } {
+  const dir = tempDir('nats-tls-');
+  const at = (name: string) => join(dir, name);
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=test CA',
+    '-keyout',
+    at('ca.key'),
+    '-out',
+    at('ca.pem'),
+  );
+  openssl(
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-subj',
+    '/CN=127.0.0.1',
+    '-keyout',
+    at('server.key'),
+    '-out',
+    at('server.csr'),
+  );
+  writeFileSync(at('ext.cnf'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    at('server.csr'),
+    '-CA',
+    at('ca.pem'),
+    '-CAkey',
+    at('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '1',
+    '-extfile',
+    at('ext.cnf'),
+    '-out',
+    at('server.pem'),
+  );
+  return { ca: at('ca.pem'), cert: at('server.pem'), key: at('server.key') };
+}

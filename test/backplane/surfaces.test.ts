@@ -1,0 +1,213 @@
+/**
+ * A worker on host A seen through every surface of other hosts: `mcp-progress mcp` on
+ * host B with a real SDK client, relayProgress in a real MCP server using daemon B,
+ * `tail` and `status` on host C (docs/BACKPLANE.md, the quick start).
+ */
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { relayProgress } from '../../src/mcp/index.js';
+import {
+  BIN,
+  cleanupAll,
+  collectOutput,
+  eventually,
+  type RunningDaemon,
+  runCli,
+  waitForExit,
+} from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
+import { connectStdio, connectUrl, progressParams } from '../helpers/mcp.js';
+import { hostV1 } from '../helpers/relay-servers.js';
+import { type RawWorker, rawWorker } from '../helpers/worker.js';
+import { fresh, startHost } from './hosts.js';
+import { NATS_SERVER, type RunningNats, startNats } from './nats-server.js';
+
+describe.skipIf(NATS_SERVER === undefined)('every surface of another host', () => {
+  let nats: RunningNats;
+  let a: RunningDaemon;
+  let b: RunningDaemon;
+  let c: RunningDaemon;
+  let worker: RawWorker;
+
+  beforeAll(async () => {
+    nats = await startNats();
+    [a, b, c] = await Promise.all([
+      startHost(nats.url, 'gpu-a'),
+      startHost(nats.url, 'laptop-b'),
+      startHost(nats.url, 'desk-c'),
+    ]);
+    worker = await rawWorker(a.info.socket);
+  });
+
+  afterAll(async () => {
+    worker?.destroy();
+    await Promise.all([a?.stop(), b?.stop(), c?.stop()]);
+    await nats?.stop();
+    cleanupAll();
+  });
+
+  /** Waits until daemon `on` has a subscriber for the token. */
+  async function subscribed(on: RunningDaemon, token: string): Promise<void> {
+    const gateway = await connectGateway(on.info);
+    try {
+      await eventually(async () => {
+        const reply = await gateway.request('progress/get', { progressToken: token });
+        const stream = (reply.result as { stream?: { subscribers: number } }).stream;
+        return (stream?.subscribers ?? 0) > 0 ? true : undefined;
+      });
+    } finally {
+      await gateway.close();
+    }
+  }
+
+  it('mcp-progress mcp on host B: watch_progress follows a worker on host A; list_progress names the host', async () => {
+    const mcp = await connectStdio(['--runtime-dir', b.runtimeDir]);
+    try {
+      const token = fresh('mcp');
+      const seen: number[] = [];
+      const call = mcp.client.callTool(
+        { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
+        undefined,
+        { onprogress: (p) => seen.push(p.progress) },
+      );
+      await subscribed(b, token);
+      for (const progress of [1, 2, 3]) {
+        worker.send('progress', { v: 1, progressToken: token, progress, total: 3 });
+      }
+      const list = await eventually(async () => {
+        const result = await mcp.client.callTool({ name: 'list_progress', arguments: {} });
+        const streams = (result.structuredContent as { streams: Array<Record<string, unknown>> })
+          .streams;
+        return streams.some((s) => s.progressToken === token) ? result : undefined;
+      });
+      expect(
+        (list.structuredContent as { streams: Array<Record<string, unknown>> }).streams.find(
+          (s) => s.progressToken === token,
+        ),
+      ).toMatchObject({ host: 'gpu-a' });
+      expect((list.content as Array<{ text: string }>)[0]?.text).toContain(
+        `"${token}" on host gpu-a`,
+      );
+      worker.send('done', { v: 1, progressToken: token });
+      const result = await call;
+      expect(result.structuredContent).toMatchObject({
+        progressToken: token,
+        state: 'done',
+        status: 'ok',
+        progress: 3,
+        total: 3,
+      });
+      expect(seen).toEqual([1, 2, 3]);
+      const got = await mcp.client.callTool({
+        name: 'get_progress',
+        arguments: { progressToken: token },
+      });
+      expect(got.structuredContent).toMatchObject({ found: true, stream: { host: 'gpu-a' } });
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it('relayProgress with daemon B: a worker on host A publishing under the route key reaches the MCP client', async () => {
+    const keys: string[] = [];
+    const server = await hostV1(async (args, extra) => {
+      await using relay = await relayProgress(extra, {
+        runtimeDir: b.runtimeDir,
+        minIntervalMs: 0,
+      });
+      keys.push(relay.routeKey);
+      // The job runs on host A (as over ssh): it gets only the route key, and speaks A's daemon.
+      for (let progress = 1; progress <= args.steps; progress++) {
+        worker.send('progress', {
+          v: 1,
+          progressToken: relay.routeKey,
+          progress,
+          total: args.steps,
+        });
+      }
+      worker.send('done', { v: 1, progressToken: relay.routeKey });
+      await relay.done;
+      return `rendered ${args.steps} frames on host A`;
+    });
+    const client = await connectUrl(server.url);
+    try {
+      const seen: number[] = [];
+      const result = await client.client.callTool(
+        { name: 'render', arguments: { steps: 4 } },
+        undefined,
+        { onprogress: (p) => seen.push(p.progress) },
+      );
+      expect(result.content).toEqual([{ type: 'text', text: 'rendered 4 frames on host A' }]);
+      expect(keys).toHaveLength(1);
+      // The last value is never dropped; coalescing may merge earlier ones, each increasing.
+      expect(seen.at(-1)).toBe(4);
+      for (let i = 1; i < seen.length; i++) expect(seen[i]).toBeGreaterThan(seen[i - 1] ?? 0);
+      for (const params of progressParams(client.received)) {
+        expect(params).toMatchObject({ total: 4 });
+      }
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  });
+
+  it('tail on host C shows the stream of host A with its host; status names the hosts', async () => {
+    const token = fresh('tail');
+    const child = spawn(
+      process.execPath,
+      [BIN, 'tail', token, '--runtime-dir', c.runtimeDir, '--min-interval-ms', '0'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, MCP_PROGRESS_SOCKET: '' },
+      },
+    );
+    const output = collectOutput(child);
+    try {
+      await subscribed(c, token);
+      worker.send('progress', { v: 1, progressToken: token, progress: 1, total: 2 });
+      await eventually(() => (output.stdout().includes('1/2') ? true : undefined));
+      // tail names its token: the host comes from the list, once it polled it.
+      const status = await runCli(['status', '--runtime-dir', c.runtimeDir]);
+      expect(status.stdout).toContain('backplane      desk-c, connected to NATS');
+      expect(status.stdout).toMatch(/host gpu-a +up {4}[1-9]\d* active streams/);
+      const json = JSON.parse(
+        (await runCli(['status', '--json', '--runtime-dir', c.runtimeDir])).stdout,
+      ) as { backplane: { name: string; hosts: Array<{ name: string }> } };
+      expect(json.backplane.name).toBe('desk-c');
+      expect(json.backplane.hosts.map((h) => h.name).sort()).toEqual(['gpu-a', 'laptop-b']);
+      worker.send('progress', { v: 1, progressToken: token, progress: 2, total: 2 });
+      worker.send('done', { v: 1, progressToken: token });
+      expect(await waitForExit(child)).toBe(0);
+      expect(output.stdout()).toMatch(/done|✓ ok/);
+    } finally {
+      if (child.exitCode === null) child.kill();
+    }
+  });
+
+  it('tail without tokens lists every stream with the host it is on', async () => {
+    const token = fresh('all');
+    worker.send('progress', { v: 1, progressToken: token, progress: 7, message: 'seven' });
+    await eventually(async () => {
+      const gateway = await connectGateway(c.info);
+      try {
+        const reply = await gateway.request('progress/get', { progressToken: token });
+        return (reply.result as { stream?: unknown }).stream ? true : undefined;
+      } finally {
+        await gateway.close();
+      }
+    });
+    const child = spawn(process.execPath, [BIN, 'tail', '--runtime-dir', c.runtimeDir], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, MCP_PROGRESS_SOCKET: '' },
+    });
+    const output = collectOutput(child);
+    try {
+      await eventually(() =>
+        output.stdout().includes(`${token} @gpu-a  7  seven`) ? true : undefined,
+      );
+    } finally {
+      child.kill();
+      await waitForExit(child);
+    }
+  });
+});
