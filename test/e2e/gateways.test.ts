@@ -6,7 +6,7 @@
  * docs/COMPATIBILITY.md is the table of what these show.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
@@ -18,6 +18,7 @@ import { BIN, eventually, ROOT } from '../helpers/daemon.js';
 import { daemonForFile } from '../helpers/file-daemon.js';
 import { publishWhenWatched } from '../helpers/mcp.js';
 import { connectUrlV2, NEWEST_REVISION } from '../helpers/mcp-v2.js';
+import { freePort } from '../helpers/ports.js';
 
 const daemon = daemonForFile();
 const running: ChildProcess[] = [];
@@ -31,17 +32,6 @@ afterEach(() => {
 
 /** The command line of `mcp-progress mcp` that a gateway spawns. */
 const mcpCommand = () => [process.execPath, BIN, 'mcp', '--runtime-dir', daemon.runtimeDir];
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const listener = createServer();
-    listener.once('error', reject);
-    listener.listen(0, '127.0.0.1', () => {
-      const address = listener.address();
-      listener.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 function accepting(port: number): Promise<boolean> {
   return new Promise((resolve) => {
