@@ -170,9 +170,19 @@ describe.skipIf(NATS_SERVER === undefined)('every surface of another host', () =
       const status = await runCli(['status', '--runtime-dir', c.runtimeDir]);
       expect(status.stdout).toContain('backplane      desk-c, connected to NATS');
       expect(status.stdout).toMatch(/host gpu-a +up {4}[1-9]\d* active streams/);
-      const json = JSON.parse(
-        (await runCli(['status', '--json', '--runtime-dir', c.runtimeDir])).stdout,
-      ) as { backplane: { name: string; hosts: Array<{ name: string }> } };
+      // desk-c learns of laptop-b from its heartbeat (once a second), which may not have come yet.
+      const readStatus = async () =>
+        JSON.parse((await runCli(['status', '--json', '--runtime-dir', c.runtimeDir])).stdout) as {
+          backplane: { name: string; hosts: Array<{ name: string }> };
+        };
+      const json = await eventually(
+        async () => {
+          const read = await readStatus();
+          return read.backplane.hosts.length >= 2 ? read : undefined;
+        },
+        20_000,
+        'desk-c to know both other hosts',
+      );
       expect(json.backplane.name).toBe('desk-c');
       expect(json.backplane.hosts.map((h) => h.name).sort()).toEqual(['gpu-a', 'laptop-b']);
       worker.send('progress', { v: 1, progressToken: token, progress: 2, total: 2 });
