@@ -17,6 +17,9 @@ import {
   MAX_TYPE_BYTES,
   PROTOCOL_VERSION,
 } from './limits.js';
+import { metaProblem } from './meta.js';
+
+export { metaProblem, nestedWithin } from './meta.js';
 
 /**
  * JSON Schema has no keyword for a length in UTF-8 bytes: `maxLength` (code points) is
@@ -72,48 +75,6 @@ const metaField = z
   .meta({
     description: `Forwarded unchanged as the notification params \`_meta\`. Objects and arrays nest at most ${MAX_META_DEPTH} levels deep (\`_meta\` itself is level 1); every number is within ±${MAX_SAFE_NUMBER} (send larger ones as strings); strings and keys are well-formed Unicode.`,
   });
-
-/**
- * What makes `value` unfit for `_meta`, or undefined: nesting deeper than
- * MAX_META_DEPTH (the value itself is level 1), a number outside ±MAX_SAFE_NUMBER,
- * or a string or key with a lone surrogate. Iterative, so any depth is safe to check.
- */
-export function metaProblem(value: unknown): string | undefined {
-  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const item = next.value;
-    if (typeof item === 'number') {
-      if (!(Math.abs(item) <= MAX_SAFE_NUMBER))
-        return `a number outside ±${MAX_SAFE_NUMBER} (${item}): send it as a string`;
-      continue;
-    }
-    if (typeof item === 'string') {
-      if (!isWellFormedText(item)) return 'a string with a lone surrogate';
-      continue;
-    }
-    if (item === null || typeof item !== 'object') continue;
-    if (next.depth > MAX_META_DEPTH)
-      return `objects or arrays nested deeper than ${MAX_META_DEPTH}`;
-    if (!Array.isArray(item)) {
-      for (const key of Object.keys(item))
-        if (!isWellFormedText(key)) return 'a key with a lone surrogate';
-    }
-    for (const child of Object.values(item)) pending.push({ value: child, depth: next.depth + 1 });
-  }
-  return undefined;
-}
-
-/** Whether objects and arrays in `value` nest at most `limit` levels; iterative, so any depth is safe to check. */
-export function nestedWithin(value: unknown, limit: number): boolean {
-  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    if (next.value === null || typeof next.value !== 'object') continue;
-    if (next.depth > limit) return false;
-    for (const child of Object.values(next.value))
-      pending.push({ value: child, depth: next.depth + 1 });
-  }
-  return true;
-}
 
 export const doneStatusSchema = z.enum(['ok', 'error', 'cancelled']);
 
@@ -546,3 +507,22 @@ export const backplaneHeartbeatSchema = z
 export type BackplaneStreamMessage = z.infer<typeof backplaneStreamMessageSchema>;
 export type BackplaneCancel = z.infer<typeof backplaneCancelSchema>;
 export type BackplaneHeartbeat = z.infer<typeof backplaneHeartbeatSchema>;
+const compiledBackplaneStream = z.compile(backplaneStreamMessageSchema);
+const compiledBackplaneCancel = z.compile(backplaneCancelSchema);
+const compiledBackplaneHeartbeat = z.compile(backplaneHeartbeatSchema);
+
+/** A backplane stream message, or undefined when it is not one (bad input is ignored, never thrown). */
+export function parseBackplaneStream(value: unknown): BackplaneStreamMessage | undefined {
+  const result = compiledBackplaneStream.safeParse(value);
+  return result.success ? result.data : undefined;
+}
+
+export function parseBackplaneCancel(value: unknown): BackplaneCancel | undefined {
+  const result = compiledBackplaneCancel.safeParse(value);
+  return result.success ? result.data : undefined;
+}
+
+export function parseBackplaneHeartbeat(value: unknown): BackplaneHeartbeat | undefined {
+  const result = compiledBackplaneHeartbeat.safeParse(value);
+  return result.success ? result.data : undefined;
+}

@@ -59,7 +59,7 @@ export function isDoneParams(value: unknown): value is DoneParams {
  * An object as zod's object schema takes one: not null, not an array. (Its record schema
  * also looks at `constructor`, which tells nothing apart in parsed JSON.)
  */
-function isRecord(value: unknown): value is Record<string, unknown> {
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 

@@ -1,26 +1,18 @@
 /**
- * Frame validation: a compiled zod fast path for good frames, and a slow
- * path for bad ones that names the field, what was expected and how to fix it.
+ * Frame validation: the hand-written checks (frame-guards.ts) for good frames,
+ * and for bad ones a refusal that names the field, what was expected and how
+ * to fix it. No zod here: a daemon reads its workers without loading it.
  */
-import * as z from 'zod';
 import type { RejectCode } from './errors.js';
 import {
-  type BackplaneCancel,
-  type BackplaneHeartbeat,
-  type BackplaneStreamMessage,
-  backplaneCancelSchema,
-  backplaneHeartbeatSchema,
-  backplaneStreamMessageSchema,
-  type ClaimFrame,
-  claimFrameSchema,
-  type DoneFrame,
-  doneFrameSchema,
-  emptyRequestSchema,
-  metaProblem,
-  type ProgressFrame,
-  type ProgressToken,
-  progressFrameSchema,
-} from './frames.js';
+  FRAME_SHAPES,
+  type FrameEvent,
+  frameProblem,
+  isDoneFrame,
+  isEmptyRequest,
+  isProgressFrame,
+} from './frame-guards.js';
+import type { DoneFrame, ProgressFrame, ProgressToken } from './frames.js';
 import {
   isWellFormedText,
   MAX_MESSAGE_BYTES,
@@ -30,19 +22,10 @@ import {
   PROTOCOL_VERSION,
   shorten,
 } from './limits.js';
+import { metaProblem } from './meta.js';
+import { isProgressToken, isRecord } from './notification-guards.js';
 
-const compiledProgress = z.compile(progressFrameSchema);
-const compiledDone = z.compile(doneFrameSchema);
-const compiledClaim = z.compile(claimFrameSchema);
-
-/** The frames with data to validate, by event. */
-const FRAME_SCHEMAS = {
-  progress: progressFrameSchema,
-  done: doneFrameSchema,
-  claim: claimFrameSchema,
-} as const;
-
-type ValidatedEvent = keyof typeof FRAME_SCHEMAS;
+export { isClaimFrame, isDoneFrame, isProgressFrame } from './frame-guards.js';
 
 /** Why a frame was refused, with whatever correlation the frame carried. */
 export interface FrameRejection {
@@ -65,19 +48,6 @@ const EXPECTED: Record<string, string> = {
   seq: 'a non-negative safe integer',
   status: 'one of "ok", "error", "cancelled"',
 };
-
-/** The hot path's check: the compiled validator alone, with no result object to allocate. */
-export function isProgressFrame(data: unknown): data is ProgressFrame {
-  return z.validate(compiledProgress, data);
-}
-
-export function isDoneFrame(data: unknown): data is DoneFrame {
-  return z.validate(compiledDone, data);
-}
-
-export function isClaimFrame(data: unknown): data is ClaimFrame {
-  return z.validate(compiledClaim, data);
-}
 
 /** Why a frame that failed isProgressFrame was refused, naming the field. */
 export function explainProgressFrame(data: unknown): FrameRejection {
@@ -107,7 +77,7 @@ export function checkDoneFrame(data: unknown): FrameCheck<DoneFrame> {
  * is absent or {}: the data of every event is closed.
  */
 export function checkEmptyRequest(event: string, data: unknown): FrameRejection | undefined {
-  if (z.safeParse(emptyRequestSchema, data).success) return undefined;
+  if (isEmptyRequest(data)) return undefined;
   if (!isPlainObject(data)) {
     return {
       code: 'invalid_frame',
@@ -120,59 +90,50 @@ export function checkEmptyRequest(event: string, data: unknown): FrameRejection 
   };
 }
 
-function explain(event: ValidatedEvent, data: unknown): FrameRejection {
-  const schema = FRAME_SCHEMAS[event];
-  const fields = Object.keys(schema.shape);
-  if (!isPlainObject(data)) {
+function explain(event: FrameEvent, data: unknown): FrameRejection {
+  const problem = frameProblem(event, data);
+  if (!isRecord(data) || problem?.kind === 'not_object') {
     return {
       code: 'invalid_frame',
       message: `${event} data must be a JSON object such as {"v":1,"progressToken":"job-1"}, got ${describe(data)}`,
     };
   }
   const correlation = correlate(data);
-  const result = schema.safeParse(data);
-  const issues = result.success ? [] : result.error.issues;
-  // The most fundamental problem first: version, then token, then the rest.
-  const byField = (field: string) => issues.find((issue) => issue.path[0] === field);
-  const version = byField('v');
-  if (version) {
-    const message = Object.hasOwn(data, 'v')
+  if (problem === undefined) {
+    // Only a caller that explains a frame its check accepted gets here; say so plainly.
+    return {
+      code: 'invalid_frame',
+      message: `${event} frame refused by the v1 schema`,
+      ...correlation,
+    };
+  }
+  if (problem.kind === 'unknown_fields') {
+    const fields = FRAME_SHAPES[event].fields;
+    return {
+      code: 'unknown_field',
+      message: `unknown field ${listKeys(problem.keys)} in a ${event} frame: protocol v1 allows only ${fields.join(', ')}${fields.includes('_meta') ? '; put extra data in _meta' : ''}`,
+      ...correlation,
+    };
+  }
+  const { field } = problem;
+  const present = Object.hasOwn(data, field);
+  if (field === 'v') {
+    const message = present
       ? `field v: expected ${EXPECTED.v}, got ${describe(data.v)}; upgrade the daemon or send "v": 1`
       : `field v is missing: add "v": ${PROTOCOL_VERSION} to every frame`;
     return { code: 'unsupported_version', message, ...correlation };
   }
-  const token = byField('progressToken');
-  if (token) {
-    const message = Object.hasOwn(data, 'progressToken')
+  if (field === 'progressToken') {
+    const message = present
       ? `field progressToken: expected ${EXPECTED.progressToken}, got ${describe(data.progressToken)}`
       : `field progressToken is missing: set it to the token your job was given (${EXPECTED.progressToken})`;
     return { code: 'invalid_token', message, ...correlation };
   }
-  const unknown = issues.find((issue) => issue.code === 'unrecognized_keys');
-  if (unknown && unknown.code === 'unrecognized_keys') {
-    const names = listKeys(unknown.keys);
-    return {
-      code: 'unknown_field',
-      message: `unknown field ${names} in a ${event} frame: protocol v1 allows only ${fields.join(', ')}${fields.includes('_meta') ? '; put extra data in _meta' : ''}`,
-      ...correlation,
-    };
-  }
-  const first = issues[0];
-  if (first) {
-    const field = String(first.path[0] ?? '');
-    const expected = EXPECTED[field] ?? first.message;
-    const problem =
-      field === '_meta' && isPlainObject(data._meta) ? metaProblem(data._meta) : undefined;
-    return {
-      code: 'invalid_field',
-      message: `field ${field}: expected ${expected}, got ${problem === undefined ? describe(data[field]) : `an object with ${problem}`}`,
-      ...correlation,
-    };
-  }
-  // z.validate and safeParse disagree only if the schema has a bug; say so plainly.
+  const metaTrouble =
+    field === '_meta' && isRecord(data._meta) ? metaProblem(data._meta) : undefined;
   return {
-    code: 'invalid_frame',
-    message: `${event} frame refused by the v1 schema`,
+    code: 'invalid_field',
+    message: `field ${field}: expected ${EXPECTED[field] ?? 'a value the v1 schema allows'}, got ${metaTrouble === undefined ? describe(data[field]) : `an object with ${metaTrouble}`}`,
     ...correlation,
   };
 }
@@ -181,16 +142,14 @@ function explain(event: ValidatedEvent, data: unknown): FrameRejection {
 function correlate(data: Record<string, unknown>): { progressToken?: ProgressToken; seq?: number } {
   const out: { progressToken?: ProgressToken; seq?: number } = {};
   const token = data.progressToken;
-  const tokenCheck = z.safeParse(progressFrameSchema.shape.progressToken, token);
-  if (tokenCheck.success) out.progressToken = tokenCheck.data;
+  if (isProgressToken(token)) out.progressToken = token;
   const seq = data.seq;
   if (typeof seq === 'number' && Number.isSafeInteger(seq) && seq >= 0) out.seq = seq;
   return out;
 }
 
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
+/** An object, not null, not an array: what a frame's data must be. */
+export const isPlainObject = isRecord;
 
 /** A short, safe rendering of a bad value for an error message. */
 export function describe(value: unknown): string {
@@ -223,24 +182,4 @@ function listKeys(keys: readonly string[]): string {
     .slice(0, 10)
     .map((key) => JSON.stringify(key.length > 64 ? `${shorten(key, 64)}…` : key));
   return keys.length > 10 ? `${shown.join(', ')} and ${keys.length - 10} more` : shown.join(', ');
-}
-
-const compiledBackplaneStream = z.compile(backplaneStreamMessageSchema);
-const compiledBackplaneCancel = z.compile(backplaneCancelSchema);
-const compiledBackplaneHeartbeat = z.compile(backplaneHeartbeatSchema);
-
-/** A backplane stream message, or undefined when it is not one (bad input is ignored, never thrown). */
-export function parseBackplaneStream(value: unknown): BackplaneStreamMessage | undefined {
-  const result = compiledBackplaneStream.safeParse(value);
-  return result.success ? result.data : undefined;
-}
-
-export function parseBackplaneCancel(value: unknown): BackplaneCancel | undefined {
-  const result = compiledBackplaneCancel.safeParse(value);
-  return result.success ? result.data : undefined;
-}
-
-export function parseBackplaneHeartbeat(value: unknown): BackplaneHeartbeat | undefined {
-  const result = compiledBackplaneHeartbeat.safeParse(value);
-  return result.success ? result.data : undefined;
 }

@@ -1,0 +1,134 @@
+/**
+ * Hand-written checks of the frames a worker sends: the same rules as
+ * progressFrameSchema, doneFrameSchema, claimFrameSchema and emptyRequestSchema
+ * (frames.ts), with no zod, so that a daemon loads zod only for what needs it
+ * (the gateway's requests, /mcp), not to read its workers. A test holds each
+ * check to its schema on the conformance corpus, on mutations of it and on
+ * generated values.
+ */
+import type { ClaimFrame, DoneFrame, ProgressFrame } from './frames.js';
+import {
+  fitsUtf8Bytes,
+  isWellFormedText,
+  MAX_MESSAGE_BYTES,
+  MAX_SAFE_NUMBER,
+  PROTOCOL_VERSION,
+} from './limits.js';
+import { metaProblem } from './meta.js';
+import { isProgressToken, isRecord } from './notification-guards.js';
+
+/** The events a worker may send, in the order the protocol lists them (frames.ts WORKER_EVENTS). */
+export const WORKER_EVENT_NAMES = ['progress', 'done', 'claim', 'ping', 'status'] as const;
+
+/** The events whose data is a frame with fields. */
+export type FrameEvent = 'progress' | 'done' | 'claim';
+
+type FieldCheck = (value: unknown) => boolean;
+
+const isSafeNumber: FieldCheck = (value) =>
+  typeof value === 'number' && value >= -MAX_SAFE_NUMBER && value <= MAX_SAFE_NUMBER;
+
+const DONE_STATUSES: ReadonlySet<unknown> = new Set(['ok', 'error', 'cancelled']);
+
+/** Each field's rule, under the name every frame gives it. */
+const FIELD_CHECKS: Record<string, FieldCheck> = {
+  v: (value) => value === PROTOCOL_VERSION,
+  progressToken: isProgressToken,
+  progress: isSafeNumber,
+  total: (value) => isSafeNumber(value) && (value as number) >= 0,
+  message: (value) =>
+    typeof value === 'string' &&
+    value.length <= MAX_MESSAGE_BYTES &&
+    fitsUtf8Bytes(value, MAX_MESSAGE_BYTES) &&
+    isWellFormedText(value),
+  _meta: (value) => isRecord(value) && metaProblem(value) === undefined,
+  seq: (value) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0,
+  status: (value) => DONE_STATUSES.has(value),
+};
+
+interface FrameShape {
+  /** Every field, in the schema's order: a refusal names the first that is wrong. */
+  readonly fields: readonly string[];
+  readonly required: ReadonlySet<string>;
+  readonly allowed: ReadonlySet<string>;
+}
+
+function shape(fields: readonly string[]): FrameShape {
+  return { fields, required: new Set(['v', 'progressToken']), allowed: new Set(fields) };
+}
+
+/** The fields of each frame, as its schema lists them. */
+export const FRAME_SHAPES: Record<FrameEvent, FrameShape> = {
+  progress: shape(['v', 'progressToken', 'progress', 'total', 'message', '_meta', 'seq']),
+  done: shape(['v', 'progressToken', 'status', 'message', 'seq']),
+  claim: shape(['v', 'progressToken', 'seq']),
+};
+
+/** What is wrong with a frame's data, most fundamental first; undefined when nothing is. */
+export type FrameProblem =
+  | { readonly kind: 'not_object' }
+  | { readonly kind: 'field'; readonly field: string }
+  | { readonly kind: 'unknown_fields'; readonly keys: readonly string[] };
+
+/**
+ * The first problem of `data` as a frame of `event`: not an object; then `v`; then
+ * the token; then fields the frame does not have; then the first field that is wrong.
+ */
+export function frameProblem(event: FrameEvent, data: unknown): FrameProblem | undefined {
+  if (!isRecord(data)) return { kind: 'not_object' };
+  const { fields, allowed } = FRAME_SHAPES[event];
+  if (!fieldFits(event, 'v', data.v)) return { kind: 'field', field: 'v' };
+  if (!fieldFits(event, 'progressToken', data.progressToken))
+    return { kind: 'field', field: 'progressToken' };
+  const unknown = Object.keys(data).filter((key) => !allowed.has(key));
+  if (unknown.length > 0) return { kind: 'unknown_fields', keys: unknown };
+  for (const field of fields)
+    if (!fieldFits(event, field, data[field])) return { kind: 'field', field };
+  return undefined;
+}
+
+function fieldFits(event: FrameEvent, field: string, value: unknown): boolean {
+  if (value === undefined) return !FRAME_SHAPES[event].required.has(field);
+  return FIELD_CHECKS[field]?.(value) ?? false;
+}
+
+/** The hot path's check: no allocation for a good frame. */
+function fits(event: FrameEvent, data: unknown): boolean {
+  if (!isRecord(data)) return false;
+  const { fields, allowed } = FRAME_SHAPES[event];
+  for (const key in data) if (!allowed.has(key)) return false;
+  for (const field of fields) if (!fieldFits(event, field, data[field])) return false;
+  return true;
+}
+
+/** What progressFrameSchema accepts. */
+export function isProgressFrame(data: unknown): data is ProgressFrame {
+  return fits('progress', data);
+}
+
+/** What doneFrameSchema accepts. */
+export function isDoneFrame(data: unknown): data is DoneFrame {
+  return fits('done', data);
+}
+
+/** What claimFrameSchema accepts. */
+export function isClaimFrame(data: unknown): data is ClaimFrame {
+  return fits('claim', data);
+}
+
+/** What emptyRequestSchema accepts: no data, or {}. */
+export function isEmptyRequest(data: unknown): boolean {
+  return data === undefined || (isRecord(data) && Object.keys(data).length === 0);
+}
+
+/** What pongSchema accepts: the answer of a live daemon to `ping`. */
+export function isPong(data: unknown): data is { pid: number; version: string; protocol: 1 } {
+  if (!isRecord(data)) return false;
+  const keys = Object.keys(data);
+  return (
+    keys.length === 3 &&
+    Number.isSafeInteger(data.pid) &&
+    typeof data.version === 'string' &&
+    data.protocol === PROTOCOL_VERSION
+  );
+}
