@@ -12,25 +12,23 @@ import type {
   McpSessionTransport,
 } from '../mcp/http-sessions.js';
 import type { ProgressSource } from '../mcp/progress-source.js';
+import type { RejectCode } from '../protocol/errors.js';
+// Not protocol/index.js: that loads zod and every schema, which reading workers does not need.
+import {
+  isClaimFrame,
+  isDoneFrame,
+  isProgressFrame,
+  WORKER_EVENT_NAMES,
+} from '../protocol/frame-guards.js';
+import type { DaemonStatus, DoneFrame, ProgressToken, StreamSummary } from '../protocol/frames.js';
+import { MAX_LIST_REPLY_BYTES, PROTOCOL_VERSION, shorten } from '../protocol/limits.js';
 import {
   checkEmptyRequest,
-  type DaemonStatus,
-  type DoneFrame,
   explainClaimFrame,
   explainDoneFrame,
   explainProgressFrame,
   type FrameRejection,
-  isClaimFrame,
-  isDoneFrame,
-  isProgressFrame,
-  PROTOCOL_VERSION,
-  type ProgressToken,
-  type RejectCode,
-  type StreamSummary,
-  shorten,
-  WORKER_EVENTS,
-} from '../protocol/index.js';
-import { MAX_LIST_REPLY_BYTES } from '../protocol/limits.js';
+} from '../protocol/validate.js';
 import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
@@ -614,6 +612,4 @@ function listenError(options: DaemonOptions, error: NodeJS.ErrnoException): Erro
 }
 
 /** "progress, done, claim, ping or status", for the unknown_event message. */
-const WORKER_EVENT_LIST = Object.keys(WORKER_EVENTS)
-  .join(', ')
-  .replace(/, (\w+)$/, ' or $1');
+const WORKER_EVENT_LIST = WORKER_EVENT_NAMES.join(', ').replace(/, (\w+)$/, ' or $1');

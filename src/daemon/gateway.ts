@@ -14,14 +14,35 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Logger } from '../shared/log.js';
-import { type GatewayBackend, handleRpcText, rpcError, type SessionId } from './rpc.js';
+import type { GatewayBackend, SessionId } from './rpc.js';
 import type { SessionHub } from './sessions.js';
 
 // Required, not imported: an ESM import of node:http reads every export, and its lazy
 // WebSocket and fetch getters load undici, about 10 MiB and 90 ms at every daemon start.
 const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
-// Required too: ws's ESM wrapper costs about 10 MiB of resident memory more than its CommonJS entry.
-const { WebSocketServer } = createRequire(import.meta.url)('ws') as typeof import('ws');
+
+/**
+ * What only WebSocket sessions need: ws, and the JSON-RPC handlers with zod's schemas, about
+ * 10 MiB together. A daemon loads them at its first upgrade, not at start: it may sit idle all day.
+ */
+interface WebSocketSide {
+  readonly wss: WebSocketServerType;
+  readonly rpc: typeof import('./rpc.js');
+}
+
+async function loadWebSocketSide(): Promise<WebSocketSide> {
+  const rpc = await import('./rpc.js');
+  // Required: ws's ESM wrapper costs about 10 MiB of resident memory more than its CommonJS entry.
+  const { WebSocketServer } = createRequire(import.meta.url)('ws') as typeof import('ws');
+  const wss = new WebSocketServer({
+    noServer: true,
+    clientTracking: false,
+    maxPayload: MAX_WS_MESSAGE_BYTES,
+    perMessageDeflate: false,
+    handleProtocols: (protocols) => (protocols.has(WS_SUBPROTOCOL) ? WS_SUBPROTOCOL : false),
+  });
+  return { wss, rpc };
+}
 
 export const WS_PATH = '/ws';
 
@@ -78,7 +99,9 @@ export class GatewayEndpoint {
   readonly #backend: GatewayBackend;
   readonly #hub: SessionHub;
   readonly #log: EndpointLog;
-  readonly #wss: WebSocketServerType;
+  /** Loaded at the first WebSocket upgrade; `#side` once it has arrived. */
+  #loadingSide: Promise<WebSocketSide> | undefined;
+  #side: WebSocketSide | undefined;
   readonly #http: Server;
   readonly #sessions = new Map<SessionId, WsSession>();
   /** Sessions closed as slow consumers, still within their grace: a stop ends them at once. */
@@ -108,13 +131,6 @@ export class GatewayEndpoint {
     this.#hub = hub;
     this.#log = log;
     this.#secretDigest = digest(options.secret);
-    this.#wss = new WebSocketServer({
-      noServer: true,
-      clientTracking: false,
-      maxPayload: MAX_WS_MESSAGE_BYTES,
-      perMessageDeflate: false,
-      handleProtocols: (protocols) => (protocols.has(WS_SUBPROTOCOL) ? WS_SUBPROTOCOL : false),
-    });
     this.#http = createServer((request, response) => {
       try {
         this.#request(request, response);
@@ -352,7 +368,27 @@ export class GatewayEndpoint {
       return;
     }
     this.#authenticated(socket);
-    this.#wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket));
+    if (this.#side !== undefined) {
+      const side = this.#side;
+      side.wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket, side.rpc));
+      return;
+    }
+    this.#loadingSide ??= loadWebSocketSide().then((side) => {
+      this.#side = side;
+      return side;
+    });
+    this.#loadingSide.then(
+      (side) => {
+        if (socket.destroyed) return;
+        side.wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket, side.rpc));
+      },
+      (error: Error) => {
+        this.#log.warn(
+          `WebSocket upgrade failed: cannot load the WebSocket side: ${error.message}`,
+        );
+        socket.destroy();
+      },
+    );
   }
 
   #upgradeRefusal(request: IncomingMessage): { status: number; message: string } | undefined {
@@ -375,7 +411,8 @@ export class GatewayEndpoint {
     return undefined;
   }
 
-  #open(ws: WebSocket, socket: Socket): void {
+  #open(ws: WebSocket, socket: Socket, rpc: WebSocketSide['rpc']): void {
+    const { handleRpcText, rpcError } = rpc;
     let session: WsSession | undefined;
     const id = this.#hub.open('websocket', {
       write: (_notification, payload) => {

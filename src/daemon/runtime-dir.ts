@@ -7,7 +7,7 @@ import { chmodSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
-import { pongSchema } from '../protocol/frames.js';
+import { isPong } from '../protocol/frame-guards.js';
 import { BridgeError } from '../shared/errors.js';
 import type { DaemonInfo } from '../shared/locate.js';
 import { socketRequest } from '../shared/socket-request.js';
@@ -239,9 +239,8 @@ export async function probeSocket(path: string, timeoutMs = 2000): Promise<Socke
       isReply: (envelope) => envelope.type === 'pong' || envelope.type === 'rejected',
       timeoutMs,
     });
-    const pong = pongSchema.safeParse(reply.data);
-    if (reply.type === 'pong' && pong.success)
-      return { state: 'live', pid: pong.data.pid, version: pong.data.version };
+    if (reply.type === 'pong' && isPong(reply.data))
+      return { state: 'live', pid: reply.data.pid, version: reply.data.version };
     return { state: 'foreign', reason: `something else answers on ${path}` };
   } catch (error) {
     const code = (error as BridgeError).code;

@@ -8,15 +8,12 @@
  * read leave in one write, and a read budget per turn of the event loop
  * keeps flooding connections, however many, from delaying the others.
  */
+
+import { createRequire } from 'node:module';
 import { createServer, type Server, type Socket } from 'node:net';
-import { IPCModule, type IpcConfig, type IpcSocketServer } from 'node-ipc';
-import {
-  type Envelope,
-  encodeFrame,
-  FrameDecoder,
-  FrameError,
-  type RejectCode,
-} from '../protocol/index.js';
+import type { IpcConfig, IpcSocketServer } from 'node-ipc';
+import type { RejectCode } from '../protocol/errors.js';
+import { type Envelope, encodeFrame, FrameDecoder, FrameError } from '../protocol/wire.js';
 
 export type ConnectionId = number;
 
@@ -120,7 +117,7 @@ export class IngressServer {
   readonly #options: IngressOptions;
   readonly #handlers: IngressHandlers;
   readonly #log: IngressLog;
-  readonly #ipc = new IPCModule();
+  /** node-ipc's server, made at the first worker connection (#ipc). */
   #ipcServer: IpcSocketServer | undefined;
   #server: Server | undefined;
   readonly #connections = new Map<ConnectionId, Connection>();
@@ -152,25 +149,9 @@ export class IngressServer {
 
   /** Binds the socket with mode 0600 and resolves when it accepts connections. */
   start(): Promise<void> {
-    const config: IpcConfig = this.#ipc.config;
-    config.silent = true;
-    // The raw profile: node-ipc delivers each read as it came and writes replies verbatim;
-    // framing, limits and envelope checks are ours (test/contract/node-ipc.test.ts pins this).
-    config.rawBuffer = true;
-    this.#ipc.serve(this.#options.socketPath);
-    const ipcServer = this.#ipc.server;
-    if (ipcServer === false) return Promise.reject(new Error('node-ipc did not create a server'));
-    this.#ipcServer = ipcServer;
-    ipcServer.on('data', ((bytes: Buffer, socket: TaggedSocket) => {
-      const connection = socket[STATE];
-      if (connection !== undefined) this.#read(connection, bytes);
-    }) as (...args: never[]) => void);
-    // node-ipc's own error listener on each socket reports here, without the socket; the close follows.
-    ipcServer.on('error', ((error: Error) =>
-      this.#log.debug(`worker socket error: ${error.message}`)) as (...args: never[]) => void);
     const server = createServer((socket) => {
       // No encoding: the decoder gets bytes, so it counts and checks UTF-8 itself.
-      ipcServer.addSocket(socket);
+      this.#ipc().addSocket(socket);
       this.#accept(socket);
     });
     this.#server = server;
@@ -188,6 +169,34 @@ export class IngressServer {
         if (previous !== undefined) process.umask(previous);
       }
     });
+  }
+
+  /**
+   * node-ipc, which loads tls and dgram with it (about 4 MiB), is loaded at the first
+   * worker connection, synchronously (require of an ES module, Node 22.12+): a daemon may
+   * sit idle all day with none.
+   */
+  #ipc(): IpcSocketServer {
+    if (this.#ipcServer !== undefined) return this.#ipcServer;
+    const { IPCModule } = createRequire(import.meta.url)('node-ipc') as typeof import('node-ipc');
+    const ipc = new IPCModule();
+    const config: IpcConfig = ipc.config;
+    config.silent = true;
+    // The raw profile: node-ipc delivers each read as it came and writes replies verbatim;
+    // framing, limits and envelope checks are ours (test/contract/node-ipc.test.ts pins this).
+    config.rawBuffer = true;
+    ipc.serve(this.#options.socketPath);
+    const ipcServer = ipc.server;
+    if (ipcServer === false) throw new Error('node-ipc did not create a server');
+    ipcServer.on('data', ((bytes: Buffer, socket: TaggedSocket) => {
+      const connection = socket[STATE];
+      if (connection !== undefined) this.#read(connection, bytes);
+    }) as (...args: never[]) => void);
+    // node-ipc's own error listener on each socket reports here, without the socket; the close follows.
+    ipcServer.on('error', ((error: Error) =>
+      this.#log.debug(`worker socket error: ${error.message}`)) as (...args: never[]) => void);
+    this.#ipcServer = ipcServer;
+    return ipcServer;
   }
 
   send(id: ConnectionId, type: WorkerReply, data: object): boolean {

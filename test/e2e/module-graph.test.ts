@@ -9,7 +9,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
 import { connectStdio, httpBase } from '../helpers/mcp.js';
+import { rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
@@ -30,6 +32,9 @@ const GATEWAY_CLIENT = /\/dist\/gateway-client\//;
 const SDK_2 = /\/node_modules\/@modelcontextprotocol\/server\//;
 const DAEMON = /\/dist\/daemon\/|\/node_modules\/node-ipc\//;
 const SDK = /\/node_modules\/@modelcontextprotocol\//;
+const NODE_IPC = /\/node_modules\/node-ipc\//;
+const ZOD = /\/node_modules\/zod\//;
+const RPC = /\/dist\/daemon\/rpc\.js$/;
 const MCP_SERVER = /\/dist\/mcp\/(mcp-server|http-sessions)\.js$/;
 
 describe('modules loaded when first used', () => {
@@ -54,7 +59,7 @@ describe('modules loaded when first used', () => {
     await mcp.close();
   });
 
-  it('the daemon starts without the MCP SDK or the MCP server, and loads them at the first /mcp request', async () => {
+  it('the daemon starts without node-ipc, ws, zod or the MCP SDK; a worker brings node-ipc, a session ws and zod, /mcp the SDK', async () => {
     const log = join(tempDir(), 'modules.log');
     const saved = { ...process.env };
     Object.assign(process.env, logEnv(log));
@@ -63,9 +68,25 @@ describe('modules loaded when first used', () => {
     });
     const started = loaded(log);
     expect(matching(started, /\/dist\/daemon\/daemon\.js$/)).toHaveLength(1);
-    expect(matching(started, SDK)).toEqual([]);
-    expect(matching(started, MCP_SERVER)).toEqual([]);
-    expect(matching(started, GATEWAY_CLIENT)).toEqual([]);
+    for (const absent of [NODE_IPC, WS, ZOD, RPC, SDK, MCP_SERVER, GATEWAY_CLIENT])
+      expect(matching(started, absent)).toEqual([]);
+    // A worker's good frames are read with the hand-written checks: node-ipc, and still no zod.
+    const worker = await rawWorker(daemon.info.socket);
+    worker.send('progress', { v: 1, progressToken: 'module-graph', progress: 1, seq: 1 });
+    await worker.reply((reply) => reply.type === 'ack');
+    const read = loaded(log);
+    expect(matching(read, NODE_IPC).length).toBeGreaterThan(0);
+    expect(matching(read, ZOD)).toEqual([]);
+    expect(matching(read, WS)).toEqual([]);
+    // The first WebSocket session brings ws and the JSON-RPC handlers with zod's schemas.
+    const gateway = await connectGateway(daemon.info);
+    expect((await gateway.request('progress/list', {})).result).toBeDefined();
+    const session = loaded(log);
+    for (const arrived of [WS, ZOD, RPC])
+      expect(matching(session, arrived).length).toBeGreaterThan(0);
+    expect(matching(session, SDK)).toEqual([]);
+    await gateway.close();
+    worker.destroy();
     const response = await fetch(`${httpBase(daemon.info)}/mcp`, {
       method: 'POST',
       headers: {

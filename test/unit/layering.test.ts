@@ -193,6 +193,12 @@ describe('layering', () => {
     expect(reachedFrom('cli/daemon-command.ts')).not.toContain('nats');
   });
 
+  it('the daemon starts without ws, node-ipc, zod or the SDK: each is loaded at its first use', () => {
+    expect(graph.find((g) => g.file === 'daemon/gateway.ts')?.external).toContain('ws');
+    expect(reachedFrom('daemon/daemon.ts')).toEqual([]);
+    expect(reachedFrom('cli/daemon-command.ts')).toEqual([]);
+  });
+
   it('no folder imports one its process may not', () => {
     const offenders = graph.flatMap((g) => {
       const allowed = ALLOWED[g.layer];
