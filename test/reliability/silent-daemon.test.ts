@@ -13,6 +13,7 @@ import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { GatewayClient } from '../../src/gateway-client/gateway-client.js';
+import { relayProgress } from '../../src/mcp/index.js';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import {
   BIN,
@@ -25,7 +26,8 @@ import {
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { connectStdio } from '../helpers/mcp.js';
+import { connectStdio, connectUrl, textOf } from '../helpers/mcp.js';
+import { hostV1 } from '../helpers/relay-servers.js';
 
 const cleanups: Array<() => void | Promise<void>> = [];
 afterAll(async () => {
@@ -273,7 +275,7 @@ describe('a daemon stopped with SIGSTOP', () => {
   });
 });
 
-describe('mcp-progress mcp and tail against a silent daemon', () => {
+describe('mcp-progress mcp, relayProgress and tail against a silent daemon', () => {
   it('list_progress answers with an error naming the problem instead of hanging', async () => {
     const silent = await silentServer();
     const runtimeDir = tempDir();
@@ -290,6 +292,36 @@ describe('mcp-progress mcp and tail against a silent daemon', () => {
     );
     expect(text).toContain('mcp-progress status');
     await mcp.close();
+  });
+
+  it('relayProgress runs the tool without progress, with one warning, and lets the silent connection go', async () => {
+    const silent = await silentServer();
+    const warnings: string[] = [];
+    const server = await hostV1(async (_args, extra) => {
+      const relay = await relayProgress(extra, {
+        url: silent.url,
+        secret: 'not-a-daemon',
+        socket: join(tempDir(), 'bridge.sock'),
+        connectTimeoutMs: TIMEOUT_MS,
+        onWarning: (message) => warnings.push(message),
+      });
+      await relay.close();
+      return `relaying=${relay.relaying}`;
+    });
+    cleanups.push(() => server.close());
+    const mcp = await connectUrl(server.url);
+    cleanups.push(() => mcp.close());
+    const result = await mcp.client.callTool(
+      { name: 'render', arguments: { steps: 1 } },
+      undefined,
+      { onprogress: () => {}, timeout: 25_000 },
+    );
+    expect(textOf(result)).toBe('relaying=false');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('progress is not relayed');
+    expect(silent.accepted()).toBe(1);
+    // The attempt does not stay open on the silent port after the call.
+    await eventually(() => (silent.open() === 0 ? true : undefined), 10_000, 'silent port let go');
   });
 
   it('tail says so once, waits, and follows the stream once a daemon starts', async () => {
