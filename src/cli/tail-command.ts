@@ -22,7 +22,8 @@ that host after its name: render-1 @gpu-1.
 
 With TOKENs, tail exits (0) once every named stream is done; without, it
 runs until interrupted. It survives a daemon restart, and when no daemon is
-up yet it says so once and waits for one.
+up yet, or the one named does not answer (stopped, hung), it says so once
+and waits for one.
 
   TOKEN               a string token
   --token-json JSON   a token written as JSON, for integer tokens: --token-json 7
@@ -40,6 +41,9 @@ Examples:
 
 /** How often the list of streams is polled for new ones when no token is named, and for a daemon when none is up. */
 const POLL_MS = 500;
+
+/** Connect errors tail waits out: no daemon yet, or one that accepted the connection and said nothing. */
+const WAIT_FOR: ReadonlySet<string> = new Set([...NO_LIVE_DAEMON, 'gateway_timeout']);
 /** Terminal redraws at most this often. */
 const FRAME_MS = 100;
 /** And at least this often, so that rates fall and stalled streams show while nothing arrives. */
@@ -165,7 +169,7 @@ async function connectWhenUp(
     try {
       return await GatewayClient.connect(options);
     } catch (error) {
-      if (!(error instanceof BridgeError) || !NO_LIVE_DAEMON.has(error.code)) throw error;
+      if (!(error instanceof BridgeError) || !WAIT_FOR.has(error.code)) throw error;
       if (!told)
         io.err(`mcp-progress tail: ${error.message}; waiting for a daemon (Ctrl-C to stop)\n`);
       told = true;

@@ -20,7 +20,7 @@ import {
   type StreamSummary,
   type SubscribeParams,
 } from '../protocol/frames.js';
-import { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS, WS_SUBPROTOCOL } from '../protocol/limits.js';
+import { WS_SUBPROTOCOL } from '../protocol/limits.js';
 import { isDoneParams, isProgressParams } from '../protocol/notification-guards.js';
 import {
   DONE_METHOD,
@@ -30,6 +30,8 @@ import {
 } from '../protocol/notifications.js';
 import {
   CLOSE_LINGER_MS,
+  DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS,
+  DEFAULT_HANDSHAKE_TIMEOUT_MS,
   DEFAULT_RECONNECT_TIMEOUT_MS,
   reconnectDelayMs,
 } from '../shared/defaults.js';
@@ -60,9 +62,19 @@ export interface GatewayClientOptions {
   /**
    * How long one request may wait for its answer before it rejects with
    * `request_timeout` (default 10000): a daemon that stops answering (stopped,
-   * wedged) must not hold a caller forever.
+   * wedged) must not hold a caller forever. The connection stays open: a
+   * daemon that resumes answers the next request.
    */
   readonly requestTimeoutMs?: number | undefined;
+  /**
+   * How long each connect, and each reconnect attempt, may take to complete
+   * the WebSocket handshake (default 5000). A port that accepted the TCP
+   * connection and did not answer in time (a stopped or hung daemon, another
+   * program) rejects with `gateway_timeout`; one that did not even accept it,
+   * with `gateway_unreachable`. A reconnect attempt that times out is retried
+   * like any other failed one, until `reconnectTimeoutMs`.
+   */
+  readonly handshakeTimeoutMs?: number | undefined;
   /** Called on each connect (after resubscribing) and each drop. */
   readonly onState?: ((state: 'connected' | 'disconnected') => void) | undefined;
 }
@@ -91,6 +103,8 @@ export class GatewayClient {
   /** Subscriptions by delivered token (the `as` label, or the token itself). */
   readonly #watches = new SubscriptionLabels();
   #nextId = 1;
+  /** Where the open connection goes (secret masked), for messages. */
+  #url = '';
   #closed = false;
   #attempt = 0;
   #connecting: Promise<void> | undefined;
@@ -105,6 +119,7 @@ export class GatewayClient {
 
   /** Connects (reading daemon.json unless url and secret are given); rejects if the daemon is not there. */
   static async connect(options: GatewayClientOptions = {}): Promise<GatewayClient> {
+    checkOptions(options);
     const client = new GatewayClient(options);
     await client.#open();
     return client;
@@ -209,7 +224,7 @@ export class GatewayClient {
         reject(
           new BridgeError(
             'request_timeout',
-            `the daemon did not answer ${method} within ${timeoutMs} ms: it may be stopped or overloaded`,
+            `the daemon at ${this.#url} did not answer ${method} within ${timeoutMs} ms (requestTimeoutMs): it may be stopped or overloaded. Check it with "mcp-progress status", and restart it if it does not answer`,
           ),
         );
       }, timeoutMs);
@@ -251,11 +266,11 @@ export class GatewayClient {
     });
   }
 
-  async #target(): Promise<{ url: string; secret: string }> {
+  async #target(): Promise<{ url: string; secret: string; pid: number | undefined }> {
     const { url, secret } = this.#options;
-    if (url !== undefined && secret !== undefined) return { url, secret };
+    if (url !== undefined && secret !== undefined) return { url, secret, pid: undefined };
     const info: DaemonInfo = await readDaemonInfo(resolveRuntimeDir(this.#options.runtimeDir));
-    return { url: url ?? info.url, secret: secret ?? info.secret };
+    return { url: url ?? info.url, secret: secret ?? info.secret, pid: info.pid };
   }
 
   #open(): Promise<void> {
@@ -266,42 +281,66 @@ export class GatewayClient {
   }
 
   async #connectOnce(): Promise<void> {
-    const { url, secret } = await this.#target();
+    const { url, secret, pid } = await this.#target();
+    const handshakeTimeoutMs = this.#options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
+    // Whether the port accepted the TCP connection tells a silent daemon from an unreachable one.
+    let accepted = false;
     const ws = new WebSocket(url, WS_SUBPROTOCOL, {
       headers: { authorization: `Bearer ${secret}` },
       perMessageDeflate: false,
-    });
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('unexpected-response', (_request, response) => {
-        let body = '';
-        response.setEncoding('utf8').on('data', (text: string) => {
-          body += text;
+      finishRequest: (request) => {
+        request.once('socket', (socket) => {
+          if (!socket.connecting) accepted = true;
+          else
+            socket.once('connect', () => {
+              accepted = true;
+            });
         });
-        response.on('end', () =>
+        request.end();
+      },
+    });
+    let handshakeTimer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        handshakeTimer = setTimeout(() => {
+          reject(handshakeTimedOut(withoutSecret(url), handshakeTimeoutMs, accepted, pid));
+          ws.terminate();
+        }, handshakeTimeoutMs);
+        handshakeTimer.unref();
+        ws.once('open', () => resolve());
+        ws.once('unexpected-response', (_request, response) => {
+          let body = '';
+          response.setEncoding('utf8').on('data', (text: string) => {
+            body += text;
+          });
+          response.on('end', () =>
+            reject(
+              new BridgeError(
+                'gateway_refused',
+                `the daemon refused the connection (HTTP ${response.statusCode}): ${body.trim()}`,
+              ),
+            ),
+          );
+        });
+        ws.once('error', (error) =>
           reject(
             new BridgeError(
-              'gateway_refused',
-              `the daemon refused the connection (HTTP ${response.statusCode}): ${body.trim()}`,
+              'gateway_unreachable',
+              `cannot reach the daemon at ${withoutSecret(url)}: ${error.message}`,
+              { cause: error },
             ),
           ),
         );
       });
-      ws.once('error', (error) =>
-        reject(
-          new BridgeError(
-            'gateway_unreachable',
-            `cannot reach the daemon at ${withoutSecret(url)}: ${error.message}`,
-            { cause: error },
-          ),
-        ),
-      );
-    });
+    } finally {
+      clearTimeout(handshakeTimer);
+    }
     if (this.#closed) {
       ws.close();
       return;
     }
     this.#ws = ws;
+    this.#url = withoutSecret(url);
     this.#attempt = 0;
     clearTimeout(this.#giveUpTimer);
     this.#giveUpTimer = undefined;
@@ -440,6 +479,66 @@ function knownNotification(message: unknown): Notification | undefined {
   if (method === DONE_METHOD && isDoneParams(params))
     return { jsonrpc: '2.0', method: DONE_METHOD, params };
   return undefined;
+}
+
+/**
+ * The error of a connect that did not complete its handshake in time: `gateway_timeout` when the
+ * port accepted the TCP connection (something there, not answering), else `gateway_unreachable`.
+ */
+function handshakeTimedOut(
+  url: string,
+  timeoutMs: number,
+  accepted: boolean,
+  pid: number | undefined,
+): BridgeError {
+  if (!accepted) {
+    return new BridgeError(
+      'gateway_unreachable',
+      `cannot reach the daemon at ${url}: no TCP connection within ${timeoutMs} ms (handshakeTimeoutMs); is the host reachable and the URL right?`,
+    );
+  }
+  const which = pid === undefined ? 'it' : `it (pid ${pid}, from daemon.json)`;
+  return new BridgeError(
+    'gateway_timeout',
+    `the daemon at ${url} accepted the connection but did not answer within ${timeoutMs} ms (handshakeTimeoutMs): it is stopped or hung, or another program listens on its port. Check it with "mcp-progress status"; if it does not answer, stop ${which} and start it again with "mcp-progress daemon"`,
+  );
+}
+
+/** The largest delay a Node timer takes; a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** Rejects a timeout the client cannot honour (not a number, not positive, past a timer's range) before it connects. */
+function checkOptions(options: GatewayClientOptions): void {
+  const bounded = [
+    ['requestTimeoutMs', options.requestTimeoutMs],
+    ['handshakeTimeoutMs', options.handshakeTimeoutMs],
+  ] as const;
+  for (const [name, value] of bounded) {
+    if (value === undefined) continue;
+    if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS)
+      throw invalidOption(name, value, `a number of ms above 0 and at most ${MAX_TIMER_MS}`);
+  }
+  const reconnect = options.reconnectTimeoutMs;
+  if (
+    reconnect !== undefined &&
+    reconnect !== Number.POSITIVE_INFINITY &&
+    (typeof reconnect !== 'number' ||
+      !Number.isFinite(reconnect) ||
+      reconnect < 0 ||
+      reconnect > MAX_TIMER_MS)
+  )
+    throw invalidOption(
+      'reconnectTimeoutMs',
+      reconnect,
+      `a number of ms from 0 to ${MAX_TIMER_MS}, or Infinity (never give up)`,
+    );
+}
+
+function invalidOption(name: string, value: unknown, expected: string): BridgeError {
+  return new BridgeError(
+    'invalid_option',
+    `GatewayClient option ${name}: expected ${expected}, got ${typeof value === 'number' ? value : JSON.stringify(value)}`,
+  );
 }
 
 /** A URL fit for a message or a log line: an `access_token` in its query is masked. */

@@ -250,6 +250,7 @@ function whyNotRelayed(error: unknown, url: string): string {
     case 'gateway_refused':
       return `${message}; ${runsWithout}.`;
     case 'request_timeout':
+    case 'gateway_timeout':
       return `${message}; ${runsWithout}.`;
     default:
       return `the daemon at ${url} refused the subscription (${code ?? 'error'}: ${message}); ${runsWithout}.`;
@@ -312,6 +313,8 @@ async function activeRelay(
     GatewayClient.connect({
       ...gateway,
       requestTimeoutMs: timeoutMs,
+      // The same bound on the handshake (and each reconnect's): a silent port is let go, not held.
+      handshakeTimeoutMs: timeoutMs,
       reconnectTimeoutMs: options.reconnectTimeoutMs,
     }),
     timeoutMs,

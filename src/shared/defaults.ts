@@ -21,6 +21,20 @@ export const RECONNECT_BACKOFF_MS: readonly number[] = [50, 100, 200, 400, 800, 
  */
 export const DEFAULT_RECONNECT_TIMEOUT_MS = 30_000;
 
+/**
+ * How long a gateway client waits for the daemon's WebSocket handshake. A
+ * daemon on this host answers in milliseconds; a port that accepted the TCP
+ * connection and says nothing for this long holds a stopped or hung daemon,
+ * or another program. Each connect and each reconnect attempt has this bound.
+ */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
+
+/**
+ * How long a gateway client waits for the answer to one request. The value is
+ * defined in the protocol's limits, where it is part of the public exports.
+ */
+export { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS } from '../protocol/limits.js';
+
 /** The reconnect delay before attempt `attempt` (0-based). */
 export function reconnectDelayMs(attempt: number): number {
   const last = RECONNECT_BACKOFF_MS.length - 1;

@@ -33,6 +33,8 @@ export const LOCAL_ERRORS = {
   disconnected: 'the gateway connection dropped or is not open',
   gateway_lost:
     'the gateway client gave up: no daemon came back within its reconnect timeout, so its subscriptions ended',
+  gateway_timeout:
+    "the daemon's gateway accepted the connection but did not complete the WebSocket handshake in time",
   request_timeout: 'the daemon did not answer a gateway request in time',
   duplicate_subscription: 'the session already has a subscription under that label',
   too_many_sessions: 'an in-process session was refused: the daemon serves --max-sessions already',
@@ -42,7 +44,7 @@ export const LOCAL_ERRORS = {
   cancelled: 'the stream was cancelled by a gateway',
   cancel_callback_failed: 'an onCancel callback threw',
   // Starting a daemon.
-  invalid_option: 'a daemon option is missing, of the wrong type or out of range',
+  invalid_option: 'a daemon or gateway client option is missing, of the wrong type or out of range',
   runtime_dir: 'the runtime directory cannot be created, is not a directory, or is not yours',
   already_running: 'a daemon already runs on this socket or runtime directory',
   socket_in_use: 'the socket path is taken by something that is not a stale socket',
