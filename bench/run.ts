@@ -2,18 +2,7 @@
  * `npm run bench`: the bridge and its baselines (raw relay, node-ipc relay,
  * NATS) in one run on this machine, as a table, with the issue's targets as
  * ratios. `npm run bench -- --json` prints the full results as JSON instead.
- *
- *   --quick              shorter runs (same shapes)
- *   --smoke              tiny sizes: checks the harness, measures nothing
- *   --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe,
- *                        backplane
- *   --systems a,b        bridge, raw, nodeipc, nats
- *   --paths a,b          MCP paths of the startup and mcp workloads: stdio, embedded, relay, telemetry
- *   --rates a,b          shapes of the mcp workload: 1000, 10000 (updates/s), burst (default: all)
- *   --repeat N           run each throughput and latency measurement N times, report the median
- *   --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",
- *                        to measure a change against its parent in the same run
- *   --profile            write V8 CPU profiles of the servers to bench/results/profiles/
+ * The options are in HELP below (`npm run bench -- --help`).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,20 +15,36 @@ import { ALL_SYSTEMS, runSuite, WORKLOADS, type WorkloadName } from './lib/suite
 import { ROOT, SYSTEM_LABELS, type SystemName } from './lib/systems.ts';
 import { SIZES } from './lib/workloads.ts';
 
-const { values } = parseArgs({
-  options: {
-    json: { type: 'boolean' },
-    quick: { type: 'boolean' },
-    smoke: { type: 'boolean' },
-    only: { type: 'string' },
-    systems: { type: 'string' },
-    paths: { type: 'string' },
-    rates: { type: 'string' },
-    profile: { type: 'boolean' },
-    repeat: { type: 'string' },
-    before: { type: 'string' },
-  },
-});
+const HELP = `usage: npm run bench -- [options]\n\nRuns the bridge, its baselines and its peers on this machine, and prints tables with the\ntargets as ratios (bench/README.md says what each workload measures).\n\n  --json               print the full results as JSON instead of tables\n  --quick              shorter runs (same shapes)\n  --smoke              tiny sizes: checks the harness, measures nothing\n  --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe,\n                       backplane\n  --systems a,b        bridge, raw, nodeipc, nats\n  --paths a,b          MCP paths of the startup and mcp workloads: stdio, embedded, relay, telemetry\n  --rates a,b          shapes of the mcp workload: 1000, 10000 (updates/s), burst (default: all)\n  --repeat N           run each throughput and latency measurement N times, report the median\n  --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",\n                       to measure a change against its parent in the same run\n  --profile            write V8 CPU profiles of the servers to bench/results/profiles/\n  --help               this text\n`;
+
+function parseOptions() {
+  try {
+    return parseArgs({
+      options: {
+        help: { type: 'boolean' },
+        json: { type: 'boolean' },
+        quick: { type: 'boolean' },
+        smoke: { type: 'boolean' },
+        only: { type: 'string' },
+        systems: { type: 'string' },
+        paths: { type: 'string' },
+        rates: { type: 'string' },
+        profile: { type: 'boolean' },
+        repeat: { type: 'string' },
+        before: { type: 'string' },
+      },
+    }).values;
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\nSee npm run bench -- --help\n`);
+    process.exit(2);
+  }
+}
+
+const values = parseOptions();
+if (values.help) {
+  process.stdout.write(HELP);
+  process.exit(0);
+}
 
 function list<T extends string>(
   text: string | undefined,

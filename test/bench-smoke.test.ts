@@ -4,6 +4,8 @@
  * correctness (counts, order, final values, fields present). Never speed:
  * no figure here is compared with a threshold of time or rate.
  */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backplaneTable } from '../bench/lib/backplane.ts';
 import { MCP_PATHS } from '../bench/lib/mcp-path.ts';
@@ -13,6 +15,7 @@ import { natsServerPath, type SystemName } from '../bench/lib/systems.ts';
 import { SIZES } from '../bench/lib/workloads.ts';
 
 const sizes = SIZES.smoke;
+const BENCH = join(import.meta.dirname, '../bench/run.ts');
 const natsInstalled = natsServerPath() !== undefined;
 const log: string[] = [];
 let result: SuiteResult;
@@ -147,11 +150,29 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     for (const path of MCP_PATHS) {
       const startup = ok(result.startup[path]);
       expect(startup.startupMs, path).toHaveLength(sizes.startupSpawns);
-      for (const value of [...startup.startupMs, ...startup.idleServerRssBytes]) {
+      const memory = [...startup.idleServerRssBytes, ...startup.idleServerPrivateBytes];
+      for (const value of [...startup.startupMs, ...memory]) {
         expect(value, path).toBeGreaterThan(0);
       }
     }
-    expect(ok(result.startup.stdio).idleDaemonRssBytes).toBeGreaterThan(0);
+    const stdio = ok(result.startup.stdio);
+    expect(stdio.idleDaemonRssBytes).toBeGreaterThan(stdio.idleDaemonPrivateBytes);
+    expect(stdio.idleDaemonPrivateBytes).toBeGreaterThan(0);
+    // The floor beside them: a bare Node process listening as an idle daemon does.
+    const floor = result.idleFloor;
+    expect(floor?.ok && floor.value.rssBytes > floor.value.privateBytes).toBe(true);
+    expect(floor?.ok && floor.value.privateBytes > 0).toBe(true);
+  });
+
+  it('`npm run bench -- --help` lists every workload, system and MCP path; a wrong flag exits 2', () => {
+    const help = spawnSync(process.execPath, [BENCH, '--help'], { encoding: 'utf8' });
+    expect(help.status).toBe(0);
+    for (const name of [...WORKLOADS, ...ALL_SYSTEMS, ...MCP_PATHS])
+      expect(help.stdout).toContain(name);
+    const wrong = spawnSync(process.execPath, [BENCH, '--no-such-flag'], { encoding: 'utf8' });
+    expect(wrong.status).toBe(2);
+    expect(wrong.stderr).toContain("'--no-such-flag'");
+    expect(wrong.stderr).toContain('--help');
   });
 
   it('flood plus probe: the bridge answered every probe during the flood, refusing nothing', () => {

@@ -9,9 +9,11 @@
  *   telemetry  mcp-telemetry-server 0.1.3, tool telemetry_subscribe; the worker uses
  *              mcp-telemetry-sdk (one step event per update, one notification each)
  */
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Child } from './child.ts';
 import type {
   McpClientConfig,
@@ -101,8 +103,17 @@ export interface McpStartupResult {
   startupCpuMs: number[];
   /** Resident memory of the MCP server process once idle after start, each spawn. */
   idleServerRssBytes: number[];
+  /** The private part of it (RssAnon), each spawn. */
+  idleServerPrivateBytes: number[];
   /** The separate daemon's resident memory, idle (NaN where the path has none). */
   idleDaemonRssBytes: number;
+  idleDaemonPrivateBytes: number;
+}
+
+/** The memory of a bare Node process listening on a loopback HTTP port and a Unix socket. */
+export interface IdleFloor {
+  rssBytes: number;
+  privateBytes: number;
 }
 
 interface StartedPath {
@@ -235,7 +246,9 @@ export async function runMcpStartup(
   const startupMs: number[] = [];
   const startupCpuMs: number[] = [];
   const idleServerRssBytes: number[] = [];
+  const idleServerPrivateBytes: number[] = [];
   let idleDaemonRssBytes = Number.NaN;
+  let idleDaemonPrivateBytes = Number.NaN;
   for (let i = 0; i < spawns; i++) {
     const started = await startPath(path, execArgv);
     startupCpuMs.push(sampleProcess(started.ready.serverPid).cpuSeconds * 1000);
@@ -243,14 +256,50 @@ export async function runMcpStartup(
       // Idle is after start-up's garbage had its chance to go: the figure a host lives with.
       await sleep(settleMs);
       startupMs.push(started.ready.startupMs);
-      idleServerRssBytes.push(sampleProcess(started.ready.serverPid).rssBytes);
-      if (started.daemon !== undefined)
-        idleDaemonRssBytes = sampleProcess(started.daemon.pid).rssBytes;
+      const server = sampleProcess(started.ready.serverPid);
+      idleServerRssBytes.push(server.rssBytes);
+      idleServerPrivateBytes.push(server.privateBytes);
+      if (started.daemon !== undefined) {
+        const daemon = sampleProcess(started.daemon.pid);
+        idleDaemonRssBytes = daemon.rssBytes;
+        idleDaemonPrivateBytes = daemon.privateBytes;
+      }
     } finally {
       await started.stop();
     }
   }
-  return { path, startupMs, startupCpuMs, idleServerRssBytes, idleDaemonRssBytes };
+  return {
+    path,
+    startupMs,
+    startupCpuMs,
+    idleServerRssBytes,
+    idleServerPrivateBytes,
+    idleDaemonRssBytes,
+    idleDaemonPrivateBytes,
+  };
+}
+
+/** The idle floor (bench/load/idle-floor.mjs), sampled after the same settling time as the servers. */
+export async function runIdleFloor(execArgv: string[], settleMs: number): Promise<IdleFloor> {
+  const script = fileURLToPath(new URL('../load/idle-floor.mjs', import.meta.url));
+  const floor = spawn(process.execPath, [...execArgv, script], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      floor.once('error', reject);
+      floor.once('exit', (code) => reject(new Error(`the idle floor exited (${code})`)));
+      floor.stdout.setEncoding('utf8').on('data', (text: string) => {
+        if (text.includes('ready')) resolve();
+      });
+    });
+    await sleep(settleMs);
+    const { rssBytes, privateBytes } = sampleProcess(floor.pid ?? -1);
+    return { rssBytes, privateBytes };
+  } finally {
+    floor.stdin.end();
+    if (floor.exitCode === null) await new Promise((resolve) => floor.once('exit', resolve));
+  }
 }
 
 /** One run: `updates` updates at `ratePerSecond` (0: a burst), to the tool result. */

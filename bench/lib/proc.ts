@@ -7,6 +7,11 @@ export interface ProcSample {
   rssBytes: number;
   /** Peak resident set size so far (VmHWM), in bytes, or NaN. */
   peakRssBytes: number;
+  /**
+   * The private part of the resident set (RssAnon), in bytes, or NaN: the rest of RSS is
+   * file pages, mostly of the node binary, shared by every Node process on the machine.
+   */
+  privateBytes: number;
   /** User plus system CPU seconds so far. */
   cpuSeconds: number;
   /** When the sample was taken, monotonic milliseconds. */
@@ -21,6 +26,7 @@ export function sampleProcess(pid: number): ProcSample {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const rss = /VmRSS:\s+(\d+) kB/.exec(status);
     const peak = /VmHWM:\s+(\d+) kB/.exec(status);
+    const anon = /RssAnon:\s+(\d+) kB/.exec(status);
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the command name, which may itself contain spaces and parentheses.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -28,11 +34,18 @@ export function sampleProcess(pid: number): ProcSample {
     return {
       rssBytes: rss ? Number(rss[1]) * 1024 : Number.NaN,
       peakRssBytes: peak ? Number(peak[1]) * 1024 : Number.NaN,
+      privateBytes: anon ? Number(anon[1]) * 1024 : Number.NaN,
       cpuSeconds: ticks / CLOCK_TICKS,
       atMs,
     };
   } catch {
-    return { rssBytes: Number.NaN, peakRssBytes: Number.NaN, cpuSeconds: Number.NaN, atMs };
+    return {
+      rssBytes: Number.NaN,
+      peakRssBytes: Number.NaN,
+      privateBytes: Number.NaN,
+      cpuSeconds: Number.NaN,
+      atMs,
+    };
   }
 }
 

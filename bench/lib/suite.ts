@@ -12,10 +12,12 @@ import {
 } from './backplane.ts';
 import { type FloodProbeResult, PROBE_FLOODERS, runFloodProbe } from './flood-probe.ts';
 import {
+  type IdleFloor,
   MCP_PATHS,
   type McpPath,
   type McpRunResult,
   type McpStartupResult,
+  runIdleFloor,
   runMcpPath,
   runMcpStartup,
 } from './mcp-path.ts';
@@ -98,6 +100,8 @@ export interface SuiteResult {
   scale: Partial<Record<SystemName, Outcome<ScaleResult>>>;
   /** Spawn -> initialize and idle memory of each MCP path's server. */
   startup: Partial<Record<McpPath, Outcome<McpStartupResult>>>;
+  /** A bare Node process listening as an idle daemon must: the floor under idle memory. */
+  idleFloor?: { ok: true; value: IdleFloor } | { ok: false; error: string };
   /** The MCP path, keyed by offered rate ("1000", "10000") or "burst". */
   mcp: Record<string, Partial<Record<McpPath, Outcome<McpRunResult>>>>;
   /** Flood plus probe (bench/lib/flood-probe.ts), by number of flooding connections. */
@@ -295,6 +299,10 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       (path) =>
         runMcpStartup(path, options.serverExecArgv, sizes.startupSpawns, sizes.startupSettleMs),
       (value) => median(value.startupMs),
+    );
+    result.idleFloor = await runIdleFloor(options.serverExecArgv, sizes.startupSettleMs).then(
+      (value) => ({ ok: true as const, value }),
+      (error: Error) => ({ ok: false as const, error: error.message }),
     );
   }
   if (want('mcp')) {
