@@ -393,6 +393,13 @@ export function table(result: SuiteResult): string {
         ? sample.value.sessions.count + sample.value.sessions.failures
         : '?';
     add(
+      'RSS before any connection; the first worker and session added (MiB)',
+      result.scale,
+      (v) =>
+        `${((v.rssBaseBytes - v.rssFirstConnectionsBytes) / MIB).toFixed(0)}; +${(v.rssFirstConnectionsBytes / MIB).toFixed(1)}`,
+      undefined,
+    );
+    add(
       `${workers} idle workers: RSS per connection (KiB)`,
       result.scale,
       (v) =>

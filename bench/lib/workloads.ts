@@ -179,6 +179,8 @@ export interface ScaleResult {
   sessions: ConnectResult | undefined;
   rssPerSessionBytes: number;
   rssBaseBytes: number;
+  /** What the first worker connection and session cost together, module loads included. */
+  rssFirstConnectionsBytes: number;
 }
 
 function tokens(prefix: string, count: number): string[] {
@@ -519,6 +521,11 @@ export function runScale(
       });
       await connector.next('ready', 30_000);
       await sleep(500);
+      const cold = sampleProcess(system.pid).rssBytes;
+      connector.send({ type: 'first' });
+      const first = await connector.next<{ type: string; error?: string }>('first-open', 30_000);
+      if (first.error !== undefined) throw new Error(`the first connections: ${first.error}`);
+      await sleep(500);
       const base = sampleProcess(system.pid).rssBytes;
       connector.send({ type: 'workers' });
       const workers = await connector.next<ConnectResult>('connected', 300_000);
@@ -541,6 +548,7 @@ export function runScale(
             ? Number.NaN
             : (withSessions - withWorkers) / Math.max(1, sessions.count),
         rssBaseBytes: base,
+        rssFirstConnectionsBytes: base - cold,
       };
     } finally {
       await connector.stop();

@@ -112,6 +112,18 @@ onParentMessage((message: Message) => {
       config = message.config as ConnectorConfig;
       toParent({ type: 'ready' });
       return;
+    case 'first': {
+      // One of each before the measured ones: the first connection of each kind also pays
+      // the one-time load of what serves it (the bridge loads node-ipc, ws and zod then).
+      const sessions = config.sessions;
+      void openWorker(config.workers.target)
+        .then(() => (sessions === undefined ? undefined : openSession(sessions.target)))
+        .then(
+          () => toParent({ type: 'first-open' }),
+          (error: Error) => toParent({ type: 'first-open', error: error.message }),
+        );
+      return;
+    }
     case 'workers': {
       const { target, count, concurrency } = config.workers;
       void openMany(count, concurrency, () => openWorker(target)).then((result) =>
