@@ -27,7 +27,6 @@ import {
   progressFrameSchema,
   WORKER_EVENTS,
 } from '../../src/protocol/frames.js';
-import { MAX_META_DEPTH, MAX_SAFE_NUMBER } from '../../src/protocol/limits.js';
 import {
   checkEmptyRequest,
   explainClaimFrame,
@@ -35,6 +34,7 @@ import {
   explainProgressFrame,
   type FrameRejection,
 } from '../../src/protocol/validate.js';
+import { EDGE_VALUES, mutations } from '../helpers/edge-values.js';
 
 interface Sent {
   type?: unknown;
@@ -57,50 +57,6 @@ const sent: Sent[] = corpus.cases
   });
 const dataOf = (type: string) => sent.filter((e) => e.type === type).map((e) => e.data);
 
-let deep: unknown = 1;
-for (let level = 0; level < MAX_META_DEPTH; level++) deep = { d: deep };
-
-/** Values that each break some rule of some field, including _meta's own. */
-const EDGE_VALUES: unknown[] = [
-  undefined,
-  null,
-  true,
-  0,
-  1,
-  2,
-  -1,
-  1.5,
-  MAX_SAFE_NUMBER,
-  MAX_SAFE_NUMBER + 2,
-  -MAX_SAFE_NUMBER - 2,
-  Number.NaN,
-  Number.POSITIVE_INFINITY,
-  '',
-  'x',
-  'x'.repeat(1024),
-  'x'.repeat(1025),
-  'é'.repeat(512),
-  'é'.repeat(513),
-  'y'.repeat(4096),
-  'y'.repeat(4097),
-  '\ud800',
-  'a\udc00b',
-  'ok',
-  'error',
-  'cancelled',
-  'abandoned',
-  [],
-  [1],
-  {},
-  { a: 1 },
-  { big: 2 ** 60 },
-  { '\ud800': 1 },
-  { s: 'a\udc00' },
-  { list: [1, { x: null }] },
-  { d: deep },
-  deep,
-];
-
 const FIELDS = [
   'v',
   'progressToken',
@@ -112,18 +68,6 @@ const FIELDS = [
   'status',
   'extra',
 ];
-
-/** Every corpus frame with each field set to each edge value, and removed. */
-function mutations(frames: readonly unknown[]): unknown[] {
-  return frames
-    .filter((frame) => typeof frame === 'object' && frame !== null && !Array.isArray(frame))
-    .flatMap((base) =>
-      FIELDS.flatMap((field) => [
-        ...EDGE_VALUES.map((value) => ({ ...(base as object), [field]: value })),
-        Object.fromEntries(Object.entries(base as object).filter(([key]) => key !== field)),
-      ]),
-    );
-}
 
 const CHECKS: Record<
   FrameEvent,
@@ -183,7 +127,7 @@ describe('hand-written frame checks agree with the schemas', () => {
 
   it('agree on every field of the corpus made wrong (or right) in each known way', () => {
     const frames = ['progress', 'done', 'claim'].flatMap(dataOf);
-    const cases = mutations(frames);
+    const cases = mutations(frames, FIELDS);
     for (const data of [...cases, ...EDGE_VALUES]) agrees(data);
     // The cases reach both answers and every refusal code, not only one.
     expect(cases.filter((data) => isProgressFrame(data)).length).toBeGreaterThan(50);
