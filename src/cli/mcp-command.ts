@@ -140,14 +140,19 @@ async function connectOrEmbed(
 ): Promise<{ source: ProgressSource; daemon: Daemon | undefined }> {
   for (let attempt = 0; ; attempt++) {
     let noDaemon: unknown;
-    try {
-      const source = await RemoteProgressSource.connect({ runtimeDir });
-      log.info(`using the running daemon of ${runtimeDir}`);
-      return { source, daemon: undefined };
-    } catch (error) {
-      if (!(error instanceof BridgeError) || !NO_LIVE_DAEMON.has(error.code)) throw error;
-      noDaemon = error;
-      log.debug(`no live daemon in ${runtimeDir} (${error.message})`);
+    // When daemon.json names no live process, embed at once: learning that by connecting
+    // would load the gateway client and ws (about 40 ms and 7 MiB) for nothing. Embedding
+    // finds out a daemon that started meanwhile (already_running), and the next attempt connects.
+    if (attempt > 0 || (await liveDaemonNamed(runtimeDir))) {
+      try {
+        const source = await RemoteProgressSource.connect({ runtimeDir });
+        log.info(`using the running daemon of ${runtimeDir}`);
+        return { source, daemon: undefined };
+      } catch (error) {
+        if (!(error instanceof BridgeError) || !NO_LIVE_DAEMON.has(error.code)) throw error;
+        noDaemon = error;
+        log.debug(`no live daemon in ${runtimeDir} (${error.message})`);
+      }
     }
     try {
       const daemon = await startEmbedded(runtimeDir, port, log);
@@ -157,7 +162,7 @@ async function connectOrEmbed(
       // Another process started one between our look and our start: use it.
       if ((error as BridgeError).code !== 'already_running') throw error;
       // A live daemon holds the socket, yet we cannot use it: say why.
-      if (attempt >= 2) throw noDaemon;
+      if (attempt >= 2) throw noDaemon ?? error;
     }
   }
 }

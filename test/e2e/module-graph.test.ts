@@ -59,6 +59,26 @@ describe('modules loaded when first used', () => {
     await mcp.close();
   });
 
+  it('`mcp-progress mcp` with no daemon embeds one without ws, the gateway client or node-ipc; a worker brings node-ipc', async () => {
+    const runtimeDir = join(tempDir(), 'rt');
+    const log = join(tempDir(), 'modules.log');
+    const mcp = await connectStdio(['--runtime-dir', runtimeDir, '--port', '0'], logEnv(log));
+    expect((await mcp.client.listTools()).tools).toHaveLength(3);
+    expect(
+      (await mcp.client.callTool({ name: 'list_progress', arguments: {} })).isError,
+    ).toBeFalsy();
+    const embedded = loaded(log);
+    expect(matching(embedded, /\/dist\/daemon\/daemon\.js$/)).toHaveLength(1);
+    for (const absent of [WS, GATEWAY_CLIENT, NODE_IPC, RPC])
+      expect(matching(embedded, absent)).toEqual([]);
+    const worker = await rawWorker(join(runtimeDir, 'bridge.sock'));
+    worker.send('ping', {});
+    await worker.reply((reply) => reply.type === 'pong');
+    expect(matching(loaded(log), NODE_IPC).length).toBeGreaterThan(0);
+    worker.destroy();
+    await mcp.close();
+  });
+
   it('the daemon starts without node-ipc, ws, zod or the MCP SDK; a worker brings node-ipc, a session ws and zod, /mcp the SDK', async () => {
     const log = join(tempDir(), 'modules.log');
     const saved = { ...process.env };
