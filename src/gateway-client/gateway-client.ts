@@ -108,6 +108,8 @@ export class GatewayClient {
   #closed = false;
   #attempt = 0;
   #connecting: Promise<void> | undefined;
+  /** The connection of the attempt in progress, until its handshake ends either way. */
+  #handshaking: WebSocket | undefined;
   /** Why the client gave up reconnecting, once it did. */
   #lost: BridgeError | undefined;
   #giveUpTimer: NodeJS.Timeout | undefined;
@@ -252,6 +254,8 @@ export class GatewayClient {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#giveUpTimer);
+    // An attempt still in its handshake ends now, not when its handshake timeout comes.
+    this.#handshaking?.terminate();
     const ws = this.#ws;
     this.#ws = undefined;
     this.#failPending(new BridgeError('closed', 'the gateway client was closed'));
@@ -300,6 +304,7 @@ export class GatewayClient {
       },
     });
     let handshakeTimer: NodeJS.Timeout | undefined;
+    this.#handshaking = ws;
     try {
       await new Promise<void>((resolve, reject) => {
         handshakeTimer = setTimeout(() => {
@@ -334,6 +339,7 @@ export class GatewayClient {
       });
     } finally {
       clearTimeout(handshakeTimer);
+      this.#handshaking = undefined;
     }
     if (this.#closed) {
       ws.close();
@@ -372,10 +378,13 @@ export class GatewayClient {
   #giveUp(timeoutMs: number): void {
     if (this.#closed || this.#ws !== undefined) return;
     this.#closed = true;
-    const url = this.#options.url;
+    // The URL last connected to (a daemon found through daemon.json has none in the options).
+    const given = this.#options.url;
+    const url =
+      this.#url !== '' ? this.#url : given === undefined ? undefined : withoutSecret(given);
     const lost = new BridgeError(
       'gateway_lost',
-      `the daemon${url === undefined ? '' : ` at ${withoutSecret(url)}`} went away and none came back within ${timeoutMs} ms (reconnectTimeoutMs), so its subscriptions ended: start the daemon (mcp-progress daemon) and subscribe again`,
+      `the daemon${url === undefined ? '' : ` at ${url}`} went away and none came back within ${timeoutMs} ms (reconnectTimeoutMs), so its subscriptions ended: start the daemon (mcp-progress daemon) and subscribe again`,
     );
     this.#lost = lost;
     this.#failPending(lost);

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { GatewayClient } from '../../src/gateway-client/gateway-client.js';
 import { relayProgress } from '../../src/mcp/index.js';
+import type { BridgeError } from '../../src/shared/errors.js';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import {
   BIN,
@@ -206,21 +207,45 @@ describe('a port that accepts the connection and never answers', () => {
       handshakeTimeoutMs: TIMEOUT_MS,
       reconnectTimeoutMs: 2000,
     });
-    const ended: string[] = [];
+    const ended: BridgeError[] = [];
     await client.subscribe(
       { progressToken: 'given-up', minIntervalMs: 0 },
       () => {},
-      (error) => ended.push(error.code),
+      (error) => ended.push(error),
     );
     const silent = await silentServer();
     await daemon.stop();
     pointAt(runtimeDir, silent.url, daemon.info);
     await eventually(() => (ended.length === 1 ? true : undefined), 15_000, 'gateway_lost');
-    expect(ended).toEqual(['gateway_lost']);
+    expect(ended.map((error) => error.code)).toEqual(['gateway_lost']);
+    // Found through daemon.json, the daemon that went away is still named.
+    expect(ended[0]?.message).toContain(daemon.info.url);
     expect(silent.accepted()).toBeGreaterThan(0);
     // No attempt is left hanging on the silent port (it would keep the process alive).
     await eventually(() => (silent.open() === 0 ? true : undefined), 10_000, 'silent port let go');
     await client.close();
+  });
+});
+
+describe('closing during a handshake', () => {
+  it('close() ends a reconnect attempt still in its handshake at once, not at its timeout', async () => {
+    const runtimeDir = tempDir();
+    const daemon = await startDaemon([], runtimeDir);
+    const client = await GatewayClient.connect({
+      runtimeDir,
+      handshakeTimeoutMs: 600_000,
+      reconnectTimeoutMs: Number.POSITIVE_INFINITY,
+    });
+    const silent = await silentServer();
+    await daemon.stop();
+    pointAt(runtimeDir, silent.url, daemon.info);
+    await eventually(
+      () => (silent.accepted() > 0 && silent.open() > 0 ? true : undefined),
+      15_000,
+      'a reconnect attempt waiting on the silent port',
+    );
+    await client.close();
+    await eventually(() => (silent.open() === 0 ? true : undefined), 10_000, 'silent port let go');
   });
 });
 
