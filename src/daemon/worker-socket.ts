@@ -149,9 +149,30 @@ export class IngressServer {
 
   /** Binds the socket with mode 0600 and resolves when it accepts connections. */
   start(): Promise<void> {
+    // Found now, loaded at the first connection: a broken install fails the start, not a worker.
+    try {
+      createRequire(import.meta.url).resolve('node-ipc');
+    } catch (error) {
+      return Promise.reject(
+        new Error(
+          `cannot find node-ipc (reinstall mcp-progress-bridge): ${(error as Error).message}`,
+        ),
+      );
+    }
     const server = createServer((socket) => {
+      let ipcServer: IpcSocketServer;
+      try {
+        ipcServer = this.#ipc();
+      } catch (error) {
+        // One failed load costs that connection only; the next one tries again.
+        this.#log.warn(
+          `worker connection refused: cannot load node-ipc: ${(error as Error).message}`,
+        );
+        socket.destroy();
+        return;
+      }
       // No encoding: the decoder gets bytes, so it counts and checks UTF-8 itself.
-      this.#ipc().addSocket(socket);
+      ipcServer.addSocket(socket);
       this.#accept(socket);
     });
     this.#server = server;
