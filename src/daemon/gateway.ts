@@ -184,6 +184,14 @@ export class GatewayEndpoint {
   }
 
   listen(): Promise<string> {
+    // Found now, loaded at the first upgrade: a broken install fails the start, not a session.
+    try {
+      createRequire(import.meta.url).resolve('ws');
+    } catch (error) {
+      return Promise.reject(
+        new Error(`cannot find ws (reinstall mcp-progress-bridge): ${(error as Error).message}`),
+      );
+    }
     return new Promise((resolve, reject) => {
       this.#http.once('error', reject);
       this.#http.listen(this.#options.port, this.#options.host, () => {
