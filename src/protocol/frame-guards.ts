@@ -36,13 +36,9 @@ const FIELD_CHECKS: Record<string, FieldCheck> = {
   progressToken: isProgressToken,
   progress: isSafeNumber,
   total: (value) => isSafeNumber(value) && (value as number) >= 0,
-  message: (value) =>
-    typeof value === 'string' &&
-    value.length <= MAX_MESSAGE_BYTES &&
-    fitsUtf8Bytes(value, MAX_MESSAGE_BYTES) &&
-    isWellFormedText(value),
+  message: (value) => isMessageText(value),
   _meta: (value) => isRecord(value) && metaProblem(value) === undefined,
-  seq: (value) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0,
+  seq: (value) => isSeq(value),
   status: (value) => DONE_STATUSES.has(value),
 };
 
@@ -92,28 +88,86 @@ function fieldFits(event: FrameEvent, field: string, value: unknown): boolean {
   return FIELD_CHECKS[field]?.(value) ?? false;
 }
 
-/** The hot path's check: no allocation for a good frame. */
-function fits(event: FrameEvent, data: unknown): boolean {
-  if (!isRecord(data)) return false;
-  const { fields, allowed } = FRAME_SHAPES[event];
-  for (const key in data) if (!allowed.has(key)) return false;
-  for (const field of fields) if (!fieldFits(event, field, data[field])) return false;
+// The hot path's checks, one function a frame with each field's rule inline: V8 keeps
+// each monomorphic, where one loop over FIELD_CHECKS ran at a fifth of zod's compiled check.
+
+const DONE_KEYS: ReadonlySet<string> = FRAME_SHAPES.done.allowed;
+const CLAIM_KEYS: ReadonlySet<string> = FRAME_SHAPES.claim.allowed;
+
+/** onlyKeys for the hot frame, by switch: string compares of internalised keys beat a Set here. */
+function onlyProgressKeys(data: Record<string, unknown>): boolean {
+  for (const key in data) {
+    switch (key) {
+      case 'v':
+      case 'progressToken':
+      case 'progress':
+      case 'total':
+      case 'message':
+      case '_meta':
+      case 'seq':
+        continue;
+      default:
+        return false;
+    }
+  }
   return true;
+}
+
+function onlyKeys(data: Record<string, unknown>, allowed: ReadonlySet<string>): boolean {
+  for (const key in data) if (!allowed.has(key)) return false;
+  return true;
+}
+
+function isMessageText(value: unknown): boolean {
+  return (
+    typeof value === 'string' &&
+    value.length <= MAX_MESSAGE_BYTES &&
+    fitsUtf8Bytes(value, MAX_MESSAGE_BYTES) &&
+    isWellFormedText(value)
+  );
+}
+
+function isSeq(value: unknown): boolean {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
 /** What progressFrameSchema accepts. */
 export function isProgressFrame(data: unknown): data is ProgressFrame {
-  return fits('progress', data);
+  if (!isRecord(data) || data.v !== PROTOCOL_VERSION || !isProgressToken(data.progressToken))
+    return false;
+  const { progress, total, message, _meta, seq } = data;
+  return (
+    (progress === undefined ||
+      (typeof progress === 'number' &&
+        progress >= -MAX_SAFE_NUMBER &&
+        progress <= MAX_SAFE_NUMBER)) &&
+    (total === undefined ||
+      (typeof total === 'number' && total >= 0 && total <= MAX_SAFE_NUMBER)) &&
+    (message === undefined || isMessageText(message)) &&
+    (_meta === undefined || (isRecord(_meta) && metaProblem(_meta) === undefined)) &&
+    (seq === undefined || isSeq(seq)) &&
+    onlyProgressKeys(data)
+  );
 }
 
 /** What doneFrameSchema accepts. */
 export function isDoneFrame(data: unknown): data is DoneFrame {
-  return fits('done', data);
+  if (!isRecord(data) || data.v !== PROTOCOL_VERSION || !isProgressToken(data.progressToken))
+    return false;
+  const { status, message, seq } = data;
+  return (
+    (status === undefined || DONE_STATUSES.has(status)) &&
+    (message === undefined || isMessageText(message)) &&
+    (seq === undefined || isSeq(seq)) &&
+    onlyKeys(data, DONE_KEYS)
+  );
 }
 
 /** What claimFrameSchema accepts. */
 export function isClaimFrame(data: unknown): data is ClaimFrame {
-  return fits('claim', data);
+  if (!isRecord(data) || data.v !== PROTOCOL_VERSION || !isProgressToken(data.progressToken))
+    return false;
+  return (data.seq === undefined || isSeq(data.seq)) && onlyKeys(data, CLAIM_KEYS);
 }
 
 /** What emptyRequestSchema accepts: no data, or {}. */
