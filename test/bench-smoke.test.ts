@@ -164,6 +164,19 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(floor?.ok && floor.value.privateBytes > 0).toBe(true);
   });
 
+  it('bench/frame-check.ts runs both checks on good frames and prints their ratio', () => {
+    const run = spawnSync(
+      process.execPath,
+      [join(import.meta.dirname, '../bench/frame-check.ts')],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout).toMatch(/hand-written [\d.]+, zod compiled [\d.]+, ratio [\d.]+/);
+  });
+
   it('`npm run bench -- --help` lists every workload, system and MCP path; a wrong flag exits 2', () => {
     const help = spawnSync(process.execPath, [BENCH, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
