@@ -25,21 +25,49 @@ export type FrameEvent = 'progress' | 'done' | 'claim';
 
 type FieldCheck = (value: unknown) => boolean;
 
-const isSafeNumber: FieldCheck = (value) =>
-  typeof value === 'number' && value >= -MAX_SAFE_NUMBER && value <= MAX_SAFE_NUMBER;
+// Each field's rule, once: the table below (refusals) and the hot checks further down call them.
+
+function isSafeNumber(value: unknown): boolean {
+  return typeof value === 'number' && value >= -MAX_SAFE_NUMBER && value <= MAX_SAFE_NUMBER;
+}
+
+function isTotal(value: unknown): boolean {
+  return typeof value === 'number' && value >= 0 && value <= MAX_SAFE_NUMBER;
+}
+
+function isMessageText(value: unknown): boolean {
+  return (
+    typeof value === 'string' &&
+    value.length <= MAX_MESSAGE_BYTES &&
+    fitsUtf8Bytes(value, MAX_MESSAGE_BYTES) &&
+    isWellFormedText(value)
+  );
+}
+
+function isMeta(value: unknown): boolean {
+  return isRecord(value) && metaProblem(value) === undefined;
+}
+
+function isSeq(value: unknown): boolean {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}
 
 const DONE_STATUSES: ReadonlySet<unknown> = new Set(['ok', 'error', 'cancelled']);
+
+function isDoneStatus(value: unknown): boolean {
+  return DONE_STATUSES.has(value);
+}
 
 /** Each field's rule, under the name every frame gives it. */
 const FIELD_CHECKS: Record<string, FieldCheck> = {
   v: (value) => value === PROTOCOL_VERSION,
   progressToken: isProgressToken,
   progress: isSafeNumber,
-  total: (value) => isSafeNumber(value) && (value as number) >= 0,
-  message: (value) => isMessageText(value),
-  _meta: (value) => isRecord(value) && metaProblem(value) === undefined,
-  seq: (value) => isSeq(value),
-  status: (value) => DONE_STATUSES.has(value),
+  total: isTotal,
+  message: isMessageText,
+  _meta: isMeta,
+  seq: isSeq,
+  status: isDoneStatus,
 };
 
 interface FrameShape {
@@ -88,7 +116,7 @@ function fieldFits(event: FrameEvent, field: string, value: unknown): boolean {
   return FIELD_CHECKS[field]?.(value) ?? false;
 }
 
-// The hot path's checks, one function a frame with each field's rule inline: V8 keeps
+// The hot path's checks, one function a frame calling each field's rule by name: V8 keeps
 // each monomorphic, where one loop over FIELD_CHECKS ran at a fifth of zod's compiled check.
 
 const DONE_KEYS: ReadonlySet<string> = FRAME_SHAPES.done.allowed;
@@ -118,33 +146,16 @@ function onlyKeys(data: Record<string, unknown>, allowed: ReadonlySet<string>): 
   return true;
 }
 
-function isMessageText(value: unknown): boolean {
-  return (
-    typeof value === 'string' &&
-    value.length <= MAX_MESSAGE_BYTES &&
-    fitsUtf8Bytes(value, MAX_MESSAGE_BYTES) &&
-    isWellFormedText(value)
-  );
-}
-
-function isSeq(value: unknown): boolean {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
-}
-
 /** What progressFrameSchema accepts. */
 export function isProgressFrame(data: unknown): data is ProgressFrame {
   if (!isRecord(data) || data.v !== PROTOCOL_VERSION || !isProgressToken(data.progressToken))
     return false;
   const { progress, total, message, _meta, seq } = data;
   return (
-    (progress === undefined ||
-      (typeof progress === 'number' &&
-        progress >= -MAX_SAFE_NUMBER &&
-        progress <= MAX_SAFE_NUMBER)) &&
-    (total === undefined ||
-      (typeof total === 'number' && total >= 0 && total <= MAX_SAFE_NUMBER)) &&
+    (progress === undefined || isSafeNumber(progress)) &&
+    (total === undefined || isTotal(total)) &&
     (message === undefined || isMessageText(message)) &&
-    (_meta === undefined || (isRecord(_meta) && metaProblem(_meta) === undefined)) &&
+    (_meta === undefined || isMeta(_meta)) &&
     (seq === undefined || isSeq(seq)) &&
     onlyProgressKeys(data)
   );
@@ -156,7 +167,7 @@ export function isDoneFrame(data: unknown): data is DoneFrame {
     return false;
   const { status, message, seq } = data;
   return (
-    (status === undefined || DONE_STATUSES.has(status)) &&
+    (status === undefined || isDoneStatus(status)) &&
     (message === undefined || isMessageText(message)) &&
     (seq === undefined || isSeq(seq)) &&
     onlyKeys(data, DONE_KEYS)
