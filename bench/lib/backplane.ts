@@ -6,8 +6,7 @@
  * measures it (stamped on the host clock, coalescing off), delivered
  * notifications per second, and the CPU each daemon spends per frame.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Child } from './child.ts';
 import { nowUs } from './frames.ts';
@@ -18,8 +17,11 @@ import {
   removeScratch,
   type StartOptions,
   scratchDir,
+  spawnServer,
+  startDaemonProcess,
   startSystem,
-  track,
+  stopProcess,
+  untilReady,
 } from './systems.ts';
 import type {
   PublisherConfig,
@@ -64,14 +66,6 @@ interface Daemon {
   stop(): Promise<void>;
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-  await new Promise((resolve) => child.once('exit', resolve));
-  clearTimeout(timer);
-}
-
 async function startNatsServer(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const binary = natsServerPath();
   if (binary === undefined) throw new Error('nats-server is not installed');
@@ -79,26 +73,24 @@ async function startNatsServer(): Promise<{ url: string; pid: number; stop(): Pr
   const port = await freePort();
   const config = join(dir, 'nats.conf');
   writeFileSync(config, 'max_pending: 1073741824\nwrite_deadline: "60s"\n');
-  const child = track(
-    spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir, '-c', config], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    }),
-  );
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
-    stderr = (stderr + text).slice(-4000);
-  });
-  const deadline = Date.now() + 20_000;
-  while (!stderr.includes('Server is ready')) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited at start: ${stderr}`);
-    if (Date.now() > deadline) throw new Error(`nats-server did not start: ${stderr}`);
-    await sleep(20);
-  }
+  const server = spawnServer(binary, [
+    '-a',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-js',
+    '-sd',
+    dir,
+    '-c',
+    config,
+  ]);
+  const { child } = server;
+  await untilReady(server, 'nats-server', () => server.stderr().includes('Server is ready'));
   return {
     url: `nats://127.0.0.1:${port}`,
     pid: child.pid ?? -1,
     async stop() {
-      await stopChild(child);
+      await stopProcess(child);
       removeScratch(dir);
     },
   };
@@ -107,51 +99,30 @@ async function startNatsServer(): Promise<{ url: string; pid: number; stop(): Pr
 /** A daemon on the backplane, ready once it has joined. */
 async function startHost(options: StartOptions, url: string, name: string): Promise<Daemon> {
   const runtimeDir = scratchDir(`backplane-${name}`);
-  const child = track(
-    spawn(
-      process.execPath,
-      [
-        ...options.execArgv,
-        BIN,
-        'daemon',
-        '--runtime-dir',
-        runtimeDir,
-        '--port',
-        '0',
-        '--min-interval-ms',
-        '0',
-        '--max-session-buffer-bytes',
-        String(1024 * 1024 * 1024),
-        '--nats',
-        url,
-        '--nats-name',
-        name,
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
-    ),
+  const { server, info } = await startDaemonProcess(
+    BIN,
+    options,
+    runtimeDir,
+    [
+      '--min-interval-ms',
+      '0',
+      '--max-session-buffer-bytes',
+      String(1024 * 1024 * 1024),
+      '--nats',
+      url,
+      '--nats-name',
+      name,
+    ],
+    `daemon ${name} (joining the backplane)`,
+    (stderr) => stderr.includes('backplane: joined'),
   );
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
-    stderr = (stderr + text).slice(-8000);
-  });
-  const infoPath = join(runtimeDir, 'daemon.json');
-  const deadline = Date.now() + 20_000;
-  while (!stderr.includes('backplane: joined') || !existsSync(infoPath)) {
-    if (child.exitCode !== null) throw new Error(`daemon ${name} exited at start: ${stderr}`);
-    if (Date.now() > deadline) throw new Error(`daemon ${name} did not join: ${stderr}`);
-    await sleep(20);
-  }
-  const info = JSON.parse(readFileSync(infoPath, 'utf8')) as {
-    socket: string;
-    url: string;
-    secret: string;
-  };
+  const { child } = server;
   return {
     pid: child.pid ?? -1,
     workers: { kind: 'unix', path: info.socket },
     subscribers: { kind: 'bridge', url: info.url, secret: info.secret },
     async stop() {
-      await stopChild(child);
+      await stopProcess(child);
       removeScratch(runtimeDir);
     },
   };
@@ -160,16 +131,7 @@ async function startHost(options: StartOptions, url: string, name: string): Prom
 async function load(script: string, config: PublisherConfig | SubscriberConfig): Promise<Child> {
   const child = new Child(script);
   child.send({ type: 'config', config });
-  const failed = child.next<{ type: 'failed'; error: string }>('failed', 120_000);
-  const first = await Promise.race([
-    child.next('ready', 120_000).then(() => undefined),
-    failed.then((m) => m.error),
-  ]);
-  failed.catch(() => {});
-  if (first !== undefined) {
-    await child.stop();
-    throw new Error(`${child.describe()}: ${first}`);
-  }
+  await child.ready();
   return child;
 }
 

@@ -73,6 +73,33 @@ export class Child {
     });
   }
 
+  /**
+   * The next message of `type`, unless the child reports `failed` first: then its error, naming
+   * the child. `failed` is awaited a second longer, so that a timeout says what it waited for.
+   */
+  async nextUnlessFailed<T = Message>(type: string, timeoutMs: number): Promise<T> {
+    const failed = this.next<{ type: 'failed'; error: string }>('failed', timeoutMs + 1000);
+    const wanted = this.next<T & { type: string }>(type, timeoutMs);
+    const first = await Promise.race([
+      wanted.then((value) => ({ value })),
+      failed.then((message) => ({ error: message.error })),
+    ]);
+    failed.catch(() => {});
+    wanted.catch(() => {});
+    if ('error' in first) throw new Error(`${this.describe()}: ${first.error}`);
+    return first.value;
+  }
+
+  /** A load helper's start: its `ready`; a helper that failed (or never got ready) is stopped. */
+  async ready(timeoutMs = 120_000): Promise<void> {
+    try {
+      await this.nextUnlessFailed('ready', timeoutMs);
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
+  }
+
   /** Asks the child to leave, then makes sure it has. */
   async stop(graceMs = 5000): Promise<void> {
     if (this.process.exitCode !== null || this.process.signalCode !== null) return;

@@ -46,19 +46,6 @@ interface ProbeDone {
   errors: string[];
 }
 
-async function ready(child: Child): Promise<void> {
-  const failed = child.next<{ type: 'failed'; error: string }>('failed', 120_000);
-  const first = await Promise.race([
-    child.next('ready', 120_000).then(() => undefined),
-    failed.then((m) => m.error),
-  ]);
-  failed.catch(() => {});
-  if (first !== undefined) {
-    await child.stop();
-    throw new Error(`${child.describe()}: ${first}`);
-  }
-}
-
 export async function runFloodProbe(
   name: SystemName,
   options: StartOptions,
@@ -80,7 +67,7 @@ export async function runFloodProbe(
       framesPerChunk: sizes.framesPerChunk,
     };
     flood.send({ type: 'config', config: floodConfig });
-    await ready(flood);
+    await flood.ready();
     const probe = new Child('load/probe.ts');
     children.push(probe);
     const probeConfig: ProbeConfig = {
@@ -91,7 +78,7 @@ export async function runFloodProbe(
       intervalMs: PROBE_INTERVAL_MS,
     };
     probe.send({ type: 'config', config: probeConfig });
-    await ready(probe);
+    await probe.ready();
 
     const floodDone = flood.next<PublisherDone>('done', 720_000);
     flood.send({ type: 'go' });

@@ -129,20 +129,6 @@ interface StartedPath {
   stop(): Promise<void>;
 }
 
-async function readyOrFailed<T>(child: Child, type: string, timeoutMs: number): Promise<T> {
-  // Later than `wanted`: a run that times out says what it waited for.
-  const failed = child.next<{ type: 'failed'; error: string }>('failed', timeoutMs + 1000);
-  const wanted = child.next<T & { type: string }>(type, timeoutMs);
-  const first = await Promise.race([
-    wanted.then((value) => ({ value })),
-    failed.then((message) => ({ error: message.error })),
-  ]);
-  failed.catch(() => {});
-  wanted.catch(() => {});
-  if ('error' in first) throw new Error(`${child.describe()}: ${first.error}`);
-  return first.value;
-}
-
 function bridgeEnv(): Record<string, string> {
   return { ...(process.env as Record<string, string>), MCP_PROGRESS_SOCKET: '' };
 }
@@ -202,7 +188,7 @@ async function startPath(path: McpPath, execArgv: string[]): Promise<StartedPath
   };
   try {
     client.send({ type: 'config', config });
-    const ready = await readyOrFailed<McpClientReady>(client, 'ready', 60_000);
+    const ready = await client.nextUnlessFailed<McpClientReady>('ready', 60_000);
     serverPid = ready.serverPid;
     const serverRole =
       path === 'telemetry' ? 'mcp-telemetry-server' : path === 'relay' ? 'relay server' : 'mcp';
@@ -321,9 +307,9 @@ export async function runMcpPath(
     });
     if (started.workerSocket !== undefined) {
       worker.send({ type: 'config', config: workerConfig(started.workerSocket, TOKEN) });
-      await readyOrFailed(worker, 'ready', 60_000);
+      await worker.nextUnlessFailed('ready', 60_000);
     }
-    const called = readyOrFailed(client, 'called', timeoutMs);
+    const called = client.nextUnlessFailed('called', timeoutMs);
     called.catch(() => {});
     const firstSeen = client.next('first', timeoutMs);
     firstSeen.catch(() => {});
@@ -335,7 +321,7 @@ export async function runMcpPath(
         type: 'config',
         config: workerConfig(env.MCP_PROGRESS_SOCKET ?? '', env.MCP_PROGRESS_TOKEN),
       });
-      await readyOrFailed(worker, 'ready', 60_000);
+      await worker.nextUnlessFailed('ready', 60_000);
     } else {
       client.send({ type: 'call', config: started.config });
     }
@@ -348,7 +334,7 @@ export async function runMcpPath(
       ...started.system,
     ];
     const from = pids.map(({ pid }) => sampleProcess(pid));
-    const sentPromise = readyOrFailed<McpWorkerDone>(worker, 'sent', timeoutMs);
+    const sentPromise = worker.nextUnlessFailed<McpWorkerDone>('sent', timeoutMs);
     worker.send({ type: 'go', count: updates, ratePerSecond });
     const sent = await sentPromise;
     await called;

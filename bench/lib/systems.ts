@@ -107,12 +107,77 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
-async function stopProcess(child: ChildProcess, graceMs = 10_000): Promise<void> {
+/** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has exited. */
+export async function stopProcess(child: ChildProcess, graceMs = 10_000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await exited(child);
   clearTimeout(timer);
+}
+
+/** A server process of the harness, tracked, with the tail of its stderr for error messages. */
+export interface ServerProcess {
+  readonly child: ChildProcess;
+  stderr(): string;
+}
+
+export function spawnServer(
+  command: string,
+  args: readonly string[],
+  env?: NodeJS.ProcessEnv,
+): ServerProcess {
+  const child = track(spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'], env }));
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr = (stderr + text).slice(-8000);
+  });
+  return { child, stderr: () => stderr };
+}
+
+/** Polls until `ready` holds; fails, naming `label` with its stderr, if it exits or 20 s pass. */
+export async function untilReady(
+  server: ServerProcess,
+  label: string,
+  ready: () => boolean | Promise<boolean>,
+  everyMs = 20,
+): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!(await ready())) {
+    if (server.child.exitCode !== null)
+      throw new Error(`${label} exited at start: ${server.stderr()}`);
+    if (Date.now() > deadline) throw new Error(`${label} did not start: ${server.stderr()}`);
+    await sleep(everyMs);
+  }
+}
+
+/** What a daemon's daemon.json tells the harness. */
+export interface DaemonEndpoints {
+  socket: string;
+  url: string;
+  secret: string;
+}
+
+/**
+ * A bridge daemon (`bin`) on `runtimeDir`, with `args` after the runtime dir and a free
+ * port; ready once its daemon.json is written and `ready` (given its stderr) holds too.
+ */
+export async function startDaemonProcess(
+  bin: string,
+  options: StartOptions,
+  runtimeDir: string,
+  args: readonly string[],
+  label: string,
+  ready: (stderr: string) => boolean = () => true,
+): Promise<{ server: ServerProcess; info: DaemonEndpoints }> {
+  const server = spawnServer(
+    process.execPath,
+    [...options.execArgv, bin, 'daemon', '--runtime-dir', runtimeDir, '--port', '0', ...args],
+    { ...process.env, MCP_PROGRESS_SOCKET: '' },
+  );
+  const infoPath = join(runtimeDir, 'daemon.json');
+  await untilReady(server, label, () => existsSync(infoPath) && ready(server.stderr()));
+  return { server, info: JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonEndpoints };
 }
 
 async function startBridge(
@@ -121,16 +186,11 @@ async function startBridge(
   options: StartOptions,
 ): Promise<RunningSystem> {
   const runtimeDir = scratchDir(name);
-  const child = spawn(
-    process.execPath,
+  const { server, info } = await startDaemonProcess(
+    bin,
+    options,
+    runtimeDir,
     [
-      ...options.execArgv,
-      bin,
-      'daemon',
-      '--runtime-dir',
-      runtimeDir,
-      '--port',
-      '0',
       '--log-level',
       'warn',
       '--min-interval-ms',
@@ -141,25 +201,9 @@ async function startBridge(
       '--max-connections',
       '20000',
     ],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    'the bridge',
   );
-  track(child);
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
-    stderr = (stderr + text).slice(-4000);
-  });
-  const infoPath = join(runtimeDir, 'daemon.json');
-  const deadline = Date.now() + 20_000;
-  while (!existsSync(infoPath)) {
-    if (child.exitCode !== null) throw new Error(`the bridge exited at start: ${stderr}`);
-    if (Date.now() > deadline) throw new Error(`the bridge did not start: ${stderr}`);
-    await sleep(20);
-  }
-  const info = JSON.parse(readFileSync(infoPath, 'utf8')) as {
-    socket: string;
-    url: string;
-    secret: string;
-  };
+  const { child } = server;
   return {
     name,
     pid: child.pid ?? -1,
@@ -255,26 +299,22 @@ async function startNats(): Promise<RunningSystem> {
     ].join('\n'),
   );
   mkdirSync(dir, { recursive: true });
-  const child = track(spawn(binary, ['-c', configPath], { stdio: ['ignore', 'ignore', 'pipe'] }));
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
-    stderr = (stderr + text).slice(-4000);
-  });
+  const server = spawnServer(binary, ['-c', configPath]);
+  const { child } = server;
   const varz = async () => {
     const response = await fetch(`http://127.0.0.1:${monitorPort}/varz`);
     return (await response.json()) as { in_msgs: number; now: string };
   };
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited at start: ${stderr}`);
-    try {
-      await varz();
-      break;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`nats-server did not start: ${stderr}`);
-      await sleep(50);
-    }
-  }
+  await untilReady(
+    server,
+    'nats-server',
+    () =>
+      varz().then(
+        () => true,
+        () => false,
+      ),
+    50,
+  );
   return {
     name: 'nats',
     pid: child.pid ?? -1,

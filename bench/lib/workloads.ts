@@ -203,26 +203,15 @@ async function withSystem<T>(
 async function publisher(config: PublisherConfig): Promise<Child> {
   const child = new Child('load/publisher.ts');
   child.send({ type: 'config', config });
-  await readyOrFailed(child);
+  await child.ready();
   return child;
 }
 
 async function subscriber(config: SubscriberConfig): Promise<Child> {
   const child = new Child('load/subscriber.ts');
   child.send({ type: 'config', config });
-  await readyOrFailed(child);
+  await child.ready();
   return child;
-}
-
-async function readyOrFailed(child: Child): Promise<void> {
-  const failed = child.next<{ type: 'failed'; error: string }>('failed', 120_000);
-  const ready = child.next('ready', 120_000);
-  const first = await Promise.race([ready.then(() => undefined), failed.then((m) => m.error)]);
-  failed.catch(() => {});
-  if (first !== undefined) {
-    await child.stop();
-    throw new Error(`${child.describe()}: ${first}`);
-  }
 }
 
 /** Ingest: publishers write as fast as the socket accepts; frames/s the server took in. */
