@@ -25,7 +25,7 @@ export interface RunningNats {
   stop(): Promise<void>;
 }
 
-import { freePort } from '../helpers/ports.js';
+import { freePort } from '../../bench/lib/proc.ts';
 
 export { freePort };
 

@@ -14,11 +14,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/websocket.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { freePort } from '../../bench/lib/proc.ts';
 import { BIN, eventually, ROOT } from '../helpers/daemon.js';
 import { daemonForFile } from '../helpers/file-daemon.js';
 import { publishWhenWatched } from '../helpers/mcp.js';
 import { connectUrlV2, NEWEST_REVISION } from '../helpers/mcp-v2.js';
-import { freePort } from '../helpers/ports.js';
 
 const daemon = daemonForFile();
 const running: ChildProcess[] = [];
