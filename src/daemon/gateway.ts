@@ -99,9 +99,8 @@ export class GatewayEndpoint {
   readonly #backend: GatewayBackend;
   readonly #hub: SessionHub;
   readonly #log: EndpointLog;
-  /** Loaded at the first WebSocket upgrade; `#side` once it has arrived. */
-  #loadingSide: Promise<WebSocketSide> | undefined;
-  #side: WebSocketSide | undefined;
+  /** Loaded at the first WebSocket upgrade. */
+  #webSocketSide: Promise<WebSocketSide> | undefined;
   readonly #http: Server;
   readonly #sessions = new Map<SessionId, WsSession>();
   /** Sessions closed as slow consumers, still within their grace: a stop ends them at once. */
@@ -376,16 +375,8 @@ export class GatewayEndpoint {
       return;
     }
     this.#authenticated(socket);
-    if (this.#side !== undefined) {
-      const side = this.#side;
-      side.wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket, side.rpc));
-      return;
-    }
-    this.#loadingSide ??= loadWebSocketSide().then((side) => {
-      this.#side = side;
-      return side;
-    });
-    this.#loadingSide.then(
+    this.#webSocketSide ??= loadWebSocketSide();
+    this.#webSocketSide.then(
       (side) => {
         if (socket.destroyed) return;
         side.wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket, side.rpc));
