@@ -87,8 +87,8 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   const minIntervalMs = integerFlag('min-interval-ms', values['min-interval-ms']);
 
   const daemons: Daemon[] = [];
-  const establish = async (): Promise<ProgressSource> => {
-    const { source, daemon } = await connectOrEmbed(runtimeDir, port, log);
+  const establish = async (liveDaemon?: boolean): Promise<ProgressSource> => {
+    const { source, daemon } = await connectOrEmbed(runtimeDir, port, log, liveDaemon);
     if (daemon !== undefined) daemons.push(daemon);
     return source;
   };
@@ -97,7 +97,7 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   // process 9 MiB. With none, one is embedded now, so that workers find its socket at once.
   // Connect-or-embed runs again whenever the daemon in use goes away (the `mcp` process that
   // embedded it exited): this process then uses the next daemon, or embeds one itself.
-  const initial = (await liveDaemonNamed(runtimeDir)) ? undefined : await establish();
+  const initial = (await liveDaemonNamed(runtimeDir)) ? undefined : await establish(false);
   const source: RecoveringProgressSource = new RecoveringProgressSource(initial, () => {
     log.info(
       source.established
@@ -132,18 +132,22 @@ async function liveDaemonNamed(runtimeDir: string): Promise<boolean> {
   }
 }
 
-/** The running daemon if there is one; else one started in this process (the embedded default). */
+/**
+ * The running daemon if there is one; else one started in this process (the embedded default).
+ * `liveDaemon`: whether daemon.json names a live process, when the caller has just read it.
+ */
 async function connectOrEmbed(
   runtimeDir: string,
   port: number | undefined,
   log: ReturnType<typeof createLogger>,
+  liveDaemon?: boolean,
 ): Promise<{ source: ProgressSource; daemon: Daemon | undefined }> {
   for (let attempt = 0; ; attempt++) {
     let noDaemon: unknown;
     // When daemon.json names no live process, embed at once: learning that by connecting
     // would load the gateway client and ws (about 40 ms and 7 MiB) for nothing. Embedding
     // finds out a daemon that started meanwhile (already_running), and the next attempt connects.
-    if (attempt > 0 || (await liveDaemonNamed(runtimeDir))) {
+    if (attempt > 0 || (liveDaemon ?? (await liveDaemonNamed(runtimeDir)))) {
       try {
         const source = await RemoteProgressSource.connect({ runtimeDir });
         log.info(`using the running daemon of ${runtimeDir}`);
