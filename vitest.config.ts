@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // dist/ is what the e2e tests run: built before every run, however it is started.
+    globalSetup: ['test/setup/build-dist.ts'],
     exclude: ['test/**/*.soak.test.ts', 'node_modules/**'],
     testTimeout: 30_000,
     hookTimeout: 30_000,

@@ -4,6 +4,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.soak.test.ts'],
+    globalSetup: ['test/setup/build-dist.ts'],
     testTimeout: 15 * 60_000,
     hookTimeout: 60_000,
     maxWorkers: 1,
