@@ -41,7 +41,8 @@ export function tool(name: string, spec: ToolSpec): Tool {
       : spawnSync(spec.probe[0], spec.probe.slice(1), { stdio: 'ignore' }).status === 0);
   const purpose = spec.why === undefined ? '' : ` (${spec.why})`;
   const message = `${name} is not available${purpose}: apt-get install ${spec.debian}`;
-  if (!available && !UNDER_CI) console.warn(`${message}; its tests are skipped (under CI they fail)`);
+  if (!available && !UNDER_CI)
+    console.warn(`${message}; its tests are skipped (under CI they fail)`);
   return {
     name,
     available,
