@@ -364,11 +364,11 @@ export class Daemon {
     unsubscribe: (session, token) => {
       this.#router.unsubscribe(session, token);
     },
-    list: (after, limit) => {
-      const page = this.#router.page(after, limit, this.#listReplyBytes);
-      if (this.#backplane === undefined) return page;
-      return { ...page, streams: page.streams.map((summary) => this.#withHost(summary)) };
-    },
+    listReplyBytes: () => this.#listReplyBytes,
+    list: (after, limit, maxBytes) =>
+      this.#router.page(after, limit, maxBytes, (summary) => this.#withHost(summary)),
+    listEpoch: randomBytes(6).toString('base64url'),
+    positionsIssued: () => this.#router.positionsIssued,
     get: (token) => {
       const summary = this.#router.get(token);
       return summary === undefined ? undefined : this.#withHost(summary);

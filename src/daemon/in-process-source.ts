@@ -54,7 +54,7 @@ export class LocalProgressSource implements ProgressSource {
     const streams: StreamSummary[] = [];
     let after: number | undefined;
     do {
-      const page = this.#backend.list(after, MAX_LIST_LIMIT);
+      const page = this.#backend.list(after, MAX_LIST_LIMIT, this.#backend.listReplyBytes());
       streams.push(...page.streams);
       after = page.next;
     } while (after !== undefined);

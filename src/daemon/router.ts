@@ -465,16 +465,23 @@ export class Router {
   /**
    * One page of the stream table, in the order streams entered it: those
    * after `after` (a `next` of an earlier page), at most `limit` of them and,
-   * past the first, at most `maxBytes` of JSON. `next` is set when more follow.
+   * past the first, at most `maxBytes` of JSON (each summary, as `present`
+   * makes it, and its comma). `next` is set when more follow.
    */
-  page(after: number | undefined, limit: number, maxBytes: number): StreamPage {
+  page(
+    after: number | undefined,
+    limit: number,
+    maxBytes: number,
+    present: (summary: StreamSummary) => StreamSummary = (summary) => summary,
+  ): StreamPage {
     const streams: StreamSummary[] = [];
     let bytes = 0;
     let lastOrder: number | undefined;
     for (const stream of this.#streams.values()) {
       if (after !== undefined && stream.order <= after) continue;
       if (streams.length >= limit) return { streams, next: lastOrder };
-      const summary = summarise(stream);
+      // Measured as sent: with what the caller adds (another host's name).
+      const summary = present(summarise(stream));
       // Each summary and its comma.
       const size = utf8ByteLength(JSON.stringify(summary)) + 1;
       if (streams.length > 0 && bytes + size > maxBytes) return { streams, next: lastOrder };
@@ -483,6 +490,11 @@ export class Router {
       lastOrder = stream.order;
     }
     return { streams, next: undefined };
+  }
+
+  /** Positions (`order`) handed out so far: every page's `next` is below this. */
+  get positionsIssued(): number {
+    return this.#nextOrder;
   }
 
   get(token: ProgressToken): StreamSummary | undefined {

@@ -20,6 +20,7 @@ import {
   subscribeParamsSchema,
   unsubscribeParamsSchema,
 } from '../protocol/index.js';
+import { utf8ByteLength } from '../protocol/limits.js';
 import { describe, isPlainObject } from '../protocol/validate.js';
 import type { Outcome, StreamPage, SubscribeRefusal } from './router.js';
 
@@ -29,8 +30,17 @@ export type SessionId = number;
 export interface GatewayBackend {
   subscribe(session: SessionId, params: SubscribeParams): Outcome<SubscribeRefusal>;
   unsubscribe(session: SessionId, token: ProgressToken): void;
-  /** Streams after position `after` (undefined: from the start), at most `limit`, cut to the reply budget. */
-  list(after: number | undefined, limit: number): StreamPage;
+  /**
+   * Streams after position `after` (undefined: from the start), at most `limit`, and past the
+   * first at most `maxBytes` of summaries (each with its comma).
+   */
+  list(after: number | undefined, limit: number, maxBytes: number): StreamPage;
+  /** The most bytes a progress/list reply may have (the whole JSON-RPC message). */
+  listReplyBytes(): number;
+  /** Random per daemon run: a list cursor names it, so a cursor of another run or daemon is refused. */
+  readonly listEpoch: string;
+  /** Stream-table positions handed out so far: a cursor's position is below this. */
+  positionsIssued(): number;
   get(token: ProgressToken): StreamSummary | undefined;
   /** Sends `cancel` to the workers of the stream; returns how many were told. */
   cancel(token: ProgressToken, reason: string | undefined): number;
@@ -46,6 +56,7 @@ interface Method<S extends z.ZodType> {
     backend: GatewayBackend,
     session: SessionId,
     params: z.infer<S>,
+    id: RpcId,
   ): { result: object } | { error: RpcErrorCode; message: string };
 }
 
@@ -74,17 +85,21 @@ const METHODS: Record<string, Method<z.ZodType>> = {
   'progress/list': method({
     params: listParamsSchema,
     usage: `{"cursor"?: string (a nextCursor), "limit"?: integer 1..${MAX_LIST_LIMIT}} or no params`,
-    run(backend, _session, params) {
-      const after = cursorPosition(params?.cursor);
-      if (after === null) {
+    run(backend, _session, params, id) {
+      const after = cursorPosition(params?.cursor, backend);
+      if (typeof after === 'string') {
         return {
           error: 'invalid_params',
-          message: `progress/list: params.cursor: not a cursor of this daemon (got ${JSON.stringify(params?.cursor)}); pass the nextCursor of the previous page, or no cursor for the first page`,
+          message: `progress/list: params.cursor: ${after} (got ${JSON.stringify(params?.cursor)}); pass the nextCursor of the previous page, or no cursor to start again from the first page`,
         };
       }
-      const page = backend.list(after, params?.limit ?? MAX_LIST_LIMIT);
+      const page = backend.list(
+        after,
+        params?.limit ?? MAX_LIST_LIMIT,
+        backend.listReplyBytes() - listEnvelopeBytes(id, backend.listEpoch),
+      );
       const result: ListResult = { streams: page.streams };
-      if (page.next !== undefined) result.nextCursor = String(page.next);
+      if (page.next !== undefined) result.nextCursor = listCursor(backend.listEpoch, page.next);
       return { result };
     },
   }),
@@ -113,12 +128,40 @@ const METHODS: Record<string, Method<z.ZodType>> = {
 
 export const RPC_METHODS = Object.keys(METHODS);
 
-/** The position a cursor stands for: undefined for none, null for one this daemon never gave. */
-export function cursorPosition(cursor: string | undefined): number | undefined | null {
+/**
+ * The bytes of a progress/list reply other than its summaries and their commas, with the
+ * longest cursor: a page whose summaries fit `listReplyBytes` minus this fits whole.
+ */
+function listEnvelopeBytes(id: RpcId, epoch: string): number {
+  const empty = reply(id, { streams: [], nextCursor: listCursor(epoch, Number.MAX_SAFE_INTEGER) });
+  return utf8ByteLength(empty);
+}
+
+/** A list cursor: the daemon run's epoch and a position in its stream table. Opaque to clients. */
+export function listCursor(epoch: string, position: number): string {
+  return `${epoch}.${position}`;
+}
+
+/**
+ * The position a cursor stands for: undefined for none, or why it is refused (a string): not
+ * a cursor at all, one of another daemon or an earlier run (positions restart at each start),
+ * or a position this run never gave.
+ */
+export function cursorPosition(
+  cursor: string | undefined,
+  daemon: Pick<GatewayBackend, 'listEpoch' | 'positionsIssued'>,
+): number | undefined | string {
   if (cursor === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,15})$/.test(cursor)) return null;
-  const position = Number(cursor);
-  return Number.isSafeInteger(position) ? position : null;
+  const match = /^([A-Za-z0-9_-]{1,32})\.(0|[1-9][0-9]{0,15})$/.exec(cursor);
+  if (match === null) return 'not a cursor of this daemon';
+  if (match[1] !== daemon.listEpoch) {
+    return 'a cursor of another daemon, or of this one before it restarted';
+  }
+  const position = Number(match[2]);
+  if (!Number.isSafeInteger(position) || position >= daemon.positionsIssued()) {
+    return 'a position this daemon never gave';
+  }
+  return position;
 }
 
 function reply(id: RpcId, result: object): string {
@@ -210,7 +253,7 @@ export function handleRpcText(
       `${message.method}: ${where}: ${issue?.message ?? 'invalid'} (got ${describe(got)}); expected params ${definition.usage}`,
     );
   }
-  const outcome = definition.run(backend, session, parsed.data);
+  const outcome = definition.run(backend, session, parsed.data, rpcId);
   if (!hasId) return undefined;
   return 'result' in outcome
     ? reply(rpcId, outcome.result)

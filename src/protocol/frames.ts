@@ -30,12 +30,14 @@ export const UTF8_BYTES_KEYWORD = 'x-maxUtf8Bytes';
 /** A string of at most `maxBytes` UTF-8 bytes, and well-formed Unicode (no lone surrogate). */
 function utf8Text(maxBytes: number, description: string, minLength = 0) {
   const text = minLength > 0 ? z.string().min(minLength) : z.string();
+  const rule = `at most ${maxBytes} UTF-8 bytes, with no lone surrogate`;
   return (
     text
-      .max(maxBytes)
+      // The limit is in bytes: maxLength is only its upper bound, and says so in bytes too.
+      .max(maxBytes, { message: rule })
       // One refinement, not two: this runs for every message on the hot path.
       .refine((text) => fitsUtf8Bytes(text, maxBytes) && isWellFormedText(text), {
-        message: `at most ${maxBytes} UTF-8 bytes, with no lone surrogate`,
+        message: rule,
       })
       .meta({ description, [UTF8_BYTES_KEYWORD]: maxBytes })
   );
@@ -135,7 +137,7 @@ export const envelopeSchema = z
     type: z
       .string()
       .min(1)
-      .max(MAX_TYPE_BYTES)
+      .max(MAX_TYPE_BYTES, { message: `at most ${MAX_TYPE_BYTES} UTF-8 bytes` })
       .refine((type) => fitsUtf8Bytes(type, MAX_TYPE_BYTES), {
         message: `at most ${MAX_TYPE_BYTES} UTF-8 bytes`,
       })

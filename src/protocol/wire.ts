@@ -50,19 +50,24 @@ function isJsonWhitespace(byte: number): boolean {
   return byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d;
 }
 
-/** Nothing but JSON whitespace, or nothing at all (a newline after a form feed, two form feeds). */
-function isBlank(bytes: Buffer): boolean {
-  for (const byte of bytes) if (!isJsonWhitespace(byte)) return false;
-  return true;
+/** The frame without the JSON whitespace around it (a newline after a form feed, a CR LF before one). */
+function trimWhitespace(bytes: Buffer): Buffer {
+  let start = 0;
+  let end = bytes.length;
+  while (start < end && isJsonWhitespace(bytes[start] as number)) start++;
+  while (end > start && isJsonWhitespace(bytes[end - 1] as number)) end--;
+  return start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end);
 }
 
 /**
  * Splits a byte stream into envelopes, in order: per frame, size (bytes, the
- * form feed excluded), then UTF-8, then JSON, then the envelope. Input that is
- * not an envelope is reported as a FrameError, not thrown, so that a reader can
- * decide what a bad frame means. Text pushed as a string is counted as its
- * UTF-8 encoding. An empty frame, or one of JSON whitespace only (a newline
- * after the form feed), is skipped.
+ * form feed and the JSON whitespace around the frame excluded), then UTF-8,
+ * then JSON, then the envelope. Input that is not an envelope is reported as a
+ * FrameError, not thrown, so that a reader can decide what a bad frame means.
+ * Text pushed as a string is counted as its UTF-8 encoding. An empty frame, or
+ * one of JSON whitespace only (a newline after the form feed), is skipped.
+ * Whitespace is not free: the bytes waiting for a form feed, whitespace
+ * included, are at most twice the frame limit.
  */
 export class FrameDecoder {
   #buffer: Buffer = EMPTY;
@@ -83,13 +88,13 @@ export class FrameDecoder {
     let start = 0;
     let end = combined.indexOf(FORM_FEED);
     while (end !== -1) {
-      const frame = combined.subarray(start, end);
-      if (!isBlank(frame)) out.push(this.#decode(frame));
+      const frame = trimWhitespace(combined.subarray(start, end));
+      if (frame.length > 0) out.push(this.#decode(frame));
       start = end + 1;
       end = combined.indexOf(FORM_FEED, start);
     }
     const rest = combined.subarray(start);
-    if (rest.length > this.#maxBytes) {
+    if (rest.length > 2 * this.#maxBytes || trimWhitespace(rest).length > this.#maxBytes) {
       this.#buffer = EMPTY;
       out.push(tooLarge(this.#maxBytes));
     } else {

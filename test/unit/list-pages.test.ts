@@ -16,11 +16,16 @@ function routerWith(count: number, message = ''): Router {
   return router;
 }
 
+const EPOCH = 'epochA';
+
 function backendOf(router: Router, maxBytes: number): GatewayBackend {
   return {
     subscribe: (session, params) => router.subscribe(session, params, 0),
     unsubscribe: (session, token) => router.unsubscribe(session, token),
-    list: (after, limit) => router.page(after, limit, maxBytes),
+    list: (after, limit, summaryBytes) => router.page(after, limit, summaryBytes),
+    listReplyBytes: () => maxBytes,
+    listEpoch: EPOCH,
+    positionsIssued: () => router.positionsIssued,
     get: (token) => router.get(token),
     cancel: () => 0,
     status: () => ({}),
@@ -40,17 +45,28 @@ function call(backend: GatewayBackend, method: string, params?: unknown) {
   };
 }
 
-/** Every page from the first, as the daemon answers them. */
-function allPages(backend: GatewayBackend, params: { limit?: number } = {}): ListResult[] {
+/** Every page from the first, as the daemon answers them; `replies` gets each reply's text. */
+function allPages(
+  backend: GatewayBackend,
+  params: { limit?: number } = {},
+  replies: string[] = [],
+  id: string | number = 1,
+): ListResult[] {
   const pages: ListResult[] = [];
   let cursor: string | undefined;
   do {
-    const reply = call(
+    const text = handleRpcText(
+      1,
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method: 'progress/list',
+        params: cursor === undefined ? params : { ...params, cursor },
+      }),
       backend,
-      'progress/list',
-      cursor === undefined ? params : { ...params, cursor },
     );
-    const page = reply.result as ListResult;
+    replies.push(text ?? '');
+    const page = (JSON.parse(text ?? 'null') as { result: ListResult }).result;
     pages.push(page);
     cursor = page.nextCursor;
   } while (cursor !== undefined && pages.length < 10_000);
@@ -84,15 +100,21 @@ describe('progress/list pages', () => {
     expect(pages.map((p) => p.streams.length)).toEqual([1000, 1]);
   });
 
-  it('cuts a page at the byte budget, never below one stream', () => {
+  it('cuts a page so that the whole reply is within the budget, never below one stream', () => {
     const maxBytes = 16 * 1024;
     const backend = backendOf(routerWith(200, 'x'.repeat(1000)), maxBytes);
-    const pages = allPages(backend);
-    expect(pages.length).toBeGreaterThan(10);
-    for (const page of pages) {
-      expect(page.streams.length).toBeGreaterThan(0);
-      expect(Buffer.byteLength(JSON.stringify(page.streams))).toBeLessThanOrEqual(maxBytes);
+    // A long request id is echoed in the reply: it counts too.
+    for (const id of [1, 'i'.repeat(2000)]) {
+      const replies: string[] = [];
+      const pages = allPages(backend, {}, replies, id);
+      expect(pages.length).toBeGreaterThan(10);
+      for (const page of pages) expect(page.streams.length).toBeGreaterThan(0);
+      for (const text of replies) expect(Buffer.byteLength(text)).toBeLessThanOrEqual(maxBytes);
+      // Full pages: the next stream would not have fitted.
+      const full = replies.slice(0, -1).map((text) => Buffer.byteLength(text));
+      expect(Math.min(...full)).toBeGreaterThan(maxBytes - 1200);
     }
+    const pages = allPages(backend);
     expect(pages.flatMap((p) => tokens(p.streams))).toHaveLength(200);
     // One stream larger than the budget still gets a page of its own.
     const tiny = backendOf(routerWith(3, 'x'.repeat(1000)), 10);
@@ -125,12 +147,33 @@ describe('progress/list pages', () => {
     }
   });
 
+  it('a cursor of another daemon, of this one before a restart, or past what it gave is refused', () => {
+    const router = routerWith(30);
+    const backend = backendOf(router, 1 << 20);
+    const first = call(backend, 'progress/list', { limit: 10 }).result as ListResult;
+    expect(first.nextCursor).toMatch(/^epochA\./);
+    // The same daemon after a restart: a new epoch, positions from 0 again.
+    const restarted = { ...backendOf(routerWith(30), 1 << 20), listEpoch: 'epochB' };
+    const foreign = call(restarted, 'progress/list', { cursor: first.nextCursor });
+    expect(foreign.error?.data.code).toBe('invalid_params');
+    expect(foreign.error?.message).toContain('another daemon, or of this one before it restarted');
+    for (const cursor of ['25', '0', '999999999', 'epochA.30', 'epochA.999999999', 'epochA.01']) {
+      const reply = call(backend, 'progress/list', { cursor });
+      expect(reply.error?.data.code, cursor).toBe('invalid_params');
+    }
+    // The last position it gave is a cursor (the page after it is empty).
+    expect(call(backend, 'progress/list', { cursor: 'epochA.29' }).result).toEqual({ streams: [] });
+  });
+
   it('cursorPosition reads only what the daemon writes', () => {
-    expect(cursorPosition(undefined)).toBeUndefined();
-    expect(cursorPosition('0')).toBe(0);
-    expect(cursorPosition('12345')).toBe(12345);
-    expect(cursorPosition('1e3')).toBeNull();
-    expect(cursorPosition('99999999999999999')).toBeNull();
+    const daemon = { listEpoch: 'e1', positionsIssued: () => 100 };
+    expect(cursorPosition(undefined, daemon)).toBeUndefined();
+    expect(cursorPosition('e1.0', daemon)).toBe(0);
+    expect(cursorPosition('e1.99', daemon)).toBe(99);
+    expect(typeof cursorPosition('e1.100', daemon)).toBe('string');
+    expect(typeof cursorPosition('e1.1e3', daemon)).toBe('string');
+    expect(typeof cursorPosition('e2.5', daemon)).toBe('string');
+    expect(typeof cursorPosition('e1.99999999999999999', daemon)).toBe('string');
   });
 });
 

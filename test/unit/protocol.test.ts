@@ -246,6 +246,26 @@ describe('wire format', () => {
     expect(new FrameDecoder(16).push('{"type":"€"}  \f')).toEqual([{ type: '€', data: undefined }]);
   });
 
+  it('does not count the whitespace around a frame toward its limit, and bounds it', () => {
+    // 16 bytes of frame: at the limit with a newline before and CR LF after, in one push or split.
+    const exact = '{"type":"abcde"}';
+    expect(Buffer.byteLength(exact)).toBe(16);
+    for (const text of [`\n${exact}\r\n\f`, ` \t${exact}\f`, `${exact}\n\n\f`]) {
+      expect(new FrameDecoder(16).push(text)).toEqual([{ type: 'abcde', data: undefined }]);
+      const split = new FrameDecoder(16);
+      const out = [...split.push(text.slice(0, -1)), ...split.push('\f')];
+      expect(out).toEqual([{ type: 'abcde', data: undefined }]);
+    }
+    // One byte of frame more is too large, whitespace or not.
+    const over = new FrameDecoder(16).push(`\n{"type":"abcdef"}\r\n\f`);
+    expect((over[0] as FrameError).code).toBe('frame_too_large');
+    // Whitespace waiting for a form feed is held up to twice the limit, no more.
+    const flood = new FrameDecoder(16);
+    expect(flood.push(' '.repeat(32))).toEqual([]);
+    expect((flood.push(' ')[0] as FrameError).code).toBe('frame_too_large');
+    expect(flood.pending).toBe(0);
+  });
+
   it('skips whitespace between frames, and says whether a frame has started', () => {
     const decoder = new FrameDecoder(1024);
     expect(decoder.push(`${encodeFrame('ack', { seq: 1 })}\r\n`)).toEqual([
