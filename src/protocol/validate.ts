@@ -161,7 +161,10 @@ export function describe(value: unknown): string {
       if (Number.isNaN(value)) return 'NaN';
       if (!Number.isFinite(value))
         return `${value} (a JSON number too large for a double, such as 1e999)`;
-      return `the number ${value}`;
+      // Beyond 2^53 the double read from the frame need not be the text sent: say so.
+      return Number.isSafeInteger(value) || !Number.isInteger(value)
+        ? `the number ${value}`
+        : `a number beyond ±${Number.MAX_SAFE_INTEGER} (read as the double ${value}; the text sent may differ)`;
     case 'string': {
       const shown = value.length > 40 ? `${shorten(value, 40)}…` : value;
       const lone = isWellFormedText(value) ? '' : ', with a lone surrogate';

@@ -23,6 +23,18 @@ const codeOf = (data: unknown) => {
 };
 
 describe('progress frame validation', () => {
+  it('refuses an integer beyond 2^53 - 1 without quoting the double it became as if it were sent', () => {
+    // JSON.parse reads 9007199254740993 as 9007199254740992: the text sent is not known.
+    const check = checkProgressFrame(
+      JSON.parse('{"v":1,"progressToken":"a","progress":9007199254740993}'),
+    );
+    expect(check.ok).toBe(false);
+    if (check.ok) return;
+    expect(check.rejection.code).toBe('invalid_field');
+    expect(check.rejection.message).toContain('beyond ±9007199254740991');
+    expect(check.rejection.message).not.toContain('the number 9007199254740992');
+  });
+
   it('accepts the minimal and the full frame', () => {
     expect(ok({ v: 1, progressToken: 'a' })).toBe(true);
     expect(
