@@ -27,6 +27,26 @@ export { metaProblem, nestedWithin } from './meta.js';
  */
 export const UTF8_BYTES_KEYWORD = 'x-maxUtf8Bytes';
 
+/**
+ * The rules a validator must apply that JSON Schema cannot state, by name. docs/PROTOCOL.md
+ * (section "Rules beyond JSON Schema") lists them; each schema node they apply to names them
+ * in the annotation `x-rules`.
+ */
+export const RULES_KEYWORD = 'x-rules';
+export const RULES_BEYOND_SCHEMA = {
+  'utf8-bytes': 'a length limit in UTF-8 bytes (x-maxUtf8Bytes); maxLength is only an upper bound',
+  'well-formed-text':
+    'no lone surrogate (an unpaired \\uD800-\\uDFFF) in a string or an object key',
+  'progress-increases':
+    "greater than the stream's last accepted progress, across every connection; omitted: last + 1",
+  'meta-bounds': `objects and arrays nest at most ${MAX_META_DEPTH} levels (_meta is level 1); every number within ±${MAX_SAFE_NUMBER}`,
+} as const;
+export type RuleBeyondSchema = keyof typeof RULES_BEYOND_SCHEMA;
+
+function rules(...names: RuleBeyondSchema[]): { [RULES_KEYWORD]: RuleBeyondSchema[] } {
+  return { [RULES_KEYWORD]: names };
+}
+
 /** A string of at most `maxBytes` UTF-8 bytes, and well-formed Unicode (no lone surrogate). */
 function utf8Text(maxBytes: number, description: string, minLength = 0) {
   const text = minLength > 0 ? z.string().min(minLength) : z.string();
@@ -39,7 +59,11 @@ function utf8Text(maxBytes: number, description: string, minLength = 0) {
       .refine((text) => fitsUtf8Bytes(text, maxBytes) && isWellFormedText(text), {
         message: rule,
       })
-      .meta({ description, [UTF8_BYTES_KEYWORD]: maxBytes })
+      .meta({
+        description,
+        [UTF8_BYTES_KEYWORD]: maxBytes,
+        ...rules('utf8-bytes', 'well-formed-text'),
+      })
   );
 }
 
@@ -76,6 +100,7 @@ const metaField = z
   })
   .meta({
     description: `Forwarded unchanged as the notification params \`_meta\`. Objects and arrays nest at most ${MAX_META_DEPTH} levels deep (\`_meta\` itself is level 1); every number is within ±${MAX_SAFE_NUMBER} (send larger ones as strings); strings and keys are well-formed Unicode.`,
+    ...rules('meta-bounds', 'well-formed-text'),
   });
 
 export const doneStatusSchema = z.enum(['ok', 'error', 'cancelled']);
@@ -87,6 +112,7 @@ export const progressFrameSchema = z
     progressToken: progressTokenSchema,
     progress: safeNumber.meta({
       description: `Finite number within ±${MAX_SAFE_NUMBER}; must exceed the stream's last accepted progress (the first one may be any such number). Omitted: last + 1. Not compared with total.`,
+      ...rules('progress-increases'),
     }),
     total: safeNumber.min(0).meta({ description: `Finite number, 0 to ${MAX_SAFE_NUMBER}.` }),
     message: messageText,
@@ -144,6 +170,7 @@ export const envelopeSchema = z
       .meta({
         description: `The event: non-empty, at most ${MAX_TYPE_BYTES} UTF-8 bytes (maxLength is only an upper bound); not a node-ipc reserved name (start, connect, disconnect, destroy, close, socket.disconnected, error, data) nor an Object.prototype property name.`,
         [UTF8_BYTES_KEYWORD]: MAX_TYPE_BYTES,
+        ...rules('utf8-bytes'),
       }),
     data: z
       .unknown()
@@ -341,7 +368,9 @@ export const cancelResultSchema = z
   .meta({ title: 'progress/cancel result' });
 
 /** The result of progress/subscribe and progress/unsubscribe. */
-export const emptyResultSchema = z.strictObject({});
+export const emptyResultSchema = z
+  .strictObject({})
+  .meta({ title: 'progress/subscribe and progress/unsubscribe result' });
 
 export type SubscribeParams = z.infer<typeof subscribeParamsSchema>;
 export type UnsubscribeParams = z.infer<typeof unsubscribeParamsSchema>;

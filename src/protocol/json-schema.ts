@@ -6,6 +6,7 @@ import {
   backplaneHeartbeatSchema,
   backplaneStreamMessageSchema,
   cancelParamsSchema,
+  cancelResultSchema,
   cancelSchema,
   claimFrameSchema,
   daemonInfoSchema,
@@ -13,6 +14,7 @@ import {
   doneFrameSchema,
   doneParamsSchema,
   emptyDataSchema,
+  emptyResultSchema,
   envelopeSchema,
   getParamsSchema,
   getResultSchema,
@@ -42,8 +44,11 @@ export const PUBLISHED_SCHEMAS = {
   'progress-notification-params.v1': progressParamsSchema,
   'done-notification-params.v1': doneParamsSchema,
   'subscribe-params.v1': subscribeParamsSchema,
+  'subscribe-result.v1': emptyResultSchema,
   'unsubscribe-params.v1': unsubscribeParamsSchema,
+  'unsubscribe-result.v1': emptyResultSchema,
   'cancel-params.v1': cancelParamsSchema,
+  'cancel-result.v1': cancelResultSchema,
   'list-params.v1': listPageParamsSchema,
   'list-result.v1': listResultSchema,
   'get-params.v1': getParamsSchema,
@@ -57,6 +62,16 @@ export const PUBLISHED_SCHEMAS = {
 } as const;
 
 export type SchemaName = keyof typeof PUBLISHED_SCHEMAS;
+
+/** The published schema of each gateway method's result: every result has one. */
+export const RESULT_SCHEMA_NAMES = {
+  'progress/subscribe': 'subscribe-result.v1',
+  'progress/unsubscribe': 'unsubscribe-result.v1',
+  'progress/list': 'list-result.v1',
+  'progress/get': 'get-result.v1',
+  'progress/cancel': 'cancel-result.v1',
+  'progress/status': 'status.v1',
+} as const satisfies Record<string, SchemaName>;
 
 export function jsonSchema(name: SchemaName): Record<string, unknown> {
   const generated = z.toJSONSchema(PUBLISHED_SCHEMAS[name], {

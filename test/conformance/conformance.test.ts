@@ -23,6 +23,7 @@ import {
   rejectedSchema,
   rpcErrorSchema,
 } from '../../src/protocol/frames.js';
+import { PUBLISHED_SCHEMAS, RESULT_SCHEMA_NAMES } from '../../src/protocol/json-schema.js';
 import { DONE_METHOD, PROGRESS_METHOD } from '../../src/protocol/notifications.js';
 import { type Envelope, FrameDecoder } from '../../src/protocol/wire.js';
 import {
@@ -73,7 +74,8 @@ let daemon: RunningDaemon;
 const sent: Buffer[] = [];
 /** The same, parsed: worker replies and gateway messages, to check against the published schemas. */
 const workerReplies: Envelope[] = [];
-const gatewayMessages: unknown[] = [];
+/** Each gateway message, with the method of the request it answers (for a result's schema). */
+const gatewayMessages: Array<{ message: unknown; method: string | undefined }> = [];
 
 beforeAll(async () => {
   daemon = await startDaemon(['--abandon-grace-ms', '600000']);
@@ -175,6 +177,8 @@ describe('worker socket conformance', () => {
 interface Session {
   ws: WebSocket;
   messages: unknown[];
+  /** The method of each request sent, by id. */
+  methods: Map<unknown, string>;
   closeCode: () => number | undefined;
 }
 
@@ -183,12 +187,14 @@ async function session(): Promise<Session> {
     headers: { authorization: `Bearer ${daemon.info.secret}` },
   });
   const messages: unknown[] = [];
+  const methods = new Map<unknown, string>();
   let code: number | undefined;
   ws.on('message', (data: Buffer, isBinary) => {
     expect(isBinary).toBe(false);
     sent.push(Buffer.from(data));
-    messages.push(JSON.parse(data.toString('utf8')));
-    gatewayMessages.push(messages.at(-1));
+    const message: unknown = JSON.parse(data.toString('utf8'));
+    messages.push(message);
+    gatewayMessages.push({ message, method: methods.get(idOf(message)) });
   });
   ws.on('close', (closeCode) => {
     code = closeCode;
@@ -197,7 +203,7 @@ async function session(): Promise<Session> {
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  return { ws, messages, closeCode: () => code };
+  return { ws, messages, methods, closeCode: () => code };
 }
 
 const idOf = (message: unknown) => (isObject(message) ? message.id : undefined);
@@ -234,13 +240,16 @@ describe('gateway conformance', () => {
         } else if ('wsHex' in step) {
           gateway.ws.send(Buffer.from(step.wsHex, 'hex'), { binary: false });
         } else {
-          gateway.ws.send(step.ws);
           let id: unknown;
           try {
-            id = idOf(JSON.parse(step.ws));
+            const request: unknown = JSON.parse(step.ws);
+            id = idOf(request);
+            if (isObject(request) && typeof request.method === 'string')
+              gateway.methods.set(id, request.method);
           } catch {
             id = undefined;
           }
+          gateway.ws.send(step.ws);
           // A request is answered before the next step, so that steps on two sockets keep their order.
           if (typeof id === 'string' || typeof id === 'number')
             await eventually(
@@ -260,6 +269,7 @@ describe('gateway conformance', () => {
           15_000,
           `${c.expect.length} messages`,
         );
+        gateway.methods.set(SENTINEL, 'progress/unsubscribe');
         gateway.ws.send(
           JSON.stringify({
             jsonrpc: '2.0',
@@ -283,6 +293,9 @@ describe('gateway conformance', () => {
 });
 
 describe('the published schemas', () => {
+  const RESULT_SCHEMAS = Object.fromEntries(
+    Object.entries(RESULT_SCHEMA_NAMES).map(([method, name]) => [method, PUBLISHED_SCHEMAS[name]]),
+  );
   const REPLY_SCHEMAS = {
     ack: ackSchema,
     rejected: rejectedSchema,
@@ -300,15 +313,30 @@ describe('the published schemas', () => {
       expect(schema.safeParse(reply.data).error).toBeUndefined();
     }
     expect(gatewayMessages.length).toBeGreaterThan(GATEWAY_CASES.length);
-    for (const message of gatewayMessages) {
+    const resultsChecked = new Set<string>();
+    for (const { message, method } of gatewayMessages) {
       if (!isObject(message)) throw new Error(`not an object: ${JSON.stringify(message)}`);
       if ('error' in message) expect(rpcErrorSchema.safeParse(message).error).toBeUndefined();
       else if (message.method === PROGRESS_METHOD)
         expect(progressParamsSchema.safeParse(message.params).error).toBeUndefined();
       else if (message.method === DONE_METHOD)
         expect(doneParamsSchema.safeParse(message.params).error).toBeUndefined();
-      else expect(message).toHaveProperty('result');
+      else {
+        // Every result is checked against the published schema of its method.
+        expect(message).toHaveProperty('result');
+        const schema = RESULT_SCHEMAS[method as keyof typeof RESULT_SCHEMAS];
+        if (schema === undefined) throw new Error(`no published result schema for ${method}`);
+        expect(schema.safeParse(message.result).error, method).toBeUndefined();
+        resultsChecked.add(method as string);
+      }
     }
+    // The corpus answers these at least once; list and status results are checked below.
+    expect([...resultsChecked].sort()).toEqual([
+      'progress/cancel',
+      'progress/get',
+      'progress/subscribe',
+      'progress/unsubscribe',
+    ]);
   });
 
   it('accept daemon.json, the status reply, and the progress/list and progress/status results', async () => {
@@ -328,6 +356,7 @@ describe('the published schemas', () => {
     // The corpus left streams behind: timestamps are integer milliseconds.
     expect(list.streams.length).toBeGreaterThan(10);
     expect(listResultSchema.safeParse(list).error).toBeUndefined();
+    expect(RESULT_SCHEMAS['progress/list']?.safeParse(list).error).toBeUndefined();
     expect(list.streams.every((stream) => Number.isInteger(stream.startedAt))).toBe(true);
     expect(daemonStatusSchema.safeParse((await reply(2)).result).error).toBeUndefined();
     gateway.ws.close();

@@ -2,9 +2,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { RPC_METHODS } from '../../src/daemon/rpc.js';
+import { RULES_BEYOND_SCHEMA, RULES_KEYWORD } from '../../src/protocol/frames.js';
 import {
   jsonSchemaText,
   PUBLISHED_SCHEMAS,
+  RESULT_SCHEMA_NAMES,
   type SchemaName,
 } from '../../src/protocol/json-schema.js';
 
@@ -93,5 +96,43 @@ describe('byte limits JSON Schema cannot state', () => {
     expect(found.length).toBeGreaterThan(cases.length);
     // Every string field with a byte limit says so in its description.
     for (const where of found) expect(where).toMatch(/\/(message|reason|type|anyOf\/0)$/);
+  });
+});
+
+describe('rules beyond JSON Schema', () => {
+  const used = new Map<string, string[]>();
+  for (const name of Object.keys(PUBLISHED_SCHEMAS) as SchemaName[]) {
+    const walk = (value: unknown, where: string) => {
+      if (value === null || typeof value !== 'object') return;
+      const names = (value as Record<string, unknown>)[RULES_KEYWORD];
+      if (Array.isArray(names))
+        for (const rule of names) used.set(rule, [...(used.get(rule) ?? []), where]);
+      for (const [key, child] of Object.entries(value)) walk(child, `${where}/${key}`);
+    };
+    walk(JSON.parse(readFileSync(join(DIR, `${name}.json`), 'utf8')), name);
+  }
+
+  it('every x-rules name in a published schema is one of the rules, and every rule is used', () => {
+    expect([...used.keys()].sort()).toEqual(Object.keys(RULES_BEYOND_SCHEMA).sort());
+  });
+
+  it('PROTOCOL.md lists each rule, in one table', () => {
+    const protocol = readFileSync(join(DIR, '../docs/PROTOCOL.md'), 'utf8');
+    for (const rule of Object.keys(RULES_BEYOND_SCHEMA))
+      expect(protocol).toMatch(new RegExp(`^\\| \`${rule}\` +\\|`, 'm'));
+  });
+
+  it('the nodes that need them name them: byte limits, the progress rule, _meta', () => {
+    expect(used.get('utf8-bytes')).toEqual(
+      expect.arrayContaining(['progress-frame.v1/properties/message']),
+    );
+    expect(used.get('progress-increases')).toEqual(['progress-frame.v1/properties/progress']);
+    expect(used.get('meta-bounds')).toEqual(
+      expect.arrayContaining(['progress-frame.v1/properties/_meta']),
+    );
+  });
+
+  it('every gateway method has a published result schema', () => {
+    expect(Object.keys(RESULT_SCHEMA_NAMES).sort()).toEqual([...RPC_METHODS].sort());
   });
 });
