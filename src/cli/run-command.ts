@@ -260,6 +260,10 @@ function connectRunPublisher(plan: RunPlan, io: Io): Promise<Publisher> {
     onError: (error) => {
       // The command's own client may end the stream first; that is not run's trouble.
       if (error.code === 'stream_closed' || reported.has(error.code)) return;
+      // No daemon from start to end: the line that said so at the start says it all.
+      const neverReached =
+        reported.has('daemon_not_running') && !reported.has('daemon_disconnected');
+      if (error.code === 'daemon_unreachable' && neverReached) return;
       reported.add(error.code);
       io.err(`mcp-progress run: ${error.message}\n`);
     },

@@ -238,6 +238,12 @@ async function tailUntilFinished(
   let poller: NodeJS.Timeout | undefined;
   if (plan.named.length > 0) {
     for (const token of plan.named) await tail.follow(token);
+    // Piped or redirected there is no screen to show an empty row: say once what tail waits for.
+    const waiting = plan.named.filter((token) => !model.hasNews(token));
+    if (plan.mode !== 'screen' && waiting.length > 0)
+      io.err(
+        `${printable(`mcp-progress tail: nothing published yet for ${waiting.map((token) => JSON.stringify(token)).join(', ')}; waiting (Ctrl-C to stop)`)}\n`,
+      );
   } else {
     await tail.discover();
     const poll = () => {

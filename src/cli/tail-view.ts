@@ -58,6 +58,12 @@ export class TailModel {
     return row;
   }
 
+  /** Whether anything (a value or the end) has arrived for the token's row. */
+  hasNews(token: ProgressToken): boolean {
+    const row = this.#rows.get(token);
+    return row !== undefined && (row.progress !== undefined || row.status !== undefined);
+  }
+
   /** Records the host a row's stream is on (progress/list's `host`, with a NATS backplane). */
   setHost(token: ProgressToken, host: string): void {
     const row = this.#rows.get(token);

@@ -260,6 +260,33 @@ describe('mcp-progress tail, stdout not a terminal', () => {
   });
 });
 
+describe('mcp-progress tail TOKEN, piped, before anything is published', () => {
+  it('says once on stderr what it waits for; a stream already running gets no such line', async () => {
+    const token = uniqueToken('piped-wait');
+    const tail = startTail([token]);
+    await eventually(
+      () => (tail.stderr().includes('nothing published yet') ? true : undefined),
+      60_000,
+      'the waiting line',
+    );
+    expect(tail.stderr()).toBe(
+      `mcp-progress tail: nothing published yet for ${JSON.stringify(token)}; waiting (Ctrl-C to stop)\n`,
+    );
+    await publish(token, '--progress', '1', '--total', '2');
+    await publish(token, '--done');
+    expect(await tail.exit).toBe(0);
+    expect(tail.stderr().split('nothing published yet').length - 1).toBe(1);
+
+    const running = uniqueToken('piped-running');
+    await publish(running, '--progress', '1', '--total', '2');
+    const late = startTail([running]);
+    await eventually(() => (late.lines().length === 1 ? true : undefined), 60_000, 'the value');
+    await publish(running, '--done');
+    expect(await late.exit).toBe(0);
+    expect(late.stderr()).toBe('');
+  });
+});
+
 describe('mcp-progress tail and control characters', () => {
   it('prints them visibly in plain lines, and verbatim in --json', async () => {
     const token = `${uniqueToken('ctl')}\nsecond-row`;
