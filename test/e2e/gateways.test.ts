@@ -6,6 +6,7 @@
  * docs/COMPATIBILITY.md is the table of what these show.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -98,11 +99,22 @@ async function sdkV2(url: URL): Promise<Through> {
 }
 
 interface Case {
-  readonly name: string;
   readonly bin: 'supergateway' | 'mcp-proxy';
+  /** What the gateway does, as docs/COMPATIBILITY.md says it. */
+  readonly mode: string;
+  /** The client library in front of the gateway. */
+  readonly client: 'v1' | 'v2';
   readonly args: (port: number) => string[];
   readonly connect: (port: number) => Promise<Through>;
 }
+
+const CLIENTS = {
+  v1: '`@modelcontextprotocol/sdk` 1.x, 2025-11-25',
+  v2: `\`@modelcontextprotocol/client\` 2.x, pinned to ${NEWEST_REVISION}`,
+} as const;
+
+const caseName = (c: Case) =>
+  `${c.bin} ${c.mode}, ${c.client === 'v1' ? 'SDK 1.x' : `a 2.x client at ${NEWEST_REVISION}`}`;
 
 const base = (port: number) => `http://127.0.0.1:${port}`;
 
@@ -131,81 +143,141 @@ const STATEFUL_HTTP = ['--outputTransport', 'streamableHttp', '--stateful'];
 
 const CASES: Case[] = [
   {
-    name: 'supergateway stdio -> SSE',
+    mode: 'stdio -> SSE',
+    client: 'v1',
     bin: 'supergateway',
     args: (port) => supergateway(port),
     connect: (port) => sdkV1(new SSEClientTransport(new URL(`${base(port)}/sse`))),
   },
   {
-    name: 'supergateway stdio -> WebSocket',
+    mode: 'stdio -> WebSocket',
+    client: 'v1',
     bin: 'supergateway',
     args: (port) => supergateway(port, '--outputTransport', 'ws'),
     connect: (port) =>
       sdkV1(new WebSocketClientTransport(new URL(`ws://127.0.0.1:${port}/message`))),
   },
   {
-    name: 'supergateway stdio -> Streamable HTTP (stateful)',
+    mode: 'stdio -> Streamable HTTP (stateful)',
+    client: 'v1',
     bin: 'supergateway',
     args: (port) => supergateway(port, ...STATEFUL_HTTP),
     connect: (port) => sdkV1(new StreamableHTTPClientTransport(new URL(`${base(port)}/mcp`))),
   },
   {
     // Stateless: a fresh `mcp` per request, initialized by supergateway itself.
-    name: 'supergateway stdio -> Streamable HTTP (stateless)',
+    mode: 'stdio -> Streamable HTTP (stateless)',
+    client: 'v1',
     bin: 'supergateway',
     args: (port) => supergateway(port, '--outputTransport', 'streamableHttp'),
     connect: (port) => sdkV1(new StreamableHTTPClientTransport(new URL(`${base(port)}/mcp`))),
   },
   {
-    name: `supergateway stdio -> Streamable HTTP (stateful), a 2.x client at ${NEWEST_REVISION}`,
+    mode: 'stdio -> Streamable HTTP (stateful)',
+    client: 'v2',
     bin: 'supergateway',
     args: (port) => supergateway(port, ...STATEFUL_HTTP),
     connect: (port) => sdkV2(new URL(`${base(port)}/mcp`)),
   },
   {
-    name: 'mcp-proxy stdio -> Streamable HTTP',
+    mode: 'stdio -> Streamable HTTP',
+    client: 'v1',
     bin: 'mcp-proxy',
     args: (port) => mcpProxy(port, 'stream'),
     connect: (port) => sdkV1(new StreamableHTTPClientTransport(new URL(`${base(port)}/mcp`))),
   },
   {
-    name: 'mcp-proxy stdio -> SSE',
+    mode: 'stdio -> SSE',
+    client: 'v1',
     bin: 'mcp-proxy',
     args: (port) => mcpProxy(port, 'sse'),
     connect: (port) => sdkV1(new SSEClientTransport(new URL(`${base(port)}/sse`))),
   },
   {
-    name: `mcp-proxy stdio -> Streamable HTTP, a 2.x client at ${NEWEST_REVISION}`,
+    mode: 'stdio -> Streamable HTTP',
+    client: 'v2',
     bin: 'mcp-proxy',
     args: (port) => mcpProxy(port, 'stream'),
     connect: (port) => sdkV2(new URL(`${base(port)}/mcp`)),
   },
 ];
 
-describe.each(CASES)('$name', ({ name, bin, args, connect }) => {
-  it('forwards every progress value in order, then the result', async () => {
-    const port = await freePort();
-    const output = await startGateway(bin, args(port), port);
-    const through = await connect(port);
-    const token = `gw-${name.replace(/[^a-z0-9]+/gi, '-')}`;
-    const seen: number[] = [];
-    try {
-      const call = through.call(
-        { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
-        (p) => seen.push(p.progress),
-      );
-      await publishWhenWatched(daemon.info, token, 4);
-      const result = await call;
-      expect(result, output()).toMatchObject({
-        progressToken: token,
-        state: 'done',
-        status: 'ok',
-        updates: 4,
-      });
-      // Every value reached the client's handler before its result did.
-      expect(seen, output()).toEqual([1, 2, 3, 4]);
-    } finally {
-      await through.close();
-    }
+/** The cases that passed, by name: docs/COMPATIBILITY.md's gateway table is made of them. */
+const passed = new Set<string>();
+
+describe.each(CASES.map((c) => ({ ...c, name: caseName(c) })))(
+  '$name',
+  ({ name, bin, args, connect }) => {
+    it('forwards every progress value in order, then the result', async () => {
+      const port = await freePort();
+      const output = await startGateway(bin, args(port), port);
+      const through = await connect(port);
+      const token = `gw-${name.replace(/[^a-z0-9]+/gi, '-')}`;
+      const seen: number[] = [];
+      try {
+        const call = through.call(
+          { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
+          (p) => seen.push(p.progress),
+        );
+        await publishWhenWatched(daemon.info, token, 4);
+        const result = await call;
+        expect(result, output()).toMatchObject({
+          progressToken: token,
+          state: 'done',
+          status: 'ok',
+          updates: 4,
+        });
+        // Every value reached the client's handler before its result did.
+        expect(seen, output()).toEqual([1, 2, 3, 4]);
+        passed.add(name);
+      } finally {
+        await through.close();
+      }
+    });
+  },
+);
+
+const BEGIN = '<!-- gateways: made by test/e2e/gateways.test.ts from its own results -->';
+const END = '<!-- gateways: end -->';
+
+/** The gateway rows of docs/COMPATIBILITY.md, from the cases above and the installed versions. */
+function gatewayTable(): string {
+  const version = (bin: string) =>
+    (
+      JSON.parse(readFileSync(join(ROOT, 'node_modules', bin, 'package.json'), 'utf8')) as {
+        version: string;
+      }
+    ).version;
+  const rows = CASES.map((c) => [
+    `${c.bin} ${version(c.bin)}`,
+    c.mode,
+    CLIENTS[c.client],
+    passed.has(caseName(c)) ? 'yes: every value, in order, then the result' : 'no',
+  ]);
+  const header = ['gateway', 'mode', 'client', 'progress through it'];
+  const widths = header.map((h, i) =>
+    Math.max(h.length, ...rows.map((r) => (r[i] as string).length)),
+  );
+  const line = (cells: string[]) =>
+    `| ${cells.map((cell, i) => cell.padEnd(widths[i] as number)).join(' | ')} |`;
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+describe('docs/COMPATIBILITY.md', () => {
+  it('lists each gateway case with what it showed in this run (UPDATE_COMPATIBILITY=1 rewrites it)', () => {
+    expect([...passed].sort(), 'every case above ran and passed').toEqual(
+      CASES.map(caseName).sort(),
+    );
+    const file = join(ROOT, 'docs/COMPATIBILITY.md');
+    const text = readFileSync(file, 'utf8');
+    const start = text.indexOf(BEGIN);
+    const end = text.indexOf(END);
+    expect(start, `the ${BEGIN} marker`).toBeGreaterThan(-1);
+    expect(end).toBeGreaterThan(start);
+    const wanted = `${BEGIN}\n\n${gatewayTable()}\n\n`;
+    const current = text.slice(start, end);
+    if (process.env.UPDATE_COMPATIBILITY === '1' && current !== wanted)
+      writeFileSync(file, text.slice(0, start) + wanted + text.slice(end));
+    else expect(current).toBe(wanted);
   });
 });
