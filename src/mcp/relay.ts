@@ -141,6 +141,16 @@ const warnOnStderr = (message: string): void => {
   process.stderr.write(`mcp-progress warn: ${message}\n`);
 };
 
+/**
+ * Over HTTP without a session (createMcpHandler, or a stateless transport per request) the
+ * client answers a ping with a POST of its own, which reaches a fresh server instance, never
+ * the one waiting for it: such a ping only waits out its timeout. The result then follows
+ * the last value on the same stream, after the gap, as on 2026-07-28.
+ */
+function statelessHttp(overHttp: boolean, sessionId: string | undefined): boolean {
+  return overHttp && sessionId === undefined;
+}
+
 /** A tool context, read: where to send, under which label, how to ping; undefined: not one this knows. */
 export function requestChannelOf(context: unknown): RequestChannel | undefined {
   if (typeof context !== 'object' || context === null) return undefined;
@@ -152,7 +162,7 @@ export function requestChannelOf(context: unknown): RequestChannel | undefined {
       label: token,
       send: token === undefined ? undefined : (n) => v2.notify(n),
       ping:
-        typeof v2.send === 'function'
+        typeof v2.send === 'function' && !statelessHttp(ctx.http !== undefined, ctx.sessionId)
           ? (timeout) => v2.send?.({ method: 'ping' }, { timeout }) ?? Promise.resolve()
           : undefined,
       pings: pingRecordOf({ sessionId: ctx.sessionId, overHttp: ctx.http !== undefined }),
@@ -168,7 +178,8 @@ export function requestChannelOf(context: unknown): RequestChannel | undefined {
       label: token,
       send: token === undefined ? undefined : (n) => sendNotification(n),
       ping:
-        typeof sendRequest === 'function'
+        typeof sendRequest === 'function' &&
+        !statelessHttp(v1.requestInfo !== undefined, v1.sessionId)
           ? (timeout) => sendRequest.call(v1, { method: 'ping' }, EmptyResultSchema, { timeout })
           : undefined,
       pings: pingRecordOf({ sessionId: v1.sessionId, overHttp: v1.requestInfo !== undefined }),

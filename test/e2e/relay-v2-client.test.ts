@@ -60,6 +60,28 @@ async function hostModern(): Promise<{ url: URL; close(): Promise<void> }> {
   };
 }
 
+describe('relayProgress on createMcpHandler for a client on a 2025 revision (no session)', () => {
+  it('sends no ping that no server instance could receive: every value, then the result', async () => {
+    const server = await hostModern();
+    const mcp = await connectUrlV2(server.url, 'legacy');
+    try {
+      expect(mcp.client.getNegotiatedProtocolVersion()).not.toBe(NEWEST_REVISION);
+      const seen: number[] = [];
+      const result = await mcp.client.callTool(
+        { name: 'render', arguments: { steps: 4 } },
+        { onprogress: (p) => seen.push(p.progress), timeout: 30_000 },
+      );
+      expect(result.content).toEqual([{ type: 'text', text: 'rendered 4 frames: ok' }]);
+      expect(seen).toEqual([1, 2, 3, 4]);
+      // The answer to a ping would be a POST of its own, to a fresh server: it would wait 2 s for nothing.
+      expect(mcp.received.filter((m) => m.method === 'ping')).toEqual([]);
+    } finally {
+      await mcp.close();
+      await server.close();
+    }
+  });
+});
+
 describe(`relayProgress for a 2.x client at ${NEWEST_REVISION}`, () => {
   it('forwards every value in order, settles done, and the result follows', async () => {
     const server = await hostModern();
