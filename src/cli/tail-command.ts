@@ -11,11 +11,16 @@ import { printable } from './terminal-text.js';
 
 export const TAIL_HELP = `Usage: mcp-progress tail [TOKEN...] [--json] [options]
 
-A live view of the named streams, or of every stream when none is named (new
-streams appear within a second). One line per stream: a bar when the total
-is known and a counter when it is not, rate, ETA and message; "stalled" when
-a stream sent nothing for 10 s; finished streams show their status. On a terminal the view redraws in place; when
-stdout is not a terminal, each update is printed as a plain line.
+A live view of the named streams, or of every stream when none is named.
+One line per stream: a bar when the total is known and a counter when it is
+not, rate, ETA and message; "stalled" when a stream sent nothing for 10 s;
+finished streams show their status. On a terminal the view redraws in place;
+when stdout is not a terminal, each update is printed as a plain line.
+
+Without TOKENs, tail finds new streams by listing them every 0.5 s, and
+follows each from the value it has then: values a stream sent before that
+are not shown (with --json too). Name the token to see every value from the
+first: tail subscribes before the stream starts.
 
 With a NATS backplane (docs/BACKPLANE.md), a stream of another host shows
 that host after its name: render-1 @gpu-1.
@@ -25,6 +30,7 @@ runs until interrupted. It survives a daemon restart, and when no daemon is
 up yet, or the one named does not answer (stopped, hung), it says so once
 and waits for one.
 
+Options:
   TOKEN               a string token
   --token-json JSON   a token written as JSON, for integer tokens: --token-json 7
                       (repeatable)

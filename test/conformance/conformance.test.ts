@@ -50,6 +50,8 @@ type Step =
   | { worker: string }
   | { ws: string }
   | { wsHex: string }
+  /** A WebSocket ping with this payload (hex): its pong is recorded as {"$pong": payload}. */
+  | { wsPing: string }
   | { workerExpect: unknown }
   | { wait: number };
 
@@ -196,6 +198,7 @@ async function session(): Promise<Session> {
     messages.push(message);
     gatewayMessages.push({ message, method: methods.get(idOf(message)) });
   });
+  ws.on('pong', (payload: Buffer) => messages.push({ $pong: payload.toString('hex') }));
   ws.on('close', (closeCode) => {
     code = closeCode;
   });
@@ -239,6 +242,13 @@ describe('gateway conformance', () => {
           );
         } else if ('wsHex' in step) {
           gateway.ws.send(Buffer.from(step.wsHex, 'hex'), { binary: false });
+        } else if ('wsPing' in step) {
+          gateway.ws.ping(Buffer.from(step.wsPing, 'hex'));
+          await eventually(
+            () => gateway.messages.find((m) => isObject(m) && m.$pong === step.wsPing),
+            15_000,
+            `the pong to ping ${step.wsPing}`,
+          );
         } else {
           let id: unknown;
           try {
