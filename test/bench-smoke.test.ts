@@ -177,6 +177,23 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(run.stdout).toMatch(/hand-written [\d.]+, zod compiled [\d.]+, ratio [\d.]+/);
   });
 
+  it('bench/rate-estimate.ts times the router with its estimator and the estimator alone', () => {
+    const run = spawnSync(
+      process.execPath,
+      [join(import.meta.dirname, '../bench/rate-estimate.ts')],
+      { encoding: 'utf8' },
+    );
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    const figures = /router\.publish ([\d.]+), of which the estimator ([\d.]+) \(([\d.]+)%\)/.exec(
+      run.stdout,
+    );
+    expect(figures, run.stdout).not.toBeNull();
+    const [, router, estimator, share] = (figures as RegExpExecArray).map(Number);
+    // The share printed is the two figures' own ratio.
+    expect(share).toBeCloseTo(((estimator as number) / (router as number)) * 100, 0);
+  });
+
   it('`npm run bench -- --help` lists every workload, system and MCP path; a wrong flag exits 2', () => {
     const help = spawnSync(process.execPath, [BENCH, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);

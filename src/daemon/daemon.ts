@@ -366,11 +366,11 @@ export class Daemon {
     },
     listReplyBytes: () => this.#listReplyBytes,
     list: (after, limit, maxBytes) =>
-      this.#router.page(after, limit, maxBytes, (summary) => this.#withHost(summary)),
+      this.#router.page(after, limit, maxBytes, (summary) => this.#withHost(summary), this.now()),
     listEpoch: randomBytes(6).toString('base64url'),
     positionsIssued: () => this.#router.positionsIssued,
     get: (token) => {
-      const summary = this.#router.get(token);
+      const summary = this.#router.get(token, this.now());
       return summary === undefined ? undefined : this.#withHost(summary);
     },
     cancel: (token, reason) => this.#cancel(token, reason),

@@ -28,6 +28,7 @@ import {
   type SubscriberId,
   type Subscription,
 } from './gate.js';
+import { RateEstimator } from './rate-estimator.js';
 
 export type ConnectionId = number;
 
@@ -94,6 +95,8 @@ interface Stream {
   readonly subscriptions: Set<Subscription>;
   /** Live worker connections that published to this stream while it was active. */
   readonly publishers: Set<ConnectionId>;
+  /** Its rate and ETA, from the values accepted (made at the first). */
+  rate: RateEstimator | undefined;
 }
 
 export interface SubscribeRequest {
@@ -188,6 +191,8 @@ export class Router {
     }
     stream.lastProgress = progress;
     stream.updatedAt = now;
+    stream.rate ??= new RateEstimator();
+    stream.rate.observe(now, progress);
     this.#addPublisher(stream, connection);
     const notification = progressNotification(frame, progress);
     stream.last = notification;
@@ -456,9 +461,10 @@ export class Router {
     this.#gate.flush(now, true);
   }
 
-  list(): StreamSummary[] {
+  /** Every stream; with `now`, an active one's rate and ETA too. */
+  list(now?: number): StreamSummary[] {
     const out: StreamSummary[] = [];
-    for (const stream of this.#streams.values()) out.push(summarise(stream));
+    for (const stream of this.#streams.values()) out.push(summarise(stream, now));
     return out;
   }
 
@@ -473,6 +479,7 @@ export class Router {
     limit: number,
     maxBytes: number,
     present: (summary: StreamSummary) => StreamSummary = (summary) => summary,
+    now?: number,
   ): StreamPage {
     const streams: StreamSummary[] = [];
     let bytes = 0;
@@ -481,7 +488,7 @@ export class Router {
       if (after !== undefined && stream.order <= after) continue;
       if (streams.length >= limit) return { streams, next: lastOrder };
       // Measured as sent: with what the caller adds (another host's name).
-      const summary = present(summarise(stream));
+      const summary = present(summarise(stream, now));
       // Each summary and its comma.
       const size = utf8ByteLength(JSON.stringify(summary)) + 1;
       if (streams.length > 0 && bytes + size > maxBytes) return { streams, next: lastOrder };
@@ -497,9 +504,10 @@ export class Router {
     return this.#nextOrder;
   }
 
-  get(token: ProgressToken): StreamSummary | undefined {
+  /** One stream; with `now`, an active one's rate and ETA too. */
+  get(token: ProgressToken, now?: number): StreamSummary | undefined {
     const stream = this.#streams.get(token);
-    return stream === undefined ? undefined : summarise(stream);
+    return stream === undefined ? undefined : summarise(stream, now);
   }
 
   stats(): RouterStats {
@@ -642,6 +650,7 @@ function newStream(token: ProgressToken, state: StreamState, now: number, order:
     updatedAt: now,
     subscriptions: new Set(),
     publishers: new Set(),
+    rate: undefined,
   };
 }
 
@@ -654,7 +663,8 @@ function labelled<N extends ProgressNotification | DoneNotification>(
     : relabel(notification, subscription.label);
 }
 
-function summarise(stream: Stream): StreamSummary {
+/** A stream as the gateway methods show it; with `now`, an active stream's rate and ETA. */
+function summarise(stream: Stream, now?: number): StreamSummary {
   const summary: StreamSummary = {
     progressToken: stream.token,
     state: stream.state,
@@ -664,6 +674,13 @@ function summarise(stream: Stream): StreamSummary {
     updatedAt: Math.floor(stream.updatedAt),
   };
   if (stream.last !== undefined) summary.last = stream.last.params;
+  if (now !== undefined && stream.state === 'active') {
+    summary.rate = stream.rate?.rate(now) ?? null;
+    summary.etaMs =
+      stream.rate === undefined || stream.last === undefined
+        ? null
+        : stream.rate.etaMs(now, stream.last.params.progress, stream.last.params.total);
+  }
   if (stream.done !== undefined) {
     summary.status = stream.done.params.status;
     if (stream.done.params.message !== undefined) summary.message = stream.done.params.message;

@@ -60,6 +60,14 @@ const streamView = z.object({
   startedAt: z.number().describe('When the stream started, in milliseconds since the epoch'),
   updatedAt: z.number().describe('When the stream last changed, in milliseconds since the epoch'),
   durationMs: z.number().optional().describe('From start to done, when it is done'),
+  rate: z
+    .number()
+    .optional()
+    .describe('While running: progress units per second, smoothed over about 15 s, when known'),
+  etaMs: z
+    .number()
+    .optional()
+    .describe('While running: estimated milliseconds until progress reaches total, when known'),
   host: z
     .string()
     .optional()
@@ -79,6 +87,8 @@ const watchOutput = {
   message: z.string().optional(),
   status: streamEndStatusSchema.optional(),
   durationMs: z.number().optional(),
+  rate: z.number().optional().describe('When still running: progress units per second, when known'),
+  etaMs: z.number().optional().describe('When still running: estimated ms to total, when known'),
   updates: z.int().min(0).describe('How many progress updates this call received'),
 };
 
@@ -290,6 +300,8 @@ export type WatchResult = {
   message?: string;
   status?: DoneParams['status'];
   durationMs?: number;
+  rate?: number;
+  etaMs?: number;
   updates: number;
 };
 
@@ -374,6 +386,9 @@ export function watchResult(
     result.status = done.status;
     if (done.message !== undefined) result.message = done.message;
     if (summary?.state === 'done') result.durationMs = summary.updatedAt - summary.startedAt;
+  } else if (summary?.state === 'active') {
+    if (typeof summary.rate === 'number') result.rate = summary.rate;
+    if (typeof summary.etaMs === 'number') result.etaMs = summary.etaMs;
   }
   return result;
 }
@@ -393,6 +408,8 @@ function view(summary: StreamSummary): StreamView {
   if (summary.status !== undefined) out.status = summary.status;
   if (summary.message !== undefined) out.message = summary.message;
   if (summary.state === 'done') out.durationMs = summary.updatedAt - summary.startedAt;
+  if (typeof summary.rate === 'number') out.rate = summary.rate;
+  if (typeof summary.etaMs === 'number') out.etaMs = summary.etaMs;
   if (summary.host !== undefined) out.host = summary.host;
   return out;
 }
@@ -403,7 +420,33 @@ function show(token: ProgressToken): string {
 
 function amount(progress: number | undefined, total: number | undefined): string {
   if (progress === undefined) return 'no progress yet';
-  return total === undefined ? `at ${progress}` : `at ${progress}/${total}`;
+  if (total === undefined) return `at ${progress}`;
+  const percent = total > 0 ? ` (${Math.floor((progress / total) * 100)}%)` : '';
+  return `at ${progress}/${total}${percent}`;
+}
+
+/** ", 2.5/s, about 1 min 20 s left" for a running job, from what is known of it. */
+function pace(rate: number | undefined, etaMs: number | undefined): string {
+  const parts: string[] = [];
+  if (rate !== undefined) parts.push(`${formatRate(rate)}/s`);
+  if (etaMs !== undefined) parts.push(`about ${formatDurationMs(etaMs)} left`);
+  return parts.length === 0 ? '' : `, ${parts.join(', ')}`;
+}
+
+function formatRate(rate: number): string {
+  if (rate >= 100) return String(Math.round(rate));
+  return String(Number(rate.toPrecision(2)));
+}
+
+/** A duration a person reads at a glance: 45 s, 3 min 20 s, 2 h 5 min. */
+export function formatDurationMs(ms: number): string {
+  const seconds = Math.round(ms / 1000);
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60)
+    return seconds % 60 === 0 ? `${minutes} min` : `${minutes} min ${seconds % 60} s`;
+  const hours = Math.floor(minutes / 60);
+  return minutes % 60 === 0 ? `${hours} h` : `${hours} h ${minutes % 60} min`;
 }
 
 function describeStream(stream: StreamView): string {
@@ -414,7 +457,8 @@ function describeStream(stream: StreamView): string {
     const took = stream.durationMs === undefined ? '' : ` after ${seconds(stream.durationMs)}`;
     return `${name} done (${stream.status}) ${where}${took}${message}`;
   }
-  return `${name} ${stream.state} ${where}${message}`;
+  const running = stream.state === 'active' ? pace(stream.rate, stream.etaMs) : '';
+  return `${name} ${stream.state} ${where}${running}${message}`;
 }
 
 function describeWatch(result: WatchResult): string {
@@ -424,7 +468,10 @@ function describeWatch(result: WatchResult): string {
     const took = result.durationMs === undefined ? '' : ` after ${seconds(result.durationMs)}`;
     return `Job ${show(result.progressToken)} is done (${result.status}) ${where}${took}${message}.`;
   }
-  const state = result.state === 'waiting' ? 'has not started yet' : `is still running ${where}`;
+  const state =
+    result.state === 'waiting'
+      ? 'has not started yet'
+      : `is still running ${where}${pace(result.rate, result.etaMs)}`;
   return `Job ${show(result.progressToken)} ${state}${message}. Stopped watching at the timeout; call watch_progress again to keep watching.`;
 }
 

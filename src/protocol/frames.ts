@@ -334,6 +334,24 @@ export const streamSummarySchema = z.strictObject({
   subscribers: z.int().min(0),
   startedAt: z.int().min(0).meta({ description: 'Integer milliseconds since the epoch.' }),
   updatedAt: z.int().min(0).meta({ description: 'Integer milliseconds since the epoch.' }),
+  rate: z
+    .number()
+    .min(0)
+    .nullable()
+    .meta({
+      description:
+        "An active stream's rate, in progress units per second, smoothed over about 15 s and falling while a value is overdue; null until it has two values at different times. Absent for waiting and done streams.",
+    })
+    .optional(),
+  etaMs: z
+    .int()
+    .min(0)
+    .nullable()
+    .meta({
+      description:
+        "An active stream's estimated milliseconds until progress reaches total, at `rate`; 0 once reached; null without a total or a rate above 0. Absent for waiting and done streams.",
+    })
+    .optional(),
   host: z
     .string()
     .meta({
