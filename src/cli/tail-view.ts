@@ -3,15 +3,13 @@
  * receives. Pure: notifications and a clock in, text out, so that the
  * formatting is tested without a terminal.
  */
+import { RateEstimator } from '../daemon/rate-estimator.js';
 import type { ProgressToken, StreamEndStatus } from '../protocol/frames.js';
 import type { Notification } from '../protocol/notifications.js';
 import { clip, displayWidth, padEnd, printable } from './terminal-text.js';
 
-/**
- * Rate is measured over this much recent history, up to now; a stream with no
- * new value for this long is shown as stalled, without rate or ETA.
- */
-export const RATE_WINDOW_MS = 10_000;
+/** A stream with no new value for this long is shown as stalled, without rate or ETA. */
+export const STALLED_AFTER_MS = 10_000;
 const BAR_WIDTH = 20;
 const PARTIAL_BLOCKS = ['', '▏', '▎', '▍', '▌', '▋', '▊', '▉'] as const;
 
@@ -28,8 +26,10 @@ export interface StreamRow {
   total: number | undefined;
   message: string | undefined;
   status: StreamEndStatus | undefined;
-  /** Recent (time, progress) samples for the rate: those in the window and the last one before it. */
-  samples: Array<[number, number]>;
+  /** Its rate and ETA: the daemon's estimator, so that tail and the MCP tools agree. */
+  readonly estimator: RateEstimator;
+  /** When the last value arrived. */
+  lastValueAt: number | undefined;
   /** The daemon's startedAt of the stream this row follows, when known. */
   startedAt: number | undefined;
   /** With a NATS backplane: the host whose worker publishes the stream, when the list said. */
@@ -50,7 +50,8 @@ export class TailModel {
       total: undefined,
       message: undefined,
       status: undefined,
-      samples: [],
+      estimator: new RateEstimator(),
+      lastValueAt: undefined,
       startedAt,
     };
     this.#rows.delete(token);
@@ -83,8 +84,8 @@ export class TailModel {
       row.progress = progress;
       row.total = total;
       row.message = message;
-      row.samples.push([now, progress]);
-      while ((row.samples[1]?.[0] ?? now) <= now - RATE_WINDOW_MS) row.samples.shift();
+      row.estimator.observe(now, progress);
+      row.lastValueAt = now;
     } else {
       row.status = notification.params.status;
       if (notification.params.message !== undefined) row.message = notification.params.message;
@@ -101,28 +102,19 @@ export class TailModel {
   }
 }
 
-/**
- * Units per second from the start of the window up to `now`: measured from the
- * last sample at or before the window's start (or the first sample), so that
- * the rate falls while no new value comes. Undefined when there is nothing to
- * measure, or when the stream is stalled.
- */
+/** Units per second at `now` (the estimator's); undefined when not known, or when stalled. */
 export function rateOf(row: StreamRow, now: number): number | undefined {
-  const last = row.samples.at(-1);
-  if (last === undefined || isStalled(row, now)) return undefined;
-  let from = row.samples[0] ?? last;
-  for (const sample of row.samples) {
-    if (sample[0] > now - RATE_WINDOW_MS) break;
-    from = sample;
-  }
-  if (now <= from[0]) return undefined;
-  return (last[1] - from[1]) / ((now - from[0]) / 1000);
+  if (isStalled(row, now)) return undefined;
+  return row.estimator.rate(now) ?? undefined;
 }
 
-/** No new value for longer than the rate window. */
+/** No new value for longer than STALLED_AFTER_MS. */
 export function isStalled(row: StreamRow, now: number): boolean {
-  const last = row.samples.at(-1);
-  return row.status === undefined && last !== undefined && now - last[0] > RATE_WINDOW_MS;
+  return (
+    row.status === undefined &&
+    row.lastValueAt !== undefined &&
+    now - row.lastValueAt > STALLED_AFTER_MS
+  );
 }
 
 export function formatNumber(value: number): string {
@@ -187,8 +179,8 @@ function describe(row: StreamRow, withBar: boolean, now: number): string[] {
     const rate = rateOf(row, now);
     if (rate !== undefined && rate > 0) {
       parts.push(formatRate(rate));
-      if (total !== undefined && total > progress)
-        parts.push(`ETA ${formatDuration((total - progress) / rate)}`);
+      const eta = row.estimator.etaMs(now, progress, total);
+      if (eta !== null && eta > 0) parts.push(`ETA ${formatDuration(eta / 1000)}`);
     }
   }
   if (row.message !== undefined && row.message !== '')
