@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // dist/ is what the e2e tests run: built before every run, however it is started.
     globalSetup: ['test/setup/build-dist.ts'],
+    // The default output, then one plain `N passed, N failed, N skipped` line; under CI a skip fails.
+    reporters: ['default', './test/setup/count-reporter.ts'],
     exclude: ['test/**/*.soak.test.ts', 'node_modules/**'],
     testTimeout: 30_000,
     hookTimeout: 30_000,

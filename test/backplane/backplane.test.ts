@@ -15,12 +15,13 @@ import {
   startHost as startOn,
   subscribe,
 } from './hosts.js';
-import { NATS_SERVER, type RunningNats, startNats } from './nats-server.js';
+import { natsServer, type RunningNats, startNats } from './nats-server.js';
 
 const startHost = (nats: RunningNats, name: string, extra: string[] = []) =>
   startOn(nats.url, name, extra);
 
-describe.skipIf(NATS_SERVER === undefined)('the NATS backplane', () => {
+describe.skipIf(natsServer.skip)('the NATS backplane', () => {
+  beforeAll(() => natsServer.require());
   let nats: RunningNats;
   let a: RunningDaemon;
   let b: RunningDaemon;
@@ -214,7 +215,8 @@ describe.skipIf(NATS_SERVER === undefined)('the NATS backplane', () => {
   });
 });
 
-describe.skipIf(NATS_SERVER === undefined)('a host that dies', () => {
+describe.skipIf(natsServer.skip)('a host that dies', () => {
+  beforeAll(() => natsServer.require());
   let nats: RunningNats;
   afterAll(async () => {
     await nats?.stop();

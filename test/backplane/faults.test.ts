@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect as natsConnect } from 'nats';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   cleanupAll,
   collectOutput,
@@ -20,6 +20,7 @@ import {
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { tool } from '../helpers/tools.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 import {
   doneOf,
@@ -38,15 +39,20 @@ import {
 import {
   cuttableLink,
   freePort,
-  HAS_OPENSSL,
   makeCertificates,
-  NATS_SERVER,
+  natsServer,
   type RunningNats,
   startNats,
 } from './nats-server.js';
 
 /** The configuration docs/BACKPLANE.md gives for one team's prefix, word for word. */
 const PREFIX_PERMISSIONS = readFileSync(join(ROOT, 'docs/backplane-permissions.conf'), 'utf8');
+
+const openssl = tool('openssl', {
+  debian: 'openssl',
+  probe: ['openssl', 'version'],
+  why: 'the certificates of the TLS backplane test',
+});
 
 /** What each test started, stopped in reverse at its end. */
 let open: Array<() => Promise<unknown> | unknown> = [];
@@ -103,7 +109,8 @@ function count(text: string, part: string): number {
   return text.split(part).length - 1;
 }
 
-describe.skipIf(NATS_SERVER === undefined)('backplane faults', () => {
+describe.skipIf(natsServer.skip)('backplane faults', () => {
+  beforeAll(() => natsServer.require());
   it('done reaches every host once, and nothing follows it', async () => {
     const server = await nats();
     const [a, b, c] = await Promise.all([
@@ -479,9 +486,10 @@ describe.skipIf(NATS_SERVER === undefined)('backplane faults', () => {
     expect(trespasser.stderr()).not.toContain('backplane: joined');
   });
 
-  it.skipIf(!HAS_OPENSSL)(
+  it.skipIf(openssl.skip)(
     'tls:// with --nats-ca joins a TLS server; without the CA the certificate is refused',
     async () => {
+      openssl.require();
       const tls = makeCertificates();
       const server = await nats({
         config: `tls { cert_file: "${tls.cert}", key_file: "${tls.key}" }\n`,

@@ -1,20 +1,21 @@
 /** A real `nats-server -js` on a free loopback port with a temporary store, for backplane tests. */
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
+import { natsServerPath } from '../../bench/lib/systems.ts';
 import { eventually, tempDir, waitForExit } from '../helpers/daemon.js';
+import { tool } from '../helpers/tools.js';
 
-/** The nats-server binary, or undefined when it is not installed (the tests then skip). */
-export const NATS_SERVER =
-  ['/usr/sbin/nats-server', '/usr/bin/nats-server'].find((path) => existsSync(path)) ??
-  (spawnSync('sh', ['-c', 'command -v nats-server']).stdout?.toString().trim() || undefined);
+/** The nats-server binary, or undefined when it is not installed. */
+export const NATS_SERVER = natsServerPath();
 
-if (NATS_SERVER === undefined) {
-  console.warn(
-    'backplane tests skipped: nats-server is not installed (Debian: apt-get install nats-server)',
-  );
-}
+/** Every backplane test needs it: `describe.skipIf(natsServer.skip)`, `beforeAll(natsServer.require)`. */
+export const natsServer = tool('nats-server', {
+  debian: 'nats-server',
+  why: 'the backplane tests',
+  check: () => NATS_SERVER !== undefined,
+});
 
 export interface RunningNats {
   readonly url: string;
@@ -40,6 +41,7 @@ export interface NatsStart {
 }
 
 export async function startNats(start: NatsStart = {}): Promise<RunningNats> {
+  natsServer.require();
   if (NATS_SERVER === undefined) throw new Error('nats-server is not installed');
   const port = start.port ?? (await freePort());
   const storeDir = start.storeDir ?? tempDir('nats-store-');
@@ -119,8 +121,6 @@ export async function cuttableLink(targetPort: number): Promise<CuttableLink> {
   await listen();
   return { url: `nats://127.0.0.1:${port}`, cut, mend: listen, close: cut };
 }
-
-export const HAS_OPENSSL = spawnSync('sh', ['-c', 'command -v openssl']).status === 0;
 
 /** A CA and a server certificate for 127.0.0.1, made with openssl in a temporary dir. */
 export function makeCertificates(): { ca: string; cert: string; key: string } {

@@ -1,8 +1,9 @@
 /**
  * The backplane across a real network path: with root and `ip netns`, each daemon runs in a
  * network namespace of its own, joined to nats-server by a veth pair and a bridge, so its
- * traffic crosses interfaces, and a host's link can be taken down. Skipped, and said so,
- * where namespaces cannot be made (not root, no `ip`, a container without CAP_NET_ADMIN).
+ * traffic crosses interfaces, and a host's link can be taken down. Outside CI, skipped and said
+ * so where namespaces cannot be made (not root, no `ip`, a container without CAP_NET_ADMIN);
+ * under CI that fails.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -11,9 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import { BIN, cleanupAll, eventually, tempDir, waitForExit } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { tool } from '../helpers/tools.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 import { doneOf, fresh, GRACE_MS, notificationsOf, sawProgress, subscribe } from './hosts.js';
-import { freePort, NATS_SERVER } from './nats-server.js';
+import { freePort, NATS_SERVER, natsServer } from './nats-server.js';
 
 const TAG = `mb${process.pid % 100_000}`;
 const SUBNET = `10.231.${100 + (process.pid % 100)}`;
@@ -25,19 +27,18 @@ function ip(...args: string[]): boolean {
 
 /** Whether this machine lets the test make namespaces (tried, then undone). */
 function namespacesAvailable(): boolean {
-  if (process.getuid?.() !== 0 || NATS_SERVER === undefined) return false;
   const probe = `${TAG}probe`;
   if (!ip('netns', 'add', probe)) return false;
   ip('netns', 'del', probe);
   return true;
 }
 
-const AVAILABLE = namespacesAvailable();
-if (!AVAILABLE) {
-  console.warn(
-    'backplane network-namespace test skipped: it needs root, `ip netns` and nats-server (the other backplane tests run on loopback)',
-  );
-}
+const netns = tool('ip netns', {
+  debian: 'iproute2',
+  root: true,
+  why: 'a network namespace per daemon; a container also needs CAP_NET_ADMIN',
+  check: namespacesAvailable,
+});
 
 interface NsHost {
   readonly name: string;
@@ -117,7 +118,7 @@ async function startIn(host: NsHost, natsUrl: string): Promise<DaemonInfo> {
   return host.info;
 }
 
-describe.skipIf(!AVAILABLE)('the backplane across network namespaces', () => {
+describe.skipIf(netns.skip || natsServer.skip)('the backplane across network namespaces', () => {
   const hosts: NsHost[] = [];
   let nats: ChildProcess | undefined;
   let natsUrl = '';
@@ -125,6 +126,8 @@ describe.skipIf(!AVAILABLE)('the backplane across network namespaces', () => {
   let worker: RawWorker;
 
   beforeAll(async () => {
+    natsServer.require();
+    netns.require();
     if (!ip('link', 'add', BRIDGE, 'type', 'bridge')) throw new Error('cannot make a bridge');
     ip('addr', 'add', `${SUBNET}.1/24`, 'dev', BRIDGE);
     ip('link', 'set', BRIDGE, 'up');

@@ -20,9 +20,10 @@ import { connectStdio, connectUrl, progressParams } from '../helpers/mcp.js';
 import { hostV1 } from '../helpers/relay-servers.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 import { fresh, startHost } from './hosts.js';
-import { NATS_SERVER, type RunningNats, startNats } from './nats-server.js';
+import { natsServer, type RunningNats, startNats } from './nats-server.js';
 
-describe.skipIf(NATS_SERVER === undefined)('every surface of another host', () => {
+describe.skipIf(natsServer.skip)('every surface of another host', () => {
+  beforeAll(() => natsServer.require());
   let nats: RunningNats;
   let a: RunningDaemon;
   let b: RunningDaemon;

@@ -1,6 +1,5 @@
-/** examples/: `npm run demo`'s script end to end, and the MCP server example once relayProgress exists. */
+/** examples/: `npm run demo`'s script end to end, and the MCP server example (relayProgress). */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cleanupAll, collectOutput, ROOT, startDaemon, waitForExit } from '../helpers/daemon.js';
@@ -33,16 +32,7 @@ describe('the demo', () => {
   });
 });
 
-const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
-  exports: Record<string, string>;
-};
-const hasRelay = pkg.exports['./mcp'] !== undefined;
-if (!hasRelay)
-  console.warn(
-    'mcp-progress-bridge/mcp (relayProgress) is not in this build: the MCP server example test is skipped',
-  );
-
-describe.skipIf(!hasRelay)('examples/mcp-server.mjs', () => {
+describe('examples/mcp-server.mjs', () => {
   it("relays the Python worker's progress to the MCP client that called the tool", async () => {
     const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
     const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');

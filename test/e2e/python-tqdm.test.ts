@@ -1,20 +1,21 @@
 /** The Python client's tqdm adapter and context manager, run as real Python processes. */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cleanupAll, eventually, ROOT, waitForExit } from '../helpers/daemon.js';
 import { useWatchedBridge } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+import { tool } from '../helpers/tools.js';
 
 afterAll(() => cleanupAll());
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
-const hasTqdm = spawnSync(PYTHON, [...PYTHON_ARGS, '-c', 'import tqdm']).status === 0;
-if (!hasTqdm)
-  console.warn(
-    'tqdm is not installed for python3: the tests that need the real tqdm are skipped (apt-get install python3-tqdm)',
-  );
+const tqdm = tool('tqdm', {
+  debian: 'python3-tqdm',
+  probe: [PYTHON, ...PYTHON_ARGS, '-c', 'import tqdm'],
+  why: `the real tqdm for ${PYTHON}`,
+});
 
 const bridge = useWatchedBridge();
 const { progressOf, doneOf } = bridge;
@@ -55,9 +56,10 @@ function expectIncreasing(values: Array<Record<string, unknown>>) {
 }
 
 describe('the tqdm adapter', () => {
-  it.skipIf(!hasTqdm)(
+  it.skipIf(tqdm.skip)(
     'wraps an iterable: one changed import publishes the loop and ends it ok at exit',
     async () => {
+      tqdm.require();
       const script = await runScript('wrap');
       expect(await script.exit).toBe(0);
       expect(script.stdout()).toContain('tqdm=real');
@@ -68,7 +70,8 @@ describe('the tqdm adapter', () => {
     },
   );
 
-  it.skipIf(!hasTqdm)('attaches to an existing tqdm bar', async () => {
+  it.skipIf(tqdm.skip)('attaches to an existing tqdm bar', async () => {
+    tqdm.require();
     const script = await runScript('attach', 40);
     expect(await script.exit).toBe(0);
     await doneOf(script.token);

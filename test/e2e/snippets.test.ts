@@ -3,13 +3,14 @@
  * Python snippet, and the shell one-liners (mcp-progress publish, and printf
  * with socat) that README.md and docs/CLIENTS.md both show.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cleanupAll, eventually, PATIENT_DAEMON_ARGS, ROOT } from '../helpers/daemon.js';
 import { useWatchedBridge } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+import { tool } from '../helpers/tools.js';
 
 afterAll(() => cleanupAll());
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
@@ -118,13 +119,14 @@ describe('the documented shell one-liners', () => {
     );
   });
 
-  const hasSocat = spawnSync('socat', ['-V']).status === 0;
-  if (!hasSocat)
-    console.warn(
-      'socat is not installed: the printf | socat tests are skipped (apt-get install socat)',
-    );
+  const socat = tool('socat', {
+    debian: 'socat',
+    probe: ['socat', '-V'],
+    why: 'the printf | socat snippets of the shell client',
+  });
 
-  it.skipIf(!hasSocat)('printf | socat writes a progress frame byte for byte', async () => {
+  it.skipIf(socat.skip)('printf | socat writes a progress frame byte for byte', async () => {
+    socat.require();
     const token = await watched('sh-socat');
     const line = documentedLine(`printf '{"type":"progress"`);
     const result = await run('sh', ['-c', line], token);
@@ -137,7 +139,8 @@ describe('the documented shell one-liners', () => {
     expect(progressOf(token)).toEqual([{ progressToken: token, progress: 40, total: 100 }]);
   });
 
-  it.skipIf(!hasSocat)("printf | socat shows the daemon's exact answer to done", async () => {
+  it.skipIf(socat.skip)("printf | socat shows the daemon's exact answer to done", async () => {
+    socat.require();
     const token = await watched('sh-socat-done');
     const line = documentedLine(`printf '{"type":"done"`);
     expect(line.endsWith(' | od -c')).toBe(true);
@@ -152,9 +155,10 @@ describe('the documented shell one-liners', () => {
     );
   });
 
-  it.skipIf(!hasSocat)(
+  it.skipIf(socat.skip)(
     'examples/render.sh sends its frames over one socat connection, under run',
     async () => {
+      socat.require();
       const token = await watched('render-socat');
       const result = await run(
         process.execPath,

@@ -14,6 +14,7 @@ import {
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient, useWatchedBridge } from '../helpers/gateway.js';
+import { tool } from '../helpers/tools.js';
 
 afterAll(() => cleanupAll());
 const runCli = (args: string[], env: Record<string, string> = {}) =>
@@ -310,13 +311,14 @@ describe('mcp-progress tail and control characters', () => {
   });
 });
 
-const hasTmux = spawnSync('tmux', ['-V']).status === 0;
-if (!hasTmux)
-  console.warn(
-    'tmux is not installed: the pseudo-terminal test of tail is skipped (apt-get install tmux)',
-  );
+const tmuxTool = tool('tmux', {
+  debian: 'tmux',
+  probe: ['tmux', '-V'],
+  why: 'the pseudo-terminal tests of tail',
+});
 
-describe.skipIf(!hasTmux)('mcp-progress tail in a real terminal (tmux)', () => {
+describe.skipIf(tmuxTool.skip)('mcp-progress tail in a real terminal (tmux)', () => {
+  beforeAll(() => tmuxTool.require());
   const server = `mcp-progress-test-${process.pid}`;
   // A daemon of its own, so that the screen shows this test's streams only.
   let own: RunningDaemon;

@@ -19,6 +19,8 @@ export interface ToolSpec {
   readonly check?: () => boolean;
   /** Why the tests need it, for the messages. */
   readonly why?: string;
+  /** The tests also need root (another user, network namespaces): not root counts as missing. */
+  readonly root?: boolean;
 }
 
 export interface Tool {
@@ -33,14 +35,15 @@ export interface Tool {
 /** True when the run is CI's: a missing tool then fails instead of skipping. */
 export const UNDER_CI = (process.env.CI ?? '') !== '' && process.env.CI !== 'false';
 
+const IS_ROOT = process.getuid?.() === 0;
+
 export function tool(name: string, spec: ToolSpec): Tool {
-  const available =
-    spec.check?.() ??
-    (spec.probe === undefined
-      ? spawnSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' }).status === 0
-      : spawnSync(spec.probe[0], spec.probe.slice(1), { stdio: 'ignore' }).status === 0);
+  const rootMissing = spec.root === true && !IS_ROOT;
+  const available = !rootMissing && probe(name, spec);
   const purpose = spec.why === undefined ? '' : ` (${spec.why})`;
-  const message = `${name} is not available${purpose}: apt-get install ${spec.debian}`;
+  const message = rootMissing
+    ? `${name} needs root${purpose}, and this run is uid ${process.getuid?.()}: run the tests as root, as .ci/run does`
+    : `${name} is not available${purpose}: apt-get install ${spec.debian}`;
   if (!available && !UNDER_CI)
     console.warn(`${message}; its tests are skipped (under CI they fail)`);
   return {
@@ -51,4 +54,15 @@ export function tool(name: string, spec: ToolSpec): Tool {
       if (!available) throw new Error(message);
     },
   };
+}
+
+/** Tests that need root and no package (chown to another uid, say): not root skips, or fails under CI. */
+export function rootOnly(name: string, why: string): Tool {
+  return tool(name, { debian: 'none', root: true, why, check: () => true });
+}
+
+function probe(name: string, spec: ToolSpec): boolean {
+  if (spec.check !== undefined) return spec.check();
+  const [command, ...args] = spec.probe ?? ['sh', '-c', `command -v ${name}`];
+  return spawnSync(command, args, { stdio: 'ignore' }).status === 0;
 }

@@ -11,14 +11,13 @@ import { cleanupAll, type RunningDaemon, runCli, startDaemon, tempDir } from '..
 import { nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+import { rootOnly, tool } from '../helpers/tools.js';
 import { rawWorker } from '../helpers/worker.js';
 
 const OTHER_USER = 'mcpprogress-other';
-const isRoot = process.getuid?.() === 0;
 
 /** Creates the other user once; returns false where that cannot be done here. */
 function ensureOtherUser(): boolean {
-  if (!isRoot) return false;
   if (spawnSync('id', ['-u', OTHER_USER]).status === 0) return true;
   return (
     spawnSync('useradd', [
@@ -31,7 +30,12 @@ function ensureOtherUser(): boolean {
   );
 }
 
-const canSwitchUser = ensureOtherUser();
+const otherUser = tool('useradd', {
+  debian: 'passwd',
+  root: true,
+  why: `another local user, ${OTHER_USER}, made for the test`,
+  check: ensureOtherUser,
+});
 
 /** Runs a Python snippet as the other user and returns what it printed. */
 function asOtherUser(code: string, ...args: string[]): string {
@@ -84,7 +88,8 @@ describe('file modes', () => {
   });
 });
 
-describe.skipIf(!canSwitchUser)(`another local user (${OTHER_USER})`, () => {
+describe.skipIf(otherUser.skip)(`another local user (${OTHER_USER})`, () => {
+  beforeAll(() => otherUser.require());
   it('cannot connect to the socket or read daemon.json', () => {
     expect(asOtherUser(TRY_CONNECT, daemon.info.socket)).toBe('PermissionError');
     expect(asOtherUser(TRY_READ, join(daemon.runtimeDir, 'daemon.json'))).toBe('PermissionError');
@@ -178,23 +183,19 @@ describe('HTTP surface', () => {
   });
 });
 
-if (!canSwitchUser) {
-  // Say so plainly rather than pass silently.
-  console.warn(
-    `access.test.ts: skipped the other-user checks (needs root and useradd; running as uid ${process.getuid?.()})`,
-  );
-}
+const chownToStranger = rootOnly('lchown to another uid', 'a runtime dir planted by another user');
 
 /**
  * In a shared /tmp another user can create <tmpdir>/mcp-progress-<uid> before the daemon does, with
  * a socket and a daemon.json of their own. Clients must not talk to those (chown needs root).
  */
-describe.skipIf(!isRoot)('a runtime dir planted by another user', () => {
+describe.skipIf(chownToStranger.skip)('a runtime dir planted by another user', () => {
   const STRANGER = 54_321;
   let planted: string;
   let accepted = 0;
   let impostor: Server;
   beforeAll(async () => {
+    chownToStranger.require();
     planted = tempDir();
     impostor = createServer(() => accepted++);
     const socket = join(planted, 'bridge.sock');
@@ -204,7 +205,13 @@ describe.skipIf(!isRoot)('a runtime dir planted by another user', () => {
     writeFileSync(join(planted, 'daemon.json'), JSON.stringify({ ...daemon.info, pid: 1 }));
     lchownSync(join(planted, 'daemon.json'), STRANGER, STRANGER);
   });
-  afterAll(() => new Promise<void>((resolve) => impostor.close(() => resolve())));
+  // Not opened when beforeAll failed (not root under CI).
+  afterAll(
+    () =>
+      new Promise<void>((resolve) =>
+        impostor === undefined ? resolve() : impostor.close(() => resolve()),
+      ),
+  );
 
   const env = () => ({
     MCP_PROGRESS_SOCKET: join(planted, 'bridge.sock'),

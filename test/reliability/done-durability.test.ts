@@ -6,7 +6,7 @@
  * waits for the disk: strace shows the journal's fdatasync between the
  * done's write to the journal and its ack, one sync for a batch of dones.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -21,6 +21,7 @@ import {
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
+import { tool } from '../helpers/tools.js';
 import { rawWorker } from '../helpers/worker.js';
 
 afterEach(cleanupAll);
@@ -104,12 +105,17 @@ describe('acked done survives kill -9', () => {
   });
 });
 
-const STRACE = spawnSync('strace', ['-V']).status === 0;
+const strace = tool('strace', {
+  debian: 'strace',
+  probe: ['strace', '-V'],
+  why: 'the order of the journal sync and the ack',
+});
 
 describe.skipIf(process.platform !== 'linux')('acked done survives a power loss', () => {
-  it.skipIf(!STRACE)(
+  it.skipIf(strace.skip)(
     'the ack follows the fdatasync of the journal: one sync for the dones of one read (strace)',
     async () => {
+      strace.require();
       const runtimeDir = tempDir();
       const trace = join(tempDir('mcp-progress-strace-'), 'daemon.strace');
       // The daemon under strace: its writes and syncs, in the order they were made.

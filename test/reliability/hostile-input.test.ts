@@ -243,19 +243,34 @@ describe('an adversarial corpus', () => {
   it('a busy connection whose reads end mid-frame is not timed out', async () => {
     const worker = await rawWorker(daemon.info.socket);
     const frame = (i: number) =>
-      json({ type: 'progress', data: { v: 1, progressToken: 'busy', progress: i } });
-    // Each write completes the previous frame and starts the next: the buffer is never empty.
+      json({ type: 'progress', data: { v: 1, progressToken: 'busy', progress: i, seq: i } });
+    const ackOrRefusal = (seq: number) => (r: { type: string; data: unknown }) =>
+      r.type === 'rejected' || (r.data as { seq?: number }).seq === seq;
+    // Its first half frame, after a ping: the pong says the daemon has read it and started its clock.
     let pending = frame(1).slice(0, 20);
-    worker.write(pending);
-    for (let i = 1; i <= 12; i++) {
-      const next = frame(i + 1);
-      worker.write(`${frame(i).slice(20)}${next.slice(0, 20)}`);
+    worker.write(`${json({ type: 'ping', data: {} })}${pending}`);
+    await worker.reply((r) => r.type === 'pong');
+    // Half a frame and silence on another connection, started later: when it times out, the busy
+    // connection's first half frame would have timed out too, had its clock not restarted.
+    const stalled = await rawWorker(daemon.info.socket);
+    stalled.write('{"type":"progress"');
+    // Each write completes the previous frame and starts the next: the buffer is never empty.
+    // The next write waits for the daemon's ack of the frame just completed, not for a clock.
+    let seq = 1;
+    for (; !stalled.isClosed(); seq++) {
+      const next = frame(seq + 1);
+      worker.write(`${frame(seq).slice(20)}${next.slice(0, 20)}`);
       pending = next;
-      await new Promise((r) => setTimeout(r, 50));
+      if ((await worker.reply(ackOrRefusal(seq))).type === 'rejected') break;
     }
+    worker.write(pending.slice(20));
+    await worker.reply(ackOrRefusal(seq));
     expect(pending.length).toBeGreaterThan(0);
+    expect(worker.replies.map((r) => r.type)).toEqual(['pong', ...Array(seq).fill('ack')]);
     expect(worker.isClosed()).toBe(false);
-    expect(worker.replies).toEqual([]);
+    expect(stalled.replies.map((r) => (r.data as { code?: string }).code)).toEqual([
+      'frame_timeout',
+    ]);
     worker.destroy();
   });
 
