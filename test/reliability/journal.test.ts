@@ -5,7 +5,7 @@
  * refused journal_failed, not applied, and the clients resend it; a journal the disk cannot
  * hold at start is a clear start error.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   appendFileSync,
   chmodSync,
@@ -25,7 +25,9 @@ import { doneJournalPath } from '../../src/daemon/done-journal.js';
 import type { DaemonStatus, StreamSummary } from '../../src/protocol/frames.js';
 import {
   cleanupAll,
+  collectOutput,
   eventually,
+  ROOT,
   type RunningDaemon,
   runCli,
   startDaemon,
@@ -34,6 +36,7 @@ import {
 } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { connectStdio, httpBase, textOf } from '../helpers/mcp.js';
+import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 import { tool } from '../helpers/tools.js';
 import { rawWorker } from '../helpers/worker.js';
 
@@ -295,6 +298,10 @@ describe.skipIf(mountable.skip)(
       expect(metrics).toContain('mcp_progress_journal_failing 1');
       expect(metrics).toContain('mcp_progress_journal_write_failures_total 1');
       expect(daemon.stderr()).toContain('error: done journal: cannot write to');
+      const shown = await runCli(['status', '--runtime-dir', runtimeDir]);
+      expect(shown.stdout).toMatch(
+        /^journal {8}FAILING \(ENOSPC.*dones are refused journal_failed/m,
+      );
 
       rmSync(filler);
       worker.send('done', { v: 1, progressToken: 'job', status: 'ok', seq: 3 });
@@ -339,28 +346,63 @@ describe.skipIf(mountable.skip)(
       await daemon.stop();
     });
 
-    it('the Node client resends a done refused journal_failed until the journal takes it', async () => {
-      const { mountPoint, runtimeDir } = smallFileSystem();
-      const daemon = await startDaemon([], runtimeDir);
-      const filler = fill(mountPoint);
-      const publisher = await connectPublisher({
-        token: 'client-job',
-        socket: daemon.info.socket,
-        intervalMs: 0,
-        doneTimeoutMs: 60_000,
-        onError: () => {},
-      });
-      const outcome = publisher.done('ok', 'finished');
-      // The daemon refused it at least once: then there is room again.
-      await eventually(async () =>
-        (await status(daemon)).journal.writeFailures > 0 ? true : undefined,
-      );
-      rmSync(filler);
-      expect(await outcome).toEqual({ delivered: true });
-      expect(await get(daemon, 'client-job')).toMatchObject({ state: 'done', message: 'finished' });
-      await publisher.close();
-      await daemon.stop();
-    });
+    /** Each client's done for `token` on `socket`, with a minute to be delivered; true when acked. */
+    const clientDones: Array<[string, (socket: string, token: string) => Promise<boolean>]> = [
+      [
+        'Node',
+        async (socket, token) => {
+          const publisher = await connectPublisher({
+            token,
+            socket,
+            intervalMs: 0,
+            doneTimeoutMs: 60_000,
+            onError: () => {},
+          });
+          const { delivered } = await publisher.done('ok', 'finished');
+          await publisher.close();
+          return delivered;
+        },
+      ],
+      [
+        'Python',
+        async (socket, token) => {
+          const script = [
+            'import sys',
+            `sys.path.insert(0, ${JSON.stringify(join(ROOT, 'clients/python'))})`,
+            'import mcp_progress',
+            'p = mcp_progress.Progress(sys.argv[1], sys.argv[2], interval=0, done_timeout=60)',
+            'print("delivered" if p.done("ok", "finished") else "lost", flush=True)',
+          ].join('\n');
+          const child = spawn(PYTHON, [...PYTHON_ARGS, '-c', script, token, socket], {
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
+          const output = collectOutput(child);
+          await waitForExit(child);
+          return output.stdout().trim() === 'delivered';
+        },
+      ],
+    ];
+
+    it.each(clientDones)(
+      'the %s client resends a done refused journal_failed until the journal takes it',
+      async (_client, sendDone) => {
+        const { mountPoint, runtimeDir } = smallFileSystem();
+        const daemon = await startDaemon([], runtimeDir);
+        const filler = fill(mountPoint);
+        const delivered = sendDone(daemon.info.socket, 'client-job');
+        // The daemon refused it at least once: then there is room again.
+        await eventually(async () =>
+          (await status(daemon)).journal.writeFailures > 0 ? true : undefined,
+        );
+        rmSync(filler);
+        expect(await delivered).toBe(true);
+        expect(await get(daemon, 'client-job')).toMatchObject({
+          state: 'done',
+          message: 'finished',
+        });
+        await daemon.stop();
+      },
+    );
 
     it('a journal too big for the disk at start stops the start with an error naming it, not "cannot listen"', async () => {
       const { runtimeDir } = smallFileSystem();
