@@ -69,6 +69,13 @@ async function status(daemon: RunningDaemon): Promise<DaemonStatus> {
   }
 }
 
+async function metricsOf(daemon: RunningDaemon): Promise<string> {
+  const answer = await fetch(`${httpBase(daemon.info)}/metrics`, {
+    headers: { authorization: `Bearer ${daemon.info.secret}` },
+  });
+  return answer.text();
+}
+
 async function kill9(daemon: RunningDaemon): Promise<void> {
   daemon.child.kill('SIGKILL');
   await waitForExit(daemon.child);
@@ -161,11 +168,7 @@ describe('journal lines that are not dones the daemon wrote', () => {
     expect(await get(daemon, 'future')).toBeUndefined();
     expect(await get(daemon, 'bogus')).toBeUndefined();
     expect((await status(daemon)).journal).toMatchObject({ recovered: 1, refusedLines: 4 });
-    const metrics = await (
-      await fetch(`${httpBase(daemon.info)}/metrics`, {
-        headers: { authorization: `Bearer ${daemon.info.secret}` },
-      })
-    ).text();
+    const metrics = await metricsOf(daemon);
     expect(metrics).toContain('mcp_progress_journal_refused_lines_total 4');
     expect(metrics).toContain('mcp_progress_journal_failing 0');
     // Only the good line is left in the journal.
@@ -290,11 +293,7 @@ describe.skipIf(mountable.skip)(
       const failing = (await status(daemon)).journal;
       expect(failing).toMatchObject({ failing: true, writeFailures: 1 });
       expect(failing.lastError).toContain('ENOSPC');
-      const metrics = await (
-        await fetch(`${httpBase(daemon.info)}/metrics`, {
-          headers: { authorization: `Bearer ${daemon.info.secret}` },
-        })
-      ).text();
+      const metrics = await metricsOf(daemon);
       expect(metrics).toContain('mcp_progress_journal_failing 1');
       expect(metrics).toContain('mcp_progress_journal_write_failures_total 1');
       expect(daemon.stderr()).toContain('error: done journal: cannot write to');
