@@ -52,6 +52,9 @@ FORM_FEED = b"\x0c"
 BACKOFF_SECONDS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
 #: How long done() waits for a first connection when the client never had one (no daemon runs).
 NEVER_CONNECTED_GRACE_SECONDS = 0.25
+# A done refused journal_failed (the daemon's journal could not take it; it was not applied) is
+# sent again after this long while the done timeout allows (src/shared/defaults.ts JOURNAL_RETRY_MS).
+JOURNAL_RETRY_SECONDS = 0.25
 #: Framing errors that refuse what a frame holds: the daemon closes the connection, and
 #: the frame, sent again, would be refused again, so it is not (docs/PROTOCOL.md).
 REFUSED_FRAME_CODES = frozenset(("invalid_json", "invalid_envelope", "reserved_event", "frame_too_large"))
@@ -398,6 +401,9 @@ class Progress:
                 continue
             timeout: Optional[float] = None
             if done_request is not None:
+                if done_seq >= 0 and done_request.get("resend_at", now + 1) <= now:
+                    del done_request["resend_at"]
+                    done_seq = -1
                 if done_seq < 0:
                     if unsent is not None:
                         self._mark_sent(unsent)
@@ -413,7 +419,7 @@ class Progress:
                         done_retried = True
                         sock = self._dropped(sock)
                         continue
-                timeout = max(0.0, done_request["deadline"] - now)
+                timeout = max(0.0, min(done_request["deadline"], done_request.get("resend_at", done_request["deadline"])) - now)
             elif unsent is not None:
                 if now >= next_send_at:
                     self._mark_sent(unsent)
@@ -484,6 +490,11 @@ class Progress:
             if done_seq >= 0 and data.get("seq") == done_seq:
                 if done_retried and code == "stream_closed":
                     return True  # a resent done found the stream it had already ended
+                request = self._done_request
+                resend_at = time.monotonic() + JOURNAL_RETRY_SECONDS
+                if code == "journal_failed" and request is not None and resend_at < request["deadline"]:
+                    request["resend_at"] = resend_at  # not applied: the done is ours to send again
+                    return None
                 self._warn("done_" + str(code), "the daemon refused done (%s): %s" % (code, data.get("message")))
                 return False
             if data.get("seq") == resync_seq and code == "non_monotonic":

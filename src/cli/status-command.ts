@@ -7,10 +7,11 @@ import type { Io } from './io.js';
 export const STATUS_HELP = `Usage: mcp-progress status [--json] [--socket PATH | --runtime-dir DIR]
 
 Shows the running daemon: pid, version, uptime, socket, gateway URL, worker
-connections (status's own not counted), sessions, streams, subscriptions and
-counters; with a NATS backplane (docs/BACKPLANE.md), this daemon's name on it
-and the other hosts with their active streams (progress/list names each
-stream's host). Exit 0 when a daemon answers, 1 when none does or when it
+connections (status's own not counted), sessions, streams, subscriptions,
+counters and the done journal (FAILING while its writes fail: dones are then
+refused journal_failed and not applied); with a NATS backplane
+(docs/BACKPLANE.md), this daemon's name on it and the other hosts with their
+active streams (progress/list names each stream's host). Exit 0 when a daemon answers, 1 when none does or when it
 refuses the request (at its connection cap, or stopping), with its reason,
 2 when the command line is wrong.
 
@@ -75,9 +76,17 @@ export function formatStatus(status: DaemonStatus): string {
     `notifications  ${status.counters.notificationsSent} sent, ${status.counters.coalesced} coalesced`,
     `refused        ${status.counters.connectionsRefused} connections at the cap, ${status.counters.slowSessionsClosed} slow sessions closed`,
     `memory         ${(status.memory.rss / 1048576).toFixed(1)} MiB resident`,
+    journalLine(status.journal),
     ...backplaneLines(status.backplane),
     '',
   ].join('\n');
+}
+
+/** The done journal: its size, and while its writes fail, why and what that means for dones. */
+function journalLine(journal: DaemonStatus['journal']): string {
+  const figures = `${(journal.bytes / 1024).toFixed(1)} KiB, ${journal.dones} dones, ${journal.recovered} replayed at start, ${journal.refusedLines} lines refused at start, ${journal.writeFailures} dones refused journal_failed`;
+  if (!journal.failing) return `journal        ${figures}`;
+  return `journal        FAILING (${journal.lastError}): dones are refused journal_failed and not applied until a write succeeds; ${figures}`;
 }
 
 /** With a NATS backplane: this daemon's name on it, and each other host with its active streams. */

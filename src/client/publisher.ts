@@ -19,6 +19,7 @@ import {
   CLOSE_LINGER_MS,
   DEFAULT_DONE_TIMEOUT_MS,
   DEFAULT_MIN_INTERVAL_MS,
+  JOURNAL_RETRY_MS,
   reconnectDelayMs,
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
@@ -471,6 +472,16 @@ class SocketPublisher implements Publisher {
       const verdict = judgeDoneAnswer(await reply, done, { retried, closed: this.#isClosed() });
       if (verdict === 'retry') {
         retried = true;
+        continue;
+      }
+      // The daemon's journal could not take it, so it was not applied: the done stays ours to resend.
+      if (
+        verdict.delivered === false &&
+        verdict.failure.code === 'journal_failed' &&
+        Date.now() + JOURNAL_RETRY_MS < deadline &&
+        !this.#isClosed()
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, JOURNAL_RETRY_MS));
         continue;
       }
       outcome =

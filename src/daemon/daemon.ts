@@ -34,7 +34,7 @@ import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
 import { VERSION } from '../shared/version.js';
 import type { Backplane } from './backplane.js';
-import { DoneJournal, doneJournalPath } from './done-journal.js';
+import { DoneJournal, doneJournalPath, type JournalLine } from './done-journal.js';
 import { GatewayEndpoint, type HttpHandler } from './gateway.js';
 import { LocalProgressSource } from './in-process-source.js';
 import { formatPrometheus } from './metrics.js';
@@ -44,7 +44,7 @@ import {
   isLoopback,
   resolveDaemonOptions,
 } from './options.js';
-import { Router } from './router.js';
+import { type EndingStream, Router } from './router.js';
 import type { GatewayBackend } from './rpc.js';
 import {
   bindError,
@@ -64,9 +64,6 @@ import {
 import { TickScheduler } from './scheduler.js';
 import { SessionHub } from './sessions.js';
 import { IngressServer, type WorkerConnection } from './worker-socket.js';
-
-/** The connection id the journal's recovered dones are finished under: no worker has it. */
-const RECOVERED_CONNECTION = 0;
 
 /** An MCP session over HTTP with no request for this long is closed. */
 const MCP_SESSION_IDLE_MS = 30 * 60_000;
@@ -110,10 +107,13 @@ export class Daemon {
     this.#log = log;
     this.#startedAt = this.now();
     this.#secret = options.secret ?? randomBytes(32).toString('base64url');
-    this.#doneJournal = new DoneJournal(
-      doneJournalPath(options.runtimeDir),
-      options.router.retentionMs,
-    );
+    this.#doneJournal = new DoneJournal({
+      path: doneJournalPath(options.runtimeDir),
+      retentionMs: options.router.retentionMs,
+      maxBytes: options.maxJournalBytes,
+      log,
+      clock: () => this.now(),
+    });
     this.#listReplyBytes = Math.min(
       MAX_LIST_REPLY_BYTES,
       Math.floor(options.maxSessionBufferBytes / 4),
@@ -251,14 +251,16 @@ export class Daemon {
     }
     const daemon = new Daemon(options, log, bindPath);
     daemon.#runtimeDirLock = lock;
+    try {
+      // Dones an earlier daemon on this dir acked: their streams end again, as they were, for
+      // re-subscribing watchers. Its own errors (a journal the disk cannot hold) say so.
+      for (const done of await daemon.#doneJournal.recover()) daemon.#router.restore(done);
+    } catch (error) {
+      await daemon.#teardown(0);
+      throw error;
+    }
     // The socket first: of daemons started at once, the one that publishes it is the one that runs.
     try {
-      // Dones an earlier daemon on this dir acked: their streams end again for re-subscribing watchers.
-      for (const done of daemon.#doneJournal.recover()) {
-        const frame: DoneFrame = { v: 1, progressToken: done.progressToken, status: done.status };
-        if (done.message !== undefined) frame.message = done.message;
-        daemon.#router.finish(RECOVERED_CONNECTION, frame, daemon.now());
-      }
       await daemon.#ingress.start();
       daemon.#boundSocket = await publishSocket(bindPath, options.socketPath);
     } catch (error) {
@@ -401,6 +403,7 @@ export class Daemon {
         slowSessionsClosed: this.#hub.slowSessionsClosed,
         ...this.#endpoint.counters,
       },
+      journal: this.#doneJournal.figures(),
     };
     if (this.#backplane !== undefined) status.backplane = this.#backplane.status();
     return status;
@@ -461,15 +464,16 @@ export class Daemon {
         return;
       case 'done':
         if (isDoneFrame(data)) {
+          const now = this.#frameTime();
+          // Journaled before it is applied (a done the journal cannot take is refused, and the
+          // stream stays as it was), and the ack held until the journal is on disk (one sync for
+          // every done of a turn, or more): an acked done survives a crash and a power loss.
           const outcome =
             this.#backplane?.refusal(data.progressToken) ??
-            this.#router.finish(connection.id, data, this.#frameTime());
-          // Journaled before the ack, and the ack held until the journal is on disk (one sync for
-          // every done of a turn, or more): an acked done survives a crash and a power loss.
-          if (outcome.ok) {
-            this.#doneJournal.record(data.progressToken, data.status ?? 'ok', data.message);
-            if (data.seq !== undefined) connection.holdRepliesForSync();
-          }
+            this.#router.finish(connection.id, data, now, (ending) =>
+              this.#journal(data, ending, now),
+            );
+          if (outcome.ok && data.seq !== undefined) connection.holdRepliesForSync();
           this.#answer(connection, outcome, data);
         } else {
           this.#reject(connection, explainDoneFrame(data));
@@ -501,6 +505,30 @@ export class Daemon {
           message: `unknown event type ${JSON.stringify(type.length > 80 ? `${shorten(type, 80)}…` : type)}: workers send ${WORKER_EVENT_LIST}`,
         });
     }
+  }
+
+  /** Writes an accepted done, with what a restarted daemon needs to end its stream as it was. */
+  #journal(
+    frame: DoneFrame,
+    ending: EndingStream,
+    now: number,
+  ): { ok: false; code: 'journal_failed'; message: string } | undefined {
+    const line: JournalLine = {
+      v: 1,
+      at: Math.floor(now),
+      startedAt: Math.floor(ending.startedAt),
+      progressToken: frame.progressToken,
+      status: frame.status ?? 'ok',
+    };
+    if (frame.message !== undefined) line.message = frame.message;
+    if (ending.last !== undefined) {
+      const { progressToken: _token, ...last } = ending.last;
+      line.last = last;
+    }
+    const failure = this.#doneJournal.record(line);
+    return failure === undefined
+      ? undefined
+      : { ok: false, code: 'journal_failed', message: failure };
   }
 
   /** The group commit: the held acks leave once the journal's sync has returned. */

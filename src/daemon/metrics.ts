@@ -76,6 +76,27 @@ export function formatPrometheus(status: DaemonStatus): string {
     gauge('connections', 'Open worker connections.', status.connections),
     gauge('resident_memory_bytes', 'Resident set size of the daemon process.', status.memory.rss),
     gauge('uptime_seconds', 'Seconds since the daemon started.', status.uptimeMs / 1000),
+    gauge(
+      'journal_failing',
+      '1 while the last write to dones.jsonl failed: dones are refused with journal_failed.',
+      status.journal.failing ? 1 : 0,
+    ),
+    gauge('journal_bytes', 'The size of the done journal, dones.jsonl.', status.journal.bytes),
+    counter(
+      'journal_write_failures_total',
+      'Dones refused with journal_failed: the journal could not take them.',
+      status.journal.writeFailures,
+    ),
+    counter(
+      'journal_refused_lines_total',
+      'Lines of dones.jsonl refused at start: invalid, too long or dated in the future.',
+      status.journal.refusedLines,
+    ),
+    counter(
+      'journal_recovered_total',
+      'Acked dones replayed from dones.jsonl at start.',
+      status.journal.recovered,
+    ),
   ];
   const lines: string[] = [];
   for (const metric of metrics) {

@@ -37,6 +37,8 @@ export interface DaemonOptions {
   readonly maxPendingReplyBytes: number;
   /** Notifications a session has not read, past which it is closed (close code 4008). */
   readonly maxSessionBufferBytes: number;
+  /** The most bytes dones.jsonl may hold; a done that would pass it is refused `journal_failed`. */
+  readonly maxJournalBytes: number;
   /** Gateway connections that have not presented the secret; past it new ones are refused at once. */
   readonly maxPendingConnections: number;
   /** How long a gateway connection has to present the secret before it is closed. */
@@ -220,6 +222,17 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     min: 1024,
     section: 'Limits',
     help: 'unread bytes before a session of any kind is closed (default {default})',
+  },
+  {
+    name: 'max-journal-bytes',
+    key: { daemon: 'maxJournalBytes' },
+    kind: 'integer',
+    default: 64 * 1024 * 1024,
+    shownDefault: '67108864 = 64 MiB',
+    // The largest done line (a 4 KiB message and a 64 KiB last value, escaped) fits many times.
+    min: 1024 * 1024,
+    section: 'Limits',
+    help: 'bytes dones.jsonl may hold; past it dones are refused journal_failed (default {default})',
   },
   {
     name: 'max-pending-connections',
@@ -413,6 +426,7 @@ export const DEFAULTS = {
   frameTimeoutMs: defaultOf('frame-timeout-ms'),
   maxPendingReplyBytes: defaultOf('max-pending-reply-bytes'),
   maxSessionBufferBytes: defaultOf('max-session-buffer-bytes'),
+  maxJournalBytes: defaultOf('max-journal-bytes'),
   maxPendingConnections: defaultOf('max-pending-connections'),
   handshakeTimeoutMs: defaultOf('handshake-timeout-ms'),
   pingIntervalMs: defaultOf('ping-interval-ms'),

@@ -8,6 +8,7 @@ import type {
   DoneFrame,
   DoneParams,
   ProgressFrame,
+  ProgressParams,
   ProgressToken,
   StreamEndStatus,
   StreamState,
@@ -72,6 +73,28 @@ export const DEFAULT_ROUTER_OPTIONS: RouterOptions = {
   maxSubscriptionsPerSubscriber: 10_000,
   defaultMinIntervalMs: 100,
 };
+
+/** What a done's journal needs of the stream it ends. */
+export interface EndingStream {
+  readonly last: ProgressParams | undefined;
+  readonly startedAt: number;
+}
+
+/** Makes an accepted done durable before it is applied, or refuses it. */
+export type DoneCommit = (
+  ending: EndingStream,
+) => { ok: false; code: 'journal_failed'; message: string } | undefined;
+
+/** A done read back from the journal: what it ended, how, and when. */
+export interface RestoredDone {
+  readonly progressToken: ProgressToken;
+  readonly status: StreamEndStatus;
+  readonly message?: string | undefined;
+  /** The last value, without its token. */
+  readonly last?: Omit<ProgressParams, 'progressToken'> | undefined;
+  readonly startedAt: number;
+  readonly at: number;
+}
 
 export type FrameRefusal = 'non_monotonic' | 'stream_closed' | 'too_many_streams';
 export type SubscribeRefusal = 'too_many_subscriptions' | 'too_many_streams';
@@ -203,20 +226,70 @@ export class Router {
     return ACCEPTED;
   }
 
-  /** A worker's `done` frame. A token never seen becomes a stream that is already done. */
-  finish(connection: ConnectionId, frame: DoneFrame, now: number): Outcome<FrameRefusal> {
+  /**
+   * A worker's `done` frame. A token never seen becomes a stream that is already done.
+   * `commit` (the daemon's journal) is called once the done is known to be accepted and before
+   * anything changes; a refusal from it refuses the done, and the stream stays as it was.
+   */
+  finish(
+    connection: ConnectionId,
+    frame: DoneFrame,
+    now: number,
+    commit?: DoneCommit,
+  ): Outcome<FrameRefusal | 'journal_failed'> {
     const token = frame.progressToken;
     let stream = this.#streams.get(token);
     if (stream?.state === 'done') return this.#closed(stream);
-    if (stream === undefined || stream.state === 'waiting') {
+    const starts = stream === undefined || stream.state === 'waiting';
+    if (starts) {
       const refusal = this.#admit(connection, token, false);
       if (refusal !== undefined) return refusal;
-      stream = this.#activate(stream, token, now);
     }
+    const refused = commit?.(
+      starts || stream === undefined
+        ? { last: undefined, startedAt: now }
+        : { last: stream.last?.params, startedAt: stream.startedAt },
+    );
+    if (refused !== undefined) return refused;
+    if (stream === undefined || stream.state === 'waiting')
+      stream = this.#activate(stream, token, now);
     const params: DoneParams = { progressToken: token, status: frame.status ?? 'ok' };
     if (frame.message !== undefined) params.message = frame.message;
     this.#end(stream, params, now, connection);
     return ACCEPTED;
+  }
+
+  /**
+   * A done an earlier daemon acked (read back from its journal): the stream is done again with
+   * its last value and its own times, so its retention counts from `at`, not from now.
+   * Call in the order the dones were accepted, before any other frame.
+   */
+  restore(done: RestoredDone): void {
+    const token = done.progressToken;
+    const existing = this.#streams.get(token);
+    // A later line for the same token (it was evicted and reused) replaces the earlier one.
+    if (existing?.state === 'done') this.#evict(existing);
+    else if (existing !== undefined) return;
+    if (this.#liveStreams >= this.#options.maxStreams) {
+      const oldestDone = this.#doneOrder.values().next();
+      if (oldestDone.done) return;
+      this.#evict(oldestDone.value);
+    }
+    const stream = newStream(token, 'done', done.startedAt, this.#nextOrder++);
+    stream.updatedAt = done.at;
+    if (done.last !== undefined) {
+      stream.last = progressNotification(
+        { v: 1, progressToken: token, ...done.last },
+        done.last.progress,
+      );
+      stream.lastProgress = done.last.progress;
+    }
+    const params: DoneParams = { progressToken: token, status: done.status };
+    if (done.message !== undefined) params.message = done.message;
+    stream.done = doneNotification(params);
+    this.#streams.set(token, stream);
+    this.#liveStreams++;
+    this.#doneOrder.add(stream);
   }
 
   subscribe(

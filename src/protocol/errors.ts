@@ -25,6 +25,8 @@ export const REJECT_CODES = {
   too_many_streams: 'a stream cap (per daemon or per connection) is reached',
   too_many_claims: 'the daemon holds its cap of claims, all connections together',
   token_in_use: 'another host of the NATS backplane publishes this token',
+  journal_failed:
+    'the daemon could not write the done to its journal; it was not applied: send it again later',
 } as const;
 
 export type RejectCode = keyof typeof REJECT_CODES;

@@ -438,6 +438,25 @@ export const daemonStatusSchema = z
         description: 'WebSocket sessions closed for not answering a ping within --pong-timeout-ms.',
       }),
     }),
+    journal: z
+      .strictObject({
+        failing: z.boolean().meta({
+          description:
+            'The last write to dones.jsonl failed: dones are refused with journal_failed (and not applied) until a write succeeds.',
+        }),
+        lastError: z
+          .string()
+          .meta({ description: 'Why the last failed write failed, while failing.' })
+          .optional(),
+        bytes: count.meta({ description: 'The size of dones.jsonl.' }),
+        dones: count.meta({ description: 'Dones in it within the retention window.' }),
+        recovered: count.meta({ description: 'Dones replayed from it at start.' }),
+        refusedLines: count.meta({
+          description: 'Lines refused at start (invalid, too long, dated in the future).',
+        }),
+        writeFailures: count.meta({ description: 'Dones refused with journal_failed.' }),
+      })
+      .meta({ description: 'The done journal (docs/RELIABILITY.md).' }),
     backplane: z
       .strictObject({
         name: z.string().meta({ description: 'This daemon on the backplane (--nats-name).' }),
@@ -500,6 +519,37 @@ export const daemonInfoSchema = z
     secret: z.string().meta({ description: 'The gateway secret; changes at every start.' }),
   })
   .meta({ title: 'daemon.json', description: 'Mode 0600, owned by the user the daemon runs as.' });
+
+/**
+ * One line of dones.jsonl in the runtime directory: a done the daemon acked, with what a
+ * daemon restarted there needs to end the stream again as it was (its last value, its times).
+ */
+export const journalLineSchema = z
+  .strictObject({
+    v: versionField,
+    at: z.int().min(0).meta({
+      description:
+        "When the done was accepted, integer milliseconds since the epoch; the retention counts from it. A line dated after the reading daemon's clock is refused.",
+    }),
+    startedAt: z.int().min(0).meta({
+      description: 'When the stream started, integer milliseconds since the epoch; at most `at`.',
+    }),
+    progressToken: progressTokenSchema,
+    status: doneStatusSchema,
+    message: messageText.optional(),
+    last: progressFrameSchema
+      .omit({ v: true, seq: true, progressToken: true })
+      .required({ progress: true })
+      .meta({ description: "The stream's last value before the done, without its token." })
+      .optional(),
+  })
+  .refine((line) => line.startedAt <= line.at, {
+    message: 'startedAt is after at',
+    path: ['startedAt'],
+  })
+  .meta({ title: 'dones.jsonl line (v1)' });
+
+export type JournalLine = z.infer<typeof journalLineSchema>;
 
 // The NATS backplane (docs/BACKPLANE.md): what daemons publish for each other.
 

@@ -35,6 +35,12 @@ export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
  */
 export { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS } from '../protocol/limits.js';
 
+/**
+ * A done the daemon refused with journal_failed (its journal could not take it; the done was not
+ * applied) is sent again after this long, for as long as the done timeout allows.
+ */
+export const JOURNAL_RETRY_MS = 250;
+
 /** The reconnect delay before attempt `attempt` (0-based). */
 export function reconnectDelayMs(attempt: number): number {
   const last = RECONNECT_BACKOFF_MS.length - 1;

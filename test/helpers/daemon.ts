@@ -38,6 +38,8 @@ export function waitForExit(child: ChildProcess): Promise<number | null> {
 export async function startDaemon(
   args: string[] = [],
   runtimeDir = tempDir(),
+  /** Another local user to run it as (the test must run as root). */
+  user?: { uid: number; gid: number },
 ): Promise<RunningDaemon> {
   const child = spawn(
     process.execPath,
@@ -45,6 +47,7 @@ export async function startDaemon(
     {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, MCP_PROGRESS_SOCKET: '', MCP_PROGRESS_TOKEN: '' },
+      ...user,
     },
   );
   let stderr = '';

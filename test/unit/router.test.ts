@@ -674,3 +674,96 @@ describe('router: cancel targets', () => {
     expect(router.cancelTargets('unknown')).toEqual([]);
   });
 });
+
+describe('router: dones replayed from the journal', () => {
+  const restored = {
+    progressToken: 'render',
+    status: 'ok' as const,
+    message: 'rendered',
+    last: { progress: 2, total: 2, message: 'frame 2' },
+    startedAt: 500,
+    at: 1000,
+  };
+
+  it('a late subscriber gets the journaled last value, then the done', () => {
+    const { router, take } = setup();
+    router.restore(restored);
+    expect(router.subscribe(1, { progressToken: 'render' }, 5000)).toEqual({ ok: true });
+    router.tick(5000);
+    expect(take().map((x) => x.n)).toEqual([
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: 'render', progress: 2, total: 2, message: 'frame 2' },
+      },
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress/done',
+        params: { progressToken: 'render', status: 'ok', message: 'rendered' },
+      },
+    ]);
+    expect(router.get('render')).toMatchObject({
+      state: 'done',
+      last: { progress: 2, total: 2 },
+      startedAt: 500,
+      updatedAt: 1000,
+    });
+    // The stream is done: a frame for it is refused, as before the restart.
+    expect(router.publish(2, p('render', { progress: 3 }), 5000)).toMatchObject({
+      ok: false,
+      code: 'stream_closed',
+    });
+  });
+
+  it('its retention counts from the done, not from the restart', () => {
+    const { router } = setup({ retentionMs: 60_000 });
+    router.restore(restored);
+    expect(router.nextDeadline()).toBe(1000 + 60_000);
+    router.tick(1000 + 59_999);
+    expect(router.get('render')).toBeDefined();
+    router.tick(1000 + 60_000);
+    expect(router.get('render')).toBeUndefined();
+  });
+
+  it('a later line for the same token replaces the earlier one', () => {
+    const { router } = setup();
+    router.restore(restored);
+    router.restore({ ...restored, status: 'error', last: undefined, startedAt: 2000, at: 3000 });
+    expect(router.get('render')).toMatchObject({ status: 'error', startedAt: 2000 });
+    expect(router.get('render')?.last).toBeUndefined();
+    expect(router.stats().streams.done).toBe(1);
+  });
+});
+
+describe('router: the journal commit of a done', () => {
+  it('a done the commit refuses is not applied: the stream stays active with its last value', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'job' }, 0);
+    router.publish(7, p('job', { progress: 1, total: 2 }), 10);
+    take();
+    const seen: unknown[] = [];
+    const refusal = { ok: false as const, code: 'journal_failed' as const, message: 'disk full' };
+    expect(
+      router.finish(7, d('job'), 20, (ending) => {
+        seen.push(ending);
+        return refusal;
+      }),
+    ).toBe(refusal);
+    expect(seen).toEqual([
+      { last: { progressToken: 'job', progress: 1, total: 2 }, startedAt: 10 },
+    ]);
+    expect(router.get('job')).toMatchObject({ state: 'active', last: { progress: 1 } });
+    expect(take()).toEqual([]);
+    // The worker sends it again once the journal takes it.
+    expect(router.finish(7, d('job'), 30, () => undefined)).toEqual({ ok: true });
+    expect(router.get('job')).toMatchObject({ state: 'done', updatedAt: 30 });
+  });
+
+  it('a refused done of a token never seen leaves no stream behind', () => {
+    const { router } = setup();
+    const refusal = { ok: false as const, code: 'journal_failed' as const, message: 'EROFS' };
+    expect(router.finish(7, d('new'), 20, () => refusal)).toBe(refusal);
+    expect(router.get('new')).toBeUndefined();
+    expect(router.stats().streams).toEqual({ waiting: 0, active: 0, done: 0 });
+  });
+});
