@@ -190,3 +190,58 @@ export function expectSeenInOrder(
   expect(unknownTokens, `progress under ${JSON.stringify(token)} reported as unknown`).toEqual([]);
   expect(seen).toEqual(expected);
 }
+
+/** The 2025-revision initialize a raw client sends (SDK 1.x sends the same fields). */
+export const RAW_INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 0,
+  method: 'initialize',
+  params: {
+    protocolVersion: '2025-06-18',
+    capabilities: {},
+    clientInfo: { name: 'raw', version: '0' },
+  },
+} as const;
+
+/** What a Streamable HTTP client sends with every POST. */
+export const MCP_POST_HEADERS = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+} as const;
+
+/** One JSON-RPC message POSTed to a Streamable HTTP endpoint, as raw fetch. */
+export function postMcp(
+  url: URL | string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+): Promise<Response> {
+  return fetch(url, {
+    method: 'POST',
+    headers: { ...MCP_POST_HEADERS, ...headers },
+    body: JSON.stringify(body),
+    ...(signal === undefined ? {} : { signal }),
+  });
+}
+
+/**
+ * Opens a 2025-revision session by hand (initialize, then initialized); returns `headers` with
+ * the session's id and revision added, for the requests of that session.
+ */
+export async function openRawSession(
+  url: URL | string,
+  headers: Record<string, string> = {},
+): Promise<Record<string, string>> {
+  const init = await postMcp(url, RAW_INITIALIZE, headers);
+  const session = init.headers.get('mcp-session-id') ?? '';
+  await init.text();
+  const inSession = {
+    ...headers,
+    'mcp-session-id': session,
+    'mcp-protocol-version': RAW_INITIALIZE.params.protocolVersion,
+  };
+  await (
+    await postMcp(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, inSession)
+  ).text();
+  return inSession;
+}
