@@ -1,5 +1,5 @@
 /** The real binary, run as a user would: exit codes, messages, files and modes. */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import {
   chownSync,
   lstatSync,
@@ -19,10 +19,14 @@ import {
   BIN,
   cleanupAll,
   collectOutput,
+  endRace,
   eventually,
+  type RacingDaemon,
   ROOT,
   type RunningDaemon,
+  raceDaemons,
   runCli,
+  runSecondDaemon,
   startDaemon,
   tempDir,
   waitForExit,
@@ -442,7 +446,7 @@ describe('the daemon process', () => {
   it('a second daemon on the same socket exits non-zero naming the running pid', async () => {
     const first = await startDaemon();
     running.push(first);
-    const second = await runCli(['daemon', '--runtime-dir', first.runtimeDir, '--port', '0']);
+    const second = await runSecondDaemon(first.runtimeDir);
     expect(second.code).toBe(1);
     expect(second.stderr).toContain(`a daemon (pid ${first.child.pid}`);
     expect(second.stderr).toContain('is already running');
@@ -454,28 +458,12 @@ describe('the daemon process', () => {
     // A race: a round may miss the window, so several rounds make a regression show.
     for (let round = 0; round < 5; round++) {
       const dir = tempDir();
-      const starts = [0, 1, 2].map(() => {
-        const child = spawn(
-          process.execPath,
-          [BIN, 'daemon', '--runtime-dir', dir, '--port', '0'],
-          { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
-        );
-        const output = collectOutput(child);
-        // Each one either becomes ready or exits.
-        const outcome = new Promise<'ready' | 'exited'>((resolve) => {
-          child.stderr?.on('data', () => {
-            if (output.stderr().includes('ready:')) resolve('ready');
-          });
-          child.once('exit', () => resolve('exited'));
-        });
-        return { child, output, outcome };
-      });
+      const race = await raceDaemons(dir, [undefined, undefined, undefined]);
       try {
-        const outcomes = await Promise.all(starts.map((s) => s.outcome));
-        const winners = starts.filter((_, i) => outcomes[i] === 'ready');
-        expect(winners.length, starts.map((s) => s.output.stderr()).join('\n')).toBe(1);
-        const winner = winners[0] as (typeof starts)[number];
-        for (const loser of starts.filter((s) => s !== winner)) {
+        const everyStderr = race.all.map((r) => r.output.stderr()).join('\n');
+        expect(race.ready.length, everyStderr).toBe(1);
+        const winner = race.ready[0] as RacingDaemon;
+        for (const loser of race.exited) {
           expect(await waitForExit(loser.child)).toBe(1);
           expect(loser.output.stderr()).not.toContain('internal error');
           expect(loser.output.stderr()).toContain(`a daemon (pid ${winner.child.pid}`);
@@ -488,7 +476,7 @@ describe('the daemon process', () => {
         winner.child.kill('SIGTERM');
         expect(await waitForExit(winner.child)).toBe(0);
       } finally {
-        for (const { child } of starts) killIfRunning(child);
+        await endRace(race.all);
       }
     }
   }, 150_000); // five rounds of three process starts, on a loaded machine
@@ -503,28 +491,6 @@ describe('the daemon process', () => {
     expect(result.stderr).not.toContain('internal error');
     // No live socket, and no temporary file holding the secret, is left behind.
     expect(readdirSync(dir)).toEqual(['daemon.json']);
-  });
-
-  it("a second daemon with the same runtime dir but another socket leaves the first one's daemon.json alone", async () => {
-    const first = await startDaemon();
-    running.push(first);
-    const infoPath = join(first.runtimeDir, 'daemon.json');
-    const before = readFileSync(infoPath, 'utf8');
-    const other = join(tempDir(), 'other.sock');
-    const second = await runCli([
-      'daemon',
-      '--runtime-dir',
-      first.runtimeDir,
-      '--socket',
-      other,
-      '--port',
-      '0',
-    ]);
-    expect(second.code).toBe(1);
-    expect(second.stderr).toContain(`a daemon (pid ${first.child.pid}`);
-    expect(second.stderr).toContain('is already running');
-    expect(readFileSync(infoPath, 'utf8')).toBe(before);
-    expect(() => statSync(other)).toThrow();
   });
 
   it("on stop a daemon leaves a newer daemon's socket and daemon.json in place", async () => {
@@ -849,10 +815,6 @@ describe('the secret never reaches a log', () => {
     expect(lines.filter((line) => line.includes(secret))).toEqual([]);
   });
 });
-
-function killIfRunning(child: ChildProcess): void {
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-}
 
 describe('mcp-progress mcp started by hand', () => {
   it('in a terminal, says once on stderr that it is an MCP server on stdio; under a host, says nothing', async () => {

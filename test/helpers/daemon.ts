@@ -144,3 +144,60 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/** `mcp-progress daemon` run to its end on `runtimeDir` (and `socket`), as a second daemon is. */
+export function runSecondDaemon(runtimeDir: string, socket?: string): Promise<CliResult> {
+  const socketArgs = socket === undefined ? [] : ['--socket', socket];
+  return runCli(['daemon', '--runtime-dir', runtimeDir, ...socketArgs, '--port', '0']);
+}
+
+export interface RacingDaemon {
+  readonly child: ChildProcess;
+  readonly output: Output;
+  readonly socket: string | undefined;
+}
+
+/**
+ * Starts one daemon per entry of `sockets` at once on one runtime dir (an entry's own --socket,
+ * or the dir's default), and waits until each is ready or has exited.
+ */
+export async function raceDaemons(
+  runtimeDir: string,
+  sockets: ReadonlyArray<string | undefined>,
+): Promise<{ all: RacingDaemon[]; ready: RacingDaemon[]; exited: RacingDaemon[] }> {
+  const all = sockets.map((socket): RacingDaemon => {
+    const socketArgs = socket === undefined ? [] : ['--socket', socket];
+    const child = spawn(
+      process.execPath,
+      [BIN, 'daemon', '--runtime-dir', runtimeDir, '--port', '0', ...socketArgs],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    );
+    cleanups.push(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    return { child, output: collectOutput(child), socket };
+  });
+  const outcomes = await Promise.all(
+    all.map(
+      ({ child, output }) =>
+        new Promise<'ready' | 'exited'>((resolveOutcome) => {
+          child.stderr?.on('data', () => {
+            if (output.stderr().includes('ready:')) resolveOutcome('ready');
+          });
+          child.once('exit', () => resolveOutcome('exited'));
+        }),
+    ),
+  );
+  return {
+    all,
+    ready: all.filter((_, i) => outcomes[i] === 'ready'),
+    exited: all.filter((_, i) => outcomes[i] === 'exited'),
+  };
+}
+
+/** Ends every racer still running (SIGTERM) and waits for all of them. */
+export async function endRace(racers: readonly RacingDaemon[]): Promise<void> {
+  for (const { child } of racers)
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  await Promise.all(racers.map(({ child }) => waitForExit(child)));
+}
