@@ -22,7 +22,14 @@ export interface TappedClient {
   close(): Promise<void>;
 }
 
-async function tapped(transport: Transport, stderr: () => string): Promise<TappedClient> {
+/**
+ * Connects an SDK 1.x client over `transport` and keeps, from then on, every message it receives
+ * (each also shown to `observe`, before the client handles it) and every error it reports.
+ */
+export async function connectWithTap(
+  transport: Transport,
+  observe?: (message: JSONRPCMessage) => void,
+): Promise<{ client: Client; received: JSONRPCMessage[]; errors: Error[] }> {
   const client = new Client({ name: 'mcp-progress-test', version: '0.0.0' });
   const received: JSONRPCMessage[] = [];
   const errors: Error[] = [];
@@ -31,8 +38,14 @@ async function tapped(transport: Transport, stderr: () => string): Promise<Tappe
   const deliver = transport.onmessage;
   transport.onmessage = (message, extra) => {
     received.push(message);
+    observe?.(message);
     deliver?.(message, extra);
   };
+  return { client, received, errors };
+}
+
+async function tapped(transport: Transport, stderr: () => string): Promise<TappedClient> {
+  const { client, received, errors } = await connectWithTap(transport);
   return { client, received, errors, stderr, close: () => client.close() };
 }
 
