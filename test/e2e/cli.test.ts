@@ -21,6 +21,8 @@ import {
   collectOutput,
   endRace,
   eventually,
+  expectDaemonRefuses,
+  publishAccepted,
   type RacingDaemon,
   ROOT,
   type RunningDaemon,
@@ -558,24 +560,8 @@ describe('the daemon process', () => {
     const daemon = await startDaemon(['--min-interval-ms', '60000']);
     const gateway = await connectGateway(daemon.info);
     await gateway.request('progress/subscribe', { progressToken: 'flush' });
-    await runCli([
-      'publish',
-      '--socket',
-      daemon.info.socket,
-      '--token',
-      'flush',
-      '--progress',
-      '1',
-    ]);
-    await runCli([
-      'publish',
-      '--socket',
-      daemon.info.socket,
-      '--token',
-      'flush',
-      '--progress',
-      '2',
-    ]);
+    await publishAccepted(['--socket', daemon.info.socket], '--token', 'flush', '--progress', '1');
+    await publishAccepted(['--socket', daemon.info.socket], '--token', 'flush', '--progress', '2');
     await gateway.waitFor(1);
     const closed = new Promise<number>((resolve) =>
       gateway.ws.once('close', (code) => resolve(code)),
@@ -586,24 +572,13 @@ describe('the daemon process', () => {
   });
 
   it('checks options up front and names the bad one', async () => {
-    const port = await runCli(['daemon', '--runtime-dir', tempDir(), '--port', 'abc']);
-    expect(port.code).toBe(2);
-    expect(port.stderr).toContain('--port: expected a finite number');
+    await expectDaemonRefuses(['--port', 'abc'], '--port: expected a finite number');
     // Out of range is a wrong command line too: exit 2, as for every bad flag value.
-    const range = await runCli(['daemon', '--runtime-dir', tempDir(), '--port', '70000']);
-    expect(range.code).toBe(2);
-    expect(range.stderr).toContain('option --port: expected an integer from 0 to 65535, got 70000');
-    const remote = await runCli([
-      'daemon',
-      '--runtime-dir',
-      tempDir(),
-      '--host',
-      '0.0.0.0',
-      '--port',
-      '0',
-    ]);
-    expect(remote.code).toBe(2);
-    expect(remote.stderr).toContain('--allow-remote');
+    await expectDaemonRefuses(
+      ['--port', '70000'],
+      'option --port: expected an integer from 0 to 65535, got 70000',
+    );
+    await expectDaemonRefuses(['--host', '0.0.0.0', '--port', '0'], '--allow-remote');
   });
 
   it('binding a non-loopback host needs --allow-remote and prints a warning', async () => {

@@ -11,6 +11,7 @@ import { readDaemonInfo } from '../../src/shared/locate.js';
 import {
   cleanupAll,
   eventually,
+  publishAccepted,
   runCli,
   startDaemon,
   tempDir,
@@ -66,20 +67,10 @@ describe('mcp-progress mcp over stdio', () => {
       expect(tool.description?.length).toBeGreaterThan(80);
       expect(tool.outputSchema?.type).toBe('object');
     }
-    const published = await runCli([
-      'publish',
-      '--runtime-dir',
-      runtimeDir,
-      '--token-json',
-      '7',
-      '--progress',
-      '3',
-      '--total',
-      '10',
-      '--message',
-      'three',
-    ]);
-    expect(published).toMatchObject({ code: 0, stderr: '' });
+    await publishAccepted(
+      ['--runtime-dir', runtimeDir],
+      ...['--token-json', '7', '--progress', '3', '--total', '10', '--message', 'three'],
+    );
     const got = await mcp.client.callTool({
       name: 'get_progress',
       arguments: { progressToken: 7 },
@@ -181,16 +172,13 @@ describe('mcp-progress mcp over stdio', () => {
     expect(JSON.parse(readFileSync(join(runtimeDir, 'daemon.json'), 'utf8')).pid).toBe(
       b.transport.pid,
     );
-    const published = await runCli([
-      'publish',
-      '--runtime-dir',
-      runtimeDir,
+    await publishAccepted(
+      ['--runtime-dir', runtimeDir],
       '--token',
       'after-takeover',
       '--progress',
       '2',
-    ]);
-    expect(published).toMatchObject({ code: 0, stderr: '' });
+    );
     const got = await b.client.callTool({
       name: 'get_progress',
       arguments: { progressToken: 'after-takeover' },

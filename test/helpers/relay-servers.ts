@@ -32,6 +32,14 @@ export interface HostedServer {
 }
 
 const DESCRIPTION = 'Renders a few frames in a worker process.';
+/** The render tool's arguments, for both SDKs (1.x takes the shape, 2.x the object). */
+const RENDER_INPUT = { steps: z.int().min(1), waitCancel: z.boolean().optional() };
+const textResult = (text: string) => ({ content: [{ type: 'text' as const, text }] });
+/** A transport of each SDK keyed by a fresh session id, reporting it once initialized. */
+const sessionOptions = (onsessioninitialized: (sessionId: string) => void) => ({
+  sessionIdGenerator: () => randomUUID(),
+  onsessioninitialized,
+});
 
 /**
  * One server and transport per MCP session, opened at the session's first request (its
@@ -65,18 +73,10 @@ export function hostV1(render: RenderV1): Promise<HostedServer> {
     const server = new McpServerV1({ name: 'render-server', version: '1.0.0' });
     server.registerTool(
       'render',
-      {
-        description: DESCRIPTION,
-        inputSchema: { steps: z.int().min(1), waitCancel: z.boolean().optional() },
-      },
-      async (args, extra) => ({
-        content: [{ type: 'text' as const, text: await render(args, extra) }],
-      }),
+      { description: DESCRIPTION, inputSchema: RENDER_INPUT },
+      async (args, extra) => textResult(await render(args, extra)),
     );
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized,
-    });
+    const transport = new StreamableHTTPServerTransport(sessionOptions(onsessioninitialized));
     await server.connect(transport);
     return { transport, close: () => server.close() };
   });
@@ -94,18 +94,12 @@ export function hostV2(render: RenderV2): Promise<HostedServer> {
     const server = new McpServerV2({ name: 'render-server', version: '2.0.0' });
     server.registerTool(
       'render',
-      {
-        description: DESCRIPTION,
-        inputSchema: z.object({ steps: z.int().min(1), waitCancel: z.boolean().optional() }),
-      },
-      async (args, ctx) => ({
-        content: [{ type: 'text' as const, text: await render(args, ctx) }],
-      }),
+      { description: DESCRIPTION, inputSchema: z.object(RENDER_INPUT) },
+      async (args, ctx) => textResult(await render(args, ctx)),
     );
-    const transport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized,
-    });
+    const transport = new WebStandardStreamableHTTPServerTransport(
+      sessionOptions(onsessioninitialized),
+    );
     await server.connect(transport);
     return { transport, close: () => server.close() };
   });
