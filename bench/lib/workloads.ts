@@ -143,6 +143,10 @@ export interface ThroughputResult {
 
 export interface LatencyResult {
   offeredPerSecond: number;
+  /** Frames the publisher sent, warm-up included, and the frames the session received. */
+  sent: number;
+  delivered: number;
+  /** Latency samples: the frames received after the warm-up. */
   count: number;
   p50Ms: number;
   p99Ms: number;
@@ -397,6 +401,8 @@ export function runLatency(
       };
       return {
         offeredPerSecond: ratePerSecond,
+        sent: sent.sent,
+        delivered: result.sessions.reduce((sum, session) => sum + session.count, 0),
         ...latency,
         serverCpu: serverCpu ?? Number.NaN,
         loadCpu: { publisher: publisherCpu ?? Number.NaN, subscriber: subscriberCpu ?? Number.NaN },

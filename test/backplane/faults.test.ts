@@ -12,9 +12,9 @@ import {
   cleanupAll,
   collectOutput,
   eventually,
+  expectDaemonRefuses,
   ROOT,
   type RunningDaemon,
-  runCli,
   startDaemon,
   tempDir,
   waitForExit,
@@ -515,28 +515,14 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
   );
 
   it('--nats-creds and --nats-ca must name readable files; a creds file is handed to the NATS client', async () => {
-    const missing = await runCli([
-      'daemon',
-      '--runtime-dir',
-      tempDir(),
-      '--nats',
-      'nats://127.0.0.1:1',
-      '--nats-creds',
-      '/nonexistent/user.creds',
-    ]);
-    expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain('option --nats-creds: expected a readable file');
-    const noCa = await runCli([
-      'daemon',
-      '--runtime-dir',
-      tempDir(),
-      '--nats',
-      'tls://127.0.0.1:1',
-      '--nats-ca',
-      '/nonexistent/ca.pem',
-    ]);
-    expect(noCa.code).toBe(2);
-    expect(noCa.stderr).toContain('option --nats-ca: expected a readable file');
+    await expectDaemonRefuses(
+      ['--nats', 'nats://127.0.0.1:1', '--nats-creds', '/nonexistent/user.creds'],
+      'option --nats-creds: expected a readable file',
+    );
+    await expectDaemonRefuses(
+      ['--nats', 'tls://127.0.0.1:1', '--nats-ca', '/nonexistent/ca.pem'],
+      'option --nats-ca: expected a readable file',
+    );
     // A creds file the client cannot read as one is its error, said in the warning.
     const server = await nats();
     const creds = join(tempDir(), 'broken.creds');

@@ -1,8 +1,11 @@
-/** The "already running" refusals read exactly as docs/PROTOCOL.md section 1 quotes them. */
-import { readFileSync } from 'node:fs';
+/**
+ * A second daemon is refused, in the words docs/PROTOCOL.md section 1 quotes, and leaves the
+ * first one's files alone. (cli.test.ts: the same runtime dir and socket, and the start race.)
+ */
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cleanupAll, ROOT, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
+import { cleanupAll, ROOT, runSecondDaemon, startDaemon, tempDir } from '../helpers/daemon.js';
 
 /** The doc's text with line breaks and indentation collapsed, as a reader sees it rendered. */
 const doc = readFileSync(join(ROOT, 'docs/PROTOCOL.md'), 'utf8').replace(/\s+/g, ' ');
@@ -22,15 +25,7 @@ describe('a second daemon', () => {
   it('on the same socket from another runtime dir, and in the same runtime dir, says what the doc says', async () => {
     const first = await startDaemon();
     const values = { P: String(first.info.pid), V: first.info.version };
-    const same = await runCli([
-      'daemon',
-      '--runtime-dir',
-      tempDir(),
-      '--socket',
-      first.info.socket,
-      '--port',
-      '0',
-    ]);
+    const same = await runSecondDaemon(tempDir(), first.info.socket);
     expect(same.code).toBe(1);
     expect(same.stderr).toContain(
       documented(
@@ -38,16 +33,10 @@ describe('a second daemon', () => {
         { ...values, PATH: first.info.socket },
       ),
     );
+    const infoPath = join(first.runtimeDir, 'daemon.json');
+    const before = readFileSync(infoPath, 'utf8');
     const other = join(tempDir(), 'other.sock');
-    const elsewhere = await runCli([
-      'daemon',
-      '--runtime-dir',
-      first.runtimeDir,
-      '--socket',
-      other,
-      '--port',
-      '0',
-    ]);
+    const elsewhere = await runSecondDaemon(first.runtimeDir, other);
     expect(elsewhere.code).toBe(1);
     expect(elsewhere.stderr).toContain(
       documented(
@@ -55,6 +44,10 @@ describe('a second daemon', () => {
         { ...values, DIR: first.runtimeDir, PATH: first.info.socket },
       ),
     );
+    // It leaves the first one's daemon.json alone, and binds no socket of its own.
+    expect(readFileSync(infoPath, 'utf8')).toBe(before);
+    expect(() => statSync(other)).toThrow();
+    for (const refused of [same, elsewhere]) expect(refused.stderr).not.toContain('internal error');
     expect(await first.stop()).toBe(0);
   });
 });

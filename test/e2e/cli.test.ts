@@ -1,5 +1,5 @@
 /** The real binary, run as a user would: exit codes, messages, files and modes. */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import {
   chownSync,
   lstatSync,
@@ -19,15 +19,22 @@ import {
   BIN,
   cleanupAll,
   collectOutput,
+  endRace,
   eventually,
+  expectDaemonRefuses,
+  publishAccepted,
+  type RacingDaemon,
   ROOT,
   type RunningDaemon,
+  raceDaemons,
   runCli,
+  runSecondDaemon,
   startDaemon,
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
+import { connectHttp } from '../helpers/mcp.js';
 import { rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
@@ -441,7 +448,7 @@ describe('the daemon process', () => {
   it('a second daemon on the same socket exits non-zero naming the running pid', async () => {
     const first = await startDaemon();
     running.push(first);
-    const second = await runCli(['daemon', '--runtime-dir', first.runtimeDir, '--port', '0']);
+    const second = await runSecondDaemon(first.runtimeDir);
     expect(second.code).toBe(1);
     expect(second.stderr).toContain(`a daemon (pid ${first.child.pid}`);
     expect(second.stderr).toContain('is already running');
@@ -453,28 +460,12 @@ describe('the daemon process', () => {
     // A race: a round may miss the window, so several rounds make a regression show.
     for (let round = 0; round < 5; round++) {
       const dir = tempDir();
-      const starts = [0, 1, 2].map(() => {
-        const child = spawn(
-          process.execPath,
-          [BIN, 'daemon', '--runtime-dir', dir, '--port', '0'],
-          { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
-        );
-        const output = collectOutput(child);
-        // Each one either becomes ready or exits.
-        const outcome = new Promise<'ready' | 'exited'>((resolve) => {
-          child.stderr?.on('data', () => {
-            if (output.stderr().includes('ready:')) resolve('ready');
-          });
-          child.once('exit', () => resolve('exited'));
-        });
-        return { child, output, outcome };
-      });
+      const race = await raceDaemons(dir, [undefined, undefined, undefined]);
       try {
-        const outcomes = await Promise.all(starts.map((s) => s.outcome));
-        const winners = starts.filter((_, i) => outcomes[i] === 'ready');
-        expect(winners.length, starts.map((s) => s.output.stderr()).join('\n')).toBe(1);
-        const winner = winners[0] as (typeof starts)[number];
-        for (const loser of starts.filter((s) => s !== winner)) {
+        const everyStderr = race.all.map((r) => r.output.stderr()).join('\n');
+        expect(race.ready.length, everyStderr).toBe(1);
+        const winner = race.ready[0] as RacingDaemon;
+        for (const loser of race.exited) {
           expect(await waitForExit(loser.child)).toBe(1);
           expect(loser.output.stderr()).not.toContain('internal error');
           expect(loser.output.stderr()).toContain(`a daemon (pid ${winner.child.pid}`);
@@ -487,7 +478,7 @@ describe('the daemon process', () => {
         winner.child.kill('SIGTERM');
         expect(await waitForExit(winner.child)).toBe(0);
       } finally {
-        for (const { child } of starts) killIfRunning(child);
+        await endRace(race.all);
       }
     }
   }, 150_000); // five rounds of three process starts, on a loaded machine
@@ -502,28 +493,6 @@ describe('the daemon process', () => {
     expect(result.stderr).not.toContain('internal error');
     // No live socket, and no temporary file holding the secret, is left behind.
     expect(readdirSync(dir)).toEqual(['daemon.json']);
-  });
-
-  it("a second daemon with the same runtime dir but another socket leaves the first one's daemon.json alone", async () => {
-    const first = await startDaemon();
-    running.push(first);
-    const infoPath = join(first.runtimeDir, 'daemon.json');
-    const before = readFileSync(infoPath, 'utf8');
-    const other = join(tempDir(), 'other.sock');
-    const second = await runCli([
-      'daemon',
-      '--runtime-dir',
-      first.runtimeDir,
-      '--socket',
-      other,
-      '--port',
-      '0',
-    ]);
-    expect(second.code).toBe(1);
-    expect(second.stderr).toContain(`a daemon (pid ${first.child.pid}`);
-    expect(second.stderr).toContain('is already running');
-    expect(readFileSync(infoPath, 'utf8')).toBe(before);
-    expect(() => statSync(other)).toThrow();
   });
 
   it("on stop a daemon leaves a newer daemon's socket and daemon.json in place", async () => {
@@ -591,24 +560,8 @@ describe('the daemon process', () => {
     const daemon = await startDaemon(['--min-interval-ms', '60000']);
     const gateway = await connectGateway(daemon.info);
     await gateway.request('progress/subscribe', { progressToken: 'flush' });
-    await runCli([
-      'publish',
-      '--socket',
-      daemon.info.socket,
-      '--token',
-      'flush',
-      '--progress',
-      '1',
-    ]);
-    await runCli([
-      'publish',
-      '--socket',
-      daemon.info.socket,
-      '--token',
-      'flush',
-      '--progress',
-      '2',
-    ]);
+    await publishAccepted(['--socket', daemon.info.socket], '--token', 'flush', '--progress', '1');
+    await publishAccepted(['--socket', daemon.info.socket], '--token', 'flush', '--progress', '2');
     await gateway.waitFor(1);
     const closed = new Promise<number>((resolve) =>
       gateway.ws.once('close', (code) => resolve(code)),
@@ -619,24 +572,13 @@ describe('the daemon process', () => {
   });
 
   it('checks options up front and names the bad one', async () => {
-    const port = await runCli(['daemon', '--runtime-dir', tempDir(), '--port', 'abc']);
-    expect(port.code).toBe(2);
-    expect(port.stderr).toContain('--port: expected a finite number');
+    await expectDaemonRefuses(['--port', 'abc'], '--port: expected a finite number');
     // Out of range is a wrong command line too: exit 2, as for every bad flag value.
-    const range = await runCli(['daemon', '--runtime-dir', tempDir(), '--port', '70000']);
-    expect(range.code).toBe(2);
-    expect(range.stderr).toContain('option --port: expected an integer from 0 to 65535, got 70000');
-    const remote = await runCli([
-      'daemon',
-      '--runtime-dir',
-      tempDir(),
-      '--host',
-      '0.0.0.0',
-      '--port',
-      '0',
-    ]);
-    expect(remote.code).toBe(2);
-    expect(remote.stderr).toContain('--allow-remote');
+    await expectDaemonRefuses(
+      ['--port', '70000'],
+      'option --port: expected an integer from 0 to 65535, got 70000',
+    );
+    await expectDaemonRefuses(['--host', '0.0.0.0', '--port', '0'], '--allow-remote');
   });
 
   it('binding a non-loopback host needs --allow-remote and prints a warning', async () => {
@@ -669,34 +611,35 @@ describe('the daemon process', () => {
   });
 });
 
+/** A WebSocket upgrade: "open" when the daemon took it, else its refusal (status and body). */
+function attempt(
+  url: string,
+  headers: Record<string, string>,
+  protocols: string[] = ['mcp-progress.v1'],
+) {
+  return new Promise<{ status: number; body: string } | 'open'>((resolve) => {
+    const ws = new WebSocket(url, protocols, { headers });
+    ws.once('open', () => {
+      ws.close();
+      resolve('open');
+    });
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (t: string) => {
+        body += t;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    ws.once('error', () => {});
+  });
+}
+
 describe('the WebSocket gateway refuses what it must', () => {
   let daemon: RunningDaemon;
   beforeAll(async () => {
     daemon = await startDaemon(['--allow-origin', 'http://localhost:5173']);
   });
   afterAll(() => daemon.stop());
-
-  function attempt(
-    url: string,
-    headers: Record<string, string>,
-    protocols: string[] = ['mcp-progress.v1'],
-  ) {
-    return new Promise<{ status: number; body: string } | 'open'>((resolve) => {
-      const ws = new WebSocket(url, protocols, { headers });
-      ws.once('open', () => {
-        ws.close();
-        resolve('open');
-      });
-      ws.once('unexpected-response', (_req, res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (t: string) => {
-          body += t;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      });
-      ws.once('error', () => {});
-    });
-  }
 
   it('without the secret: 401', async () => {
     const result = await attempt(daemon.info.url, {});
@@ -742,10 +685,6 @@ describe('the WebSocket gateway refuses what it must', () => {
         origin: 'http://localhost:5173',
       }),
     ).toBe('open');
-  });
-
-  it('never logs the secret', () => {
-    expect(daemon.stderr()).not.toContain(daemon.info.secret);
   });
 
   it('answers bad JSON-RPC with stable codes, and one session never affects another', async () => {
@@ -797,9 +736,60 @@ describe('the WebSocket gateway refuses what it must', () => {
   });
 });
 
-function killIfRunning(child: ChildProcess): void {
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-}
+describe('the secret never reaches a log', () => {
+  it('sent through every surface that sees it, at every log level, it is in no log line', async () => {
+    // Debug logs every level's lines; its own debug lines below show this daemon logged at debug.
+    const daemon = await startDaemon(['--log-level', 'debug']);
+    const { url, secret } = daemon.info;
+    const http = url.replace(/^ws:/, 'http:').replace(/\/ws$/, '');
+    const bearer = { authorization: `Bearer ${secret}` };
+    const query = `access_token=${secret}`;
+    // The WebSocket upgrade: taken, and refused after the secret was read (origin, subprotocol, path).
+    expect(await attempt(`${url}?${query}`, {})).toBe('open');
+    expect(await attempt(url, bearer)).toBe('open');
+    expect(await attempt(`${url}?${query}`, { origin: 'https://evil.example' })).toMatchObject({
+      status: 403,
+    });
+    expect(await attempt(`${url}?${query}`, {}, [])).toMatchObject({ status: 400 });
+    expect(await attempt(`${http}/elsewhere?${query}`, bearer)).toMatchObject({ status: 404 });
+    const session = await connectGateway(daemon.info);
+    await session.request('progress/subscribe', { progressToken: 'x' });
+    await session.close();
+    // Plain HTTP, /metrics and /mcp, with the secret in the query and in the header.
+    for (const [path, status] of [
+      ['/ws', 426],
+      ['/', 200],
+      ['/elsewhere', 404],
+      ['/metrics', 200],
+    ] as const) {
+      expect((await fetch(`${http}${path}?${query}`)).status, path).toBe(status);
+      expect((await fetch(`${http}${path}`, { headers: bearer })).status, path).toBe(status);
+    }
+    const notJson = await fetch(`${http}/mcp?${query}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: '{"jsonrpc": "2.0", "id": 0,',
+    });
+    expect(notJson.status).toBe(400);
+    const mcp = await connectHttp(daemon.info);
+    expect(
+      (await mcp.client.callTool({ name: 'list_progress', arguments: {} })).isError,
+    ).toBeFalsy();
+    await mcp.close();
+    expect(await daemon.stop()).toBe(0);
+    await eventually(() => (daemon.stderr().includes('stopped') ? true : undefined));
+    const lines = daemon.stderr().split('\n');
+    for (const seen of ['debug: websocket session', 'debug: MCP session', 'info: stopped'])
+      expect(
+        lines.some((line) => line.includes(seen)),
+        seen,
+      ).toBe(true);
+    expect(lines.filter((line) => line.includes(secret))).toEqual([]);
+  });
+});
 
 describe('mcp-progress mcp started by hand', () => {
   it('in a terminal, says once on stderr that it is an MCP server on stdio; under a host, says nothing', async () => {

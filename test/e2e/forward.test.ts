@@ -6,7 +6,7 @@
  * test waits for the acks and the results it expects.
  */
 import { randomUUID } from 'node:crypto';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -17,7 +17,12 @@ import type { FastMcpToolContext } from '../../src/mcp/relay.js';
 import type { ProgressToken } from '../../src/protocol/frames.js';
 import { BIN, eventually } from '../helpers/daemon.js';
 import { daemonForFile } from '../helpers/file-daemon.js';
-import { progressParams, responseIndex, waitForSubscribers } from '../helpers/mcp.js';
+import {
+  connectWithTap,
+  progressParams,
+  responseIndex,
+  waitForSubscribers,
+} from '../helpers/mcp.js';
 import { type HostedServer, hostV1 } from '../helpers/relay-servers.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 
@@ -54,18 +59,10 @@ interface Probe {
  * as supergateway's stdio->WebSocket does, so the server never sees one.
  */
 async function probe(transport: Transport, rewritePingReplies: boolean): Promise<Probe> {
-  const client = new Client({ name: 'forward-test', version: '0.0.0' });
-  const received: JSONRPCMessage[] = [];
   const pings: Array<string | number> = [];
-  const errors: Error[] = [];
-  client.onerror = (error) => errors.push(error);
-  await client.connect(transport);
-  const deliver = transport.onmessage;
-  transport.onmessage = (message, extra) => {
-    received.push(message);
+  const { client, received, errors } = await connectWithTap(transport, (message) => {
     if ('method' in message && message.method === 'ping' && 'id' in message) pings.push(message.id);
-    deliver?.(message, extra);
-  };
+  });
   const send = transport.send.bind(transport);
   transport.send = (message, options) => {
     if (rewritePingReplies && 'result' in message && pings.includes(message.id))

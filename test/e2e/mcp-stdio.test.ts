@@ -1,6 +1,7 @@
 /**
  * `mcp-progress mcp` as a host runs it: an SDK Client spawns the real binary
- * over stdio; separate worker processes publish to the daemon.
+ * over stdio; separate worker processes publish to the daemon. The watch scenario, for every
+ * client and transport, is in mcp-transports.test.ts.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Socket } from 'node:net';
@@ -10,19 +11,13 @@ import { readDaemonInfo } from '../../src/shared/locate.js';
 import {
   cleanupAll,
   eventually,
+  publishAccepted,
   runCli,
   startDaemon,
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import {
-  connectStdio,
-  expectSeenInOrder,
-  progressParams,
-  publishWhenWatched,
-  responseIndex,
-  textOf,
-} from '../helpers/mcp.js';
+import { connectStdio, textOf } from '../helpers/mcp.js';
 
 afterAll(() => cleanupAll());
 
@@ -36,52 +31,6 @@ describe('mcp-progress mcp over stdio', () => {
       expect(help.stdout).toContain(tool);
     const top = await runCli(['--help']);
     expect(top.stdout).toContain('  mcp ');
-  });
-
-  it('watch_progress streams every update under the caller token, then the result, then nothing', async () => {
-    const daemon = await startDaemon();
-    const mcp = await connectStdio(['--runtime-dir', daemon.runtimeDir]);
-    const token = 'render-stdio';
-    const seen: number[] = [];
-    const call = mcp.client.callTool(
-      { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
-      undefined,
-      { onprogress: (p) => seen.push(p.progress) },
-    );
-    await publishWhenWatched(daemon.info, token, 5);
-    const result = await call;
-    expect(result.isError).toBeFalsy();
-    expect(result.structuredContent).toMatchObject({
-      progressToken: token,
-      state: 'done',
-      status: 'ok',
-      timedOut: false,
-      progress: 5,
-      total: 5,
-      updates: 5,
-    });
-    // One more round trip: anything sent after the result would arrive before its answer.
-    await mcp.client.callTool({ name: 'list_progress', arguments: {} });
-    const request = mcp.received.findIndex((m) => 'id' in m && 'result' in m);
-    const callId = (mcp.received[request] as { id: number }).id;
-    const resultAt = responseIndex(mcp.received, callId);
-    const progress = progressParams(mcp.received);
-    // Verbatim, in order, under the SDK's own token for this request (its request id).
-    expect(progress).toEqual(
-      [1, 2, 3, 4, 5].map((n) => ({
-        progressToken: callId,
-        progress: n,
-        total: 5,
-        message: `step ${n}`,
-      })),
-    );
-    const lastProgressAt = mcp.received.findLastIndex(
-      (m) => 'method' in m && m.method === 'notifications/progress',
-    );
-    expect(lastProgressAt).toBeLessThan(resultAt);
-    expectSeenInOrder(mcp, seen, [1, 2, 3, 4, 5], callId);
-    await mcp.close();
-    await daemon.stop();
   });
 
   it('returns the state so far at the timeout, as a result and not an error', async () => {
@@ -118,20 +67,10 @@ describe('mcp-progress mcp over stdio', () => {
       expect(tool.description?.length).toBeGreaterThan(80);
       expect(tool.outputSchema?.type).toBe('object');
     }
-    const published = await runCli([
-      'publish',
-      '--runtime-dir',
-      runtimeDir,
-      '--token-json',
-      '7',
-      '--progress',
-      '3',
-      '--total',
-      '10',
-      '--message',
-      'three',
-    ]);
-    expect(published).toMatchObject({ code: 0, stderr: '' });
+    await publishAccepted(
+      ['--runtime-dir', runtimeDir],
+      ...['--token-json', '7', '--progress', '3', '--total', '10', '--message', 'three'],
+    );
     const got = await mcp.client.callTool({
       name: 'get_progress',
       arguments: { progressToken: 7 },
@@ -233,16 +172,13 @@ describe('mcp-progress mcp over stdio', () => {
     expect(JSON.parse(readFileSync(join(runtimeDir, 'daemon.json'), 'utf8')).pid).toBe(
       b.transport.pid,
     );
-    const published = await runCli([
-      'publish',
-      '--runtime-dir',
-      runtimeDir,
+    await publishAccepted(
+      ['--runtime-dir', runtimeDir],
       '--token',
       'after-takeover',
       '--progress',
       '2',
-    ]);
-    expect(published).toMatchObject({ code: 0, stderr: '' });
+    );
     const got = await b.client.callTool({
       name: 'get_progress',
       arguments: { progressToken: 'after-takeover' },

@@ -5,8 +5,6 @@
  * relay's pre-result ping is refused by the SDK, and the relay must still
  * forward every value, settle `done` and let the result go out.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
@@ -14,12 +12,17 @@ import { relayProgress } from '../../src/mcp/index.js';
 import { daemonForFile } from '../helpers/file-daemon.js';
 import { runWorker } from '../helpers/mcp.js';
 import { connectUrlV2, NEWEST_REVISION } from '../helpers/mcp-v2.js';
-import { sendWebResponse, webRequest } from '../helpers/relay-servers.js';
+import {
+  type HostedServer,
+  sendWebResponse,
+  serveOnLoopback,
+  webRequest,
+} from '../helpers/relay-servers.js';
 
 const daemon = daemonForFile();
 
 /** A 2.x server whose one tool runs a worker under relayProgress, on a loopback port. */
-async function hostModern(): Promise<{ url: URL; close(): Promise<void> }> {
+async function hostModern(): Promise<HostedServer> {
   const handler = createMcpHandler(() => {
     const server = new McpServer({ name: 'render-server', version: '2.0.0' });
     server.registerTool(
@@ -40,24 +43,12 @@ async function hostModern(): Promise<{ url: URL; close(): Promise<void> }> {
     );
     return server;
   });
-  const http: Server = createServer((request, response) => {
-    (async () => sendWebResponse(response, await handler.fetch(await webRequest(request))))().catch(
-      (error: Error) => {
-        if (!response.headersSent) response.writeHead(500);
-        response.end(String(error.stack));
-      },
-    );
-  });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  const { port } = http.address() as AddressInfo;
-  return {
-    url: new URL(`http://127.0.0.1:${port}/mcp`),
-    async close() {
-      await handler.close();
-      http.closeAllConnections();
-      await new Promise<void>((resolve) => http.close(() => resolve()));
-    },
-  };
+  return serveOnLoopback(
+    async (request, response) =>
+      sendWebResponse(response, await handler.fetch(await webRequest(request))),
+    () => handler.close(),
+    { standaloneStream: true },
+  );
 }
 
 describe('relayProgress on createMcpHandler for a client on a 2025 revision (no session)', () => {

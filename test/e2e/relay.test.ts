@@ -16,6 +16,8 @@ import { connectGateway } from '../helpers/gateway.js';
 import {
   connectUrl,
   expectSeenInOrder,
+  openRawSession,
+  postMcp,
   progressParams,
   responseIndex,
   runWorker,
@@ -372,46 +374,16 @@ async function staleRuntimeDir(): Promise<string> {
 
 /** initialize, initialized and one tools/call without a token, as raw HTTP; returns the call's body. */
 async function rawToolCall(url: URL): Promise<string> {
-  const headers = {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-  };
-  const init = await fetch(url, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 0,
-      method: 'initialize',
-      params: {
-        protocolVersion: '2025-06-18',
-        capabilities: {},
-        clientInfo: { name: 'raw', version: '0' },
-      },
-    }),
-  });
-  const session = init.headers.get('mcp-session-id') ?? '';
-  await init.text();
-  const withSession = {
-    ...headers,
-    'mcp-session-id': session,
-    'mcp-protocol-version': '2025-06-18',
-  };
-  const initialized = await fetch(url, {
-    method: 'POST',
-    headers: withSession,
-    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
-  });
-  await initialized.text();
-  const call = await fetch(url, {
-    method: 'POST',
-    headers: withSession,
-    body: JSON.stringify({
+  const inSession = await openRawSession(url);
+  const call = await postMcp(
+    url,
+    {
       jsonrpc: '2.0',
       id: 1,
       method: 'tools/call',
       params: { name: 'render', arguments: { steps: 2 } },
-    }),
-  });
+    },
+    inSession,
+  );
   return call.text();
 }

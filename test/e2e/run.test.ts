@@ -2,26 +2,21 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   BIN,
-  cleanupAll,
   collectOutput,
   eventually,
   PATIENT_DAEMON_ARGS,
   ROOT,
-  runCli as runCliWithin,
+  slowProcessTests,
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
 import { useWatchedBridge } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
-afterAll(() => cleanupAll());
-const runCli = (args: string[], env: Record<string, string> = {}) =>
-  runCliWithin(args, env, 120_000);
-// Each test starts several real processes; on a machine shared with other test runs that can take long.
-vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+const runCli = slowProcessTests();
 
 const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
 const { of, progressOf, doneOf } = bridge;

@@ -1,14 +1,13 @@
 /** `mcp-progress tail`: NDJSON and plain lines through pipes, and the live view in a real pseudo-terminal (tmux). */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   BIN,
-  cleanupAll,
   collectOutput,
   eventually,
   PATIENT_DAEMON_ARGS,
   type RunningDaemon,
-  runCli as runCliWithin,
+  slowProcessTests,
   startDaemon,
   tempDir,
   waitForExit,
@@ -16,11 +15,7 @@ import {
 import { connectGateway, type GatewayClient, useWatchedBridge } from '../helpers/gateway.js';
 import { tool } from '../helpers/tools.js';
 
-afterAll(() => cleanupAll());
-const runCli = (args: string[], env: Record<string, string> = {}) =>
-  runCliWithin(args, env, 120_000);
-// Each test starts several real processes; on a machine shared with other test runs that can take long.
-vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+const runCli = slowProcessTests();
 
 const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
 

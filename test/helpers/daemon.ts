@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { afterAll, expect, vi } from 'vitest';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
@@ -146,4 +147,94 @@ export async function eventually<T>(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** `mcp-progress daemon` run to its end on `runtimeDir` (and `socket`), as a second daemon is. */
+export function runSecondDaemon(runtimeDir: string, socket?: string): Promise<CliResult> {
+  const socketArgs = socket === undefined ? [] : ['--socket', socket];
+  return runCli(['daemon', '--runtime-dir', runtimeDir, ...socketArgs, '--port', '0']);
+}
+
+export interface RacingDaemon {
+  readonly child: ChildProcess;
+  readonly output: Output;
+  readonly socket: string | undefined;
+}
+
+/**
+ * Starts one daemon per entry of `sockets` at once on one runtime dir (an entry's own --socket,
+ * or the dir's default), and waits until each is ready or has exited.
+ */
+export async function raceDaemons(
+  runtimeDir: string,
+  sockets: ReadonlyArray<string | undefined>,
+): Promise<{ all: RacingDaemon[]; ready: RacingDaemon[]; exited: RacingDaemon[] }> {
+  const all = sockets.map((socket): RacingDaemon => {
+    const socketArgs = socket === undefined ? [] : ['--socket', socket];
+    const child = spawn(
+      process.execPath,
+      [BIN, 'daemon', '--runtime-dir', runtimeDir, '--port', '0', ...socketArgs],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    );
+    cleanups.push(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    return { child, output: collectOutput(child), socket };
+  });
+  const outcomes = await Promise.all(
+    all.map(
+      ({ child, output }) =>
+        new Promise<'ready' | 'exited'>((resolveOutcome) => {
+          child.stderr?.on('data', () => {
+            if (output.stderr().includes('ready:')) resolveOutcome('ready');
+          });
+          child.once('exit', () => resolveOutcome('exited'));
+        }),
+    ),
+  );
+  return {
+    all,
+    ready: all.filter((_, i) => outcomes[i] === 'ready'),
+    exited: all.filter((_, i) => outcomes[i] === 'exited'),
+  };
+}
+
+/** Ends every racer still running (SIGTERM) and waits for all of them. */
+export async function endRace(racers: readonly RacingDaemon[]): Promise<void> {
+  for (const { child } of racers)
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  await Promise.all(racers.map(({ child }) => waitForExit(child)));
+}
+
+/**
+ * One `mcp-progress publish` with `args` to the daemon `where` names (`--socket PATH` or
+ * `--runtime-dir DIR`), which must take it: exit 0 and nothing on stderr.
+ */
+export async function publishAccepted(where: string[], ...args: string[]): Promise<void> {
+  const result = await runCli(['publish', ...where, ...args]);
+  expect(result, `publish ${args.join(' ')}`).toMatchObject({ code: 0, stderr: '' });
+}
+
+/**
+ * For a file whose tests each start several real processes, slow on a machine shared with other
+ * test runs: long test and hook timeouts, every daemon and temporary dir cleaned up after the
+ * file. Returns a runCli that waits as long.
+ */
+export function slowProcessTests(): (
+  args: string[],
+  env?: Record<string, string>,
+) => Promise<CliResult> {
+  vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
+  afterAll(() => cleanupAll());
+  return (args, env = {}) => runCli(args, env, 120_000);
+}
+
+/**
+ * `mcp-progress daemon` with `args` on a fresh runtime dir must refuse its command line before
+ * starting: exit 2, and a message on stderr containing `says`.
+ */
+export async function expectDaemonRefuses(args: string[], says: string): Promise<void> {
+  const result = await runCli(['daemon', '--runtime-dir', tempDir(), ...args]);
+  expect(result.stderr).toContain(says);
+  expect(result.code, result.stderr).toBe(2);
 }

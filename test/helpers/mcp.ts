@@ -22,7 +22,14 @@ export interface TappedClient {
   close(): Promise<void>;
 }
 
-async function tapped(transport: Transport, stderr: () => string): Promise<TappedClient> {
+/**
+ * Connects an SDK 1.x client over `transport` and keeps, from then on, every message it receives
+ * (each also shown to `observe`, before the client handles it) and every error it reports.
+ */
+export async function connectWithTap(
+  transport: Transport,
+  observe?: (message: JSONRPCMessage) => void,
+): Promise<{ client: Client; received: JSONRPCMessage[]; errors: Error[] }> {
   const client = new Client({ name: 'mcp-progress-test', version: '0.0.0' });
   const received: JSONRPCMessage[] = [];
   const errors: Error[] = [];
@@ -31,8 +38,14 @@ async function tapped(transport: Transport, stderr: () => string): Promise<Tappe
   const deliver = transport.onmessage;
   transport.onmessage = (message, extra) => {
     received.push(message);
+    observe?.(message);
     deliver?.(message, extra);
   };
+  return { client, received, errors };
+}
+
+async function tapped(transport: Transport, stderr: () => string): Promise<TappedClient> {
+  const { client, received, errors } = await connectWithTap(transport);
   return { client, received, errors, stderr, close: () => client.close() };
 }
 
@@ -189,4 +202,59 @@ export function expectSeenInOrder(
     .filter((message) => message.includes('unknown token'));
   expect(unknownTokens, `progress under ${JSON.stringify(token)} reported as unknown`).toEqual([]);
   expect(seen).toEqual(expected);
+}
+
+/** The 2025-revision initialize a raw client sends (SDK 1.x sends the same fields). */
+export const RAW_INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 0,
+  method: 'initialize',
+  params: {
+    protocolVersion: '2025-06-18',
+    capabilities: {},
+    clientInfo: { name: 'raw', version: '0' },
+  },
+} as const;
+
+/** What a Streamable HTTP client sends with every POST. */
+export const MCP_POST_HEADERS = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+} as const;
+
+/** One JSON-RPC message POSTed to a Streamable HTTP endpoint, as raw fetch. */
+export function postMcp(
+  url: URL | string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+): Promise<Response> {
+  return fetch(url, {
+    method: 'POST',
+    headers: { ...MCP_POST_HEADERS, ...headers },
+    body: JSON.stringify(body),
+    ...(signal === undefined ? {} : { signal }),
+  });
+}
+
+/**
+ * Opens a 2025-revision session by hand (initialize, then initialized); returns `headers` with
+ * the session's id and revision added, for the requests of that session.
+ */
+export async function openRawSession(
+  url: URL | string,
+  headers: Record<string, string> = {},
+): Promise<Record<string, string>> {
+  const init = await postMcp(url, RAW_INITIALIZE, headers);
+  const session = init.headers.get('mcp-session-id') ?? '';
+  await init.text();
+  const inSession = {
+    ...headers,
+    'mcp-session-id': session,
+    'mcp-protocol-version': RAW_INITIALIZE.params.protocolVersion,
+  };
+  await (
+    await postMcp(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, inSession)
+  ).text();
+  return inSession;
 }

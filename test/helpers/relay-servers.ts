@@ -32,89 +32,97 @@ export interface HostedServer {
 }
 
 const DESCRIPTION = 'Renders a few frames in a worker process.';
+/** The render tool's arguments, for both SDKs (1.x takes the shape, 2.x the object). */
+const RENDER_INPUT = { steps: z.int().min(1), waitCancel: z.boolean().optional() };
+const textResult = (text: string) => ({ content: [{ type: 'text' as const, text }] });
+/** A transport of each SDK keyed by a fresh session id, reporting it once initialized. */
+const sessionOptions = (onsessioninitialized: (sessionId: string) => void) => ({
+  sessionIdGenerator: () => randomUUID(),
+  onsessioninitialized,
+});
+
+/**
+ * One server and transport per MCP session, opened at the session's first request (its
+ * initialize) and found again by its mcp-session-id.
+ */
+function perSession<Transport>(
+  open: (
+    onsessioninitialized: (sessionId: string) => void,
+  ) => Promise<{ transport: Transport; close(): Promise<void> }>,
+) {
+  const sessions = new Map<string, Transport>();
+  const closers: Array<() => Promise<void>> = [];
+  return {
+    async transportFor(request: IncomingMessage): Promise<Transport> {
+      const id = request.headers['mcp-session-id'];
+      const known = typeof id === 'string' ? sessions.get(id) : undefined;
+      if (known !== undefined) return known;
+      const opened = await open((sessionId) => sessions.set(sessionId, opened.transport));
+      closers.push(opened.close);
+      return opened.transport;
+    },
+    async closeAll(): Promise<void> {
+      await Promise.all(closers.map((close) => close()));
+    },
+  };
+}
 
 /** A server built with @modelcontextprotocol/sdk 1.x: one McpServer per session. */
 export function hostV1(render: RenderV1): Promise<HostedServer> {
-  const sessions = new Map<string, StreamableHTTPServerTransport>();
-  const servers: McpServerV1[] = [];
-  return host(
+  const sessions = perSession(async (onsessioninitialized) => {
+    const server = new McpServerV1({ name: 'render-server', version: '1.0.0' });
+    server.registerTool(
+      'render',
+      { description: DESCRIPTION, inputSchema: RENDER_INPUT },
+      async (args, extra) => textResult(await render(args, extra)),
+    );
+    const transport = new StreamableHTTPServerTransport(sessionOptions(onsessioninitialized));
+    await server.connect(transport);
+    return { transport, close: () => server.close() };
+  });
+  return serveOnLoopback(
     async (request, response) => {
-      const id = request.headers['mcp-session-id'];
-      let transport = typeof id === 'string' ? sessions.get(id) : undefined;
-      if (transport === undefined) {
-        const server = new McpServerV1({ name: 'render-server', version: '1.0.0' });
-        server.registerTool(
-          'render',
-          {
-            description: DESCRIPTION,
-            inputSchema: { steps: z.int().min(1), waitCancel: z.boolean().optional() },
-          },
-          async (args, extra) => ({
-            content: [{ type: 'text' as const, text: await render(args, extra) }],
-          }),
-        );
-        const created = new StreamableHTTPServerTransport({
-          sessionIdGenerator: () => randomUUID(),
-          onsessioninitialized: (sessionId) => {
-            sessions.set(sessionId, created);
-          },
-        });
-        transport = created;
-        servers.push(server);
-        await server.connect(created);
-      }
-      await transport.handleRequest(request, response);
+      await (await sessions.transportFor(request)).handleRequest(request, response);
     },
-    async () => {
-      await Promise.all(servers.map((server) => server.close()));
-    },
+    () => sessions.closeAll(),
   );
 }
 
 /** A server built with the v2 server package (@modelcontextprotocol/server), web-standard transport. */
 export function hostV2(render: RenderV2): Promise<HostedServer> {
-  const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
-  const servers: McpServerV2[] = [];
-  return host(
+  const sessions = perSession(async (onsessioninitialized) => {
+    const server = new McpServerV2({ name: 'render-server', version: '2.0.0' });
+    server.registerTool(
+      'render',
+      { description: DESCRIPTION, inputSchema: z.object(RENDER_INPUT) },
+      async (args, ctx) => textResult(await render(args, ctx)),
+    );
+    const transport = new WebStandardStreamableHTTPServerTransport(
+      sessionOptions(onsessioninitialized),
+    );
+    await server.connect(transport);
+    return { transport, close: () => server.close() };
+  });
+  return serveOnLoopback(
     async (request, response) => {
-      const id = request.headers['mcp-session-id'];
-      let transport = typeof id === 'string' ? sessions.get(id) : undefined;
-      if (transport === undefined) {
-        const server = new McpServerV2({ name: 'render-server', version: '2.0.0' });
-        server.registerTool(
-          'render',
-          {
-            description: DESCRIPTION,
-            inputSchema: z.object({ steps: z.int().min(1), waitCancel: z.boolean().optional() }),
-          },
-          async (args, ctx) => ({
-            content: [{ type: 'text' as const, text: await render(args, ctx) }],
-          }),
-        );
-        const created = new WebStandardStreamableHTTPServerTransport({
-          sessionIdGenerator: () => randomUUID(),
-          onsessioninitialized: (sessionId) => {
-            sessions.set(sessionId, created);
-          },
-        });
-        transport = created;
-        servers.push(server);
-        await server.connect(created);
-      }
+      const transport = await sessions.transportFor(request);
       await sendWebResponse(response, await transport.handleRequest(await webRequest(request)));
     },
-    async () => {
-      await Promise.all(servers.map((server) => server.close()));
-    },
+    () => sessions.closeAll(),
   );
 }
 
-async function host(
+/**
+ * Serves `handle` over HTTP on a loopback port at /mcp; a failed request is answered 500 with
+ * its stack. `close` closes the servers, then the connections, then the port.
+ */
+export async function serveOnLoopback(
   handle: (request: IncomingMessage, response: ServerResponse) => Promise<void>,
   closeServers: () => Promise<void>,
+  { standaloneStream = false } = {},
 ): Promise<HostedServer> {
   const http: Server = createServer((request, response) => {
-    if (request.method === 'GET') {
+    if (request.method === 'GET' && !standaloneStream) {
       // No standalone SSE stream: a notification not sent on its request's own stream is lost,
       // so the tests see only what the relay sent through the request-scoped send.
       response.writeHead(405, { allow: 'POST, DELETE' }).end();

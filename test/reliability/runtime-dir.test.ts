@@ -1,14 +1,12 @@
 /** The daemon's footing on disk: socket paths near the Unix limit, and one owner per runtime dir. */
-import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_SOCKET_PATH_BYTES } from '../../src/daemon/runtime-dir.js';
 import {
-  BIN,
   cleanupAll,
-  collectOutput,
-  eventually,
+  endRace,
+  raceDaemons,
   runCli,
   startDaemon,
   tempDir,
@@ -61,25 +59,9 @@ describe.skipIf(process.platform !== 'linux')('one daemon per runtime directory'
   it('of 4 daemons started at once on one runtime dir, each with its own --socket, exactly one runs', async () => {
     const runtimeDir = tempDir();
     const sockets = [0, 1, 2, 3].map((i) => join(tempDir('mcpp-'), `s${i}`));
-    const daemons = sockets.map((socket) => {
-      const child = spawn(
-        process.execPath,
-        [BIN, 'daemon', '--runtime-dir', runtimeDir, '--port', '0', '--socket', socket],
-        { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
-      );
-      return { child, socket, output: collectOutput(child) };
-    });
+    const settled = await raceDaemons(runtimeDir, sockets);
     try {
       // The losers exit; the winner says it is ready.
-      const settled = await eventually(
-        () => {
-          const exited = daemons.filter((d) => d.child.exitCode !== null);
-          const ready = daemons.filter((d) => d.output.stderr().includes('ready:'));
-          return exited.length + ready.length === daemons.length ? { exited, ready } : undefined;
-        },
-        30_000,
-        'every daemon to be ready or gone',
-      );
       expect(settled.ready).toHaveLength(1);
       expect(settled.exited).toHaveLength(3);
       for (const loser of settled.exited) {
@@ -95,8 +77,7 @@ describe.skipIf(process.platform !== 'linux')('one daemon per runtime directory'
       expect(info.socket).toBe(winner?.socket);
       expect((await runCli(['status', '--socket', info.socket])).code).toBe(0);
     } finally {
-      for (const { child } of daemons) if (child.exitCode === null) child.kill('SIGTERM');
-      await Promise.all(daemons.map(({ child }) => waitForExit(child)));
+      await endRace(settled.all);
     }
   });
 

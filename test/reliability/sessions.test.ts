@@ -11,7 +11,14 @@ import type { DaemonInfo } from '../../src/shared/locate.js';
 import { silentLogger } from '../../src/shared/log.js';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { connectHttp, httpBase, type TappedClient } from '../helpers/mcp.js';
+import {
+  connectHttp,
+  httpBase,
+  MCP_POST_HEADERS,
+  postMcp,
+  RAW_INITIALIZE,
+  type TappedClient,
+} from '../helpers/mcp.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
@@ -53,27 +60,10 @@ function tryWebSocket(info: DaemonInfo): Promise<{ status: number; body: string;
   });
 }
 
-const initialize = {
-  jsonrpc: '2.0',
-  id: 0,
-  method: 'initialize',
-  params: {
-    protocolVersion: '2025-06-18',
-    capabilities: {},
-    clientInfo: { name: 'raw', version: '0' },
-  },
-};
-
 /** A raw initialize POST: the HTTP status and body text. */
 async function tryMcp(info: DaemonInfo): Promise<{ status: number; body: string }> {
-  const response = await fetch(`${httpBase(info)}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${info.secret}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: JSON.stringify(initialize),
+  const response = await postMcp(`${httpBase(info)}/mcp`, RAW_INITIALIZE, {
+    authorization: `Bearer ${info.secret}`,
   });
   return { status: response.status, body: await response.text() };
 }
@@ -170,12 +160,7 @@ function postRaw(
         path: url.pathname,
         method: 'POST',
         agent: false,
-        headers: {
-          authorization: `Bearer ${info.secret}`,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          ...headers,
-        },
+        headers: { ...MCP_POST_HEADERS, authorization: `Bearer ${info.secret}`, ...headers },
       },
       resolve,
     );
@@ -197,7 +182,7 @@ describe('an /mcp client that stops reading its SSE stream', () => {
     const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
     const worker = await rawWorker(daemon.info.socket);
     const token = 'sse-firehose';
-    const init = await postRaw(daemon.info, initialize);
+    const init = await postRaw(daemon.info, RAW_INITIALIZE);
     const sessionId = String(init.headers['mcp-session-id']);
     await readAll(init);
     const inSession = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' };
