@@ -1,6 +1,7 @@
 import { fitMessage } from '../client/publisher.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
 import { PROTOCOL_VERSION } from '../protocol/limits.js';
+import { DEFAULT_SOCKET_REQUEST_TIMEOUT_MS } from '../shared/defaults.js';
 import { ENV_TOKEN, locateSocketPath } from '../shared/locate.js';
 import { socketRequest } from '../shared/socket-request.js';
 import { integerFlag, numberFlag, parse, UsageError } from './args.js';
@@ -46,7 +47,7 @@ Where:
                        socket named in the runtime dir's daemon.json, else the
                        runtime dir's bridge.sock)
   --runtime-dir DIR    find the daemon's socket through DIR
-  --timeout-ms N       how long to wait for the answer (default 5000)
+  --timeout-ms N       how long to wait for the answer (default ${DEFAULT_SOCKET_REQUEST_TIMEOUT_MS})
   -h, --help           show this help
 
 Examples:
@@ -117,7 +118,7 @@ export async function publishCommand(argv: string[], io: Io): Promise<number> {
       typeof envelope.data === 'object' &&
       envelope.data !== null &&
       ((envelope.data as { seq?: unknown }).seq === seq || envelope.type === 'rejected'),
-    timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? 5000,
+    timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? DEFAULT_SOCKET_REQUEST_TIMEOUT_MS,
   });
   if (reply.type === 'ack') return 0;
   const rejection = reply.data as { code?: string; message?: string };

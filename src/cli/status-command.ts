@@ -1,4 +1,5 @@
 import type { DaemonStatus } from '../protocol/frames.js';
+import { DEFAULT_SOCKET_REQUEST_TIMEOUT_MS } from '../shared/defaults.js';
 import { locateSocketPath } from '../shared/locate.js';
 import { socketRequest } from '../shared/socket-request.js';
 import { integerFlag, parse } from './args.js';
@@ -19,7 +20,7 @@ refuses the request (at its connection cap, or stopping), with its reason,
                        socket named in the runtime dir's daemon.json, else the
                        runtime dir's bridge.sock)
   --runtime-dir DIR    find the daemon's socket through DIR
-  --timeout-ms N       how long to wait for the answer (default 5000)
+  --timeout-ms N       how long to wait for the answer (default ${DEFAULT_SOCKET_REQUEST_TIMEOUT_MS})
   -h, --help           show this help
 `;
 
@@ -44,7 +45,7 @@ export async function statusCommand(argv: string[], io: Io): Promise<number> {
     type: 'status',
     data: {},
     isReply: (envelope) => envelope.type === 'status' || envelope.type === 'rejected',
-    timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? 5000,
+    timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? DEFAULT_SOCKET_REQUEST_TIMEOUT_MS,
   });
   if (reply.type === 'rejected') {
     // At its connection cap, or while stopping, the daemon says why instead of answering.

@@ -16,10 +16,11 @@ import {
 } from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
 import {
+  backoffDelayMs,
   CLOSE_LINGER_MS,
   DEFAULT_DONE_TIMEOUT_MS,
   DEFAULT_MIN_INTERVAL_MS,
-  reconnectDelayMs,
+  RECONNECT_BACKOFF,
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { ENV_TOKEN, plantedByAnotherUser, resolveSocketPath } from '../shared/locate.js';
@@ -41,12 +42,12 @@ export interface PublisherOptions {
   readonly token?: ProgressToken | undefined;
   /** Default: $MCP_PROGRESS_SOCKET, else the default socket of the runtime dir. */
   readonly socket?: string | undefined;
-  /** Coalescing interval: at most one frame per interval, the newest (default DEFAULT_MIN_INTERVAL_MS, 100; 0 sends every update). */
+  /** Coalescing interval: at most one frame per interval, the newest (default {@link DEFAULT_MIN_INTERVAL_MS}; 0 sends every update). */
   readonly intervalMs?: number | undefined;
   /**
-   * How long `done` keeps trying to be delivered, reconnecting if need be (default 5000), once
+   * How long `done` keeps trying to be delivered, reconnecting if need be (default {@link DEFAULT_DONE_TIMEOUT_MS}), once
    * the publisher has been connected. One that never reached a daemon tries for at most
-   * NEVER_CONNECTED_GRACE_MS (250) more, then reports done as not delivered: no daemon is running.
+   * {@link NEVER_CONNECTED_GRACE_MS} more, then reports done as not delivered: no daemon is running.
    */
   readonly doneTimeoutMs?: number | undefined;
   /** Transport trouble and refused frames; default: a process warning, once per error code. */
@@ -621,7 +622,7 @@ class SocketPublisher implements Publisher {
 
   #scheduleReconnect(): void {
     if (this.#state !== 'open' && this.#state !== 'ending') return;
-    const delay = reconnectDelayMs(this.#attempt);
+    const delay = backoffDelayMs(RECONNECT_BACKOFF, this.#attempt);
     this.#attempt++;
     clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = setTimeout(() => {

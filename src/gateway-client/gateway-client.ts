@@ -29,11 +29,12 @@ import {
   PROGRESS_METHOD,
 } from '../protocol/notifications.js';
 import {
+  backoffDelayMs,
   CLOSE_LINGER_MS,
   DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS,
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
   DEFAULT_RECONNECT_TIMEOUT_MS,
-  reconnectDelayMs,
+  RECONNECT_BACKOFF,
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
@@ -54,21 +55,21 @@ export interface GatewayClientOptions {
   readonly reconnect?: boolean | undefined;
   /**
    * How long to keep reconnecting once the connection dropped (default
-   * 30000): past it the client gives up, ends every subscription through its
+   * {@link DEFAULT_RECONNECT_TIMEOUT_MS}): past it the client gives up, ends every subscription through its
    * `onError` with `gateway_lost`, and rejects requests with that code.
    * Infinity: never give up (`tail` waits for a daemon as long as it runs).
    */
   readonly reconnectTimeoutMs?: number | undefined;
   /**
    * How long one request may wait for its answer before it rejects with
-   * `request_timeout` (default 10000): a daemon that stops answering (stopped,
+   * `request_timeout` (default {@link DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS}): a daemon that stops answering (stopped,
    * wedged) must not hold a caller forever. The connection stays open: a
    * daemon that resumes answers the next request.
    */
   readonly requestTimeoutMs?: number | undefined;
   /**
    * How long each connect, and each reconnect attempt, may take to complete
-   * the WebSocket handshake (default 5000). A port that accepted the TCP
+   * the WebSocket handshake (default {@link DEFAULT_HANDSHAKE_TIMEOUT_MS}). A port that accepted the TCP
    * connection and did not answer in time (a stopped or hung daemon, another
    * program) rejects with `gateway_timeout`; one that did not even accept it,
    * with `gateway_unreachable`. A reconnect attempt that times out is retried
@@ -394,7 +395,7 @@ export class GatewayClient {
   }
 
   #retry(): void {
-    const delay = reconnectDelayMs(this.#attempt);
+    const delay = backoffDelayMs(RECONNECT_BACKOFF, this.#attempt);
     this.#attempt++;
     setTimeout(() => {
       if (this.#closed) return;
