@@ -13,6 +13,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
+import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import type { SessionHub } from './sessions.js';
@@ -188,7 +189,11 @@ export class GatewayEndpoint {
       createRequire(import.meta.url).resolve('ws');
     } catch (error) {
       return Promise.reject(
-        new Error(`cannot find ws (reinstall mcp-progress-bridge): ${(error as Error).message}`),
+        new BridgeError(
+          'start_failed',
+          `cannot find ws (reinstall mcp-progress-bridge): ${(error as Error).message}`,
+          { cause: error },
+        ),
       );
     }
     return new Promise((resolve, reject) => {

@@ -397,7 +397,8 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
 /** The default of an integer option, from the table. */
 function defaultOf(name: string): number {
   const spec = DAEMON_OPTIONS.find((o) => o.name === name);
-  if (spec?.kind !== 'integer') throw new Error(`no integer option ${name}`);
+  if (spec?.kind !== 'integer')
+    throw new BridgeError('invalid_option', `no integer option --${name} in DAEMON_OPTIONS`);
   return spec.default;
 }
 

@@ -14,6 +14,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { IpcConfig, IpcSocketServer } from 'node-ipc';
 import type { RejectCode } from '../protocol/errors.js';
 import { type Envelope, encodeFrame, FrameDecoder, FrameError } from '../protocol/wire.js';
+import { BridgeError } from '../shared/errors.js';
 
 export type ConnectionId = number;
 
@@ -154,8 +155,10 @@ export class IngressServer {
       createRequire(import.meta.url).resolve('node-ipc');
     } catch (error) {
       return Promise.reject(
-        new Error(
+        new BridgeError(
+          'start_failed',
           `cannot find node-ipc (reinstall mcp-progress-bridge): ${(error as Error).message}`,
+          { cause: error },
         ),
       );
     }
@@ -208,7 +211,11 @@ export class IngressServer {
     config.rawBuffer = true;
     ipc.serve(this.#options.socketPath);
     const ipcServer = ipc.server;
-    if (ipcServer === false) throw new Error('node-ipc did not create a server');
+    if (ipcServer === false)
+      throw new BridgeError(
+        'start_failed',
+        'node-ipc did not create a server (is the installed node-ipc 14.0.0? reinstall mcp-progress-bridge)',
+      );
     ipcServer.on('data', ((bytes: Buffer, socket: TaggedSocket) => {
       const connection = socket[STATE];
       if (connection !== undefined) this.#read(connection, bytes);
