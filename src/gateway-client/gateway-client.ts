@@ -135,7 +135,8 @@ export class GatewayClient {
   /**
    * Subscribes and calls `handler` with each notification for the token
    * (under `as` when given) until done, unsubscribe or close; `onError`
-   * once if it ends otherwise: its daemon went away for good (gateway_lost).
+   * once if it ends otherwise: its daemon went away for good (gateway_lost),
+   * or the daemon reconnected to refused its resubscribe (with the daemon's code).
    */
   async subscribe(
     params: SubscribeParams,
@@ -356,9 +357,31 @@ export class GatewayClient {
     ws.on('close', () => this.#dropped(ws));
     // Resubscribe whatever was live before a reconnect.
     for (const watch of this.#watches.live()) {
-      await this.request('progress/subscribe', watch.params).catch(() => {});
+      await this.request('progress/subscribe', watch.params).catch((error: unknown) =>
+        this.#resubscribeFailed(watch, error),
+      );
     }
     this.#options.onState?.('connected');
+  }
+
+  /**
+   * A resubscribe the new daemon refused (at its subscription cap, a token it no longer takes)
+   * or did not answer ends that subscription through its onError, as a loss does: it would
+   * otherwise look live and receive nothing. One dropped by the connection dropping again
+   * (disconnected) or by close() stays, for the next reconnect to resubscribe or close to end.
+   */
+  #resubscribeFailed(watch: LabelledSubscription, error: unknown): void {
+    const code: BridgeErrorCode = error instanceof BridgeError ? error.code : 'bad_reply';
+    if (code === 'disconnected' || code === 'closed' || this.#closed) return;
+    if (!this.#watches.remove(watch)) return;
+    const reason = error instanceof Error ? error.message : String(error);
+    this.#onError.get(watch)?.(
+      new BridgeError(
+        code,
+        `resubscribing to ${JSON.stringify(watch.label)} after a reconnect to ${this.#url} failed, so the subscription ended: ${reason}`,
+        { cause: error },
+      ),
+    );
   }
 
   #dropped(ws: WebSocket): void {

@@ -16,7 +16,10 @@
 import type { DoneParams, ProgressParams } from '../protocol/frames.js';
 import type { BridgeError } from '../shared/errors.js';
 
-/** 'lost': the daemon went away and did not come back (gateway_lost, in `error`). */
+/**
+ * 'lost': the subscription ended without done, its BridgeError in `error`: the daemon went away
+ * and did not come back (gateway_lost), or the one that came back refused the resubscribe.
+ */
 export type ForwardEnd = 'done' | 'stopped' | 'failed' | 'aborted' | 'lost';
 
 export type ForwardPhase = 'forwarding' | 'ended' | 'draining' | 'drained';
