@@ -5,6 +5,9 @@
  * defaults live in its option table, src/daemon/options.ts.)
  */
 
+/** The daemon's WebSocket port (`--port`); `mcp-progress mcp` embeds its daemon there too. */
+export const DEFAULT_PORT = 7717;
+
 /** Coalescing interval of a publisher, a relay and watch_progress: at most one update per this many ms. */
 export const DEFAULT_MIN_INTERVAL_MS = 100;
 
