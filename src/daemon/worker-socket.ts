@@ -15,6 +15,7 @@ import type { IpcConfig, IpcSocketServer } from 'node-ipc';
 import type { RejectCode } from '../protocol/errors.js';
 import { type Envelope, encodeFrame, FrameDecoder, FrameError } from '../protocol/wire.js';
 import { BridgeError } from '../shared/errors.js';
+import { missingPackage } from './installed.js';
 
 export type ConnectionId = number;
 
@@ -151,17 +152,8 @@ export class IngressServer {
   /** Binds the socket with mode 0600 and resolves when it accepts connections. */
   start(): Promise<void> {
     // Found now, loaded at the first connection: a broken install fails the start, not a worker.
-    try {
-      createRequire(import.meta.url).resolve('node-ipc');
-    } catch (error) {
-      return Promise.reject(
-        new BridgeError(
-          'start_failed',
-          `cannot find node-ipc (reinstall mcp-progress-bridge): ${(error as Error).message}`,
-          { cause: error },
-        ),
-      );
-    }
+    const missing = missingPackage('node-ipc');
+    if (missing !== undefined) return Promise.reject(missing);
     const server = createServer((socket) => {
       let ipcServer: IpcSocketServer;
       try {
