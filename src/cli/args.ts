@@ -1,6 +1,7 @@
 /** Flag parsing shared by the commands: strict, with errors a person can act on. */
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { BridgeError } from '../shared/errors.js';
+import { checkInteger, type OptionRow } from '../shared/option-table.js';
 
 export type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -49,4 +50,64 @@ export function integerFlag(name: string, value: string | undefined): number | u
     throw new UsageError(`--${name}: expected an integer, got ${JSON.stringify(value)}`);
   }
   return parsed;
+}
+
+/** What one row of an option table gives the command: typed, its default when omitted. */
+type RowValue<R extends OptionRow> = R extends { kind: 'boolean' }
+  ? boolean | undefined
+  : R extends { kind: 'list' }
+    ? string[] | undefined
+    :
+        | (R extends { kind: 'integer' | 'number' } ? number : string)
+        | (R extends { default: number | string } ? never : undefined);
+
+export type OptionValues<T extends readonly OptionRow[]> = {
+  readonly [R in T[number] as R['name']]: RowValue<R>;
+};
+
+/**
+ * A command line read through the command's option table: each flag as its row says (integers
+ * and numbers checked, strings against their choices), an omitted one as its default.
+ */
+export function parseOptions<const T extends readonly OptionRow[]>(
+  command: string,
+  argv: string[],
+  rows: T,
+  allowPositionals = false,
+): { values: OptionValues<T>; positionals: string[] } {
+  const config: Options = {};
+  for (const row of rows) {
+    config[row.name] = {
+      type: row.kind === 'boolean' ? 'boolean' : 'string',
+      ...(row.kind === 'list' ? { multiple: true } : {}),
+      ...(row.short === undefined ? {} : { short: row.short }),
+    };
+  }
+  const { values, positionals } = parse(command, argv, config, allowPositionals);
+  const typed: Record<string, unknown> = {};
+  for (const row of rows) {
+    const given = values[row.name];
+    typed[row.name] = given === undefined ? row.default : rowValue(row, given);
+  }
+  return { values: typed as OptionValues<T>, positionals };
+}
+
+function rowValue(row: OptionRow, given: string | boolean | (string | boolean)[]): unknown {
+  if (typeof given !== 'string') return given;
+  switch (row.kind) {
+    case 'integer': {
+      const value = integerFlag(row.name, given) as number;
+      checkInteger(row.name, value, row.min ?? Number.MIN_SAFE_INTEGER, row.max);
+      return value;
+    }
+    case 'number':
+      return numberFlag(row.name, given);
+    default:
+      if (row.choices !== undefined && !row.choices.includes(given)) {
+        const last = row.choices.at(-1);
+        const listed = `${row.choices.slice(0, -1).join(', ')} or ${last}`;
+        throw new UsageError(`--${row.name}: expected ${listed}, got ${JSON.stringify(given)}`);
+      }
+      return given;
+  }
 }

@@ -1,13 +1,12 @@
 import { Daemon } from '../daemon/daemon.js';
-import {
-  DAEMON_FLAGS,
-  daemonOptionsHelp,
-  type OptionSpec,
-  optionsInput,
-} from '../daemon/options.js';
-import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
-import { integerFlag, type Options, parse, UsageError } from './args.js';
+import { DAEMON_FLAGS, type OptionSpec, optionsInput } from '../daemon/options.js';
+import type { LogLevel } from '../shared/log.js';
+import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
+import { type OptionValues, parseOptions } from './args.js';
 import type { Io } from './io.js';
+
+/** The daemon's flags, from its option table, and -h. */
+export const DAEMON_COMMAND_OPTIONS: readonly OptionRow[] = [...DAEMON_FLAGS, helpRow('Other')];
 
 export const DAEMON_HELP = `Usage: mcp-progress daemon [options]
 
@@ -16,8 +15,7 @@ its socket; MCP gateways subscribe over its WebSocket endpoint. When ready it
 writes <runtime-dir>/daemon.json (mode 0600) with its pid, socket, URL and
 secret. SIGINT or SIGTERM stop it gracefully.
 
-${daemonOptionsHelp()}  -h, --help               show this help
-
+${optionsHelp(DAEMON_COMMAND_OPTIONS, 27)}
 Memory (measured: test/reliability/memory-caps.ts): about 4 KiB per worker
 connection, 1 KiB per stream (72 KiB when its last frame is a full 64 KiB),
 13 KiB per session plus what it leaves unread, 0.3 KiB per claim. At the
@@ -27,30 +25,11 @@ the caps: streams x 72 KiB (7 GiB), sessions x --max-session-buffer-bytes
 (80 GiB); lower the caps to bound it tighter.
 `;
 
-/** parseArgs' view of the table: integers arrive as text and are checked below. */
-const FLAG_CONFIG = Object.fromEntries([
-  ...DAEMON_FLAGS.map((spec) => [
-    spec.name,
-    spec.kind === 'boolean'
-      ? { type: 'boolean' as const }
-      : spec.kind === 'list'
-        ? { type: 'string' as const, multiple: true }
-        : { type: 'string' as const },
-  ]),
-  ['help', { type: 'boolean' as const, short: 'h' }],
-]) as Options;
-
 export async function daemonCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('daemon', argv, FLAG_CONFIG);
+  const { values } = parseOptions('daemon', argv, DAEMON_COMMAND_OPTIONS);
   if (values.help) {
     io.out(DAEMON_HELP);
     return 0;
-  }
-  const logLevel = values['log-level'] as string | undefined;
-  if (logLevel !== undefined && !(LOG_LEVELS as readonly string[]).includes(logLevel)) {
-    throw new UsageError(
-      `--log-level: expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`,
-    );
   }
   // Handlers go in before the daemon starts: a signal that arrives as soon as
   // "ready:" is printed must still get a clean stop, not the default exit.
@@ -79,7 +58,7 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    daemon = await startDaemon(values, logLevel as LogLevel | undefined);
+    daemon = await startDaemon(values);
   } catch (error) {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -89,17 +68,8 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
   return finished;
 }
 
-function startDaemon(
-  values: Record<string, string | boolean | (string | boolean)[] | undefined>,
-  logLevel: LogLevel | undefined,
-): Promise<Daemon> {
+function startDaemon(values: OptionValues<readonly OptionRow[]>): Promise<Daemon> {
   const given = new Map<OptionSpec, unknown>();
-  for (const spec of DAEMON_FLAGS) {
-    const value = values[spec.name];
-    given.set(
-      spec,
-      spec.kind === 'integer' ? integerFlag(spec.name, value as string | undefined) : value,
-    );
-  }
-  return Daemon.start({ ...optionsInput(given), logLevel });
+  for (const spec of DAEMON_FLAGS) given.set(spec, values[spec.name]);
+  return Daemon.start({ ...optionsInput(given), logLevel: values['log-level'] as LogLevel });
 }

@@ -6,13 +6,52 @@ import {
   RemoteProgressSource,
 } from '../mcp/progress-source.js';
 import { serveStdio } from '../mcp/stdio.js';
-import { DEFAULT_MIN_INTERVAL_MS } from '../shared/defaults.js';
+import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_PORT } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../shared/log.js';
-import { integerFlag, parse, UsageError } from './args.js';
+import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
+import { parseOptions } from './args.js';
 import type { Io } from './io.js';
 import { NO_LIVE_DAEMON } from './no-daemon.js';
+
+export const MCP_OPTIONS = [
+  {
+    name: 'runtime-dir',
+    kind: 'string',
+    value: 'DIR',
+    section: 'Options',
+    help: 'runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else <tmpdir>/mcp-progress-<uid>)',
+  },
+  {
+    name: 'port',
+    kind: 'integer',
+    min: 0,
+    max: 65_535,
+    section: 'Options',
+    // No default in the row: an omitted port may fall back to a free one, a given one may not.
+    help: `port of the embedded daemon's gateway (default ${DEFAULT_PORT}; a free one when that is taken)`,
+  },
+  {
+    name: 'min-interval-ms',
+    kind: 'integer',
+    min: 0,
+    max: MAX_MIN_INTERVAL_MS,
+    section: 'Options',
+    help: `default coalescing of watch_progress (default ${DEFAULT_MIN_INTERVAL_MS})`,
+  },
+  {
+    name: 'log-level',
+    kind: 'string',
+    value: 'LEVEL',
+    choices: LOG_LEVELS,
+    default: 'warn',
+    section: 'Options',
+    help: `${LOG_LEVELS.join(', ')} (default {default})`,
+  },
+  helpRow('Options'),
+] as const satisfies readonly OptionRow[];
 
 export const MCP_HELP = `Usage: mcp-progress mcp [options]
 
@@ -45,46 +84,23 @@ Tools:
   get_progress {progressToken}
                  one job's last value and state
 
-Options:
-  --runtime-dir DIR      runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR,
-                         else $XDG_RUNTIME_DIR/mcp-progress, else
-                         <tmpdir>/mcp-progress-<uid>)
-  --port N               port of the embedded daemon's gateway (default 7717;
-                         a free one when that is taken)
-  --min-interval-ms N    default coalescing of watch_progress (default ${DEFAULT_MIN_INTERVAL_MS})
-  --log-level LEVEL      ${LOG_LEVELS.join(', ')} (default warn)
-  -h, --help             show this help
-`;
+${optionsHelp(MCP_OPTIONS, 25)}`;
 
 export const TERMINAL_NOTICE =
   'mcp-progress mcp: this is an MCP server on stdio, for an MCP host to start (see "mcp-progress mcp --help"); it ignores what is typed here. Ctrl-D or Ctrl-C ends it.\n';
 
 export async function mcpCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('mcp', argv, {
-    'runtime-dir': { type: 'string' },
-    port: { type: 'string' },
-    'min-interval-ms': { type: 'string' },
-    'log-level': { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  });
+  const { values } = parseOptions('mcp', argv, MCP_OPTIONS);
   if (values.help) {
     io.out(MCP_HELP);
     return 0;
   }
-  const logLevel = values['log-level'] ?? 'warn';
-  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
-    throw new UsageError(
-      `--log-level: expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`,
-    );
-  }
-  const log = createLogger(logLevel as LogLevel, (line) => io.err(line));
+  const log = createLogger(values['log-level'] as LogLevel, (line) => io.err(line));
   // Typed input is not JSON-RPC and the SDK ignores it: say once what this is for.
   if (process.stdin.isTTY === true) io.err(TERMINAL_NOTICE);
   const runtimeDir = resolveRuntimeDir(values['runtime-dir'], io.env);
-  const port = integerFlag('port', values.port);
-  if (port !== undefined && (port < 0 || port > 65_535))
-    throw new UsageError(`--port: expected 0 to 65535, got ${port}`);
-  const minIntervalMs = integerFlag('min-interval-ms', values['min-interval-ms']);
+  const port = values.port;
+  const minIntervalMs = values['min-interval-ms'];
 
   const daemons: Daemon[] = [];
   const establish = async (liveDaemon?: boolean): Promise<ProgressSource> => {

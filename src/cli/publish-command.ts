@@ -1,9 +1,11 @@
 import { fitMessage } from '../client/publisher.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
-import { PROTOCOL_VERSION } from '../protocol/limits.js';
+import { MAX_MESSAGE_BYTES, PROTOCOL_VERSION } from '../protocol/limits.js';
 import { ENV_TOKEN, locateSocketPath } from '../shared/locate.js';
+import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { socketRequest } from '../shared/socket-request.js';
-import { integerFlag, numberFlag, parse, UsageError } from './args.js';
+import { parseOptions, UsageError } from './args.js';
+import { socketRequestRows } from './common-options.js';
 import type { Io } from './io.js';
 
 /**
@@ -16,9 +18,60 @@ const allStatusesListed: Exclude<DoneStatus, (typeof DONE_STATUSES)[number]> ext
   : false = true;
 void allStatusesListed;
 
-function isDoneStatus(value: string): value is DoneStatus {
-  return (DONE_STATUSES as readonly string[]).includes(value);
-}
+/** Every flag of publish: its parsing, checks and --help are read from here. */
+export const PUBLISH_OPTIONS = [
+  {
+    name: 'token',
+    kind: 'string',
+    value: 'T',
+    section: 'Token (one of)',
+    help: 'a string token (always a string, even "7")',
+  },
+  {
+    name: 'token-json',
+    kind: 'string',
+    value: 'JSON',
+    section: 'Token (one of)',
+    help: `a JSON string or safe integer: --token-json 7 sends the\ninteger 7 (default: $${ENV_TOKEN}, as a string)`,
+  },
+  {
+    name: 'progress',
+    kind: 'number',
+    section: 'Fields',
+    help: 'progress value; must exceed the last (omitted: last + 1);\nwrite a negative value as --progress=-5',
+  },
+  { name: 'total', kind: 'number', section: 'Fields', help: 'total, if known' },
+  {
+    name: 'message',
+    kind: 'string',
+    value: 'S',
+    section: 'Fields',
+    help: `human-readable message (over ${MAX_MESSAGE_BYTES} UTF-8 bytes: cut to fit, ending "...", as the clients do)`,
+  },
+  {
+    name: 'meta',
+    kind: 'string',
+    value: 'JSON',
+    section: 'Fields',
+    help: 'a JSON object forwarded as _meta',
+  },
+  {
+    name: 'done',
+    kind: 'boolean',
+    section: 'Fields',
+    help: 'end the stream instead (with --status and --message)',
+  },
+  {
+    name: 'status',
+    kind: 'string',
+    value: 'S',
+    choices: DONE_STATUSES,
+    section: 'Fields',
+    help: 'ok, error or cancelled (default ok; only with --done)',
+  },
+  ...socketRequestRows('Where'),
+  helpRow('Where'),
+] as const satisfies readonly OptionRow[];
 
 export const PUBLISH_HELP = `Usage: mcp-progress publish [--token T | --token-json JSON] [fields] [--done [--status S]]
 
@@ -26,29 +79,7 @@ Sends one progress (or done) frame to the daemon and waits for its answer:
 exit 0 when it is accepted, 1 with the daemon's message when it is rejected
 or the daemon cannot be reached, 2 when the command line is wrong.
 
-Token (one of):
-  --token T            a string token (always a string, even "7")
-  --token-json JSON    a JSON string or safe integer: --token-json 7 sends the integer 7
-                       (default: $MCP_PROGRESS_TOKEN, as a string)
-
-Fields:
-  --progress N         progress value; must exceed the last one (omitted: last + 1);
-                       write a negative value as --progress=-5
-  --total N            total, if known
-  --message S          human-readable message (over 4096 UTF-8 bytes: cut to fit,
-                       ending "...", as the clients do)
-  --meta JSON          a JSON object forwarded as _meta
-  --done               end the stream instead (with --status and --message)
-  --status S           ok, error or cancelled (default ok; only with --done)
-
-Where:
-  --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
-                       socket named in the runtime dir's daemon.json, else the
-                       runtime dir's bridge.sock)
-  --runtime-dir DIR    find the daemon's socket through DIR
-  --timeout-ms N       how long to wait for the answer (default 5000)
-  -h, --help           show this help
-
+${optionsHelp(PUBLISH_OPTIONS, 23)}
 Examples:
   mcp-progress publish --token render-1 --progress 40 --total 100 --message "frame 40"
   mcp-progress publish --token-json 7 --progress 1
@@ -56,20 +87,7 @@ Examples:
 `;
 
 export async function publishCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('publish', argv, {
-    token: { type: 'string' },
-    'token-json': { type: 'string' },
-    progress: { type: 'string' },
-    total: { type: 'string' },
-    message: { type: 'string' },
-    meta: { type: 'string' },
-    done: { type: 'boolean' },
-    status: { type: 'string' },
-    socket: { type: 'string' },
-    'runtime-dir': { type: 'string' },
-    'timeout-ms': { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  });
+  const { values } = parseOptions('publish', argv, PUBLISH_OPTIONS);
   if (values.help) {
     io.out(PUBLISH_HELP);
     return 0;
@@ -86,20 +104,12 @@ export async function publishCommand(argv: string[], io: Io): Promise<number> {
           `--${flag} does not go with --done: a done frame has status and message only`,
         );
     }
-    if (values.status !== undefined) {
-      if (!isDoneStatus(values.status))
-        throw new UsageError(
-          `--status: expected ok, error or cancelled, got ${JSON.stringify(values.status)}`,
-        );
-      data.status = values.status;
-    }
+    if (values.status !== undefined) data.status = values.status;
   } else {
     type = 'progress';
     if (values.status !== undefined) throw new UsageError('--status goes with --done');
-    const progress = numberFlag('progress', values.progress);
-    const total = numberFlag('total', values.total);
-    if (progress !== undefined) data.progress = progress;
-    if (total !== undefined) data.total = total;
+    if (values.progress !== undefined) data.progress = values.progress;
+    if (values.total !== undefined) data.total = values.total;
     if (values.meta !== undefined) data._meta = metaFlag(values.meta);
   }
   if (values.message !== undefined) data.message = fitMessage(values.message);
@@ -117,7 +127,7 @@ export async function publishCommand(argv: string[], io: Io): Promise<number> {
       typeof envelope.data === 'object' &&
       envelope.data !== null &&
       ((envelope.data as { seq?: unknown }).seq === seq || envelope.type === 'rejected'),
-    timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? 5000,
+    timeoutMs: values['timeout-ms'],
   });
   if (reply.type === 'ack') return 0;
   const rejection = reply.data as { code?: string; message?: string };

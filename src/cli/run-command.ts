@@ -5,9 +5,32 @@ import { StringDecoder } from 'node:string_decoder';
 import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
-import { parse, UsageError } from './args.js';
+import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
+import { parseOptions, UsageError } from './args.js';
 import type { Io } from './io.js';
 import { OutputScanner, type ParsedProgress, ProgressCombiner } from './progress-parser.js';
+
+export const RUN_OPTIONS = [
+  {
+    name: 'token',
+    kind: 'string',
+    value: 'T',
+    help: `the stream's token (default: $${ENV_TOKEN}; else a new token is made and printed on stderr)`,
+  },
+  {
+    name: 'parse',
+    kind: 'boolean',
+    help: 'also read CMD\'s stdout and stderr for progress and publish it, so that an unmodified program reports progress: tqdm bars (NN%|...| n/total, and "n it [..]"), n/total, NN%. Nested bars count as the outer bar plus a fraction of the inner one; a bar after a finished one counts on from it. The output passes through unchanged.',
+  },
+  {
+    name: 'socket',
+    kind: 'string',
+    value: 'PATH',
+    help: `daemon socket (default: $${ENV_SOCKET}, else the default socket of the runtime dir)`,
+  },
+  { name: 'runtime-dir', kind: 'string', value: 'DIR', help: 'find the default socket in DIR' },
+  helpRow(),
+] as const satisfies readonly OptionRow[];
 
 export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [ARGS...]
 
@@ -27,19 +50,7 @@ passes it on, and a program that opens /dev/tty (a password prompt) cannot.
 run says on stderr when a cancel stops CMD, and exits with CMD's exit code
 (128 + N when a signal N killed it).
 
-  --token T          the stream's token (default: $${ENV_TOKEN}; else a new
-                     token is made and printed on stderr)
-  --parse            also read CMD's stdout and stderr for progress and publish
-                     it, so that an unmodified program reports progress: tqdm
-                     bars (NN%|...| n/total, and "n it [..]"), n/total, NN%.
-                     Nested bars count as the outer bar plus a fraction of the
-                     inner one; a bar after a finished one counts on from it.
-                     The output passes through unchanged.
-  --socket PATH      daemon socket (default: $${ENV_SOCKET}, else the default
-                     socket of the runtime dir)
-  --runtime-dir DIR  find the default socket in DIR
-  -h, --help         show this help
-
+${optionsHelp(RUN_OPTIONS, 21)}
 If no daemon is running, CMD runs all the same and run says so once.
 If CMD ended the stream itself (its client sent done), run's done is skipped.
 
@@ -49,7 +60,9 @@ Examples:
 `;
 
 /** Flags of run that take a value: the command starts at the first word that is neither a flag nor such a value. */
-const VALUE_FLAGS = new Set(['--token', '--socket', '--runtime-dir']);
+const VALUE_FLAGS: ReadonlySet<string> = new Set(
+  RUN_OPTIONS.filter((row) => row.kind !== 'boolean').map((row) => `--${row.name}`),
+);
 
 /** Signals run passes on to CMD's process group. */
 const FORWARDED: NodeJS.Signals[] = [
@@ -93,13 +106,7 @@ export function planRun(
   newToken = () => `run-${randomBytes(6).toString('base64url')}`,
 ): RunPlan | 'help' {
   const split = splitCommand(argv);
-  const { values } = parse('run', split.options, {
-    token: { type: 'string' },
-    parse: { type: 'boolean' },
-    socket: { type: 'string' },
-    'runtime-dir': { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  });
+  const { values } = parseOptions('run', split.options, RUN_OPTIONS);
   if (values.help) return 'help';
   const [file, ...args] = split.command;
   if (file === undefined)

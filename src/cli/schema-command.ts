@@ -6,10 +6,17 @@ import {
   PUBLISHED_SCHEMAS,
   type SchemaName,
 } from '../protocol/json-schema.js';
-import { parse, UsageError } from './args.js';
+import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
+import { parseOptions, UsageError } from './args.js';
 import type { Io } from './io.js';
 
 const NAMES = Object.keys(PUBLISHED_SCHEMAS) as SchemaName[];
+
+export const SCHEMA_OPTIONS = [
+  { name: 'list', kind: 'boolean', help: 'list the schema names' },
+  { name: 'write', kind: 'string', value: 'DIR', help: 'write each schema to DIR/<name>.json' },
+  helpRow(),
+] as const satisfies readonly OptionRow[];
 
 export const SCHEMA_HELP = `Usage: mcp-progress schema [NAME] [--list] [--write DIR]
 
@@ -17,20 +24,12 @@ Prints the JSON Schemas (draft 2020-12) of protocol v1, generated from the
 daemon's own validators: all of them as one JSON object keyed by name, or the
 one NAME. These are the files in schemas/.
 
-  --list         list the schema names
-  --write DIR    write each schema to DIR/<name>.json
-  -h, --help     show this help
-
+${optionsHelp(SCHEMA_OPTIONS, 17)}
 Names: ${NAMES.join(', ')}
 `;
 
 export async function schemaCommand(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parse(
-    'schema',
-    argv,
-    { list: { type: 'boolean' }, write: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-    true,
-  );
+  const { values, positionals } = parseOptions('schema', argv, SCHEMA_OPTIONS, true);
   if (values.help) {
     io.out(SCHEMA_HELP);
     return 0;

@@ -1,8 +1,16 @@
 import type { DaemonStatus } from '../protocol/frames.js';
 import { locateSocketPath } from '../shared/locate.js';
+import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { socketRequest } from '../shared/socket-request.js';
-import { integerFlag, parse } from './args.js';
+import { parseOptions } from './args.js';
+import { socketRequestRows } from './common-options.js';
 import type { Io } from './io.js';
+
+export const STATUS_OPTIONS = [
+  { name: 'json', kind: 'boolean', help: 'print the figures as one JSON object' },
+  ...socketRequestRows(),
+  helpRow(),
+] as const satisfies readonly OptionRow[];
 
 export const STATUS_HELP = `Usage: mcp-progress status [--json] [--socket PATH | --runtime-dir DIR]
 
@@ -15,23 +23,10 @@ active streams (progress/list names each stream's host). Exit 0 when a daemon an
 refuses the request (at its connection cap, or stopping), with its reason,
 2 when the command line is wrong.
 
-  --json               print the figures as one JSON object
-  --socket PATH        daemon socket (default: $MCP_PROGRESS_SOCKET, else the
-                       socket named in the runtime dir's daemon.json, else the
-                       runtime dir's bridge.sock)
-  --runtime-dir DIR    find the daemon's socket through DIR
-  --timeout-ms N       how long to wait for the answer (default 5000)
-  -h, --help           show this help
-`;
+${optionsHelp(STATUS_OPTIONS, 23)}`;
 
 export async function statusCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('status', argv, {
-    json: { type: 'boolean' },
-    socket: { type: 'string' },
-    'runtime-dir': { type: 'string' },
-    'timeout-ms': { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  });
+  const { values } = parseOptions('status', argv, STATUS_OPTIONS);
   if (values.help) {
     io.out(STATUS_HELP);
     return 0;
@@ -45,7 +40,7 @@ export async function statusCommand(argv: string[], io: Io): Promise<number> {
     type: 'status',
     data: {},
     isReply: (envelope) => envelope.type === 'status' || envelope.type === 'rejected',
-    timeoutMs: integerFlag('timeout-ms', values['timeout-ms']) ?? 5000,
+    timeoutMs: values['timeout-ms'],
   });
   if (reply.type === 'rejected') {
     // At its connection cap, or while stopping, the daemon says why instead of answering.

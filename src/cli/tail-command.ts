@@ -1,13 +1,44 @@
 import { GatewayClient, type GatewayClientOptions } from '../gateway-client/gateway-client.js';
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
+import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import type { Notification } from '../protocol/notifications.js';
 import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_TAIL_LINES_INTERVAL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
-import { integerFlag, parse, UsageError } from './args.js';
+import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
+import { parseOptions, UsageError } from './args.js';
 import type { Io } from './io.js';
 import { NO_LIVE_DAEMON } from './no-daemon.js';
 import { formatLine, formatScreen, type StreamRow, TailModel } from './tail-view.js';
 import { printable } from './terminal-text.js';
+
+export const TAIL_OPTIONS = [
+  {
+    name: 'token-json',
+    kind: 'list',
+    value: 'JSON',
+    help: 'a token written as JSON, for integer tokens:\n--token-json 7 (repeatable)',
+  },
+  {
+    name: 'json',
+    kind: 'boolean',
+    help: 'print each notification as one JSON object per line (NDJSON)',
+  },
+  {
+    name: 'min-interval-ms',
+    kind: 'integer',
+    min: 0,
+    max: MAX_MIN_INTERVAL_MS,
+    // The default depends on the output: a terminal's, or plain lines'.
+    help: `at most one update per stream per N ms (default ${DEFAULT_MIN_INTERVAL_MS}; for plain lines ${DEFAULT_TAIL_LINES_INTERVAL_MS})`,
+  },
+  {
+    name: 'runtime-dir',
+    kind: 'string',
+    value: 'DIR',
+    help: "the daemon's runtime dir (default: as the daemon's)",
+  },
+  helpRow(),
+] as const satisfies readonly OptionRow[];
 
 export const TAIL_HELP = `Usage: mcp-progress tail [TOKEN...] [--json] [options]
 
@@ -31,15 +62,8 @@ up yet, or the one named does not answer (stopped, hung), it says so once
 and waits for one.
 
 Options:
-  TOKEN               a string token
-  --token-json JSON   a token written as JSON, for integer tokens: --token-json 7
-                      (repeatable)
-  --json              print each notification as one JSON object per line (NDJSON)
-  --min-interval-ms N at most one update per stream per N ms (default ${DEFAULT_MIN_INTERVAL_MS}; for
-                      plain lines ${DEFAULT_TAIL_LINES_INTERVAL_MS})
-  --runtime-dir DIR   the daemon's runtime dir (default: as the daemon's)
-  -h, --help          show this help
-
+  TOKEN                a string token
+${optionsHelp(TAIL_OPTIONS, 23)}
 Examples:
   mcp-progress tail
   mcp-progress tail render-1 --json | jq .params.progress
@@ -67,25 +91,14 @@ export interface TailPlan {
 
 /** What tail's command line asks for: 'help', or the plan. Throws UsageError for a wrong one. */
 export function planTail(argv: string[], isTTY: boolean): TailPlan | 'help' {
-  const { values, positionals } = parse(
-    'tail',
-    argv,
-    {
-      json: { type: 'boolean' },
-      'token-json': { type: 'string', multiple: true },
-      'min-interval-ms': { type: 'string' },
-      'runtime-dir': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    true,
-  );
+  const { values, positionals } = parseOptions('tail', argv, TAIL_OPTIONS, true);
   if (values.help) return 'help';
   const named: ProgressToken[] = [...positionals];
   for (const text of values['token-json'] ?? []) named.push(jsonToken(text));
   if (named.some((token) => token === '')) throw new UsageError('a token is a non-empty string');
   const mode = values.json ? 'json' : isTTY ? 'screen' : 'lines';
   const minIntervalMs =
-    integerFlag('min-interval-ms', values['min-interval-ms']) ??
+    values['min-interval-ms'] ??
     (mode === 'lines' ? DEFAULT_TAIL_LINES_INTERVAL_MS : DEFAULT_MIN_INTERVAL_MS);
   return { named, mode, minIntervalMs, runtimeDir: values['runtime-dir'] };
 }

@@ -2,52 +2,65 @@
  * The Node publisher for workers: one progress stream over the daemon's
  * socket. It never throws into the worker over transport trouble: a missing
  * daemon, a restart or a refused frame is reported through `onError` (a
- * process warning by default, once per kind) while the job runs on.
+ * process warning by default, once per kind) while the job runs on. Here: the
+ * connection (connect, reconnect with backoff, claim, resend the newest) and
+ * the done that waits for its answer; the stream's updates are stream-state.ts,
+ * what the answers mean done-answers.ts, the cancel cancellation.ts.
  */
 import { connect, type Socket } from 'node:net';
-import { CLOSING_REJECT_CODES, type RejectCode } from '../protocol/errors.js';
 import type { DoneStatus, ProgressToken, Rejected } from '../protocol/frames.js';
 import {
   FRAME_DELIMITER,
   fitsUtf8Bytes,
   MAX_FRAME_BYTES,
-  MAX_MESSAGE_BYTES,
   PROTOCOL_VERSION,
 } from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
 import {
+  backoffDelayMs,
   CLOSE_LINGER_MS,
   DEFAULT_DONE_TIMEOUT_MS,
   DEFAULT_MIN_INTERVAL_MS,
   JOURNAL_RETRY_MS,
-  reconnectDelayMs,
+  RECONNECT_BACKOFF,
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { ENV_TOKEN, plantedByAnotherUser, resolveSocketPath } from '../shared/locate.js';
 import { connectError } from '../shared/socket-request.js';
+import { type CancelCallback, Cancellation } from './cancellation.js';
+import {
+  type DoneAnswer,
+  type DoneFailure,
+  doneData,
+  frameTooLarge,
+  judgeDoneAnswer,
+  notConnectedFailure,
+  REFUSED_FRAME_CODES,
+} from './done-answers.js';
 import { readAck, readCancel, readRejected } from './replies.js';
+import {
+  fitMessage,
+  type ProgressData,
+  type ProgressUpdate,
+  StreamUpdates,
+} from './stream-state.js';
 import { Throttle } from './throttle.js';
 
-export interface ProgressUpdate {
-  /** Must exceed the last value; omitted: one more than the last value (the daemon's rule, counted here). */
-  readonly progress?: number | undefined;
-  /** Remembered: later updates carry it until another total is given. */
-  readonly total?: number | undefined;
-  /** Longer than 4096 UTF-8 bytes: cut to 4093 bytes at a code point boundary, and "..." added. */
-  readonly message?: string | undefined;
-}
+export type { CancelCallback } from './cancellation.js';
+export type { DoneFailure } from './done-answers.js';
+export { fitMessage, type ProgressUpdate } from './stream-state.js';
 
 export interface PublisherOptions {
   /** Default: $MCP_PROGRESS_TOKEN. Without a token the publisher does nothing (the job runs unobserved). */
   readonly token?: ProgressToken | undefined;
   /** Default: $MCP_PROGRESS_SOCKET, else the default socket of the runtime dir. */
   readonly socket?: string | undefined;
-  /** Coalescing interval: at most one frame per interval, the newest (default DEFAULT_MIN_INTERVAL_MS, 100; 0 sends every update). */
+  /** Coalescing interval: at most one frame per interval, the newest (default {@link DEFAULT_MIN_INTERVAL_MS}; 0 sends every update). */
   readonly intervalMs?: number | undefined;
   /**
-   * How long `done` keeps trying to be delivered, reconnecting if need be (default 5000), once
+   * How long `done` keeps trying to be delivered, reconnecting if need be (default {@link DEFAULT_DONE_TIMEOUT_MS}), once
    * the publisher has been connected. One that never reached a daemon tries for at most
-   * NEVER_CONNECTED_GRACE_MS (250) more, then reports done as not delivered: no daemon is running.
+   * {@link NEVER_CONNECTED_GRACE_MS} more, then reports done as not delivered: no daemon is running.
    */
   readonly doneTimeoutMs?: number | undefined;
   /** Transport trouble and refused frames; default: a process warning, once per error code. */
@@ -69,96 +82,6 @@ export interface DoneOutcome {
   /** Why not, when not. */
   readonly error?: BridgeError;
 }
-
-/** Why done was not delivered: a code and a message that says what to do. */
-export interface DoneFailure {
-  readonly code: BridgeErrorCode;
-  readonly message: string;
-}
-
-interface DoneContext {
-  readonly token: ProgressToken;
-  readonly timeoutMs: number;
-  readonly socketPath: string;
-}
-
-/** The data of a done frame. */
-export function doneData(
-  token: ProgressToken,
-  status: DoneStatus,
-  message: string | undefined,
-  seq: number,
-): Record<string, unknown> {
-  const data: Record<string, unknown> = { v: PROTOCOL_VERSION, progressToken: token, status, seq };
-  if (message !== undefined) data.message = message;
-  return data;
-}
-
-function frameTooLarge(token: ProgressToken): [BridgeErrorCode, string] {
-  return [
-    'frame_too_large',
-    `done for token ${JSON.stringify(token)} was not sent: its frame is larger than ${MAX_FRAME_BYTES} bytes`,
-  ];
-}
-
-/** Why done could not even be sent: closed, or no daemon within the time it had. */
-export function notConnectedFailure(
-  done: DoneContext,
-  closed: boolean,
-  everConnected: boolean,
-): DoneFailure {
-  if (closed)
-    return { code: 'closed', message: 'the publisher was closed before done was delivered' };
-  return {
-    code: 'daemon_unreachable',
-    message: everConnected
-      ? `done for token ${JSON.stringify(done.token)} was not delivered: the daemon on ${done.socketPath} went away and none answered within ${done.timeoutMs} ms`
-      : `done for token ${JSON.stringify(done.token)} was not delivered: no daemon has answered on ${done.socketPath} since the publisher started`,
-  };
-}
-
-/**
- * What the daemon's answer to a done frame means: delivered; send it again on
- * the next connection (this one dropped before the answer); or a failure,
- * `pending` when done was written but not answered in time.
- */
-export function judgeDoneAnswer(
-  answer: DoneAnswer,
-  done: DoneContext,
-  state: { retried: boolean; closed: boolean },
-): 'retry' | { delivered: true } | { delivered: false; failure: DoneFailure; pending: boolean } {
-  if (answer === 'closed' && !state.closed) return 'retry';
-  if (answer === 'closed') {
-    return {
-      delivered: false,
-      pending: false,
-      failure: { code: 'closed', message: 'the publisher was closed before done was acknowledged' },
-    };
-  }
-  if (answer === 'timeout') {
-    return {
-      delivered: false,
-      pending: true,
-      failure: {
-        code: 'daemon_timeout',
-        message: `the daemon did not acknowledge done for token ${JSON.stringify(done.token)} within ${done.timeoutMs} ms; it was written, so a daemon that is only stopped or overloaded still delivers it when it resumes`,
-      },
-    };
-  }
-  if (answer.type === 'ack') return { delivered: true };
-  // A done resent after a dropped connection may find the stream it already ended.
-  if (state.retried && answer.rejection.code === 'stream_closed') return { delivered: true };
-  return {
-    delivered: false,
-    pending: false,
-    failure: {
-      code: answeredCode(answer.rejection.code),
-      message: `the daemon refused done for token ${JSON.stringify(done.token)}: ${answer.rejection.message}`,
-    },
-  };
-}
-
-export type CancelCallback = (reason: string | undefined) => void;
 
 export interface Publisher {
   readonly token: ProgressToken | undefined;
@@ -190,46 +113,6 @@ export const NEVER_CONNECTED_GRACE_MS = 250;
 
 type State = 'open' | 'ending' | 'ended' | 'closed';
 
-interface ProgressData {
-  v: typeof PROTOCOL_VERSION;
-  progressToken: ProgressToken;
-  progress: number;
-  total?: number;
-  message?: string;
-  seq?: number;
-}
-
-/** The daemon's answer to a done frame, as #finish waits for it. */
-export type DoneAnswer =
-  | { readonly type: 'ack' }
-  | { readonly type: 'rejected'; readonly rejection: Rejected }
-  | 'closed'
-  | 'timeout';
-
-/**
- * Framing errors that refuse what a frame holds: sent again it would be
- * refused again, so it is not. (A full daemon and a stalled partial frame
- * also close the connection, but say nothing against the frame.)
- */
-const REFUSED_FRAME_CODES: ReadonlySet<string> = new Set<RejectCode>(
-  [...CLOSING_REJECT_CODES].filter(
-    (code) => code !== 'too_many_connections' && code !== 'frame_timeout',
-  ),
-);
-
-/**
- * A message of at most MAX_MESSAGE_BYTES UTF-8 bytes: a longer one is cut at
- * a code point boundary to leave room for "...", as the Python client does.
- */
-export function fitMessage(text: string): string {
-  if (fitsUtf8Bytes(text, MAX_MESSAGE_BYTES)) return text;
-  const bytes = Buffer.from(text, 'utf8');
-  let end = MAX_MESSAGE_BYTES - 3;
-  // Back up over continuation bytes (10xxxxxx) to the start of the code point that would be split.
-  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
-  return `${bytes.subarray(0, end).toString('utf8')}...`;
-}
-
 /**
  * Connects to the daemon and returns a publisher. Resolves even when the
  * daemon is not there: the publisher keeps trying in the background and
@@ -247,19 +130,14 @@ class SocketPublisher implements Publisher {
   readonly #doneTimeoutMs: number;
   readonly #onError: (error: BridgeError) => void;
   readonly #throttle: Throttle;
-  readonly #abort = new AbortController();
-  readonly #cancelCallbacks = new Set<CancelCallback>();
+  readonly #cancellation: Cancellation;
+  /** The stream's updates; undefined without a token (then nothing is ever recorded). */
+  readonly #updates: StreamUpdates | undefined;
   #state: State = 'open';
   #socket: Socket | undefined;
   #attempt = 0;
   #reconnectTimer: NodeJS.Timeout | undefined;
   #connectedWaiters: Array<(socket: Socket | undefined) => void> = [];
-  /** The last progress value recorded: the local model of the daemon's monotonic rule. */
-  #lastProgress: number | undefined;
-  #total: number | undefined;
-  /** The newest update, and whether it has been written to the current connection. */
-  #newest: ProgressData | undefined;
-  #newestSent = false;
   #nextSeq = 1;
   /** The seq of the update resent after a reconnect: a non_monotonic answer to it only means the daemon had it. */
   #resyncSeq = -1;
@@ -272,8 +150,6 @@ class SocketPublisher implements Publisher {
   /** A connect found a daemon too busy to take it (EAGAIN): done waits its full timeout for it too. */
   #daemonBusy = false;
   #replyWaiter: { seq: number; resolve: (reply: DoneAnswer) => void } | undefined;
-  #cancelled = false;
-  #cancelReason: string | undefined;
   #done: Promise<DoneOutcome> | undefined;
 
   constructor(options: PublisherOptions) {
@@ -283,6 +159,8 @@ class SocketPublisher implements Publisher {
     this.#socketPath = resolveSocketPath({ socket: options.socket }, env);
     this.#doneTimeoutMs = options.doneTimeoutMs ?? DEFAULT_DONE_TIMEOUT_MS;
     this.#onError = options.onError ?? warnOncePerCode();
+    this.#cancellation = new Cancellation((error) => this.#onErrorSafely(error));
+    this.#updates = this.token === undefined ? undefined : new StreamUpdates(this.token);
     this.#throttle = new Throttle(options.intervalMs ?? DEFAULT_MIN_INTERVAL_MS, () =>
       this.#sendNewest(),
     );
@@ -297,11 +175,11 @@ class SocketPublisher implements Publisher {
   }
 
   get cancelled(): boolean {
-    return this.#cancelled;
+    return this.#cancellation.cancelled;
   }
 
   get signal(): AbortSignal {
-    return this.#abort.signal;
+    return this.#cancellation.signal;
   }
 
   async start(): Promise<void> {
@@ -309,68 +187,15 @@ class SocketPublisher implements Publisher {
   }
 
   update(update: ProgressUpdate = {}): void {
-    if (this.#state !== 'open' || this.token === undefined) return;
+    if (this.#state !== 'open' || this.#updates === undefined) return;
     try {
-      this.#update(update);
+      const problem = this.#updates.record(update);
+      if (problem !== undefined) this.#report(problem.code, problem.message);
+      else this.#throttle.poke();
     } catch (error) {
       // A getter that throws, say: the worker's update is lost, never the worker.
       this.#report('invalid_field', `update ignored: it could not be read: ${String(error)}`);
     }
-  }
-
-  #update(update: ProgressUpdate): void {
-    if (this.token === undefined) return;
-    if (typeof update !== 'object' || update === null || Array.isArray(update)) {
-      this.#report(
-        'invalid_field',
-        `update ignored: pass an object { progress?, total?, message? }, got ${update === null ? 'null' : Array.isArray(update) ? 'an array' : typeof update}`,
-      );
-      return;
-    }
-    const { progress: given, total, message } = update;
-    const last = this.#lastProgress;
-    let progress: number;
-    if (given === undefined) {
-      progress = (last ?? 0) + 1;
-    } else if (typeof given !== 'number' || !Number.isFinite(given)) {
-      this.#report(
-        'invalid_field',
-        `update ignored: progress must be a finite number, got ${String(given)}`,
-      );
-      return;
-    } else if (last !== undefined && !(given > last)) {
-      this.#report(
-        'non_monotonic',
-        `update ignored: progress ${given} is not greater than the last progress ${last} for token ${JSON.stringify(this.token)}; MCP requires progress to increase (omit progress to count one up)`,
-      );
-      return;
-    } else {
-      progress = given;
-    }
-    if (total !== undefined) {
-      if (typeof total !== 'number' || !Number.isFinite(total) || total < 0) {
-        this.#report(
-          'invalid_field',
-          `update ignored: total must be a finite number >= 0, got ${String(total)}`,
-        );
-        return;
-      }
-      this.#total = total;
-    }
-    if (message !== undefined && typeof message !== 'string') {
-      this.#report(
-        'invalid_field',
-        `update ignored: message must be a string, got ${typeof message}`,
-      );
-      return;
-    }
-    const data: ProgressData = { v: PROTOCOL_VERSION, progressToken: this.token, progress };
-    if (this.#total !== undefined) data.total = this.#total;
-    if (message !== undefined) data.message = fitMessage(message);
-    this.#lastProgress = progress;
-    this.#newest = data;
-    this.#newestSent = false;
-    this.#throttle.poke();
   }
 
   done(status: DoneStatus = 'ok', message?: string): Promise<DoneOutcome> {
@@ -396,14 +221,7 @@ class SocketPublisher implements Publisher {
   }
 
   onCancel(callback: CancelCallback): () => void {
-    if (this.#cancelled) {
-      queueMicrotask(() => this.#call(callback));
-      return () => {};
-    }
-    this.#cancelCallbacks.add(callback);
-    return () => {
-      this.#cancelCallbacks.delete(callback);
-    };
+    return this.#cancellation.onCancel(callback);
   }
 
   async close(): Promise<void> {
@@ -460,7 +278,8 @@ class SocketPublisher implements Publisher {
         outcome = this.#failDone(notConnectedFailure(done, this.#isClosed(), everConnected));
         break;
       }
-      if (this.#newest !== undefined && !this.#newestSent) this.#writeNewest(socket, this.#newest);
+      const unsent = this.#updates?.unsent;
+      if (unsent !== undefined) this.#writeNewest(socket, unsent);
       const seq = this.#nextSeq++;
       const frame = this.#encode('done', doneData(token, status, message, seq));
       if (frame === undefined) {
@@ -607,9 +426,10 @@ class SocketPublisher implements Publisher {
       this.#write(socket, 'claim', { v: PROTOCOL_VERSION, progressToken: this.token });
     }
     // After a reconnect (a restarted daemon knows nothing), the newest value goes first.
-    if (this.#newest !== undefined && this.#state !== 'ended') {
+    const newest = this.#updates?.newest;
+    if (newest !== undefined && this.#state !== 'ended') {
       this.#resyncSeq = this.#nextSeq++;
-      this.#writeNewest(socket, { ...this.#newest, seq: this.#resyncSeq });
+      this.#writeNewest(socket, { ...newest, seq: this.#resyncSeq });
     }
     this.#wakeConnectedWaiters(socket);
   }
@@ -617,7 +437,7 @@ class SocketPublisher implements Publisher {
   #detach(socket: Socket): void {
     if (this.#socket !== socket) return;
     this.#socket = undefined;
-    this.#newestSent = false;
+    this.#updates?.connectionChanged();
     this.#replyWaiter?.resolve('closed');
     if (this.#state === 'open' || this.#state === 'ending') {
       this.#onErrorSafely(
@@ -632,7 +452,7 @@ class SocketPublisher implements Publisher {
 
   #scheduleReconnect(): void {
     if (this.#state !== 'open' && this.#state !== 'ending') return;
-    const delay = reconnectDelayMs(this.#attempt);
+    const delay = backoffDelayMs(RECONNECT_BACKOFF, this.#attempt);
     this.#attempt++;
     clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = setTimeout(() => {
@@ -644,20 +464,17 @@ class SocketPublisher implements Publisher {
 
   #sendNewest(): void {
     const socket = this.#socket;
-    if (socket === undefined || this.#newest === undefined || this.#newestSent) return;
+    const unsent = this.#updates?.unsent;
+    if (socket === undefined || unsent === undefined) return;
     // A daemon that does not read gets no backlog: the newest waits for 'drain'.
     if (socket.writableNeedDrain) return;
-    this.#writeNewest(socket, this.#newest);
+    this.#writeNewest(socket, unsent);
   }
 
   /** Writes the newest update; one too large to ever be accepted is dropped instead. */
   #writeNewest(socket: Socket, data: ProgressData): void {
-    if (this.#write(socket, 'progress', data)) {
-      this.#newestSent = true;
-    } else {
-      this.#newest = undefined;
-      this.#newestSent = false;
-    }
+    if (this.#write(socket, 'progress', data)) this.#updates?.sent();
+    else this.#updates?.drop();
   }
 
   /** Writes a frame, unless it is larger than any daemon accepts: then it is reported and not sent. */
@@ -722,7 +539,7 @@ class SocketPublisher implements Publisher {
           this.#badReply('cancel', envelope.data);
           return;
         }
-        if (cancel.progressToken === this.token) this.#cancel(cancel.reason);
+        if (cancel.progressToken === this.token) this.#cancellation.cancel(cancel.reason);
         return;
       }
       default:
@@ -749,41 +566,12 @@ class SocketPublisher implements Publisher {
    */
   #refusedFrame(rejection: Rejected): void {
     this.#refused = true;
-    if (this.#newestSent) {
-      this.#newest = undefined;
-      this.#newestSent = false;
-    }
+    this.#updates?.dropIfSent();
     this.#report(
       answeredCode(rejection.code),
       `the daemon refused a frame for token ${JSON.stringify(this.token)} and closed the connection; it is not sent again: ${rejection.message}`,
     );
     this.#replyWaiter?.resolve({ type: 'rejected', rejection });
-  }
-
-  #cancel(reason: string | undefined): void {
-    if (this.#cancelled) return;
-    this.#cancelled = true;
-    this.#cancelReason = reason;
-    this.#abort.abort(
-      new BridgeError(
-        'cancelled',
-        reason === undefined ? 'the stream was cancelled' : `the stream was cancelled: ${reason}`,
-      ),
-    );
-    for (const callback of this.#cancelCallbacks) this.#call(callback);
-    this.#cancelCallbacks.clear();
-  }
-
-  #call(callback: CancelCallback): void {
-    try {
-      callback(this.#cancelReason);
-    } catch (error) {
-      this.#onErrorSafely(
-        new BridgeError('cancel_callback_failed', `an onCancel callback threw: ${String(error)}`, {
-          cause: error,
-        }),
-      );
-    }
   }
 
   #report(code: BridgeErrorCode, message: string): void {

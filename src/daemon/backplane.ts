@@ -3,7 +3,9 @@
  * loaded only when the daemon is given --nats. It publishes what this host's
  * router accepts from its own workers, and feeds what other hosts publish into
  * the same router under one pseudo-connection per host, so every existing
- * surface (sessions, list, get, cancel) sees remote streams unchanged.
+ * surface (sessions, list, get, cancel) sees remote streams unchanged. Here: the
+ * NATS connection (join, rejoin, catch-up) and what goes in and out on it; the
+ * names on NATS are backplane-names.ts, the other hosts remote-hosts.ts.
  *
  * Live values travel on plain subjects, so none is lost; a JetStream stream that
  * keeps the last message of each subject lets a daemon that (re)joins catch up.
@@ -37,19 +39,14 @@ import {
 } from '../protocol/index.js';
 import type { DoneNotification, ProgressNotification } from '../protocol/notifications.js';
 import type { Logger } from '../shared/log.js';
+import { BackplaneSubjects, redacted, splitCredentials, tokenSubject } from './backplane-names.js';
+import { MAX_HOSTS, RemoteHosts } from './remote-hosts.js';
 import type { ConnectionId, Router } from './router.js';
 
-/** A host counts as lost after this many heartbeats were not heard. */
-export const MISSED_HEARTBEATS = 3;
 /** How long the store keeps a stream's last message: past it, a late joiner no longer learns of it. */
 const STORE_MAX_AGE_MS = 24 * 3_600_000;
 /** Between two connection attempts while NATS is unreachable at start. */
 const RETRY_MS = 2000;
-/**
- * Hosts this daemon keeps track of at most: a program that invents host names on the heartbeat
- * subject cannot grow it without bound (lost hosts with no stream are forgotten).
- */
-const MAX_HOSTS = 1024;
 /** A catch-up read that hears nothing for this long is over (the store was purged meanwhile). */
 const CATCH_UP_IDLE_MS = 5000;
 
@@ -79,62 +76,14 @@ export interface BackplaneHost {
   cancelLocal(token: ProgressToken, reason: string | undefined): number;
 }
 
-/** The subject token of a progressToken: base64url of its JSON, so "7" and 7 differ. */
-export function tokenSubject(token: ProgressToken): string {
-  return Buffer.from(JSON.stringify(token), 'utf8').toString('base64url');
-}
-
-/** The servers without credentials, and the credentials the URLs carried (NATS clients take them apart). */
-export function splitCredentials(urls: readonly string[]): {
-  servers: string[];
-  user?: string;
-  pass?: string;
-  token?: string;
-} {
-  const out: { servers: string[]; user?: string; pass?: string; token?: string } = {
-    servers: [],
-  };
-  for (const url of urls) {
-    const match = /^([a-z]+:\/\/)?([^@/]*)@(.+)$/.exec(url);
-    if (match === null) {
-      out.servers.push(url);
-      continue;
-    }
-    out.servers.push(`${match[1] ?? ''}${match[3]}`);
-    const userinfo = match[2] ?? '';
-    const colon = userinfo.indexOf(':');
-    if (out.user !== undefined || out.token !== undefined) continue;
-    if (colon < 0) out.token = decodeURIComponent(userinfo);
-    else {
-      out.user = decodeURIComponent(userinfo.slice(0, colon));
-      out.pass = decodeURIComponent(userinfo.slice(colon + 1));
-    }
-  }
-  return out;
-}
-
-/** URLs as they may be logged: without a password or token. */
-export function redacted(urls: readonly string[]): string {
-  return splitCredentials(urls).servers.join(', ');
-}
-
-interface RemoteHost {
-  readonly name: string;
-  readonly connection: ConnectionId;
-  lastSeen: number;
-  lost: boolean;
-  /** Ends its active streams as abandoned when it does not come back. */
-  graceTimer: NodeJS.Timeout | undefined;
-}
-
 type BackplaneStatus = NonNullable<DaemonStatus['backplane']>;
 
 export class Backplane {
   readonly #options: BackplaneOptions;
   readonly #host: BackplaneHost;
   readonly #log: Logger;
-  /** `<prefix>.s.`: every stream subject starts so. */
-  readonly #streamSubjects: string;
+  readonly #subjects: BackplaneSubjects;
+  readonly #hosts: RemoteHosts;
   #nc: NatsConnection | undefined;
   #jsm: JetStreamManager | undefined;
   #connected = false;
@@ -148,17 +97,12 @@ export class Backplane {
   #catchUps = 0;
   /** This daemon's tokens, active or done, while its router keeps them: the subject of each. */
   readonly #local = new Map<ProgressToken, string>();
-  /** Remote tokens and the host that publishes each. */
-  readonly #remote = new Map<ProgressToken, RemoteHost>();
-  readonly #hosts = new Map<string, RemoteHost>();
-  readonly #byConnection = new Map<ConnectionId, RemoteHost>();
-  #nextConnection = -1;
   /**
    * The pseudo-connection that publishes, at join, the streams an earlier daemon of this host left
    * in the store: it leaves at once, so the router ends them as abandoned after the grace unless
    * a worker of this daemon takes them up again.
    */
-  readonly #adopter: ConnectionId = this.#nextConnection--;
+  readonly #adopter: ConnectionId;
   /** Tokens already warned about, so a conflict is logged once. */
   readonly #warned = new Set<ProgressToken>();
   /** Messages from the backplane that failed validation. */
@@ -168,11 +112,23 @@ export class Backplane {
     this.#options = options;
     this.#host = host;
     this.#log = host.log;
-    this.#streamSubjects = `${options.prefix}.s.`;
+    this.#subjects = new BackplaneSubjects(options.prefix, options.name);
+    this.#hosts = new RemoteHosts({
+      log: host.log,
+      now: () => host.now(),
+      heartbeatMs: options.heartbeatMs,
+      abandonGraceMs: options.abandonGraceMs,
+      abandon: (tokens, reason) => {
+        const now = host.now();
+        for (const token of tokens) host.router.abandon(token, reason, now);
+        host.schedule();
+      },
+    });
+    this.#adopter = this.#hosts.newConnection();
     // Streams this daemon already holds (dones its journal recovered) are its own.
     for (const summary of host.router.list()) {
       if (summary.state !== 'waiting')
-        this.#local.set(summary.progressToken, this.#subjectOf(summary.progressToken));
+        this.#local.set(summary.progressToken, this.#subjects.streamOf(summary.progressToken));
     }
     host.router.observe((connection, notification, last) =>
       this.#published(connection, notification, last),
@@ -245,16 +201,12 @@ export class Backplane {
     return options;
   }
 
-  get #storeName(): string {
-    return `${this.#options.prefix.replaceAll('.', '_')}_streams`;
-  }
-
   /** The JetStream stream that keeps the last message of each stream subject. */
   async #ensureStore(nc: NatsConnection): Promise<void> {
     const jsm = await nc.jetstreamManager();
     const config = {
-      name: this.#storeName,
-      subjects: [`${this.#streamSubjects}>`],
+      name: this.#subjects.store,
+      subjects: [this.#subjects.allStreams],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.Old,
@@ -265,7 +217,7 @@ export class Backplane {
       await jsm.streams.add(config);
     } catch (error) {
       // Another daemon made it first (perhaps with other limits): use it as it is.
-      await jsm.streams.info(this.#storeName).catch(() => {
+      await jsm.streams.info(this.#subjects.store).catch(() => {
         throw error;
       });
     }
@@ -273,17 +225,18 @@ export class Backplane {
   }
 
   async #join(nc: NatsConnection): Promise<void> {
-    const prefix = this.#options.prefix;
     // Watched from the start: a disconnect during the join is not missed.
     void this.#watch(nc);
     await this.#ensureStore(nc);
     // Live subscriptions first, registered at the server (flush), then the stored last values:
     // a value published in between arrives live, and the older stored one is refused as not greater.
-    nc.subscribe(`${this.#streamSubjects}>`, {
+    nc.subscribe(this.#subjects.allStreams, {
       callback: (error, msg) => error || this.#streamIn(msg.subject, msg.data, undefined),
     });
-    nc.subscribe(`${prefix}.h.*`, { callback: (error, msg) => error || this.#heartbeatIn(msg) });
-    nc.subscribe(`${prefix}.c.${this.#options.name}`, {
+    nc.subscribe(this.#subjects.allHeartbeats, {
+      callback: (error, msg) => error || this.#heartbeatIn(msg),
+    });
+    nc.subscribe(this.#subjects.cancelOf(this.#options.name), {
       callback: (error, msg) => error || this.#cancelIn(msg),
     });
     await nc.flush();
@@ -299,7 +252,7 @@ export class Backplane {
     this.#host.schedule();
     if (this.#warnedUnreachable) this.#log.info('backplane: NATS is reachable now');
     this.#log.info(
-      `backplane: joined NATS ${nc.getServer()} as ${this.#options.name} (prefix ${prefix})`,
+      `backplane: joined NATS ${nc.getServer()} as ${this.#options.name} (prefix ${this.#options.prefix})`,
     );
   }
 
@@ -332,9 +285,7 @@ export class Backplane {
     await this.#ensureStore(nc);
     await nc.flush();
     this.#connected = true;
-    const now = this.#host.now();
-    // While this daemon was cut off it heard nobody: that says nothing about the others.
-    for (const host of this.#hosts.values()) host.lastSeen = now;
+    this.#hosts.allSeenNow();
     this.#republishLocal();
     this.#sendHeartbeat('up');
     await this.#catchUp(nc);
@@ -348,11 +299,11 @@ export class Backplane {
    */
   async #catchUp(nc: NatsConnection): Promise<void> {
     const run = ++this.#catchUps;
-    const info = await this.#jsm?.streams.info(this.#storeName);
+    const info = await this.#jsm?.streams.info(this.#subjects.store);
     if (info === undefined || info.state.messages === 0) return;
-    const consumer = await nc.jetstream().consumers.get(this.#storeName, {
+    const consumer = await nc.jetstream().consumers.get(this.#subjects.store, {
       // One subject as a string: nats-server before 2.10 (Debian's) has no filter_subjects list.
-      filterSubjects: `${this.#streamSubjects}>`,
+      filterSubjects: this.#subjects.allStreams,
       deliver_policy: DeliverPolicy.LastPerSubject,
     });
     const messages = await consumer.consume();
@@ -391,12 +342,12 @@ export class Backplane {
 
   /** The host that publishes a remote token, while this daemon mirrors it. */
   hostOf(token: ProgressToken): string | undefined {
-    return this.#remote.get(token)?.name;
+    return this.#hosts.ownerOf(token)?.name;
   }
 
   /** Whether a local worker may publish the token: not while another host publishes it. */
   refusal(token: ProgressToken): { ok: false; code: 'token_in_use'; message: string } | undefined {
-    const remote = this.#remote.get(token);
+    const remote = this.#hosts.ownerOf(token);
     if (remote === undefined || this.#router.get(token)?.state !== 'active') return undefined;
     return {
       ok: false,
@@ -407,29 +358,27 @@ export class Backplane {
 
   /** Whether the router connection stands for a remote host. */
   isRemote(connection: ConnectionId): boolean {
-    return this.#byConnection.has(connection);
+    return this.#hosts.ofConnection(connection) !== undefined;
   }
 
   /** Forwards a cancel to the host of a remote stream. */
   cancel(connection: ConnectionId, token: ProgressToken, reason: string | undefined): boolean {
-    const host = this.#byConnection.get(connection);
+    const host = this.#hosts.ofConnection(connection);
     if (host === undefined || this.#nc === undefined || !this.#connected) return false;
     const data: Record<string, unknown> = { v: 1, progressToken: token };
     if (reason !== undefined) data.reason = reason;
-    this.#nc.publish(`${this.#options.prefix}.c.${host.name}`, JSON.stringify(data));
+    this.#nc.publish(this.#subjects.cancelOf(host.name), JSON.stringify(data));
     return true;
   }
 
   status(): BackplaneStatus {
-    const active = new Map<RemoteHost, number>();
-    for (const [token, host] of this.#remote) {
-      if (this.#router.get(token)?.state === 'active')
-        active.set(host, (active.get(host) ?? 0) + 1);
-    }
+    const active = this.#hosts.activeStreams(
+      (token) => this.#router.get(token)?.state === 'active',
+    );
     return {
       name: this.#options.name,
       connected: this.#connected,
-      hosts: [...this.#hosts.values()].map((host) => ({
+      hosts: [...this.#hosts.all()].map((host) => ({
         name: host.name,
         state: host.lost ? 'lost' : 'up',
         activeStreams: active.get(host) ?? 0,
@@ -443,7 +392,7 @@ export class Backplane {
     this.#router.observe(undefined);
     clearTimeout(this.#retry);
     clearInterval(this.#heartbeat);
-    for (const host of this.#hosts.values()) clearTimeout(host.graceTimer);
+    this.#hosts.stop();
     const nc = this.#nc;
     this.#nc = undefined;
     if (nc === undefined) return;
@@ -454,22 +403,22 @@ export class Backplane {
     await nc.close().catch(() => {});
   }
 
-  #subjectOf(token: ProgressToken): string {
-    return `${this.#streamSubjects}${this.#options.name}.${tokenSubject(token)}`;
-  }
-
   #published(
     connection: ConnectionId | undefined,
     notification: ProgressNotification | DoneNotification,
     last: ProgressNotification | undefined,
   ): void {
     const token = notification.params.progressToken;
-    if (connection !== undefined ? this.#byConnection.has(connection) : this.#remote.has(token)) {
+    if (
+      connection !== undefined
+        ? this.isRemote(connection)
+        : this.#hosts.ownerOf(token) !== undefined
+    ) {
       return;
     }
     if (connection === this.#adopter) {
       // Already on the backplane: the store had it.
-      this.#local.set(token, this.#subjectOf(token));
+      this.#local.set(token, this.#subjects.streamOf(token));
       return;
     }
     if (notification.method === 'notifications/progress') {
@@ -484,7 +433,7 @@ export class Backplane {
   #send(token: ProgressToken, message: object): void {
     let subject = this.#local.get(token);
     if (subject === undefined) {
-      subject = this.#subjectOf(token);
+      subject = this.#subjects.streamOf(token);
       this.#local.set(token, subject);
     }
     // Before joining, and while cut off, nothing is sent: the last value or the end of every
@@ -504,7 +453,7 @@ export class Backplane {
     this.#local.delete(token);
     // The store keeps nothing of a stream this daemon no longer holds.
     if (subject !== undefined && this.#connected) {
-      this.#jsm?.streams.purge(this.#storeName, { filter: subject }).catch(() => {});
+      this.#jsm?.streams.purge(this.#subjects.store, { filter: subject }).catch(() => {});
     }
   }
 
@@ -518,14 +467,12 @@ export class Backplane {
    * frame from a socket: anything else is counted, logged now and then, and ignored.
    */
   #streamIn(subject: string, data: Uint8Array, ageMs: number | undefined): void {
-    const rest = subject.slice(this.#streamSubjects.length);
-    const dot = rest.indexOf('.');
-    const name = rest.slice(0, dot);
-    const subjectToken = rest.slice(dot + 1);
-    if (dot <= 0 || subjectToken.includes('.')) {
+    const parts = this.#subjects.parseStream(subject);
+    if (parts === undefined) {
       this.#invalid(subject, 'not a subject of this backplane');
       return;
     }
+    const { host: name, token: subjectToken } = parts;
     const message = parseBackplaneStream(parseJson(data));
     const token = message?.params.progressToken;
     if (message === undefined || token === undefined || tokenSubject(token) !== subjectToken) {
@@ -554,18 +501,18 @@ export class Backplane {
       this.#conflict(token, name, 'a worker of this host publishes it too');
       return;
     }
-    const host = this.#hostNamed(name);
+    const host = this.#hosts.named(name);
     if (host === undefined) {
       this.#invalid(subject, `more than ${MAX_HOSTS} hosts`);
       return;
     }
-    const owner = this.#remote.get(token);
+    const owner = this.#hosts.ownerOf(token);
     if (owner !== undefined && owner !== host && this.#router.get(token)?.state === 'active') {
       this.#conflict(token, name, `host ${owner.name} published it first`);
       return;
     }
-    if (ageMs === undefined) this.#seen(host);
-    this.#remote.set(token, host);
+    if (ageMs === undefined) this.#hosts.seen(host);
+    this.#hosts.setOwner(token, host);
     this.#apply(host.connection, message, now);
     this.#host.schedule();
   }
@@ -624,103 +571,34 @@ export class Backplane {
   }
 
   #heartbeatIn(msg: Msg): void {
-    const name = msg.subject.slice(`${this.#options.prefix}.h.`.length);
+    const name = this.#subjects.heartbeatHost(msg.subject);
     if (name === this.#options.name) return;
     const heartbeat = parseBackplaneHeartbeat(parseJson(msg.data));
     if (heartbeat === undefined || name === '') {
       this.#invalid(msg.subject, 'not a heartbeat of this backplane');
       return;
     }
-    const host = this.#hostNamed(name);
+    const host = this.#hosts.named(name);
     if (host === undefined) {
       this.#invalid(msg.subject, `more than ${MAX_HOSTS} hosts`);
       return;
     }
-    if (heartbeat.state === 'up') this.#seen(host);
-    else this.#lose(host, 'stopped');
-  }
-
-  #hostNamed(name: string): RemoteHost | undefined {
-    let host = this.#hosts.get(name);
-    if (host === undefined) {
-      if (this.#hosts.size >= MAX_HOSTS) return undefined;
-      host = {
-        name,
-        connection: this.#nextConnection--,
-        lastSeen: this.#host.now(),
-        lost: false,
-        graceTimer: undefined,
-      };
-      this.#hosts.set(name, host);
-      this.#byConnection.set(host.connection, host);
-    }
-    return host;
-  }
-
-  #seen(host: RemoteHost): void {
-    host.lastSeen = this.#host.now();
-    if (!host.lost) return;
-    host.lost = false;
-    clearTimeout(host.graceTimer);
-    host.graceTimer = undefined;
-    this.#log.info(`backplane: host ${host.name} is back`);
+    if (heartbeat.state === 'up') this.#hosts.seen(host);
+    else this.#hosts.lose(host, 'stopped');
   }
 
   #beat(): void {
     if (!this.#connected) return;
     this.#sendHeartbeat('up');
-    const silentSince = this.#host.now() - MISSED_HEARTBEATS * this.#options.heartbeatMs;
-    for (const host of this.#hosts.values()) {
-      if (!host.lost && host.lastSeen < silentSince) this.#lose(host, 'silent');
-    }
-    // Tokens the router evicted (done and past retention) are forgotten too, and then lost
-    // hosts with nothing left here.
-    const owners = new Set<RemoteHost>();
-    for (const [token, owner] of this.#remote) {
-      if (this.#router.get(token) === undefined) this.#remote.delete(token);
-      else owners.add(owner);
-    }
-    for (const host of this.#hosts.values()) {
-      if (host.lost && host.graceTimer === undefined && !owners.has(host)) {
-        this.#hosts.delete(host.name);
-        this.#byConnection.delete(host.connection);
-      }
-    }
+    // Tokens the router evicted (done and past retention) are forgotten too.
+    this.#hosts.review((token) => this.#router.get(token) !== undefined);
     for (const token of [...this.#local.keys()]) {
       if (this.#router.get(token) === undefined) this.#forgetLocal(token);
     }
   }
 
   #sendHeartbeat(state: 'up' | 'down', nc = this.#nc): void {
-    nc?.publish(`${this.#options.prefix}.h.${this.#options.name}`, JSON.stringify({ v: 1, state }));
-  }
-
-  /** A host stopped or went silent: its active streams end as abandoned after the grace. */
-  #lose(host: RemoteHost, why: 'stopped' | 'silent'): void {
-    if (host.lost) return;
-    host.lost = true;
-    const grace = this.#options.abandonGraceMs;
-    const what =
-      why === 'stopped'
-        ? 'its daemon stopped'
-        : `no heartbeat for ${(MISSED_HEARTBEATS * this.#options.heartbeatMs) / 1000} s`;
-    this.#log.warn(
-      `backplane: host ${host.name} is lost (${what}); its active streams end as abandoned in ${grace / 1000} s unless it comes back`,
-    );
-    host.graceTimer = setTimeout(() => {
-      host.graceTimer = undefined;
-      const now = this.#host.now();
-      for (const [token, owner] of this.#remote) {
-        if (owner !== host) continue;
-        this.#router.abandon(
-          token,
-          `host ${host.name} left the backplane (${what}) and did not come back within ${grace / 1000} s`,
-          now,
-        );
-      }
-      this.#host.schedule();
-    }, grace);
-    host.graceTimer.unref();
+    nc?.publish(this.#subjects.heartbeatOf(this.#options.name), JSON.stringify({ v: 1, state }));
   }
 }
 

@@ -348,7 +348,11 @@ export class Daemon {
   }
 
   get info(): DaemonInfo {
-    if (this.#info === undefined) throw new Error('the daemon has not started');
+    if (this.#info === undefined)
+      throw new BridgeError(
+        'not_started',
+        'the daemon has not started: read its info once Daemon.start() has resolved',
+      );
     return this.#info;
   }
 

@@ -14,6 +14,7 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Logger } from '../shared/log.js';
+import { missingPackage } from './installed.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import type { SessionHub } from './sessions.js';
 
@@ -184,13 +185,8 @@ export class GatewayEndpoint {
 
   listen(): Promise<string> {
     // Found now, loaded at the first upgrade: a broken install fails the start, not a session.
-    try {
-      createRequire(import.meta.url).resolve('ws');
-    } catch (error) {
-      return Promise.reject(
-        new Error(`cannot find ws (reinstall mcp-progress-bridge): ${(error as Error).message}`),
-      );
-    }
+    const missing = missingPackage('ws');
+    if (missing !== undefined) return Promise.reject(missing);
     return new Promise((resolve, reject) => {
       this.#http.once('error', reject);
       this.#http.listen(this.#options.port, this.#options.host, () => {

@@ -6,12 +6,14 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { FRAME_TIMEOUT_MS, MAX_FRAME_BYTES, MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import { DEFAULT_PORT } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { defaultSocketPath, resolveRuntimeDir } from '../shared/locate.js';
 import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
+import { checkInteger as integer, invalidOption as invalid } from '../shared/option-table.js';
 import { DEFAULT_ROUTER_OPTIONS, type RouterOptions } from './router.js';
 
-export const DEFAULT_PORT = 7717;
+export { DEFAULT_PORT };
 export const DEFAULT_NATS_PREFIX = 'mcp-progress';
 /** A NATS subject token of safe characters only: no dots, wildcards or spaces. */
 const SUBJECT_TOKEN = /^[A-Za-z0-9_-]+$/;
@@ -99,6 +101,8 @@ export interface OtherOption extends OptionBase {
   readonly kind: 'string' | 'boolean' | 'list';
   /** The placeholder in --help (DIR, PATH, ORIGIN). */
   readonly value?: string;
+  /** The only values a string option may take. */
+  readonly choices?: readonly string[];
 }
 
 export type OptionSpec = IntegerOption | OtherOption;
@@ -403,6 +407,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     kind: 'string',
     value: 'LEVEL',
     section: 'Other',
+    choices: LOG_LEVELS,
     help: `${LOG_LEVELS.join(', ')} (default info)`,
   },
 ];
@@ -410,7 +415,8 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
 /** The default of an integer option, from the table. */
 function defaultOf(name: string): number {
   const spec = DAEMON_OPTIONS.find((o) => o.name === name);
-  if (spec?.kind !== 'integer') throw new Error(`no integer option ${name}`);
+  if (spec?.kind !== 'integer')
+    throw new BridgeError('invalid_option', `no integer option --${name} in DAEMON_OPTIONS`);
   return spec.default;
 }
 
@@ -551,23 +557,6 @@ function natsServers(given: readonly string[] | undefined, env: NodeJS.ProcessEn
   );
 }
 
-function integer(name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): void {
-  if (!Number.isInteger(value) || value < min || value > max) {
-    invalid(
-      name,
-      max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`,
-      value,
-    );
-  }
-}
-
-function invalid(name: string, expected: string, got: unknown): never {
-  throw new BridgeError(
-    'invalid_option',
-    `option --${name}: expected ${expected}, got ${JSON.stringify(got)}`,
-  );
-}
-
 function definedOnly<T extends object>(value: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as {
     [K in keyof T]?: Exclude<T[K], undefined>;
@@ -587,38 +576,4 @@ export function optionsInput(values: ReadonlyMap<OptionSpec, unknown>): DaemonOp
     else daemon[spec.key.daemon] = value;
   }
   return { ...(daemon as DaemonOptionsInput), router: router as DaemonOptionsInput['router'] };
-}
-
-const HELP_COLUMN = 27;
-const HELP_WIDTH = 80;
-
-/** The option sections of `mcp-progress daemon --help`, from the table. */
-export function daemonOptionsHelp(): string {
-  const sections = new Map<OptionSection, string[]>();
-  for (const spec of DAEMON_FLAGS) {
-    const lines = sections.get(spec.section) ?? [];
-    sections.set(spec.section, lines);
-    const value = spec.kind === 'integer' ? ' N' : spec.kind === 'boolean' ? '' : ` ${spec.value}`;
-    const shown = spec.kind === 'integer' ? (spec.shownDefault ?? String(spec.default)) : '';
-    const help = spec.help.replace('{default}', shown);
-    const flag = `  --${spec.name}${value}`;
-    const words = help.split(' ');
-    const wrapped: string[] = [];
-    let line = '';
-    for (const word of words) {
-      if (line !== '' && HELP_COLUMN + line.length + 1 + word.length > HELP_WIDTH) {
-        wrapped.push(line);
-        line = word;
-      } else line = line === '' ? word : `${line} ${word}`;
-    }
-    wrapped.push(line);
-    const pad = ' '.repeat(HELP_COLUMN);
-    if (flag.length < HELP_COLUMN - 1) {
-      lines.push(`${flag.padEnd(HELP_COLUMN)}${wrapped[0]}`);
-    } else {
-      lines.push(flag, `${pad}${wrapped[0]}`);
-    }
-    for (const more of wrapped.slice(1)) lines.push(`${pad}${more}`);
-  }
-  return [...sections].map(([section, lines]) => `${section}:\n${lines.join('\n')}\n`).join('\n');
 }

@@ -14,6 +14,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { IpcConfig, IpcSocketServer } from 'node-ipc';
 import type { RejectCode } from '../protocol/errors.js';
 import { type Envelope, encodeFrame, FrameDecoder, FrameError } from '../protocol/wire.js';
+import { BridgeError } from '../shared/errors.js';
+import { missingPackage } from './installed.js';
 
 export type ConnectionId = number;
 
@@ -150,15 +152,8 @@ export class IngressServer {
   /** Binds the socket with mode 0600 and resolves when it accepts connections. */
   start(): Promise<void> {
     // Found now, loaded at the first connection: a broken install fails the start, not a worker.
-    try {
-      createRequire(import.meta.url).resolve('node-ipc');
-    } catch (error) {
-      return Promise.reject(
-        new Error(
-          `cannot find node-ipc (reinstall mcp-progress-bridge): ${(error as Error).message}`,
-        ),
-      );
-    }
+    const missing = missingPackage('node-ipc');
+    if (missing !== undefined) return Promise.reject(missing);
     const server = createServer((socket) => {
       let ipcServer: IpcSocketServer;
       try {
@@ -208,7 +203,11 @@ export class IngressServer {
     config.rawBuffer = true;
     ipc.serve(this.#options.socketPath);
     const ipcServer = ipc.server;
-    if (ipcServer === false) throw new Error('node-ipc did not create a server');
+    if (ipcServer === false)
+      throw new BridgeError(
+        'start_failed',
+        'node-ipc did not create a server (is the installed node-ipc 14.0.0? reinstall mcp-progress-bridge)',
+      );
     ipcServer.on('data', ((bytes: Buffer, socket: TaggedSocket) => {
       const connection = socket[STATE];
       if (connection !== undefined) this.#read(connection, bytes);

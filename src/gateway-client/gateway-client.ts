@@ -29,11 +29,12 @@ import {
   PROGRESS_METHOD,
 } from '../protocol/notifications.js';
 import {
+  backoffDelayMs,
   CLOSE_LINGER_MS,
   DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS,
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
   DEFAULT_RECONNECT_TIMEOUT_MS,
-  reconnectDelayMs,
+  RECONNECT_BACKOFF,
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
@@ -54,21 +55,21 @@ export interface GatewayClientOptions {
   readonly reconnect?: boolean | undefined;
   /**
    * How long to keep reconnecting once the connection dropped (default
-   * 30000): past it the client gives up, ends every subscription through its
+   * {@link DEFAULT_RECONNECT_TIMEOUT_MS}): past it the client gives up, ends every subscription through its
    * `onError` with `gateway_lost`, and rejects requests with that code.
    * Infinity: never give up (`tail` waits for a daemon as long as it runs).
    */
   readonly reconnectTimeoutMs?: number | undefined;
   /**
    * How long one request may wait for its answer before it rejects with
-   * `request_timeout` (default 10000): a daemon that stops answering (stopped,
+   * `request_timeout` (default {@link DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS}): a daemon that stops answering (stopped,
    * wedged) must not hold a caller forever. The connection stays open: a
    * daemon that resumes answers the next request.
    */
   readonly requestTimeoutMs?: number | undefined;
   /**
    * How long each connect, and each reconnect attempt, may take to complete
-   * the WebSocket handshake (default 5000). A port that accepted the TCP
+   * the WebSocket handshake (default {@link DEFAULT_HANDSHAKE_TIMEOUT_MS}). A port that accepted the TCP
    * connection and did not answer in time (a stopped or hung daemon, another
    * program) rejects with `gateway_timeout`; one that did not even accept it,
    * with `gateway_unreachable`. A reconnect attempt that times out is retried
@@ -134,7 +135,8 @@ export class GatewayClient {
   /**
    * Subscribes and calls `handler` with each notification for the token
    * (under `as` when given) until done, unsubscribe or close; `onError`
-   * once if it ends otherwise: its daemon went away for good (gateway_lost).
+   * once if it ends otherwise: its daemon went away for good (gateway_lost),
+   * or the daemon reconnected to refused its resubscribe (with the daemon's code).
    */
   async subscribe(
     params: SubscribeParams,
@@ -355,9 +357,31 @@ export class GatewayClient {
     ws.on('close', () => this.#dropped(ws));
     // Resubscribe whatever was live before a reconnect.
     for (const watch of this.#watches.live()) {
-      await this.request('progress/subscribe', watch.params).catch(() => {});
+      await this.request('progress/subscribe', watch.params).catch((error: unknown) =>
+        this.#resubscribeFailed(watch, error),
+      );
     }
     this.#options.onState?.('connected');
+  }
+
+  /**
+   * A resubscribe the new daemon refused (at its subscription cap, a token it no longer takes)
+   * or did not answer ends that subscription through its onError, as a loss does: it would
+   * otherwise look live and receive nothing. One dropped by the connection dropping again
+   * (disconnected) or by close() stays, for the next reconnect to resubscribe or close to end.
+   */
+  #resubscribeFailed(watch: LabelledSubscription, error: unknown): void {
+    const code: BridgeErrorCode = error instanceof BridgeError ? error.code : 'bad_reply';
+    if (code === 'disconnected' || code === 'closed' || this.#closed) return;
+    if (!this.#watches.remove(watch)) return;
+    const reason = error instanceof Error ? error.message : String(error);
+    this.#onError.get(watch)?.(
+      new BridgeError(
+        code,
+        `resubscribing to ${JSON.stringify(watch.label)} after a reconnect to ${this.#url} failed, so the subscription ended: ${reason}`,
+        { cause: error },
+      ),
+    );
   }
 
   #dropped(ws: WebSocket): void {
@@ -394,7 +418,7 @@ export class GatewayClient {
   }
 
   #retry(): void {
-    const delay = reconnectDelayMs(this.#attempt);
+    const delay = backoffDelayMs(RECONNECT_BACKOFF, this.#attempt);
     this.#attempt++;
     setTimeout(() => {
       if (this.#closed) return;

@@ -27,6 +27,13 @@ import {
   UNANSWERED_CLIENT_GAP_MS,
 } from '../shared/defaults.js';
 import type { BridgeError } from '../shared/errors.js';
+import {
+  type ForwardEffect,
+  type ForwardEnd,
+  type ForwardEvent,
+  forwardStep,
+  INITIAL_FORWARD_STATE,
+} from './forward-state.js';
 import { type ConfirmDelivery, ProgressSends, type SendProgress } from './progress-sends.js';
 import type { ProgressSession } from './progress-source.js';
 
@@ -128,8 +135,7 @@ export interface RequestChannel {
   readonly signal: AbortSignal | undefined;
 }
 
-/** 'lost': the daemon went away and did not come back (gateway_lost, in `error`). */
-export type ForwardEnd = 'done' | 'stopped' | 'failed' | 'aborted' | 'lost';
+export type { ForwardEnd } from './forward-state.js';
 
 export interface Forwarding {
   /** The last update received (forwarded or not). */
@@ -158,45 +164,90 @@ export interface ForwardOptions {
   readonly onAbort?: (() => Promise<void>) | undefined;
 }
 
-/** Subscribes `stream` on `session` and forwards into `channel` until done, stop, failure or cancel. */
+/** A promise and the function that settles it, for a settlement that comes from an effect. */
+function settleable<T>(): { promise: Promise<T>; settle: (value: T) => void } {
+  let settle: (value: T) => void = () => {};
+  const promise = new Promise<T>((resolve) => {
+    settle = resolve;
+  });
+  return { promise, settle };
+}
+
+/**
+ * Subscribes `stream` on `session` and forwards into `channel` until done, stop, failure or
+ * cancel. The rules are forwardStep's (forward-state.ts); this carries out its effects.
+ */
 export async function forwardProgress(
   session: Pick<ProgressSession, 'subscribe'>,
   stream: { progressToken: ProgressToken; minIntervalMs: number },
   channel: RequestChannel,
   options: ForwardOptions,
 ): Promise<Forwarding> {
-  let forwarding = true;
-  let last: ProgressParams | undefined;
-  let doneParams: DoneParams | undefined;
-  let error: BridgeError | undefined;
-  let updates = 0;
-  let endWith: (end: ForwardEnd) => void = () => {};
-  const ended = new Promise<ForwardEnd>((resolve) => {
-    endWith = resolve;
-  });
-  const end = (reason: ForwardEnd): void => {
-    if (!forwarding) return;
-    forwarding = false;
-    endWith(reason);
-  };
-  let settle: (done: DoneParams | undefined) => void = () => {};
-  const done = new Promise<DoneParams | undefined>((resolve) => {
-    settle = resolve;
-  });
-  const send = channel.send;
+  let state = INITIAL_FORWARD_STATE;
+  const ended = settleable<ForwardEnd>();
+  const done = settleable<DoneParams | undefined>();
+  const stopped = settleable<void>();
   const sends =
-    send === undefined
+    channel.send === undefined
       ? undefined
-      : new ProgressSends(send, {
-          // A send that fails (the client went away) ends forwarding: nobody is listening any more.
-          onFailure: () => end('failed'),
+      : new ProgressSends(channel.send, {
+          onFailure: () => dispatch({ type: 'sendFailed' }),
           confirm: channel.pings.confirm(channel.ping),
         });
-  let drained: Promise<void> | undefined;
-  // One drain per request, whoever asks first: so the client is pinged at most once.
-  const drain = (): Promise<void> => {
-    drained ??= sends?.drain({ confirm: !channel.signal?.aborted }) ?? Promise.resolve();
-    return drained;
+  const onCancel = (): void => dispatch({ type: 'cancel' });
+
+  const run = (effect: ForwardEffect): void => {
+    switch (effect.type) {
+      case 'forward':
+        sends?.push(effect.params);
+        return;
+      case 'announceEnd':
+        ended.settle(effect.end);
+        return;
+      case 'tellWorker':
+        void (options.onAbort?.() ?? Promise.resolve())
+          .catch(() => {})
+          .then(() => dispatch({ type: 'workerTold' }));
+        return;
+      case 'stopListeningForCancel':
+        channel.signal?.removeEventListener('abort', onCancel);
+        return;
+      case 'release':
+        void options
+          .release()
+          .catch(() => {})
+          .then(() => dispatch({ type: 'released' }));
+        return;
+      case 'drain':
+        // A cancelled request is not pinged: its client stopped waiting for the result.
+        void (sends?.drain({ confirm: !channel.signal?.aborted }) ?? Promise.resolve()).then(() =>
+          dispatch({ type: 'drained' }),
+        );
+        return;
+      case 'settle':
+        done.settle(effect.doneParams);
+        return;
+      case 'stopComplete':
+        stopped.settle();
+        return;
+    }
+  };
+  // Events raised while effects run (a synchronous callback) wait their turn: one step at a time.
+  const queue: ForwardEvent[] = [];
+  let stepping = false;
+  const dispatch = (event: ForwardEvent): void => {
+    queue.push(event);
+    if (stepping) return;
+    stepping = true;
+    try {
+      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+        const step = forwardStep(state, next);
+        state = step.state;
+        for (const effect of step.effects) run(effect);
+      }
+    } finally {
+      stepping = false;
+    }
   };
 
   const params: SubscribeParams = {
@@ -206,67 +257,35 @@ export async function forwardProgress(
   };
   await session.subscribe(
     params,
-    (notification) => {
-      if (!forwarding) return;
-      if (notification.method === PROGRESS_METHOD) {
-        last = notification.params;
-        updates++;
-        sends?.push(notification.params);
-      } else {
-        const params = notification.params;
-        doneParams = params;
-        end('done');
-        // Settled only once the result may follow the last update (RESULT_GAP_MS).
-        drain().then(() => settle(params));
-      }
-    },
-    (lost) => {
-      if (!forwarding) return;
-      error = lost;
-      end('lost');
-      drain().then(() => settle(undefined));
-    },
+    (notification) =>
+      dispatch(
+        notification.method === PROGRESS_METHOD
+          ? { type: 'update', params: notification.params }
+          : { type: 'done', params: notification.params },
+      ),
+    (lost) => dispatch({ type: 'lost', error: lost }),
   );
-
-  let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> => {
-    stopping ??= (async () => {
-      end('stopped');
-      channel.signal?.removeEventListener('abort', onAbort);
-      await options.release().catch(() => {});
-      await drain();
-      settle(undefined);
-    })();
-    return stopping;
-  };
-  let aborted = false;
-  const onAbort = (): void => {
-    if (aborted) return;
-    aborted = true;
-    end('aborted');
-    void (async () => {
-      await options.onAbort?.().catch(() => {});
-      await stop();
-    })();
-  };
-  if (channel.signal?.aborted) onAbort();
-  else channel.signal?.addEventListener('abort', onAbort, { once: true });
+  if (channel.signal?.aborted) onCancel();
+  else channel.signal?.addEventListener('abort', onCancel, { once: true });
 
   return {
     get last() {
-      return last;
+      return state.last;
     },
     get updates() {
-      return updates;
+      return state.updates;
     },
     get doneParams() {
-      return doneParams;
+      return state.doneParams;
     },
     get error() {
-      return error;
+      return state.error;
     },
-    done,
-    ended,
-    stop,
+    done: done.promise,
+    ended: ended.promise,
+    stop: () => {
+      dispatch({ type: 'stop' });
+      return stopped.promise;
+    },
   };
 }

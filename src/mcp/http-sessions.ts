@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import { createProgressMcpServer } from './mcp-server.js';
 import type { ModernMcpHttp } from './modern-http.js';
@@ -363,7 +364,13 @@ function readJson(request: IncomingMessage): Promise<JsonRead> {
     });
     request.once('error', reject);
     request.once('close', () => {
-      if (!request.complete) reject(new Error('the client went away before the whole request'));
+      if (!request.complete)
+        reject(
+          new BridgeError(
+            'client_went_away',
+            'the client went away before the whole request arrived',
+          ),
+        );
     });
     request.once('end', () => {
       if (size > MAX_MCP_BODY_BYTES) {

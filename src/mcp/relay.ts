@@ -95,11 +95,11 @@ export interface RelayOptions {
   readonly runtimeDir?: string | undefined;
   /** The worker socket to hand out when url and secret are given (default: the runtime dir's). */
   readonly socket?: string | undefined;
-  /** At most one notification per this many ms, always the newest (default DEFAULT_MIN_INTERVAL_MS, 100; 0 sends every update). */
+  /** At most one notification per this many ms, always the newest (default {@link DEFAULT_MIN_INTERVAL_MS}; 0 sends every update). */
   readonly minIntervalMs?: number | undefined;
-  /** How long to wait for the daemon to connect, and for each answer, before giving up for this call (default 2000). */
+  /** How long to wait for the daemon to connect, and for each answer, before giving up for this call (default {@link DEFAULT_RELAY_CONNECT_TIMEOUT_MS}). */
   readonly connectTimeoutMs?: number | undefined;
-  /** How long to keep reconnecting when the daemon goes away mid-call before the relay ends with `gateway_lost` (default 30000). */
+  /** How long to keep reconnecting when the daemon goes away mid-call before the relay ends with `gateway_lost` (default DEFAULT_RECONNECT_TIMEOUT_MS of src/shared/defaults.ts). */
   readonly reconnectTimeoutMs?: number | undefined;
   /** Where the warning about an unreachable daemon or an unknown context goes, once per function (default: a line on stderr, once per process). */
   readonly onWarning?: ((message: string) => void) | undefined;

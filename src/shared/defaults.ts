@@ -5,14 +5,29 @@
  * defaults live in its option table, src/daemon/options.ts.)
  */
 
+/** The daemon's WebSocket port (`--port`); `mcp-progress mcp` embeds its daemon there too. */
+export const DEFAULT_PORT = 7717;
+
 /** Coalescing interval of a publisher, a relay and watch_progress: at most one update per this many ms. */
 export const DEFAULT_MIN_INTERVAL_MS = 100;
 
 /** `mcp-progress tail` printing plain lines (not a terminal): at most one line per stream per this many ms. */
 export const DEFAULT_TAIL_LINES_INTERVAL_MS = 1000;
 
-/** Delays between reconnect attempts to the daemon; the last one repeats. */
-export const RECONNECT_BACKOFF_MS: readonly number[] = [50, 100, 200, 400, 800, 1600, 2000];
+/** A wait that doubles from `firstMs` after each failed attempt, up to `maxMs` (see backoffDelayMs). */
+export interface Backoff {
+  readonly firstMs: number;
+  readonly maxMs: number;
+}
+
+/** Between reconnect attempts to the daemon (publisher, gateway client). */
+export const RECONNECT_BACKOFF: Backoff = { firstMs: 50, maxMs: 2000 };
+
+/** Between connects refused with EAGAIN (the daemon's queue of connects is full): short, it is there. */
+export const BUSY_CONNECT_BACKOFF: Backoff = { firstMs: 5, maxMs: 250 };
+
+/** How long a one-shot worker-socket request (`publish`, `status`) waits for its answer. */
+export const DEFAULT_SOCKET_REQUEST_TIMEOUT_MS = 5000;
 
 /**
  * How long a gateway client keeps reconnecting after its daemon went away
@@ -41,10 +56,14 @@ export { DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS } from '../protocol/limits.js';
  */
 export const JOURNAL_RETRY_MS = 250;
 
-/** The reconnect delay before attempt `attempt` (0-based). */
-export function reconnectDelayMs(attempt: number): number {
-  const last = RECONNECT_BACKOFF_MS.length - 1;
-  return RECONNECT_BACKOFF_MS[Math.min(Math.max(0, attempt), last)] ?? 2000;
+/**
+ * The wait before retry `attempt` (0-based): firstMs doubled per attempt, capped at maxMs, of
+ * which a random half is taken off, so that the many clients a daemon restart drops at once
+ * do not all come back in the same millisecond. Always between half the step and the step.
+ */
+export function backoffDelayMs(backoff: Backoff, attempt: number, random = Math.random): number {
+  const step = Math.min(backoff.maxMs, backoff.firstMs * 2 ** Math.min(Math.max(0, attempt), 30));
+  return step / 2 + (random() * step) / 2;
 }
 
 /** How long a closing socket may take to close politely before it is destroyed. */

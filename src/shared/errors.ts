@@ -53,6 +53,9 @@ export const LOCAL_ERRORS = {
   port_in_use: "the gateway's port is in use",
   listen_failed: 'the gateway cannot listen for another reason',
   start_failed: 'the daemon failed to start',
+  not_started: "a daemon's info (socket, URL, secret) was read before Daemon.start() resolved",
+  // Serving MCP over HTTP.
+  client_went_away: 'an HTTP client closed its connection before its request was complete',
   // The command line.
   usage: 'the command line is wrong (exit code 2)',
 } as const;

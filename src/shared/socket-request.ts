@@ -5,6 +5,7 @@
 import { connect } from 'node:net';
 import { MAX_FRAME_BYTES } from '../protocol/limits.js';
 import { type Envelope, encodeFrame, FrameDecoder } from '../protocol/wire.js';
+import { BUSY_CONNECT_BACKOFF, backoffDelayMs } from './defaults.js';
 import { BridgeError } from './errors.js';
 
 export interface SocketRequest {
@@ -62,9 +63,6 @@ export function isConnectBusy(error: unknown): boolean {
   return (cause as NodeJS.ErrnoException | undefined)?.code === 'EAGAIN';
 }
 
-/** Waits before the n-th retry of a busy connect: short, doubling, bounded. */
-export const CONNECT_RETRY_MS = [5, 10, 20, 40, 80, 160, 250] as const;
-
 /** One request; a connect refused with EAGAIN is retried with a bounded backoff until the timeout. */
 export async function socketRequest(request: SocketRequest): Promise<Envelope> {
   const deadline = Date.now() + request.timeoutMs;
@@ -72,7 +70,7 @@ export async function socketRequest(request: SocketRequest): Promise<Envelope> {
     try {
       return await requestOnce({ ...request, timeoutMs: Math.max(1, deadline - Date.now()) });
     } catch (error) {
-      const wait = CONNECT_RETRY_MS[Math.min(attempt, CONNECT_RETRY_MS.length - 1)] ?? 250;
+      const wait = backoffDelayMs(BUSY_CONNECT_BACKOFF, attempt);
       if (!isConnectBusy(error) || Date.now() + wait >= deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, wait));
     }

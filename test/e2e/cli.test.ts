@@ -94,6 +94,45 @@ describe('exit code 2 for every wrong command line', () => {
   });
 });
 
+describe("every command's option table", () => {
+  it('checks its ranges and choices before doing anything, naming the flag and what it takes', async () => {
+    const dir = tempDir();
+    const cases: Array<[string[], string]> = [
+      [
+        ['status', '--runtime-dir', dir, '--timeout-ms', '0'],
+        'option --timeout-ms: expected an integer >= 1, got 0',
+      ],
+      [
+        ['publish', '--runtime-dir', dir, '--token', 'a', '--timeout-ms=-5'],
+        'option --timeout-ms: expected an integer >= 1, got -5',
+      ],
+      [
+        ['tail', '--runtime-dir', dir, '--min-interval-ms', '60001'],
+        'option --min-interval-ms: expected an integer from 0 to 60000, got 60001',
+      ],
+      [
+        ['mcp', '--runtime-dir', dir, '--port', '70000'],
+        'option --port: expected an integer from 0 to 65535, got 70000',
+      ],
+      [
+        ['mcp', '--runtime-dir', dir, '--log-level', 'loud'],
+        '--log-level: expected error, warn, info or debug, got "loud"',
+      ],
+      [
+        ['daemon', '--runtime-dir', dir, '--log-level', 'loud'],
+        '--log-level: expected error, warn, info or debug, got "loud"',
+      ],
+    ];
+    for (const [args, message] of cases) {
+      const result = await runCli(args);
+      expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2);
+      expect(result.stderr).toContain(message);
+    }
+    // Nothing was started or written: the checks come first.
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});
+
 describe('publish and status', () => {
   let daemon: RunningDaemon;
   beforeAll(async () => {

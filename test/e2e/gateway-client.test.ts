@@ -75,6 +75,42 @@ describe('GatewayClient', () => {
     await second.stop();
   });
 
+  it('a resubscribe the restarted daemon refuses ends that subscription through onError, with the code and the token', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon([], runtimeDir);
+    const states: string[] = [];
+    const client = await GatewayClient.connect({ runtimeDir, onState: (s) => states.push(s) });
+    const kept: number[] = [];
+    const errors = { kept: [] as BridgeError[], refused: [] as BridgeError[] };
+    await client.subscribe(
+      { progressToken: 'kept', minIntervalMs: 0 },
+      (n) => {
+        if (n.method === 'notifications/progress') kept.push(n.params.progress);
+      },
+      (error) => errors.kept.push(error),
+    );
+    await client.subscribe(
+      { progressToken: 'refused', minIntervalMs: 0 },
+      () => {},
+      (error) => errors.refused.push(error),
+    );
+    await first.stop('SIGKILL');
+    // The daemon that comes back takes one subscription per session: the second resubscribe is refused.
+    const second = await startDaemon(['--max-subscriptions', '1'], runtimeDir);
+    const refusal = await eventually(() => errors.refused[0], 10_000, 'the refused resubscribe');
+    expect(refusal).toBeInstanceOf(BridgeError);
+    expect(refusal.code).toBe('too_many_subscriptions');
+    expect(refusal.message).toContain('resubscribing to "refused"');
+    // The other subscription lives on in the new daemon.
+    await eventually(() => (states.at(-1) === 'connected' ? true : undefined));
+    await publish(second.info.socket, 'kept', 1);
+    await eventually(() => (kept.length === 1 ? true : undefined), 10_000, 'kept progress');
+    expect(errors.kept).toEqual([]);
+    expect(errors.refused).toHaveLength(1);
+    await client.close();
+    await second.stop();
+  });
+
   it('says clearly when no daemon runs', async () => {
     const error = await GatewayClient.connect({ runtimeDir: tempDir() }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'daemon_not_running' });

@@ -1,6 +1,6 @@
 /** The worker client's reply readers and its verdict on a done's answer, without a daemon. */
 import { describe, expect, it } from 'vitest';
-import { doneData, judgeDoneAnswer, notConnectedFailure } from '../../src/client/publisher.js';
+import { doneData, judgeDoneAnswer, notConnectedFailure } from '../../src/client/done-answers.js';
 import { readAck, readCancel, readRejected } from '../../src/client/replies.js';
 import { ackSchema, cancelSchema, rejectedSchema } from '../../src/protocol/frames.js';
 

@@ -1,5 +1,5 @@
 /** docs/CLIENTS.md lists the local error codes exactly as src/shared/errors.ts declares them. */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LOCAL_ERRORS } from '../../src/shared/errors.js';
@@ -15,5 +15,20 @@ describe('docs/CLIENTS.md error codes', () => {
     ]);
     expect(Object.fromEntries(rows)).toEqual(LOCAL_ERRORS);
     expect(rows).toHaveLength(Object.keys(LOCAL_ERRORS).length);
+  });
+});
+
+describe('local failures', () => {
+  it('are BridgeErrors with a code from the table: no plain Error is thrown or rejected in src/', () => {
+    const root = resolve(import.meta.dirname, '../../src');
+    const plain: string[] = [];
+    for (const file of readdirSync(root, { recursive: true, encoding: 'utf8' })) {
+      if (!file.endsWith('.ts')) continue;
+      const lines = readFileSync(resolve(root, file), 'utf8').split('\n');
+      lines.forEach((line, i) => {
+        if (/\bnew (?:Type|Range)?Error\(/.test(line)) plain.push(`src/${file}:${i + 1}`);
+      });
+    }
+    expect(plain).toEqual([]);
   });
 });

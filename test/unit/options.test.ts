@@ -6,7 +6,6 @@ import {
   DAEMON_FLAGS,
   DAEMON_OPTIONS,
   DEFAULT_PORT,
-  daemonOptionsHelp,
   optionsInput,
   resolveDaemonOptions,
 } from '../../src/daemon/options.js';
@@ -16,6 +15,7 @@ import {
   resolveRuntimeDir,
   resolveSocketPath,
 } from '../../src/shared/locate.js';
+import { optionsHelp } from '../../src/shared/option-table.js';
 
 describe('runtime dir and socket rules', () => {
   it('prefers the flag, then MCP_PROGRESS_RUNTIME_DIR, then XDG_RUNTIME_DIR/mcp-progress, then tmpdir', () => {
@@ -145,7 +145,7 @@ describe('the daemon option table', () => {
   });
 
   it('drives --help: every flag once, with its default', () => {
-    const help = daemonOptionsHelp();
+    const help = optionsHelp(DAEMON_FLAGS, 27);
     for (const spec of DAEMON_FLAGS) {
       const flagLine = new RegExp(`^  --${spec.name}( |$)`, 'gm');
       expect(help.match(flagLine), spec.name).toHaveLength(1);

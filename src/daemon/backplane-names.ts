@@ -1,0 +1,104 @@
+/**
+ * How the backplane names things on NATS (docs/BACKPLANE.md): the subjects of streams,
+ * heartbeats and cancels, the JetStream store, and the servers' URLs without their
+ * credentials. Pure: no NATS client here.
+ */
+import type { ProgressToken } from '../protocol/index.js';
+
+/** The subject token of a progressToken: base64url of its JSON, so "7" and 7 differ. */
+export function tokenSubject(token: ProgressToken): string {
+  return Buffer.from(JSON.stringify(token), 'utf8').toString('base64url');
+}
+
+/** The subjects of one backplane (its prefix) as seen by one daemon (its name). */
+export class BackplaneSubjects {
+  readonly #prefix: string;
+  readonly #name: string;
+  /** `<prefix>.s.`: every stream subject starts so. */
+  readonly #streams: string;
+
+  constructor(prefix: string, name: string) {
+    this.#prefix = prefix;
+    this.#name = name;
+    this.#streams = `${prefix}.s.`;
+  }
+
+  /** Every stream subject of every host. */
+  get allStreams(): string {
+    return `${this.#streams}>`;
+  }
+
+  /** The subject this daemon publishes a token's stream on. */
+  streamOf(token: ProgressToken): string {
+    return `${this.#streams}${this.#name}.${tokenSubject(token)}`;
+  }
+
+  /**
+   * The host and token part of a stream subject; undefined when it is not one of this
+   * backplane's (`<prefix>.s.<host>.<token>`).
+   */
+  parseStream(subject: string): { host: string; token: string } | undefined {
+    const rest = subject.slice(this.#streams.length);
+    const dot = rest.indexOf('.');
+    const token = rest.slice(dot + 1);
+    if (dot <= 0 || token.includes('.')) return undefined;
+    return { host: rest.slice(0, dot), token };
+  }
+
+  get allHeartbeats(): string {
+    return `${this.#prefix}.h.*`;
+  }
+
+  heartbeatOf(host: string): string {
+    return `${this.#prefix}.h.${host}`;
+  }
+
+  /** The host a heartbeat subject names ('' when none). */
+  heartbeatHost(subject: string): string {
+    return subject.slice(`${this.#prefix}.h.`.length);
+  }
+
+  /** Where cancels for a host's streams go. */
+  cancelOf(host: string): string {
+    return `${this.#prefix}.c.${host}`;
+  }
+
+  /** The JetStream stream that keeps the last message of each stream subject. */
+  get store(): string {
+    return `${this.#prefix.replaceAll('.', '_')}_streams`;
+  }
+}
+
+/** The servers without credentials, and the credentials the URLs carried (NATS clients take them apart). */
+export function splitCredentials(urls: readonly string[]): {
+  servers: string[];
+  user?: string;
+  pass?: string;
+  token?: string;
+} {
+  const out: { servers: string[]; user?: string; pass?: string; token?: string } = {
+    servers: [],
+  };
+  for (const url of urls) {
+    const match = /^([a-z]+:\/\/)?([^@/]*)@(.+)$/.exec(url);
+    if (match === null) {
+      out.servers.push(url);
+      continue;
+    }
+    out.servers.push(`${match[1] ?? ''}${match[3]}`);
+    const userinfo = match[2] ?? '';
+    const colon = userinfo.indexOf(':');
+    if (out.user !== undefined || out.token !== undefined) continue;
+    if (colon < 0) out.token = decodeURIComponent(userinfo);
+    else {
+      out.user = decodeURIComponent(userinfo.slice(0, colon));
+      out.pass = decodeURIComponent(userinfo.slice(colon + 1));
+    }
+  }
+  return out;
+}
+
+/** URLs as they may be logged: without a password or token. */
+export function redacted(urls: readonly string[]): string {
+  return splitCredentials(urls).servers.join(', ');
+}

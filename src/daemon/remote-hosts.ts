@@ -1,0 +1,164 @@
+/**
+ * The other hosts of the NATS backplane, as this daemon knows them: each one's pseudo-connection
+ * in the router, when it was last heard, whether it is lost (and the grace before its active
+ * streams end as abandoned), and which host publishes each remote token. No NATS here: the
+ * backplane (backplane.ts) feeds it what it hears and asks it who is who.
+ */
+import type { ProgressToken } from '../protocol/index.js';
+import type { Logger } from '../shared/log.js';
+import type { ConnectionId } from './router.js';
+
+/** A host counts as lost after this many heartbeats were not heard. */
+export const MISSED_HEARTBEATS = 3;
+/**
+ * Hosts this daemon keeps track of at most: a program that invents host names on the heartbeat
+ * subject cannot grow it without bound (lost hosts with no stream are forgotten).
+ */
+export const MAX_HOSTS = 1024;
+
+export interface RemoteHost {
+  readonly name: string;
+  readonly connection: ConnectionId;
+  lastSeen: number;
+  lost: boolean;
+  /** Ends its active streams as abandoned when it does not come back. */
+  graceTimer: NodeJS.Timeout | undefined;
+}
+
+export interface RemoteHostsOptions {
+  readonly log: Logger;
+  now(): number;
+  readonly heartbeatMs: number;
+  /** How long a lost host's streams stay active before they end as abandoned. */
+  readonly abandonGraceMs: number;
+  /** Ends a lost host's stream as abandoned (in the router), then runs the router's due work. */
+  abandon(tokens: readonly ProgressToken[], reason: string): void;
+}
+
+export class RemoteHosts {
+  readonly #options: RemoteHostsOptions;
+  readonly #byName = new Map<string, RemoteHost>();
+  readonly #byConnection = new Map<ConnectionId, RemoteHost>();
+  /** Remote tokens and the host that publishes each. */
+  readonly #owners = new Map<ProgressToken, RemoteHost>();
+  #nextConnection = -1;
+
+  constructor(options: RemoteHostsOptions) {
+    this.#options = options;
+  }
+
+  /** A router connection id of no host (negative, as every host's, so never a worker's). */
+  newConnection(): ConnectionId {
+    return this.#nextConnection--;
+  }
+
+  /** The host of that name, added when new; undefined when MAX_HOSTS are known already. */
+  named(name: string): RemoteHost | undefined {
+    let host = this.#byName.get(name);
+    if (host === undefined) {
+      if (this.#byName.size >= MAX_HOSTS) return undefined;
+      host = {
+        name,
+        connection: this.newConnection(),
+        lastSeen: this.#options.now(),
+        lost: false,
+        graceTimer: undefined,
+      };
+      this.#byName.set(name, host);
+      this.#byConnection.set(host.connection, host);
+    }
+    return host;
+  }
+
+  /** The host a router connection stands for. */
+  ofConnection(connection: ConnectionId): RemoteHost | undefined {
+    return this.#byConnection.get(connection);
+  }
+
+  /** The host that publishes a remote token. */
+  ownerOf(token: ProgressToken): RemoteHost | undefined {
+    return this.#owners.get(token);
+  }
+
+  setOwner(token: ProgressToken, host: RemoteHost): void {
+    this.#owners.set(token, host);
+  }
+
+  /** How many of each host's tokens `isActive` says are active. */
+  activeStreams(isActive: (token: ProgressToken) => boolean): Map<RemoteHost, number> {
+    const active = new Map<RemoteHost, number>();
+    for (const [token, host] of this.#owners) {
+      if (isActive(token)) active.set(host, (active.get(host) ?? 0) + 1);
+    }
+    return active;
+  }
+
+  all(): IterableIterator<RemoteHost> {
+    return this.#byName.values();
+  }
+
+  /** Heard from: a lost host is back, and its streams stay. */
+  seen(host: RemoteHost): void {
+    host.lastSeen = this.#options.now();
+    if (!host.lost) return;
+    host.lost = false;
+    clearTimeout(host.graceTimer);
+    host.graceTimer = undefined;
+    this.#options.log.info(`backplane: host ${host.name} is back`);
+  }
+
+  /** While this daemon was cut off it heard nobody: that says nothing about the others. */
+  allSeenNow(): void {
+    const now = this.#options.now();
+    for (const host of this.#byName.values()) host.lastSeen = now;
+  }
+
+  /**
+   * At each heartbeat: hosts silent for MISSED_HEARTBEATS are lost; tokens `isKnown` no longer
+   * holds are forgotten, and then lost hosts with nothing left.
+   */
+  review(isKnown: (token: ProgressToken) => boolean): void {
+    const silentSince = this.#options.now() - MISSED_HEARTBEATS * this.#options.heartbeatMs;
+    for (const host of this.#byName.values()) {
+      if (!host.lost && host.lastSeen < silentSince) this.lose(host, 'silent');
+    }
+    const owners = new Set<RemoteHost>();
+    for (const [token, owner] of this.#owners) {
+      if (!isKnown(token)) this.#owners.delete(token);
+      else owners.add(owner);
+    }
+    for (const host of this.#byName.values()) {
+      if (host.lost && host.graceTimer === undefined && !owners.has(host)) {
+        this.#byName.delete(host.name);
+        this.#byConnection.delete(host.connection);
+      }
+    }
+  }
+
+  /** A host stopped or went silent: its active streams end as abandoned after the grace. */
+  lose(host: RemoteHost, why: 'stopped' | 'silent'): void {
+    if (host.lost) return;
+    host.lost = true;
+    const grace = this.#options.abandonGraceMs;
+    const what =
+      why === 'stopped'
+        ? 'its daemon stopped'
+        : `no heartbeat for ${(MISSED_HEARTBEATS * this.#options.heartbeatMs) / 1000} s`;
+    this.#options.log.warn(
+      `backplane: host ${host.name} is lost (${what}); its active streams end as abandoned in ${grace / 1000} s unless it comes back`,
+    );
+    host.graceTimer = setTimeout(() => {
+      host.graceTimer = undefined;
+      const tokens = [...this.#owners].filter(([, owner]) => owner === host).map(([t]) => t);
+      this.#options.abandon(
+        tokens,
+        `host ${host.name} left the backplane (${what}) and did not come back within ${grace / 1000} s`,
+      );
+    }, grace);
+    host.graceTimer.unref();
+  }
+
+  stop(): void {
+    for (const host of this.#byName.values()) clearTimeout(host.graceTimer);
+  }
+}

@@ -1,0 +1,114 @@
+/** The backplane's parts that know no NATS: its names on NATS, and the table of the other hosts. */
+import { describe, expect, it } from 'vitest';
+import { BackplaneSubjects, tokenSubject } from '../../src/daemon/backplane-names.js';
+import { MAX_HOSTS, MISSED_HEARTBEATS, RemoteHosts } from '../../src/daemon/remote-hosts.js';
+import { createLogger } from '../../src/shared/log.js';
+
+describe('BackplaneSubjects', () => {
+  const subjects = new BackplaneSubjects('team-a.progress', 'gpu-1');
+
+  it('a stream subject names its host and its token, "7" and 7 apart', () => {
+    expect(tokenSubject('7')).not.toBe(tokenSubject(7));
+    for (const token of ['7', 7, 'render.1 *>']) {
+      const subject = subjects.streamOf(token);
+      expect(subject.startsWith('team-a.progress.s.gpu-1.')).toBe(true);
+      expect(subjects.parseStream(subject)).toEqual({ host: 'gpu-1', token: tokenSubject(token) });
+    }
+  });
+
+  it('a subject that is not host.token under the prefix is not a stream subject', () => {
+    expect(subjects.parseStream('team-a.progress.s.gpu-1')).toBeUndefined();
+    expect(subjects.parseStream('team-a.progress.s..abc')).toBeUndefined();
+    expect(subjects.parseStream('team-a.progress.s.gpu-1.a.b')).toBeUndefined();
+  });
+
+  it('heartbeats, cancels and the store are named from the prefix', () => {
+    expect(subjects.heartbeatHost(subjects.heartbeatOf('desk-2'))).toBe('desk-2');
+    expect(subjects.allHeartbeats).toBe('team-a.progress.h.*');
+    expect(subjects.cancelOf('desk-2')).toBe('team-a.progress.c.desk-2');
+    expect(subjects.store).toBe('team-a_progress_streams');
+  });
+});
+
+describe('RemoteHosts', () => {
+  function table(abandonGraceMs = 1) {
+    let now = 1000;
+    const abandoned: Array<{ tokens: readonly unknown[]; reason: string }> = [];
+    let onAbandon: () => void = () => {};
+    const hosts = new RemoteHosts({
+      log: createLogger('error', () => {}),
+      now: () => now,
+      heartbeatMs: 100,
+      abandonGraceMs,
+      abandon: (tokens, reason) => {
+        abandoned.push({ tokens, reason });
+        onAbandon();
+      },
+    });
+    return {
+      hosts,
+      abandoned,
+      advance: (ms: number) => {
+        now += ms;
+      },
+      nextAbandon: () => new Promise<void>((resolve) => (onAbandon = resolve)),
+    };
+  }
+
+  it('gives each host one connection of its own, never a worker id, and keeps at most MAX_HOSTS', () => {
+    const { hosts } = table();
+    const a = hosts.named('a');
+    expect(hosts.named('a')).toBe(a);
+    expect(a?.connection).toBeLessThan(0);
+    expect(hosts.ofConnection(a?.connection ?? 0)).toBe(a);
+    for (let i = 1; i < MAX_HOSTS; i++) expect(hosts.named(`h${i}`)).toBeDefined();
+    expect(hosts.named('one-too-many')).toBeUndefined();
+  });
+
+  it('a host silent for MISSED_HEARTBEATS is lost, and its tokens are abandoned after the grace', async () => {
+    const { hosts, abandoned, advance, nextAbandon } = table();
+    const a = hosts.named('a');
+    const b = hosts.named('b');
+    if (a === undefined || b === undefined) throw new Error('no host');
+    hosts.setOwner('a-job', a);
+    hosts.setOwner('b-job', b);
+    advance(MISSED_HEARTBEATS * 100 - 1);
+    hosts.seen(b);
+    advance(2);
+    const abandon = nextAbandon();
+    hosts.review(() => true);
+    expect([a.lost, b.lost]).toEqual([true, false]);
+    await abandon;
+    expect(abandoned).toEqual([
+      { tokens: ['a-job'], reason: expect.stringContaining('host a left the backplane') },
+    ]);
+  });
+
+  it('a lost host heard again is back, and nothing is abandoned', async () => {
+    const { hosts, abandoned } = table(20);
+    const a = hosts.named('a');
+    if (a === undefined) throw new Error('no host');
+    hosts.setOwner('a-job', a);
+    hosts.lose(a, 'stopped');
+    hosts.seen(a);
+    expect(a.lost).toBe(false);
+    expect(a.graceTimer).toBeUndefined();
+    expect(abandoned).toEqual([]);
+  });
+
+  it('review forgets tokens no longer known, then lost hosts with nothing left', async () => {
+    const { hosts, nextAbandon } = table();
+    const a = hosts.named('a');
+    if (a === undefined) throw new Error('no host');
+    hosts.setOwner('gone', a);
+    const abandon = nextAbandon();
+    hosts.lose(a, 'stopped');
+    await abandon;
+    hosts.review(() => true);
+    expect(hosts.ofConnection(a.connection)).toBe(a);
+    hosts.review(() => false);
+    expect(hosts.ownerOf('gone')).toBeUndefined();
+    expect(hosts.ofConnection(a.connection)).toBeUndefined();
+    expect([...hosts.all()]).toEqual([]);
+  });
+});
