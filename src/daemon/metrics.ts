@@ -46,9 +46,9 @@ export function formatPrometheus(status: DaemonStatus): string {
       counters.slowSessionsClosed,
     ),
     counter(
-      'pending_connections_refused_total',
-      'Gateway connections refused because --max-pending-connections had not authenticated yet.',
-      counters.pendingConnectionsRefused,
+      'pending_connections_evicted_total',
+      'Unauthenticated gateway connections closed for a newer one of the same user (--max-pending-connections).',
+      counters.pendingConnectionsEvicted,
     ),
     counter(
       'handshake_timeouts_total',

@@ -228,7 +228,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     default: 128,
     min: 1,
     section: 'Limits',
-    help: 'gateway connections not yet authenticated; more are refused at once (default {default})',
+    help: "gateway connections not yet authenticated, per local user; one more closes that user's oldest (default {default})",
   },
   {
     name: 'max-frame-bytes',

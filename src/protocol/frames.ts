@@ -378,8 +378,9 @@ export const daemonStatusSchema = z
       coalesced: count,
       connectionsRefused: count,
       slowSessionsClosed: count,
-      pendingConnectionsRefused: count.meta({
-        description: 'Gateway connections refused at --max-pending-connections.',
+      pendingConnectionsEvicted: count.meta({
+        description:
+          'Unauthenticated gateway connections closed to make room for a newer one of the same local user (--max-pending-connections per user).',
       }),
       handshakeTimeouts: count.meta({
         description:
