@@ -527,7 +527,7 @@ export class GatewayEndpoint {
       if (answer === undefined || ws.readyState !== ws.OPEN) return;
       ws.send(answer);
       // Replies count against the cap too: a client that asks and never reads is a slow consumer.
-      this.#hub.closeIfSlow(id);
+      this.#hub.closeIfSlow(id, Buffer.byteLength(answer));
     });
     ws.on('error', (error) => this.#log.debug(`session ${id} error: ${error.message}`));
     ws.on('close', () => {

@@ -5,7 +5,12 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { FRAME_TIMEOUT_MS, MAX_FRAME_BYTES, MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import {
+  FRAME_TIMEOUT_MS,
+  MAX_FRAME_BYTES,
+  MAX_MIN_INTERVAL_MS,
+  MIN_SESSION_BUFFER_BYTES,
+} from '../protocol/limits.js';
 import { BridgeError } from '../shared/errors.js';
 import { defaultSocketPath, resolveRuntimeDir } from '../shared/locate.js';
 import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
@@ -217,9 +222,10 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     kind: 'integer',
     default: 8 * 1024 * 1024,
     shownDefault: '8388608 = 8 MiB',
-    min: 1024,
+    // It must hold the largest notification and the largest reply unread at once.
+    min: MIN_SESSION_BUFFER_BYTES,
     section: 'Limits',
-    help: 'unread bytes before a session of any kind is closed (default {default})',
+    help: `unread bytes before a session of any kind is closed (default {default}; at least ${MIN_SESSION_BUFFER_BYTES}, the largest notification and the largest reply)`,
   },
   {
     name: 'max-pending-connections',
