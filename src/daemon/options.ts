@@ -454,7 +454,7 @@ export function resolveDaemonOptions(
     const [target, field] =
       'router' in spec.key ? [router, spec.key.router] : [daemon, spec.key.daemon];
     target[field] ??= spec.default;
-    integer(spec.name, target[field] as number, spec.min, spec.max);
+    integer(spec.name, target[field] as number, spec.min, spec.max ?? timerMax(spec));
   }
   const options: DaemonOptions = {
     ...(daemon as unknown as DaemonOptions),
@@ -541,6 +541,16 @@ function natsServers(given: readonly string[] | undefined, env: NodeJS.ProcessEn
       .map((url) => url.trim())
       .filter((url) => url !== ''),
   );
+}
+
+/**
+ * Node's timers hold at most 2^31 - 1 ms (24.8 days) and make a longer delay 1 ms: every `-ms`
+ * option without a range of its own is bounded by that.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function timerMax(spec: IntegerOption): number | undefined {
+  return spec.name.endsWith('-ms') ? MAX_TIMER_MS : undefined;
 }
 
 function integer(name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): void {

@@ -89,6 +89,8 @@ describe('HTTP surface', () => {
   it('GET /healthz answers without the secret', async () => {
     const response = await fetch(`${base()}/healthz`);
     expect(response.status).toBe(200);
+    // A browser must not sniff it into something else.
+    expect(response.headers.get('x-content-type-options')).toBe('nosniff');
     expect(await response.json()).toMatchObject({ ok: true, pid: daemon.child.pid });
   });
 
