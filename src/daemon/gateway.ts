@@ -51,6 +51,8 @@ export const WS_PATH = '/ws';
 export const CLOSE_CODES = {
   /** The daemon is stopping. */
   goingAway: 1001,
+  /** --max-sessions was reached between the upgrade's check and its handshake: try again later. */
+  tryAgainLater: 1013,
   /** The session did not read its notifications and its buffer passed the cap. */
   slowConsumer: 4008,
 } as const;
@@ -485,7 +487,7 @@ export class GatewayEndpoint {
     });
     if (id === undefined) {
       // Another session took the last place between the check and the handshake.
-      ws.close(1013, this.#hub.refusal() ?? 'the session cap is reached');
+      ws.close(CLOSE_CODES.tryAgainLater, this.#hub.refusal() ?? 'the session cap is reached');
       return;
     }
     const opened: WsSession = {

@@ -207,4 +207,18 @@ describe('limits', () => {
     await other.close();
     await daemon.stop();
   });
+
+  it('a message in more fragments than the WebSocket layer takes closes that session with 1008; others go on', async () => {
+    const daemon = await startDaemon();
+    const fragmented = await connectGateway(daemon.info);
+    const other = await connectGateway(daemon.info);
+    const closed = new Promise<number>((resolve) => fragmented.ws.once('close', (c) => resolve(c)));
+    // ws takes at most 16,384 fragments of one message (PROTOCOL.md 4.5); one byte each.
+    for (let i = 0; i < 16_400 && fragmented.ws.readyState === fragmented.ws.OPEN; i++)
+      fragmented.ws.send('x', { fin: false });
+    expect(await closed).toBe(1008);
+    expect((await other.request('progress/list')).result).toEqual({ streams: [] });
+    await other.close();
+    await daemon.stop();
+  });
 });
