@@ -398,6 +398,7 @@ export class Daemon {
         notificationsSent: this.#hub.notificationsSent,
         coalesced: stats.coalesced,
         connectionsRefused: this.#ingress.refusedConnections,
+        unreadRepliesClosed: this.#ingress.unreadRepliesClosed,
         slowSessionsClosed: this.#hub.slowSessionsClosed,
         ...this.#endpoint.counters,
       },

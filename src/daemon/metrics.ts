@@ -41,6 +41,11 @@ export function formatPrometheus(status: DaemonStatus): string {
       counters.connectionsRefused,
     ),
     counter(
+      'unread_replies_closed_total',
+      'Worker connections closed for leaving more than --max-pending-reply-bytes of replies unread.',
+      counters.unreadRepliesClosed,
+    ),
+    counter(
       'slow_sessions_closed_total',
       'Sessions closed for not reading their notifications.',
       counters.slowSessionsClosed,

@@ -377,6 +377,10 @@ export const daemonStatusSchema = z
       notificationsSent: count,
       coalesced: count,
       connectionsRefused: count,
+      unreadRepliesClosed: count.meta({
+        description:
+          'Worker connections closed for leaving more than --max-pending-reply-bytes of replies unread.',
+      }),
       slowSessionsClosed: count,
       pendingConnectionsEvicted: count.meta({
         description:

@@ -1,10 +1,13 @@
 /** Each cap answers with its documented error, and the daemon goes on serving everyone else. */
 
+import { connect } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { encodeFrame } from '../../src/protocol/wire.js';
 import { cleanupAll, runCli, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { honestPair } from '../helpers/honest.js';
+import { httpBase } from '../helpers/mcp.js';
 import { rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
@@ -195,6 +198,39 @@ describe('limits', () => {
     await honest.finish();
     await daemon.stop();
   });
+
+  it('a worker that never reads its replies is disconnected, and /metrics counts it', async () => {
+    const daemon = await startDaemon();
+    const honest = await honestPair(daemon.info);
+    const deaf = connect({ path: daemon.info.socket });
+    await new Promise<void>((resolve) => deaf.once('connect', () => resolve()));
+    // It reads nothing: its replies fill the socket, then the daemon's buffer for it (1 MiB).
+    deaf.pause();
+    deaf.on('error', () => {});
+    const closed = new Promise<void>((resolve) => deaf.once('close', () => resolve()));
+    const request = encodeFrame('status', {});
+    const batch = request.repeat(500);
+    let sent = 0;
+    const writeMore = () => {
+      while (!deaf.destroyed && sent < 40_000) {
+        sent += 500;
+        if (!deaf.write(batch)) return;
+      }
+    };
+    deaf.on('drain', writeMore);
+    writeMore();
+    await closed;
+    const metrics = await (
+      await fetch(`${httpBase(daemon.info)}/metrics`, {
+        headers: { authorization: `Bearer ${daemon.info.secret}` },
+      })
+    ).text();
+    expect(metrics).toMatch(/^mcp_progress_unread_replies_closed_total 1$/m);
+    expect(daemon.stderr()).toContain('bytes of replies unread');
+    await honest.step();
+    await honest.finish();
+    await daemon.stop();
+  }, 60_000);
 
   it('a WebSocket message over 64 KiB closes that session with 1009; others go on', async () => {
     const daemon = await startDaemon();
