@@ -13,7 +13,8 @@ export const DAEMON_HELP = `Usage: mcp-progress daemon [options]
 Runs the per-user bridge daemon in the foreground. Workers publish progress on
 its socket; MCP gateways subscribe over its WebSocket endpoint. When ready it
 writes <runtime-dir>/daemon.json (mode 0600) with its pid, socket, URL and
-secret. SIGINT or SIGTERM stop it gracefully.
+secret. SIGINT, SIGTERM or SIGHUP (its terminal closed) stop it gracefully,
+removing daemon.json and the socket.
 
 ${optionsHelp(DAEMON_COMMAND_OPTIONS, 27)}
 Memory (measured: test/reliability/memory-caps.ts): about 4 KiB per worker
@@ -24,6 +25,9 @@ streams, 130 MiB of sessions and 30 MiB of claims. The worst case is set by
 the caps: streams x 72 KiB (7 GiB), sessions x --max-session-buffer-bytes
 (80 GiB); lower the caps to bound it tighter.
 `;
+
+/** Signals that stop the daemon cleanly; by default Node would exit at once and leave daemon.json behind. */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 export async function daemonCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parseOptions('daemon', argv, DAEMON_COMMAND_OPTIONS);
@@ -55,13 +59,11 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
     signalled = true;
     if (daemon !== undefined) stopNow(daemon);
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   try {
     daemon = await startDaemon(values);
   } catch (error) {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
     throw error;
   }
   if (signalled) stopNow(daemon);

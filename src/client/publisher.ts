@@ -127,6 +127,8 @@ export async function connectPublisher(options: PublisherOptions = {}): Promise<
 class SocketPublisher implements Publisher {
   readonly token: ProgressToken | undefined;
   readonly #socketPath: string;
+  /** Why there is no socket to connect to ($MCP_PROGRESS_RUNTIME_DIR relative), if so. */
+  #socketRefusal: BridgeError | undefined;
   readonly #doneTimeoutMs: number;
   readonly #onError: (error: BridgeError) => void;
   readonly #throttle: Throttle;
@@ -156,7 +158,14 @@ class SocketPublisher implements Publisher {
     const env = options.env ?? process.env;
     const token = options.token ?? env[ENV_TOKEN];
     this.token = token === '' ? undefined : token;
-    this.#socketPath = resolveSocketPath({ socket: options.socket }, env);
+    let socketPath = '';
+    try {
+      socketPath = resolveSocketPath({ socket: options.socket }, env);
+    } catch (error) {
+      // A bad environment is reported at each connect, like a planted socket; the worker goes on.
+      this.#socketRefusal = error as BridgeError;
+    }
+    this.#socketPath = socketPath;
     this.#doneTimeoutMs = options.doneTimeoutMs ?? DEFAULT_DONE_TIMEOUT_MS;
     this.#onError = options.onError ?? warnOncePerCode();
     this.#cancellation = new Cancellation((error) => this.#onErrorSafely(error));
@@ -362,7 +371,7 @@ class SocketPublisher implements Publisher {
   /** One connection attempt; resolves when it is connected or has failed. */
   #connect(): Promise<void> {
     this.#connecting = true;
-    const planted = plantedByAnotherUser(this.#socketPath);
+    const planted = this.#socketRefusal ?? plantedByAnotherUser(this.#socketPath);
     if (planted !== undefined) {
       this.#connecting = false;
       this.#onErrorSafely(planted);

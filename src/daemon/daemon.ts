@@ -404,6 +404,7 @@ export class Daemon {
         notificationsSent: this.#hub.notificationsSent,
         coalesced: stats.coalesced,
         connectionsRefused: this.#ingress.refusedConnections,
+        unreadRepliesClosed: this.#ingress.unreadRepliesClosed,
         slowSessionsClosed: this.#hub.slowSessionsClosed,
         ...this.#endpoint.counters,
       },
@@ -612,14 +613,22 @@ function addRoutes(
   for (const method of ['POST', 'GET', 'DELETE'])
     endpoint.route(method, MCP_PATH, handlers.mcp, true);
   endpoint.route('GET', '/healthz', (_request: IncomingMessage, response: ServerResponse) => {
-    response.writeHead(200, { 'content-type': 'application/json' });
+    // nosniff: a browser must not read the answer as anything but JSON.
+    response.writeHead(200, {
+      'content-type': 'application/json',
+      'x-content-type-options': 'nosniff',
+      'cache-control': 'no-store',
+    });
     response.end(JSON.stringify({ ok: true, version: VERSION, pid: process.pid }));
   });
   endpoint.route(
     'GET',
     '/metrics',
     (_request, response) => {
-      response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      response.writeHead(200, {
+        'content-type': 'text/plain; version=0.0.4; charset=utf-8',
+        'x-content-type-options': 'nosniff',
+      });
       response.end(handlers.metrics());
     },
     true,

@@ -15,6 +15,7 @@ import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Logger } from '../shared/log.js';
 import { missingPackage } from './installed.js';
+import { PeerUids } from './peer-uid.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import type { SessionHub } from './sessions.js';
 
@@ -51,6 +52,8 @@ export const WS_PATH = '/ws';
 export const CLOSE_CODES = {
   /** The daemon is stopping. */
   goingAway: 1001,
+  /** --max-sessions was reached between the upgrade's check and its handshake: try again later. */
+  tryAgainLater: 1013,
   /** The session did not read its notifications and its buffer passed the cap. */
   slowConsumer: 4008,
 } as const;
@@ -60,7 +63,10 @@ export interface EndpointOptions {
   readonly port: number;
   readonly secret: string;
   readonly allowOrigins: readonly string[];
-  /** Connections that have not yet presented the secret; past it new ones are refused at once. */
+  /**
+   * Connections of one local user (one peer uid) that have not yet presented the secret; a new one
+   * past it closes that user's oldest.
+   */
   readonly maxPendingConnections: number;
   /** How long a connection has to present the secret (a request or an upgrade) before it is closed. */
   readonly handshakeTimeoutMs: number;
@@ -85,10 +91,17 @@ interface WsSession {
   pingedAt: number | undefined;
 }
 
+interface PendingConnection {
+  /** Closes it at --handshake-timeout-ms. */
+  readonly timer: NodeJS.Timeout;
+  /** The peer's uid, once looked up (only while more than the cap are pending). */
+  peer: number | 'unknown' | undefined;
+}
+
 /** Figures the gateway counts for `status` and /metrics. */
 export interface GatewayCounters {
-  /** Connections refused at once because --max-pending-connections were waiting. */
-  pendingConnectionsRefused: number;
+  /** Pending connections closed to make room for a newer one of the same user (--max-pending-connections). */
+  pendingConnectionsEvicted: number;
   /** Connections closed for not presenting the secret within --handshake-timeout-ms. */
   handshakeTimeouts: number;
   /** WebSocket sessions closed for not answering a keepalive ping. */
@@ -108,14 +121,17 @@ export class GatewayEndpoint {
   readonly #closingSlow = new Set<WebSocket>();
   readonly #routes = new Map<string, HttpHandler>();
   readonly #secretDigest: Buffer;
-  /** Connections that have not presented the secret yet, with the timer that closes them. */
-  readonly #pending = new Map<Socket, NodeJS.Timeout>();
+  /** Connections that have not presented the secret yet, oldest first. */
+  readonly #pending = new Map<Socket, PendingConnection>();
+  readonly #peerUids = new PeerUids();
+  /** A sort of the pending connections by user is scheduled or running. */
+  #sorting = false;
   #keepalive: NodeJS.Timeout | undefined;
   /** Sessions corked in this turn of the event loop; uncorked together on the next tick. */
   #corked: WsSession[] = [];
   #uncorkScheduled = false;
   readonly counters: GatewayCounters = {
-    pendingConnectionsRefused: 0,
+    pendingConnectionsEvicted: 0,
     handshakeTimeouts: 0,
     keepaliveTimeouts: 0,
   };
@@ -220,7 +236,7 @@ export class GatewayEndpoint {
     );
     for (const ws of this.#closingSlow) ws.terminate();
     await Promise.all(closing);
-    for (const [socket, timer] of this.#pending) {
+    for (const [socket, { timer }] of this.#pending) {
       clearTimeout(timer);
       socket.destroy();
     }
@@ -234,32 +250,79 @@ export class GatewayEndpoint {
   }
 
   /**
-   * A new TCP connection: it counts as pending until it presents the secret. Past the cap it is
-   * refused at once, so that holding connections open costs the holder, not the daemon.
+   * A new TCP connection: it counts as pending until it presents the secret. Each local user has
+   * --max-pending-connections places; past them that user's oldest is closed, which an honest
+   * client is not (its request arrives whole and authenticates at once). So a user who holds
+   * connections half-sent only ever evicts their own, never the daemon owner's or another's.
    */
   #connection(socket: Socket): void {
-    if (this.#pending.size >= this.#options.maxPendingConnections) {
-      this.counters.pendingConnectionsRefused++;
-      socket.on('error', () => socket.destroy());
-      const body = `the daemon holds ${this.#options.maxPendingConnections} connections that have not authenticated (--max-pending-connections): try again\n`;
-      socket.end(httpResponse(503, body), () => socket.destroy());
-      return;
-    }
     const timer = setTimeout(() => {
       if (!this.#pending.delete(socket)) return;
       this.counters.handshakeTimeouts++;
       socket.destroy();
     }, this.#options.handshakeTimeoutMs);
     timer.unref();
-    this.#pending.set(socket, timer);
+    this.#pending.set(socket, { timer, peer: undefined });
     socket.once('close', () => this.#authenticated(socket));
+    // No user can be past the cap while fewer are pending in all: only then are peers looked up.
+    if (this.#pending.size > this.#options.maxPendingConnections) this.#sortLater();
+  }
+
+  /** Sorts the pending connections by user once the peer table may be read again. */
+  #sortLater(): void {
+    if (this.#sorting) return;
+    this.#sorting = true;
+    const wait = Math.max(0, this.#peerUids.readyAt - performance.now());
+    setTimeout(() => {
+      this.#sortByUser().then(
+        () => {
+          this.#sorting = false;
+          // Connections that arrived during the read are sorted in the next round.
+          const unsorted = [...this.#pending.values()].some((p) => p.peer === undefined);
+          if (unsorted && this.#pending.size > this.#options.maxPendingConnections)
+            this.#sortLater();
+        },
+        (error: Error) => {
+          this.#sorting = false;
+          this.#log.warn(`cannot tell the users of pending connections: ${error.message}`);
+        },
+      );
+    }, wait).unref();
+  }
+
+  /** Learns the user of each new pending connection, then closes each user's oldest past the cap. */
+  async #sortByUser(): Promise<void> {
+    const unsorted = [...this.#pending].filter(([, p]) => p.peer === undefined).map(([s]) => s);
+    const uids = await this.#peerUids.lookup(unsorted);
+    for (const socket of unsorted) {
+      const pending = this.#pending.get(socket);
+      if (pending !== undefined) pending.peer = uids.get(socket) ?? 'unknown';
+    }
+    const byUser = new Map<number | 'unknown', Socket[]>();
+    for (const [socket, { peer }] of this.#pending) {
+      if (peer === undefined) continue;
+      const sockets = byUser.get(peer) ?? [];
+      byUser.set(peer, sockets);
+      sockets.push(socket);
+    }
+    const cap = this.#options.maxPendingConnections;
+    for (const sockets of byUser.values())
+      for (const oldest of sockets.slice(0, Math.max(0, sockets.length - cap))) this.#evict(oldest);
+  }
+
+  #evict(socket: Socket): void {
+    this.#authenticated(socket);
+    this.counters.pendingConnectionsEvicted++;
+    socket.on('error', () => socket.destroy());
+    const body = `closed before it authenticated: ${this.#options.maxPendingConnections} newer connections of the same user were waiting (--max-pending-connections); send the request whole\n`;
+    socket.end(httpResponse(503, body), () => socket.destroy());
   }
 
   /** The connection presented the secret (or closed): it is no longer pending. */
   #authenticated(socket: Socket): void {
-    const timer = this.#pending.get(socket);
-    if (timer === undefined) return;
-    clearTimeout(timer);
+    const pending = this.#pending.get(socket);
+    if (pending === undefined) return;
+    clearTimeout(pending.timer);
     this.#pending.delete(socket);
   }
 
@@ -420,7 +483,7 @@ export class GatewayEndpoint {
     });
     if (id === undefined) {
       // Another session took the last place between the check and the handshake.
-      ws.close(1013, this.#hub.refusal() ?? 'the session cap is reached');
+      ws.close(CLOSE_CODES.tryAgainLater, this.#hub.refusal() ?? 'the session cap is reached');
       return;
     }
     const opened: WsSession = {
@@ -462,7 +525,7 @@ export class GatewayEndpoint {
       if (answer === undefined || ws.readyState !== ws.OPEN) return;
       ws.send(answer);
       // Replies count against the cap too: a client that asks and never reads is a slow consumer.
-      this.#hub.closeIfSlow(id);
+      this.#hub.closeIfSlow(id, Buffer.byteLength(answer));
     });
     ws.on('error', (error) => this.#log.debug(`session ${id} error: ${error.message}`));
     ws.on('close', () => {

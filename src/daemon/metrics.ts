@@ -41,14 +41,19 @@ export function formatPrometheus(status: DaemonStatus): string {
       counters.connectionsRefused,
     ),
     counter(
+      'unread_replies_closed_total',
+      'Worker connections closed for leaving more than --max-pending-reply-bytes of replies unread.',
+      counters.unreadRepliesClosed,
+    ),
+    counter(
       'slow_sessions_closed_total',
       'Sessions closed for not reading their notifications.',
       counters.slowSessionsClosed,
     ),
     counter(
-      'pending_connections_refused_total',
-      'Gateway connections refused because --max-pending-connections had not authenticated yet.',
-      counters.pendingConnectionsRefused,
+      'pending_connections_evicted_total',
+      'Unauthenticated gateway connections closed for a newer one of the same user (--max-pending-connections).',
+      counters.pendingConnectionsEvicted,
     ),
     counter(
       'handshake_timeouts_total',

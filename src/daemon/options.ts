@@ -5,7 +5,12 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { FRAME_TIMEOUT_MS, MAX_FRAME_BYTES, MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import {
+  FRAME_TIMEOUT_MS,
+  MAX_FRAME_BYTES,
+  MAX_MIN_INTERVAL_MS,
+  MIN_SESSION_BUFFER_BYTES,
+} from '../protocol/limits.js';
 import { DEFAULT_PORT } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { defaultSocketPath, resolveRuntimeDir } from '../shared/locate.js';
@@ -223,9 +228,10 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     kind: 'integer',
     default: 8 * 1024 * 1024,
     shownDefault: '8388608 = 8 MiB',
-    min: 1024,
+    // It must hold the largest notification and the largest reply unread at once.
+    min: MIN_SESSION_BUFFER_BYTES,
     section: 'Limits',
-    help: 'unread bytes before a session of any kind is closed (default {default})',
+    help: `unread bytes before a session of any kind is closed (default {default}; at least ${MIN_SESSION_BUFFER_BYTES}, the largest notification and the largest reply)`,
   },
   {
     name: 'max-journal-bytes',
@@ -245,7 +251,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     default: 128,
     min: 1,
     section: 'Limits',
-    help: 'gateway connections not yet authenticated; more are refused at once (default {default})',
+    help: "gateway connections not yet authenticated, per local user; one more closes that user's oldest (default {default})",
   },
   {
     name: 'max-frame-bytes',
@@ -468,7 +474,7 @@ export function resolveDaemonOptions(
     const [target, field] =
       'router' in spec.key ? [router, spec.key.router] : [daemon, spec.key.daemon];
     target[field] ??= spec.default;
-    integer(spec.name, target[field] as number, spec.min, spec.max);
+    integer(spec.name, target[field] as number, spec.min, spec.max ?? timerMax(spec));
   }
   const options: DaemonOptions = {
     ...(daemon as unknown as DaemonOptions),
@@ -555,6 +561,16 @@ function natsServers(given: readonly string[] | undefined, env: NodeJS.ProcessEn
       .map((url) => url.trim())
       .filter((url) => url !== ''),
   );
+}
+
+/**
+ * Node's timers hold at most 2^31 - 1 ms (24.8 days) and make a longer delay 1 ms: every `-ms`
+ * option without a range of its own is bounded by that.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function timerMax(spec: IntegerOption): number | undefined {
+  return spec.name.endsWith('-ms') ? MAX_TIMER_MS : undefined;
 }
 
 function definedOnly<T extends object>(value: T): { [K in keyof T]?: Exclude<T[K], undefined> } {

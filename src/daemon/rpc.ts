@@ -47,7 +47,11 @@ export interface GatewayBackend {
   status(): object;
 }
 
-type RpcId = string | number | null;
+/**
+ * A request's id as it is echoed. A number that JavaScript cannot hold exactly (`1e999`, a
+ * 30-digit integer) keeps its text, so the reply carries the very id the client sent.
+ */
+type RpcId = string | number | null | { readonly numberText: string };
 
 interface Method<S extends z.ZodType> {
   readonly params: S;
@@ -165,15 +169,38 @@ export function cursorPosition(
 }
 
 function reply(id: RpcId, result: object): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, result });
+  return `{"jsonrpc":"2.0","id":${idText(id)},"result":${JSON.stringify(result)}}`;
 }
 
 export function rpcError(id: RpcId, name: RpcErrorCode, message: string): string {
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    id,
-    error: { code: RPC_ERRORS[name].code, message, data: { code: name } },
-  });
+  const error = { code: RPC_ERRORS[name].code, message, data: { code: name } };
+  return `{"jsonrpc":"2.0","id":${idText(id)},"error":${JSON.stringify(error)}}`;
+}
+
+function idText(id: RpcId): string {
+  return typeof id === 'object' && id !== null ? id.numberText : JSON.stringify(id);
+}
+
+type SourceReviver = (
+  this: unknown,
+  key: string,
+  value: unknown,
+  context: { source?: string },
+) => unknown;
+
+/**
+ * The text of a message's top-level numeric `id`, from JSON.parse's source access (Node 21+); read
+ * only for the rare id that a double cannot hold. Undefined where the runtime does not give it.
+ */
+function numericIdText(text: string): string | undefined {
+  const sources = new Map<unknown, string>();
+  const reviver: SourceReviver = function (key, value, context) {
+    if (key === 'id' && typeof value === 'number' && context?.source !== undefined)
+      sources.set(this, context.source);
+    return value;
+  };
+  const message = JSON.parse(text, reviver as Parameters<typeof JSON.parse>[1]) as unknown;
+  return sources.get(message);
 }
 
 /** Handles one text message; returns the reply, or undefined for a notification. */
@@ -215,7 +242,11 @@ export function handleRpcText(
       `id must be a string, a number or null, got ${describe(id)}`,
     );
   }
-  const rpcId = (hasId ? id : null) as RpcId;
+  let rpcId = (hasId ? id : null) as RpcId;
+  if (typeof id === 'number' && !Number.isSafeInteger(id)) {
+    const numberText = numericIdText(text);
+    if (numberText !== undefined && numberText !== JSON.stringify(id)) rpcId = { numberText };
+  }
   if (message.jsonrpc !== '2.0') {
     return rpcError(
       rpcId,

@@ -218,18 +218,26 @@ export class SessionHub {
     }
     subscriber.write(notification, this.#lastPayload);
     this.notificationsSent++;
-    this.#closeIfSlow(subscriber.session);
+    this.#closeIfSlow(subscriber.session, this.#lastPayload.length);
   };
 
-  /** Closes the session (code 4008 on a WebSocket) once what it has not read passes the cap. */
-  closeIfSlow(id: SubscriberId): void {
+  /**
+   * Closes the session (code 4008 on a WebSocket) once what it has not read passes the cap;
+   * `justWritten` bytes of it are the message just sent, which does not count against it.
+   */
+  closeIfSlow(id: SubscriberId, justWritten: number): void {
     const session = this.#sessions.get(id);
-    if (session !== undefined) this.#closeIfSlow(session);
+    if (session !== undefined) this.#closeIfSlow(session, justWritten);
   }
 
-  #closeIfSlow(session: Session): void {
+  /**
+   * A session is slow when what it left unread before the newest message passes the cap: one
+   * message larger than the room left is no sign of a slow reader, a backlog that grows is.
+   * Memory per session stays under the cap plus one message.
+   */
+  #closeIfSlow(session: Session, justWritten: number): void {
     const unread = session.transport.unreadBytes() + session.queuedBytes;
-    if (unread <= this.#options.maxSessionBufferBytes) return;
+    if (unread - justWritten <= this.#options.maxSessionBufferBytes) return;
     const id = session.id;
     this.slowSessionsClosed++;
     this.#log.warn(

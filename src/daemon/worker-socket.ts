@@ -138,6 +138,8 @@ export class IngressServer {
   #stopping = false;
   /** Connections answered with too_many_connections since start. */
   refusedConnections = 0;
+  /** Connections closed for leaving more than --max-pending-reply-bytes of replies unread. */
+  unreadRepliesClosed = 0;
 
   constructor(options: IngressOptions, handlers: IngressHandlers, log: IngressLog) {
     this.#options = options;
@@ -274,6 +276,7 @@ export class IngressServer {
       this.#log.warn(
         `connection ${connection.id}: closed: more than ${this.#options.maxPendingReplyBytes} bytes of replies unread`,
       );
+      this.unreadRepliesClosed++;
       connection.closing = true;
       socket.destroy();
       return;

@@ -426,9 +426,14 @@ export const daemonStatusSchema = z
       notificationsSent: count,
       coalesced: count,
       connectionsRefused: count,
+      unreadRepliesClosed: count.meta({
+        description:
+          'Worker connections closed for leaving more than --max-pending-reply-bytes of replies unread.',
+      }),
       slowSessionsClosed: count,
-      pendingConnectionsRefused: count.meta({
-        description: 'Gateway connections refused at --max-pending-connections.',
+      pendingConnectionsEvicted: count.meta({
+        description:
+          'Unauthenticated gateway connections closed to make room for a newer one of the same local user (--max-pending-connections per user).',
       }),
       handshakeTimeouts: count.meta({
         description:

@@ -51,6 +51,27 @@ export const MAX_LIST_LIMIT = 1000;
  */
 export const MAX_LIST_REPLY_BYTES = 1024 * 1024;
 
+/**
+ * Largest JSON text of one notification the daemon sends: a frame's fields written again. Strings
+ * never grow (JSON.stringify escapes only what a frame had to escape), but a number may: `1e15,`
+ * (5 bytes) becomes `1000000000000000,` (17); a subscription's `as` token replaces the frame's
+ * (at most MAX_TOKEN_BYTES), and the JSON-RPC envelope and an omitted progress add a little.
+ */
+export const MAX_NOTIFICATION_BYTES = Math.ceil((MAX_FRAME_BYTES * 17) / 5) + MAX_TOKEN_BYTES + 256;
+
+/**
+ * Largest JSON text of one reply to a gateway: a progress/list page holds at least one stream,
+ * whose summary carries its last notification's params, its token again and a few numbers; an
+ * error reply echoes at most an id from a MAX_WS_MESSAGE_BYTES request, far less.
+ */
+export const MAX_REPLY_BYTES = MAX_NOTIFICATION_BYTES + MAX_TOKEN_BYTES + 512;
+
+/**
+ * The smallest --max-session-buffer-bytes: the largest notification and the largest reply unread
+ * together, so that a session that reads is never closed for the size of one message.
+ */
+export const MIN_SESSION_BUFFER_BYTES = MAX_NOTIFICATION_BYTES + MAX_REPLY_BYTES;
+
 /** Largest coalescing interval a subscription may ask for. */
 export const MAX_MIN_INTERVAL_MS = 60_000;
 

@@ -5,7 +5,7 @@
 import { lstatSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { BridgeError } from './errors.js';
 
 export const ENV_RUNTIME_DIR = 'MCP_PROGRESS_RUNTIME_DIR';
@@ -21,7 +21,16 @@ type Env = Readonly<Record<string, string | undefined>>;
 export function resolveRuntimeDir(explicit?: string, env: Env = process.env): string {
   if (explicit) return explicit;
   const fromEnv = env[ENV_RUNTIME_DIR];
-  if (fromEnv) return fromEnv;
+  if (fromEnv) {
+    // Relative, the socket and daemon.json would depend on each process's working directory.
+    if (!isAbsolute(fromEnv)) {
+      throw new BridgeError(
+        'runtime_dir',
+        `$${ENV_RUNTIME_DIR} is ${JSON.stringify(fromEnv)}, a relative path: every process would look for the daemon somewhere else, by its working directory. Set it to an absolute path, such as ${JSON.stringify(resolve(fromEnv))}`,
+      );
+    }
+    return fromEnv;
+  }
   const xdg = env.XDG_RUNTIME_DIR;
   if (xdg) return join(xdg, 'mcp-progress');
   return join(tmpdir(), `mcp-progress-${userKey()}`);

@@ -2,7 +2,6 @@
  * Access control: only the user who runs the daemon reaches it. The other
  * user is real: created for the test when it runs as root.
  */
-import { spawnSync } from 'node:child_process';
 import { chmodSync, lchownSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
@@ -10,46 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, type RunningDaemon, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
 import { nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
-import { rootOnly, tool } from '../helpers/tools.js';
+import { asOtherUser, OTHER_USER, otherUser } from '../helpers/other-user.js';
+import { rootOnly } from '../helpers/tools.js';
 import { rawWorker } from '../helpers/worker.js';
-
-const OTHER_USER = 'mcpprogress-other';
-
-/** Creates the other user once; returns false where that cannot be done here. */
-function ensureOtherUser(): boolean {
-  if (spawnSync('id', ['-u', OTHER_USER]).status === 0) return true;
-  return (
-    spawnSync('useradd', [
-      '--system',
-      '--no-create-home',
-      '--shell',
-      '/usr/sbin/nologin',
-      OTHER_USER,
-    ]).status === 0
-  );
-}
-
-const otherUser = tool('useradd', {
-  debian: 'passwd',
-  root: true,
-  why: `another local user, ${OTHER_USER}, made for the test`,
-  check: ensureOtherUser,
-});
-
-/** Runs a Python snippet as the other user and returns what it printed. */
-function asOtherUser(code: string, ...args: string[]): string {
-  const result = spawnSync(
-    'runuser',
-    ['-u', OTHER_USER, '--', PYTHON, ...PYTHON_ARGS, '-c', code, ...args],
-    {
-      encoding: 'utf8',
-      cwd: '/',
-    },
-  );
-  if (result.status !== 0) throw new Error(`python as ${OTHER_USER} failed: ${result.stderr}`);
-  return result.stdout.trim();
-}
 
 const TRY_CONNECT = `
 import socket, sys
@@ -125,6 +87,8 @@ describe('HTTP surface', () => {
   it('GET /healthz answers without the secret', async () => {
     const response = await fetch(`${base()}/healthz`);
     expect(response.status).toBe(200);
+    // A browser must not sniff it into something else.
+    expect(response.headers.get('x-content-type-options')).toBe('nosniff');
     expect(await response.json()).toMatchObject({ ok: true, pid: daemon.child.pid });
   });
 

@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
+import { MIN_SESSION_BUFFER_BYTES } from '../../src/protocol/limits.js';
 import { cleanupAll, eventually, runCli, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { honestPair } from '../helpers/honest.js';
@@ -137,7 +138,10 @@ async function closeCodeOf(socket: Socket): Promise<number | undefined> {
 
 describe('a WebSocket subscriber that stops reading', () => {
   it('is closed with 4008 when the replies to its own requests pass the buffer cap', async () => {
-    const daemon = await startDaemon(['--max-session-buffer-bytes', String(256 * 1024)]);
+    const daemon = await startDaemon([
+      '--max-session-buffer-bytes',
+      String(MIN_SESSION_BUFFER_BYTES),
+    ]);
     const stalled = await stalledSubscriber(daemon.info.url, daemon.info.secret, 'unread');
     // Each status reply is about 450 bytes. Loopback buffers can grow to tens of MiB (tcp_rmem), so
     // the test asks in batches until the daemon says it closed the session, rather than guessing a count.

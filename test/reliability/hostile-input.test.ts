@@ -390,6 +390,39 @@ function rawHttp(bytes: string): Promise<string> {
   });
 }
 
+describe('JSON-RPC ids that a double cannot hold', () => {
+  it('are echoed exactly as sent (1e999 was echoed as null, a 30-digit id rounded)', async () => {
+    const gateway = await connectGateway(daemon.info);
+    const raw: string[] = [];
+    gateway.ws.on('message', (data: Buffer) => raw.push(data.toString('utf8')));
+    const ids = [
+      '1e999',
+      '-1e999',
+      '123456789012345678901234567890',
+      '0.1000000000000000055511151231257827',
+    ];
+    for (const id of ids) {
+      gateway.ws.send(
+        `{"jsonrpc":"2.0","id":${id},"method":"progress/get","params":{"progressToken":"none"}}`,
+      );
+      // An error reply echoes it too.
+      gateway.ws.send(`{"jsonrpc":"2.0","id":${id},"method":"progress/nope"}`);
+    }
+    const replies = await eventually(() => (raw.length >= ids.length * 2 ? raw : undefined));
+    ids.forEach((id, i) => {
+      expect(replies[2 * i]).toBe(`{"jsonrpc":"2.0","id":${id},"result":{}}`);
+      expect(replies[2 * i + 1]).toMatch(
+        new RegExp(
+          `^\\{"jsonrpc":"2\\.0","id":${id.replace(/[.]/g, '\\.')},"error":\\{"code":-32601,`,
+        ),
+      );
+    });
+    // Ids a double holds are echoed as before.
+    expect((await gateway.request('progress/get', { progressToken: 'none' })).result).toEqual({});
+    await gateway.close();
+  });
+});
+
 /** Matches a whole HTTP/1.1 answer: its status line and, anywhere in its body, `text` verbatim. */
 function answer(status: number, text: string): RegExp {
   const quoted = text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

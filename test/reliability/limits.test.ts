@@ -1,10 +1,13 @@
 /** Each cap answers with its documented error, and the daemon goes on serving everyone else. */
 
+import { connect } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { encodeFrame } from '../../src/protocol/wire.js';
 import { cleanupAll, runCli, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { honestPair } from '../helpers/honest.js';
+import { httpBase } from '../helpers/mcp.js';
 import { rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
@@ -196,6 +199,39 @@ describe('limits', () => {
     await daemon.stop();
   });
 
+  it('a worker that never reads its replies is disconnected, and /metrics counts it', async () => {
+    const daemon = await startDaemon();
+    const honest = await honestPair(daemon.info);
+    const deaf = connect({ path: daemon.info.socket });
+    await new Promise<void>((resolve) => deaf.once('connect', () => resolve()));
+    // It reads nothing: its replies fill the socket, then the daemon's buffer for it (1 MiB).
+    deaf.pause();
+    deaf.on('error', () => {});
+    const closed = new Promise<void>((resolve) => deaf.once('close', () => resolve()));
+    const request = encodeFrame('status', {});
+    const batch = request.repeat(500);
+    let sent = 0;
+    const writeMore = () => {
+      while (!deaf.destroyed && sent < 40_000) {
+        sent += 500;
+        if (!deaf.write(batch)) return;
+      }
+    };
+    deaf.on('drain', writeMore);
+    writeMore();
+    await closed;
+    const metrics = await (
+      await fetch(`${httpBase(daemon.info)}/metrics`, {
+        headers: { authorization: `Bearer ${daemon.info.secret}` },
+      })
+    ).text();
+    expect(metrics).toMatch(/^mcp_progress_unread_replies_closed_total 1$/m);
+    expect(daemon.stderr()).toContain('bytes of replies unread');
+    await honest.step();
+    await honest.finish();
+    await daemon.stop();
+  }, 60_000);
+
   it('a WebSocket message over 64 KiB closes that session with 1009; others go on', async () => {
     const daemon = await startDaemon();
     const big = await connectGateway(daemon.info);
@@ -203,6 +239,20 @@ describe('limits', () => {
     const closed = new Promise<number>((resolve) => big.ws.once('close', (c) => resolve(c)));
     big.ws.send('x'.repeat(70_000));
     expect(await closed).toBe(1009);
+    expect((await other.request('progress/list')).result).toEqual({ streams: [] });
+    await other.close();
+    await daemon.stop();
+  });
+
+  it('a message in more fragments than the WebSocket layer takes closes that session with 1008; others go on', async () => {
+    const daemon = await startDaemon();
+    const fragmented = await connectGateway(daemon.info);
+    const other = await connectGateway(daemon.info);
+    const closed = new Promise<number>((resolve) => fragmented.ws.once('close', (c) => resolve(c)));
+    // ws takes at most 16,384 fragments of one message (PROTOCOL.md 4.5); one byte each.
+    for (let i = 0; i < 16_400 && fragmented.ws.readyState === fragmented.ws.OPEN; i++)
+      fragmented.ws.send('x', { fin: false });
+    expect(await closed).toBe(1008);
     expect((await other.request('progress/list')).result).toEqual({ streams: [] });
     await other.close();
     await daemon.stop();

@@ -1,24 +1,25 @@
 /**
  * Issue 15: a `progress/list` reply larger than the session buffer closed
  * its own caller (4008), and `mcp-progress mcp` listed on every tool call.
- * Here the buffer cap is small (64 KiB) and the streams' JSON is about five
- * times that: the list comes in pages, the session stays open, and
+ * Here the buffer cap is its minimum (MIN_SESSION_BUFFER_BYTES, 439 KiB) and
+ * the streams' JSON is about five times that: the list comes in pages, the session stays open, and
  * get_progress reads one stream through `progress/get`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ListResult } from '../../src/protocol/frames.js';
+import { MIN_SESSION_BUFFER_BYTES } from '../../src/protocol/limits.js';
 import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { connectStdio } from '../helpers/mcp.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 
-const STREAMS = 300;
-const MESSAGE = 'm'.repeat(1000);
+const STREAMS = 560;
+const MESSAGE = 'm'.repeat(4000);
 let daemon: RunningDaemon;
 let worker: RawWorker;
 
 beforeAll(async () => {
-  daemon = await startDaemon(['--max-session-buffer-bytes', '65536']);
+  daemon = await startDaemon(['--max-session-buffer-bytes', String(MIN_SESSION_BUFFER_BYTES)]);
   worker = await rawWorker(daemon.info.socket);
   for (let i = 0; i < STREAMS; i++)
     worker.send('progress', {
@@ -50,7 +51,7 @@ describe('a stream table larger than the session buffer', () => {
       const reply = await gateway.request('progress/list', cursor === undefined ? {} : { cursor });
       const page = reply.result as ListResult;
       pages++;
-      expect(Buffer.byteLength(JSON.stringify(reply))).toBeLessThan(65536);
+      expect(Buffer.byteLength(JSON.stringify(reply))).toBeLessThan(MIN_SESSION_BUFFER_BYTES);
       seen.push(...page.streams.map((s) => String(s.progressToken)));
       cursor = page.nextCursor;
     } while (cursor !== undefined && pages < STREAMS);

@@ -11,11 +11,13 @@ import {
   MAX_FRAME_BYTES,
   MAX_MESSAGE_BYTES,
   MAX_META_DEPTH,
+  MAX_NOTIFICATION_BYTES,
   MAX_REASON_BYTES,
   MAX_SAFE_NUMBER,
   MAX_TOKEN_BYTES,
   MAX_TYPE_BYTES,
   MAX_WS_MESSAGE_BYTES,
+  MIN_SESSION_BUFFER_BYTES,
   PUBLISHED_SCHEMAS,
   REJECT_CODES,
   RESERVED_EVENTS,
@@ -58,6 +60,8 @@ describe('docs/PROTOCOL.md', () => {
     expect(protocol).toContain(
       `nest at most ${MAX_META_DEPTH} levels deep, \`_meta\` itself being`,
     );
+    expect(protocol).toContain(`minimum, **${MIN_SESSION_BUFFER_BYTES} bytes**`);
+    expect(protocol).toContain(`(**${MAX_NOTIFICATION_BYTES} bytes**:`);
     expect(MAX_SAFE_NUMBER).toBe(2 ** 53 - 1);
     expect(protocol).toContain(`(±${MAX_SAFE_NUMBER};`);
   });

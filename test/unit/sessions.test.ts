@@ -122,7 +122,7 @@ describe('session hub', () => {
     await settled();
     expect(got).toEqual([1, 2]);
     // The /mcp transport's own backlog plus what is queued passes the cap: the session goes.
-    transport.unread = 2490;
+    transport.unread = 2510;
     publish('m', 3);
     expect(transport.closedSlow).toBe(1);
     expect(hub.count).toBe(0);
@@ -130,6 +130,33 @@ describe('session hub', () => {
     expect(router.stats().subscriptions).toBe(0);
     // A member closed before its queue drained receives nothing more.
     expect(got).toEqual([1, 2]);
+  });
+
+  it('one message larger than the room left does not close a session that reads; a backlog past the cap does', () => {
+    const cap = 1000;
+    const { hub, router } = setup(10, cap);
+    const transport = probe();
+    // What the transport was given stays unread until the test says it was read.
+    transport.write = (notification, payload) => {
+      transport.written.push(notification);
+      transport.unread += payload.length;
+    };
+    const id = hub.open('websocket', transport) ?? -1;
+    router.subscribe(id, { progressToken: 'big' }, 0);
+    const big = (progress: number) =>
+      router.publish(1, { v: 1, progressToken: 'big', progress, message: 'x'.repeat(1400) }, 0);
+    big(1);
+    expect(transport.unread).toBeGreaterThan(cap);
+    expect(transport.closedSlow).toBe(0);
+    // The reader read it; the next one alone is as large again.
+    transport.unread = 0;
+    big(2);
+    expect(transport.closedSlow).toBe(0);
+    // Not read this time: what was waiting before the third already passes the cap.
+    big(3);
+    expect(transport.closedSlow).toBe(1);
+    expect(hub.slowSessionsClosed).toBe(1);
+    expect(transport.written).toHaveLength(3);
   });
 
   it('closing a session removes every member subscriber from the router', async () => {

@@ -1,0 +1,52 @@
+/**
+ * A second local user for the tests of what another user can and cannot do. It is real: created
+ * once with useradd where the tests run as root (CI does); elsewhere its tests skip with a warning.
+ */
+import { type SpawnOptions, spawnSync } from 'node:child_process';
+import { PYTHON, PYTHON_ARGS } from './python.js';
+import { tool } from './tools.js';
+
+export const OTHER_USER = 'mcpprogress-other';
+
+/** Creates the other user once; false where that cannot be done here (not root). */
+function ensureOtherUser(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  if (spawnSync('id', ['-u', OTHER_USER]).status === 0) return true;
+  return (
+    spawnSync('useradd', [
+      '--system',
+      '--no-create-home',
+      '--shell',
+      '/usr/sbin/nologin',
+      OTHER_USER,
+    ]).status === 0
+  );
+}
+
+/** `describe.skipIf(otherUser.skip)` and `beforeAll(() => otherUser.require())`. */
+export const otherUser = tool(OTHER_USER, {
+  debian: 'passwd',
+  root: true,
+  check: ensureOtherUser,
+  why: 'a second local user: run the tests as root so that useradd can create it',
+});
+
+function idOf(flag: '-u' | '-g'): number {
+  return Number(spawnSync('id', [flag, OTHER_USER], { encoding: 'utf8' }).stdout.trim());
+}
+
+/** Spawn options that run a child as the other user. */
+export function asOtherUserOptions(): Pick<SpawnOptions, 'uid' | 'gid' | 'cwd'> {
+  return { uid: idOf('-u'), gid: idOf('-g'), cwd: '/' };
+}
+
+/** Runs a Python snippet as the other user and returns what it printed. */
+export function asOtherUser(code: string, ...args: string[]): string {
+  const result = spawnSync(
+    'runuser',
+    ['-u', OTHER_USER, '--', PYTHON, ...PYTHON_ARGS, '-c', code, ...args],
+    { encoding: 'utf8', cwd: '/' },
+  );
+  if (result.status !== 0) throw new Error(`python as ${OTHER_USER} failed: ${result.stderr}`);
+  return result.stdout.trim();
+}
