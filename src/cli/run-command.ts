@@ -1,13 +1,20 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
-import { StringDecoder } from 'node:string_decoder';
 import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { parse, UsageError } from './args.js';
 import type { Io } from './io.js';
-import { OutputScanner, type ParsedProgress, ProgressCombiner } from './progress-parser.js';
+import { OutputProgress, type OutputSource } from './progress-parser.js';
+import {
+  detectProfile,
+  GENERIC_PROFILE,
+  PROFILE_NAMES,
+  type ProgressProfile,
+  profileNamed,
+  suggestProfile,
+} from './progress-profiles.js';
 
 export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [ARGS...]
 
@@ -65,6 +72,8 @@ const FORWARDED: NodeJS.Signals[] = [
 const CANCEL_GRACE_MS = 10_000;
 /** How long output must pause before a half-written line is read for progress. */
 const QUIET_MS = 50;
+/** How long CMD may write output in which --parse finds nothing before run says so (once). */
+const NOTHING_FOUND_NOTICE_MS = 10_000;
 
 export function splitCommand(argv: string[]): { options: string[]; command: string[] } {
   for (let i = 0; i < argv.length; i++) {
@@ -84,6 +93,8 @@ export interface RunPlan {
   readonly madeToken: boolean;
   readonly socketPath: string;
   readonly parseOutput: boolean;
+  /** `--parse=NAME`: the profile to read the output with; undefined: chosen by CMD's name. */
+  readonly parseProfile: string | undefined;
 }
 
 /** What run's command line asks for: 'help', or the plan. Throws UsageError for a wrong one. */
@@ -93,9 +104,11 @@ export function planRun(
   newToken = () => `run-${randomBytes(6).toString('base64url')}`,
 ): RunPlan | 'help' {
   const split = splitCommand(argv);
-  const { values } = parse('run', split.options, {
+  // --parse alone chooses the profile by CMD's name; --parse=NAME names it.
+  const options = split.options.map((arg) => (arg === '--parse' ? '--parse=' : arg));
+  const { values } = parse('run', options, {
     token: { type: 'string' },
-    parse: { type: 'boolean' },
+    parse: { type: 'string' },
     socket: { type: 'string' },
     'runtime-dir': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
@@ -105,6 +118,11 @@ export function planRun(
   if (file === undefined)
     throw new UsageError('no command: mcp-progress run [options] -- CMD [ARGS...]');
   if (values.token === '') throw new UsageError('--token: a token is a non-empty string');
+  const profile = values.parse === '' ? undefined : values.parse;
+  if (profile !== undefined && profileNamed(profile) === undefined)
+    throw new UsageError(
+      `--parse=${profile}: no such profile (profiles: ${PROFILE_NAMES.join(', ')}; --parse alone chooses by the command's name)`,
+    );
   const given = values.token ?? env[ENV_TOKEN];
   const madeToken = given === undefined || given === '';
   const socketPath = resolveSocketPath(
@@ -117,7 +135,8 @@ export function planRun(
     token: madeToken ? newToken() : given,
     madeToken,
     socketPath,
-    parseOutput: values.parse === true,
+    parseOutput: values.parse !== undefined,
+    parseProfile: profile,
   };
 }
 
@@ -197,17 +216,15 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   // run (or SIGUSR1 open the inspector), and CMD may run (and be signalled) before spawn() returns.
   const forwarding = new SignalForwarding();
   const publisher = await connectRunPublisher(plan, io);
-  const child = startCommand(plan, io.env);
+  const parsing = plan.parseOutput ? parsingOf(plan) : undefined;
+  const child = startCommand(plan, io.env, parsing);
   forwarding.to(child);
   // The publisher claims the token when it connects, so a cancel reaches run with or without --parse.
   const cancel = stopOnCancel(publisher, child, file, io);
-  if (plan.parseOutput) {
-    const combiner = new ProgressCombiner();
-    scanOutput(child, (reading, bar) => {
-      const combined = combiner.push(reading, bar);
-      if (combined !== undefined) publisher.update(combined);
-    });
-  }
+  const reading =
+    parsing === undefined
+      ? undefined
+      : readOutput(child, parsing, (value) => publisher.update(value), io, file);
 
   const ended = await new Promise<CommandEnd>((resolve) => {
     child.once('error', (error) => resolve({ code: null, signal: null, error }));
@@ -215,6 +232,7 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   });
   forwarding.remove();
   cancel.settle();
+  reading?.ended();
 
   const outcome = outcomeOf(file, ended, cancel.cancelled);
   if (ended.error !== undefined) io.err(`mcp-progress run: ${outcome.message}\n`);
@@ -272,9 +290,12 @@ function connectRunPublisher(plan: RunPlan, io: Io): Promise<Publisher> {
  * terminal: it still reads and writes the terminal run was given, but Ctrl-C
  * reaches run alone, which passes it on.
  */
-function startCommand(plan: RunPlan, env: Io['env']): ChildProcess {
-  return spawn(plan.file, plan.args, {
-    stdio: plan.parseOutput ? ['inherit', 'pipe', 'pipe'] : 'inherit',
+function startCommand(plan: RunPlan, env: Io['env'], parsing: Parsing | undefined): ChildProcess {
+  return spawn(plan.file, parsing?.args ?? plan.args, {
+    stdio:
+      parsing === undefined
+        ? 'inherit'
+        : ['inherit', 'pipe', 'pipe', ...(parsing.piped ? (['pipe'] as const) : [])],
     detached: true,
     env: { ...env, [ENV_SOCKET]: plan.socketPath, [ENV_TOKEN]: plan.token },
   });
@@ -314,27 +335,98 @@ function stopOnCancel(
   };
 }
 
-/** Passes CMD's stdout and stderr through unchanged, and tells `found` the progress each shows. */
-function scanOutput(child: ChildProcess, found: (reading: ParsedProgress, bar: boolean) => void) {
-  for (const [stream, target] of [
-    [child.stdout, process.stdout],
-    [child.stderr, process.stderr],
-  ] as const) {
-    // Each stream has its own line, decoder and pause: a half line on one never joins the other's.
-    const scanner = new OutputScanner(found);
-    const decoder = new StringDecoder('utf8');
+/** How run reads CMD's output: the profile, and the arguments CMD runs with (a progress pipe added). */
+interface Parsing {
+  readonly profile: ProgressProfile;
+  /** Named with --parse=NAME, or chosen by CMD's name; false: the generic reader, as nothing chose. */
+  readonly chosen: boolean;
+  readonly args: string[];
+  /** CMD writes a progress stream on fd 3 (ffmpeg -progress pipe:3, apt-get's APT::Status-Fd=3). */
+  readonly piped: boolean;
+}
+
+function parsingOf(plan: RunPlan): Parsing {
+  const named = plan.parseProfile === undefined ? undefined : profileNamed(plan.parseProfile);
+  const profile = named ?? detectProfile(plan.file, plan.args) ?? GENERIC_PROFILE;
+  const piped = profile.withProgressPipe?.(plan.args);
+  return {
+    profile,
+    chosen: profile !== GENERIC_PROFILE || named !== undefined,
+    args: piped ?? plan.args,
+    piped: piped !== undefined,
+  };
+}
+
+/** The one line run says when CMD's output showed no progress (yet). */
+export function nothingFoundNotice(
+  plan: Pick<RunPlan, 'file' | 'args'>,
+  profile: ProgressProfile,
+  chosen: boolean,
+  yet: boolean,
+): string {
+  const found = `no progress found in ${plan.file}'s output${yet ? ' yet' : ''}`;
+  if (chosen)
+    return `mcp-progress run --parse=${profile.name}: ${found} (this profile reads ${profile.reads}); try --parse=generic\n`;
+  const suggestion = suggestProfile(plan.file, plan.args);
+  const hint =
+    suggestion === undefined
+      ? `name a profile with --parse=NAME (${PROFILE_NAMES.join(', ')})`
+      : `try --parse=${suggestion.name}`;
+  return `mcp-progress run --parse: ${found}; ${hint}\n`;
+}
+
+/**
+ * Passes CMD's stdout and stderr through unchanged and reads them, and the
+ * progress pipe (which is run's alone), with the profile; says once on
+ * stderr when CMD writes output but nothing in it is progress.
+ */
+function readOutput(
+  child: ChildProcess,
+  parsing: Parsing,
+  publish: (value: { progress: number; total?: number; message?: string }) => void,
+  io: Io,
+  file: string,
+): { ended(): void } {
+  const plan = { file, args: parsing.args };
+  const output = new OutputProgress(parsing.profile.reader(parsing.args, parsing.piped), publish);
+  let told = false;
+  const tell = (yet: boolean) => {
+    if (told || output.published > 0 || output.lines === 0) return;
+    told = true;
+    io.err(nothingFoundNotice(plan, parsing.profile, parsing.chosen, yet));
+  };
+  const noticeTimer = setTimeout(() => tell(true), NOTHING_FOUND_NOTICE_MS);
+  noticeTimer.unref();
+  const streams: Array<
+    [NodeJS.ReadableStream | null | undefined, OutputSource, NodeJS.WritableStream | undefined]
+  > = [
+    [child.stdout, 'stdout', process.stdout],
+    [child.stderr, 'stderr', process.stderr],
+    [child.stdio[3] as NodeJS.ReadableStream | null | undefined, 'progress', undefined],
+  ];
+  for (const [stream, source, target] of streams) {
+    if (stream === null || stream === undefined) continue;
+    const input = output.stream(source);
     let quietTimer: NodeJS.Timeout | undefined;
-    // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
-    target.on('error', () => stream?.resume());
-    stream?.pipe(target, { end: false });
-    stream?.on('data', (chunk: Buffer) => {
-      scanner.push(decoder.write(chunk));
+    if (target !== undefined) {
+      // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
+      target.on('error', () => stream.resume());
+      stream.pipe(target, { end: false });
+    }
+    stream.on('data', (chunk: Buffer) => {
+      input.write(chunk);
       clearTimeout(quietTimer);
-      if (scanner.hasPending) quietTimer = setTimeout(() => scanner.quiet(), QUIET_MS);
+      if (input.hasPending) quietTimer = setTimeout(() => input.quiet(), QUIET_MS);
     });
-    stream?.on('end', () => {
+    stream.on('end', () => {
       clearTimeout(quietTimer);
-      scanner.push(`${decoder.end()}\n`);
+      input.end();
     });
   }
+  return {
+    ended() {
+      clearTimeout(noticeTimer);
+      tell(false);
+    },
+  };
 }
