@@ -645,7 +645,7 @@ export const PROFILES: readonly ProgressProfile[] = [
   },
   {
     name: 'pip',
-    commands: ['pip', 'pip3', 'uv'],
+    commands: ['pip', 'pip3'],
     reads: 'its download bars (━━━ n/total MB), named after the file',
     reader: () => before(new PipReader()),
   },

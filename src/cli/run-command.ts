@@ -11,12 +11,13 @@ import {
   detectProfile,
   GENERIC_PROFILE,
   PROFILE_NAMES,
+  PROFILES,
   type ProgressProfile,
   profileNamed,
   suggestProfile,
 } from './progress-profiles.js';
 
-export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [ARGS...]
+export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse[=NAME]] -- CMD [ARGS...]
 
 Runs CMD with ${ENV_SOCKET} and ${ENV_TOKEN} set, so that a client inside it
 (Python, Node, shell) publishes to the token. When CMD ends, run publishes
@@ -36,16 +37,29 @@ run says on stderr when a cancel stops CMD, and exits with CMD's exit code
 
   --token T          the stream's token (default: $${ENV_TOKEN}; else a new
                      token is made and printed on stderr)
-  --parse            also read CMD's stdout and stderr for progress and publish
-                     it, so that an unmodified program reports progress: tqdm
-                     bars (NN%|...| n/total, and "n it [..]"), n/total, NN%.
-                     Nested bars count as the outer bar plus a fraction of the
-                     inner one; a bar after a finished one counts on from it.
-                     The output passes through unchanged.
+  --parse[=NAME]     also read CMD's stdout and stderr for progress and publish
+                     it, so that an unmodified program reports progress. The
+                     output passes through unchanged. NAME is a profile
+                     (below); --parse alone chooses one by CMD's name, else
+                     the generic reader. When CMD writes output and none of
+                     it is progress, run says so once on stderr, naming a
+                     profile to try.
   --socket PATH      daemon socket (default: $${ENV_SOCKET}, else the default
                      socket of the runtime dir)
   --runtime-dir DIR  find the default socket in DIR
   -h, --help         show this help
+
+Profiles (--parse=NAME; chosen by the command names in brackets):
+${profileHelp()}
+
+The generic reader ignores a ratio inside a word or after = or : (SAR=1/1,
+time_base=1/30, spatial:99.4%), dates (12/05/2024), a percentage beside
+another one or with more than two decimals (statistics), numbers after a
+word such as CPU, memory, overhead, loss, accuracy, ratio, fps or time base,
+library log lines ([libx264 @ 0x...]), and a line of text already at its
+total (1/1, 100%) unless that total was seen below it. Nested bars count as
+the outer bar plus a fraction of the inner one; a bar after a finished one
+counts on from it in the same unit, and weighs as much as it in another.
 
 If no daemon is running, CMD runs all the same and run says so once.
 If CMD ended the stream itself (its client sent done), run's done is skipped.
@@ -53,7 +67,32 @@ If CMD ended the stream itself (its client sent done), run's done is skipped.
 Examples:
   mcp-progress run -- python3 train.py --epochs 10
   mcp-progress run --token build-7 --parse -- ninja -C build
+  mcp-progress run --parse -- ffmpeg -i in.mov -c:v libx264 out.mp4
+  mcp-progress run --parse=ninja -- ./build.sh
 `;
+
+/** The profiles for run's help: name, the commands that choose it, what it reads; wrapped at 79 columns. */
+function profileHelp(): string {
+  return [...PROFILES, GENERIC_PROFILE]
+    .map((profile) => {
+      const commands = profile.commands.length === 0 ? '' : ` [${profile.commands.join(', ')}]`;
+      return wrap(`${profile.name}${commands}: ${profile.reads}`, 79, '  ', '    ');
+    })
+    .join('\n');
+}
+
+function wrap(text: string, width: number, first: string, rest: string): string {
+  const lines: string[] = [];
+  let line = first;
+  for (const word of text.split(' ')) {
+    if (line.trim() !== '' && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = rest + word;
+    } else line = line.trim() === '' ? line + word : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines.join('\n');
+}
 
 /** Flags of run that take a value: the command starts at the first word that is neither a flag nor such a value. */
 const VALUE_FLAGS = new Set(['--token', '--socket', '--runtime-dir']);
