@@ -708,7 +708,8 @@ export const PROFILE_NAMES: readonly string[] = [
  * command line (`sh -c "ffmpeg ..."`), or none.
  */
 export function suggestProfile(file: string, args: readonly string[]): ProgressProfile | undefined {
-  for (const word of [file, ...args].flatMap((arg) => arg.split(/\s+/))) {
+  // Words of a shell script too: `sh -c 'echo "rsync ..."; ffmpeg -i ...'`.
+  for (const word of [file, ...args].flatMap((arg) => arg.split(/[\s"'`;|&()<>]+/))) {
     const found = PROFILES.find((profile) => profile.commands.includes(commandName(word)));
     if (found !== undefined) return found;
   }

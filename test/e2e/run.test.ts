@@ -1,5 +1,5 @@
 /** `mcp-progress run`: the real binary around real commands, watched by a real gateway. */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -425,9 +425,15 @@ describe('mcp-progress run signals the process group of CMD', () => {
   });
 });
 
-const hasTqdm = spawnSync(PYTHON, [...PYTHON_ARGS, '-c', 'import tqdm']).status === 0;
+const tqdm = tool('python3-tqdm', {
+  debian: 'python3-tqdm',
+  probe: [PYTHON, ...PYTHON_ARGS, '-c', 'import tqdm'],
+  why: 'run --parse on real tqdm bars',
+});
 
-describe('mcp-progress run --parse on real tqdm output', () => {
+describe.skipIf(tqdm.skip)('mcp-progress run --parse on real tqdm output', () => {
+  beforeAll(() => tqdm.require());
+
   it('a bar of bytes and then a bar of steps are two halves, not one total of 2000003 (issue 29)', async () => {
     const token = await watched('parse-two-units');
     const script = [
@@ -455,11 +461,6 @@ describe('mcp-progress run --parse on real tqdm output', () => {
       total: 4_000_000,
       message: 'unpack 3/3',
     });
-  });
-
-  // Without tqdm these tests cannot say anything: fail, naming the package, rather than skip.
-  it('has tqdm to run (apt-get install python3-tqdm)', () => {
-    expect(hasTqdm).toBe(true);
   });
 
   it('nested bars count as the outer bar plus a fraction of the inner one; a later bar counts on', async () => {
@@ -573,6 +574,33 @@ describe.skipIf(ffmpeg.skip)('mcp-progress run --parse on a real ffmpeg encode',
     );
     await expectDone(token, 'ok');
     expect(progressOf(token)).toEqual([]);
+  });
+});
+
+describe('mcp-progress run --parse while nothing is progress', () => {
+  it('says so once, 10 s into the output, while CMD still runs', async () => {
+    const token = await watched('parse-nothing-yet');
+    const run = startRun([
+      '--token',
+      token,
+      '--parse',
+      '--',
+      'sh',
+      '-c',
+      'echo "rsync is not here"; while :; do sleep 0.05; done',
+    ]);
+    const notice =
+      "mcp-progress run --parse: no progress found in sh's output yet; try --parse=rsync\n";
+    await eventually(
+      () => (run.stderr().includes(notice) ? true : undefined),
+      60_000,
+      'the notice',
+    );
+    run.child.kill('SIGTERM');
+    expect(await run.exit).toBe(143);
+    // Once: not again when CMD ends.
+    expect(run.stderr()).toBe(notice);
+    await expectDone(token, 'error', 'sh was killed by SIGTERM');
   });
 });
 
