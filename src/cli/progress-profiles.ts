@@ -704,6 +704,27 @@ export const PROFILE_NAMES: readonly string[] = [
 ];
 
 /**
+ * The tool's arguments, for its reader: CMD's own when CMD is the tool;
+ * behind a shell or a wrapper (`sh -c "ffmpeg -i a.mp4 ..."`, `sudo
+ * blender -b ...`), the words after the tool's name, up to the end of its
+ * command (`;`, `|`, `&`), quotes removed. A guess, never run: a script that
+ * builds its command line elsewhere gives none.
+ */
+export function toolArguments(
+  profile: ProgressProfile,
+  file: string,
+  args: readonly string[],
+): readonly string[] {
+  if (profile.commands.includes(commandName(file))) return args;
+  const words = args.flatMap((arg) => arg.match(/[;|&]+|"[^"]*"|'[^']*'|[^\s;|&]+/g) ?? []);
+  const at = words.findIndex((word) => profile.commands.includes(commandName(word)));
+  if (at < 0) return args;
+  const rest = words.slice(at + 1);
+  const end = rest.findIndex((word) => /^[;|&]+$/.test(word));
+  return (end < 0 ? rest : rest.slice(0, end)).map((word) => word.replace(/^(["'])(.*)\1$/, '$2'));
+}
+
+/**
  * A profile to suggest when nothing was read: one named by a word of the
  * command line (`sh -c "ffmpeg ..."`), or none.
  */

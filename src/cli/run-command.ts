@@ -15,6 +15,7 @@ import {
   type ProgressProfile,
   profileNamed,
   suggestProfile,
+  toolArguments,
 } from './progress-profiles.js';
 
 export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse[=NAME]] -- CMD [ARGS...]
@@ -41,9 +42,10 @@ run says on stderr when a cancel stops CMD, and exits with CMD's exit code
                      it, so that an unmodified program reports progress. The
                      output passes through unchanged. NAME is a profile
                      (below); --parse alone chooses one by CMD's name, else
-                     the generic reader. When CMD writes output and none of
-                     it is progress, run says so once on stderr, naming a
-                     profile to try.
+                     the generic reader. Behind sh -c "TOOL ARGS", a named
+                     profile reads the words after TOOL as its arguments.
+                     When CMD writes output and none of it is progress, run
+                     says so once on stderr, naming a profile to try.
   --socket PATH      daemon socket (default: $${ENV_SOCKET}, else the default
                      socket of the runtime dir)
   --runtime-dir DIR  find the default socket in DIR
@@ -375,23 +377,29 @@ function stopOnCancel(
 }
 
 /** How run reads CMD's output: the profile, and the arguments CMD runs with (a progress pipe added). */
-interface Parsing {
+export interface Parsing {
   readonly profile: ProgressProfile;
   /** Named with --parse=NAME, or chosen by CMD's name; false: the generic reader, as nothing chose. */
   readonly chosen: boolean;
   readonly args: string[];
+  /** What the reader takes for the tool's arguments (those after its name in `sh -c "..."`). */
+  readonly toolArgs: readonly string[];
   /** CMD writes a progress stream on fd 3 (ffmpeg -progress pipe:3, apt-get's APT::Status-Fd=3). */
   readonly piped: boolean;
 }
 
-function parsingOf(plan: RunPlan): Parsing {
+export function parsingOf(plan: Pick<RunPlan, 'file' | 'args' | 'parseProfile'>): Parsing {
   const named = plan.parseProfile === undefined ? undefined : profileNamed(plan.parseProfile);
-  const profile = named ?? detectProfile(plan.file, plan.args) ?? GENERIC_PROFILE;
-  const piped = profile.withProgressPipe?.(plan.args);
+  const detected = detectProfile(plan.file, plan.args);
+  const profile = named ?? detected ?? GENERIC_PROFILE;
+  // The pipe's arguments are the tool's own: only when CMD is the tool itself, not `sh -c "ffmpeg ..."`
+  // or `sudo apt-get` (sudo closes fd 3 anyway).
+  const piped = detected === profile ? profile.withProgressPipe?.(plan.args) : undefined;
   return {
     profile,
     chosen: profile !== GENERIC_PROFILE || named !== undefined,
     args: piped ?? plan.args,
+    toolArgs: piped ?? toolArguments(profile, plan.file, plan.args),
     piped: piped !== undefined,
   };
 }
@@ -427,7 +435,10 @@ function readOutput(
   file: string,
 ): { ended(): void } {
   const plan = { file, args: parsing.args };
-  const output = new OutputProgress(parsing.profile.reader(parsing.args, parsing.piped), publish);
+  const output = new OutputProgress(
+    parsing.profile.reader(parsing.toolArgs, parsing.piped),
+    publish,
+  );
   let told = false;
   const tell = (yet: boolean) => {
     if (told || output.published > 0 || output.lines === 0) return;

@@ -557,6 +557,26 @@ describe.skipIf(ffmpeg.skip)('mcp-progress run --parse on a real ffmpeg encode',
     expect(before.every((v) => (v.progress as number) < 5)).toBe(true);
   });
 
+  it('--parse=ffmpeg behind sh reads its status lines on stderr, no pipe added, 1 s of 1 s at the end', async () => {
+    const token = await watched('parse-ffmpeg-sh');
+    const out = join(tempDir(), 'sh.mp4');
+    const script = `ffmpeg -nostdin -y -f lavfi -i testsrc=duration=1:size=160x90:rate=30 -c:v libx264 ${out}`;
+    const result = await runCli(
+      ['run', '--token', token, '--parse=ffmpeg', '--', 'sh', '-c', script],
+      socketEnv(),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    await expectDone(token, 'ok');
+    const values = progressOf(token);
+    expect(values.at(-1)).toEqual({
+      progressToken: token,
+      progress: 1,
+      total: 1,
+      message: 'frame 30, 1 s of 1 s',
+    });
+    expect(values.slice(0, -1).every((v) => (v.progress as number) < 1)).toBe(true);
+  });
+
   it('says once on stderr when nothing in the output is progress, naming the profile to try', async () => {
     const token = await watched('parse-nothing');
     // Behind sh, ffmpeg is not detected; with -nostats -loglevel error it prints nothing at all, so

@@ -20,7 +20,7 @@ import {
   profileNamed,
   suggestProfile,
 } from '../../src/cli/progress-profiles.js';
-import { nothingFoundNotice } from '../../src/cli/run-command.js';
+import { nothingFoundNotice, parsingOf } from '../../src/cli/run-command.js';
 
 const FIXTURES = join(import.meta.dirname, '../fixtures/parse');
 const CAPTURE = readFileSync(join(FIXTURES, 'capture.sh'), 'utf8');
@@ -456,6 +456,41 @@ describe('choosing a profile', () => {
       'install',
       'x',
     ]);
+  });
+
+  it('adds the pipe only when CMD is the tool itself, not a shell or sudo in front of it', () => {
+    const args = ['-i', 'a.mp4', 'b.mp4'];
+    expect(parsingOf({ file: 'ffmpeg', args, parseProfile: undefined })).toMatchObject({
+      args: ['-progress', 'pipe:3', ...args],
+      piped: true,
+      chosen: true,
+    });
+    expect(parsingOf({ file: '/usr/bin/ffmpeg', args, parseProfile: 'ffmpeg' }).piped).toBe(true);
+    const script = ['-c', 'ffmpeg -i a.mp4 b.mp4'];
+    expect(parsingOf({ file: 'sh', args: script, parseProfile: 'ffmpeg' })).toMatchObject({
+      args: script,
+      // The reader still learns ffmpeg's own arguments from the script.
+      toolArgs: args,
+      piped: false,
+      chosen: true,
+    });
+    expect(
+      parsingOf({
+        file: 'sh',
+        args: ['-c', `echo go; ffmpeg -t 5 -i "my file.mov" out.mp4 | tee log; echo done`],
+        parseProfile: 'ffmpeg',
+      }).toolArgs,
+    ).toEqual(['-t', '5', '-i', 'my file.mov', 'out.mp4']);
+    const sudo = ['apt-get', 'install', 'x'];
+    expect(parsingOf({ file: 'sudo', args: sudo, parseProfile: 'apt' })).toMatchObject({
+      args: sudo,
+      piped: false,
+    });
+    expect(parsingOf({ file: 'sh', args: script, parseProfile: undefined })).toMatchObject({
+      args: script,
+      piped: false,
+      chosen: false,
+    });
   });
 
   it('when nothing is read: one line naming the profile to try', () => {
