@@ -1,14 +1,23 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
-import { StringDecoder } from 'node:string_decoder';
 import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { parseOptions, UsageError } from './args.js';
 import type { Io } from './io.js';
-import { OutputScanner, type ParsedProgress, ProgressCombiner } from './progress-parser.js';
+import { OutputProgress, type OutputSource } from './progress-parser.js';
+import {
+  detectProfile,
+  GENERIC_PROFILE,
+  PROFILE_NAMES,
+  PROFILES,
+  type ProgressProfile,
+  profileNamed,
+  suggestProfile,
+  toolArguments,
+} from './progress-profiles.js';
 
 export const RUN_OPTIONS = [
   {
@@ -19,8 +28,10 @@ export const RUN_OPTIONS = [
   },
   {
     name: 'parse',
-    kind: 'boolean',
-    help: 'also read CMD\'s stdout and stderr for progress and publish it, so that an unmodified program reports progress: tqdm bars (NN%|...| n/total, and "n it [..]"), n/total, NN%. Nested bars count as the outer bar plus a fraction of the inner one; a bar after a finished one counts on from it. The output passes through unchanged.',
+    // --parse alone, or --parse=NAME: planRun makes the bare flag an empty value.
+    kind: 'string',
+    value: '[=NAME]',
+    help: 'also read CMD\'s stdout and stderr for progress and publish it, so that an unmodified program reports progress. The output passes through unchanged. NAME is a profile (below); --parse alone chooses one by CMD\'s name, else the generic reader. Behind sh -c "TOOL ARGS", a named profile reads the words after TOOL as its arguments. When CMD writes output and none of it is progress, run says so once on stderr, naming a profile to try.',
   },
   {
     name: 'socket',
@@ -32,7 +43,7 @@ export const RUN_OPTIONS = [
   helpRow(),
 ] as const satisfies readonly OptionRow[];
 
-export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [ARGS...]
+export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse[=NAME]] -- CMD [ARGS...]
 
 Runs CMD with ${ENV_SOCKET} and ${ENV_TOKEN} set, so that a client inside it
 (Python, Node, shell) publishes to the token. When CMD ends, run publishes
@@ -51,17 +62,58 @@ run says on stderr when a cancel stops CMD, and exits with CMD's exit code
 (128 + N when a signal N killed it).
 
 ${optionsHelp(RUN_OPTIONS, 21)}
+
+Profiles (--parse=NAME; chosen by the command names in brackets):
+${profileHelp()}
+
+The generic reader ignores a ratio inside a word or after = or : (SAR=1/1,
+time_base=1/30, spatial:99.4%), dates (12/05/2024), a percentage beside
+another one or with more than two decimals (statistics), numbers after a
+word such as CPU, memory, overhead, loss, accuracy, ratio, fps or time base,
+library log lines ([libx264 @ 0x...]), and a line of text already at its
+total (1/1, 100%) unless that total was seen below it. Nested bars count as
+the outer bar plus a fraction of the inner one; a bar after a finished one
+counts on from it in the same unit, and weighs as much as it in another.
+
 If no daemon is running, CMD runs all the same and run says so once.
 If CMD ended the stream itself (its client sent done), run's done is skipped.
 
 Examples:
   mcp-progress run -- python3 train.py --epochs 10
   mcp-progress run --token build-7 --parse -- ninja -C build
+  mcp-progress run --parse -- ffmpeg -i in.mov -c:v libx264 out.mp4
+  mcp-progress run --parse=ninja -- ./build.sh
 `;
+
+/** The profiles for run's help: name, the commands that choose it, what it reads; wrapped at 79 columns. */
+function profileHelp(): string {
+  return [...PROFILES, GENERIC_PROFILE]
+    .map((profile) => {
+      const commands = profile.commands.length === 0 ? '' : ` [${profile.commands.join(', ')}]`;
+      return wrap(`${profile.name}${commands}: ${profile.reads}`, 79, '  ', '    ');
+    })
+    .join('\n');
+}
+
+function wrap(text: string, width: number, first: string, rest: string): string {
+  const lines: string[] = [];
+  let line = first;
+  for (const word of text.split(' ')) {
+    if (line.trim() !== '' && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = rest + word;
+    } else line = line.trim() === '' ? line + word : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines.join('\n');
+}
 
 /** Flags of run that take a value: the command starts at the first word that is neither a flag nor such a value. */
 const VALUE_FLAGS: ReadonlySet<string> = new Set(
-  RUN_OPTIONS.filter((row) => row.kind !== 'boolean').map((row) => `--${row.name}`),
+  RUN_OPTIONS.filter(
+    // --parse takes its value only as --parse=NAME, never as the next word.
+    (row) => row.kind !== 'boolean' && !('value' in row && row.value.startsWith('[')),
+  ).map((row) => `--${row.name}`),
 );
 
 /** Signals run passes on to CMD's process group. */
@@ -78,6 +130,8 @@ const FORWARDED: NodeJS.Signals[] = [
 const CANCEL_GRACE_MS = 10_000;
 /** How long output must pause before a half-written line is read for progress. */
 const QUIET_MS = 50;
+/** How long CMD may write output in which --parse finds nothing before run says so (once). */
+const NOTHING_FOUND_NOTICE_MS = 10_000;
 
 export function splitCommand(argv: string[]): { options: string[]; command: string[] } {
   for (let i = 0; i < argv.length; i++) {
@@ -97,6 +151,8 @@ export interface RunPlan {
   readonly madeToken: boolean;
   readonly socketPath: string;
   readonly parseOutput: boolean;
+  /** `--parse=NAME`: the profile to read the output with; undefined: chosen by CMD's name. */
+  readonly parseProfile: string | undefined;
 }
 
 /** What run's command line asks for: 'help', or the plan. Throws UsageError for a wrong one. */
@@ -106,12 +162,19 @@ export function planRun(
   newToken = () => `run-${randomBytes(6).toString('base64url')}`,
 ): RunPlan | 'help' {
   const split = splitCommand(argv);
-  const { values } = parseOptions('run', split.options, RUN_OPTIONS);
+  // --parse alone chooses the profile by CMD's name; --parse=NAME names it.
+  const options = split.options.map((arg) => (arg === '--parse' ? '--parse=' : arg));
+  const { values } = parseOptions('run', options, RUN_OPTIONS);
   if (values.help) return 'help';
   const [file, ...args] = split.command;
   if (file === undefined)
     throw new UsageError('no command: mcp-progress run [options] -- CMD [ARGS...]');
   if (values.token === '') throw new UsageError('--token: a token is a non-empty string');
+  const profile = values.parse === '' ? undefined : values.parse;
+  if (profile !== undefined && profileNamed(profile) === undefined)
+    throw new UsageError(
+      `--parse=${profile}: no such profile (profiles: ${PROFILE_NAMES.join(', ')}; --parse alone chooses by the command's name)`,
+    );
   const given = values.token ?? env[ENV_TOKEN];
   const madeToken = given === undefined || given === '';
   const socketPath = resolveSocketPath(
@@ -124,7 +187,8 @@ export function planRun(
     token: madeToken ? newToken() : given,
     madeToken,
     socketPath,
-    parseOutput: values.parse === true,
+    parseOutput: values.parse !== undefined,
+    parseProfile: profile,
   };
 }
 
@@ -204,17 +268,15 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   // run (or SIGUSR1 open the inspector), and CMD may run (and be signalled) before spawn() returns.
   const forwarding = new SignalForwarding();
   const publisher = await connectRunPublisher(plan, io);
-  const child = startCommand(plan, io.env);
+  const parsing = plan.parseOutput ? parsingOf(plan) : undefined;
+  const child = startCommand(plan, io.env, parsing);
   forwarding.to(child);
   // The publisher claims the token when it connects, so a cancel reaches run with or without --parse.
   const cancel = stopOnCancel(publisher, child, file, io);
-  if (plan.parseOutput) {
-    const combiner = new ProgressCombiner();
-    scanOutput(child, (reading, bar) => {
-      const combined = combiner.push(reading, bar);
-      if (combined !== undefined) publisher.update(combined);
-    });
-  }
+  const reading =
+    parsing === undefined
+      ? undefined
+      : readOutput(child, parsing, (value) => publisher.update(value), io, file);
 
   const ended = await new Promise<CommandEnd>((resolve) => {
     child.once('error', (error) => resolve({ code: null, signal: null, error }));
@@ -222,6 +284,7 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   });
   forwarding.remove();
   cancel.settle();
+  reading?.ended();
 
   const outcome = outcomeOf(file, ended, cancel.cancelled);
   if (ended.error !== undefined) io.err(`mcp-progress run: ${outcome.message}\n`);
@@ -283,9 +346,12 @@ function connectRunPublisher(plan: RunPlan, io: Io): Promise<Publisher> {
  * terminal: it still reads and writes the terminal run was given, but Ctrl-C
  * reaches run alone, which passes it on.
  */
-function startCommand(plan: RunPlan, env: Io['env']): ChildProcess {
-  return spawn(plan.file, plan.args, {
-    stdio: plan.parseOutput ? ['inherit', 'pipe', 'pipe'] : 'inherit',
+function startCommand(plan: RunPlan, env: Io['env'], parsing: Parsing | undefined): ChildProcess {
+  return spawn(plan.file, parsing?.args ?? plan.args, {
+    stdio:
+      parsing === undefined
+        ? 'inherit'
+        : ['inherit', 'pipe', 'pipe', ...(parsing.piped ? (['pipe'] as const) : [])],
     detached: true,
     env: { ...env, [ENV_SOCKET]: plan.socketPath, [ENV_TOKEN]: plan.token },
   });
@@ -325,27 +391,107 @@ function stopOnCancel(
   };
 }
 
-/** Passes CMD's stdout and stderr through unchanged, and tells `found` the progress each shows. */
-function scanOutput(child: ChildProcess, found: (reading: ParsedProgress, bar: boolean) => void) {
-  for (const [stream, target] of [
-    [child.stdout, process.stdout],
-    [child.stderr, process.stderr],
-  ] as const) {
-    // Each stream has its own line, decoder and pause: a half line on one never joins the other's.
-    const scanner = new OutputScanner(found);
-    const decoder = new StringDecoder('utf8');
+/** How run reads CMD's output: the profile, and the arguments CMD runs with (a progress pipe added). */
+export interface Parsing {
+  readonly profile: ProgressProfile;
+  /** Named with --parse=NAME, or chosen by CMD's name; false: the generic reader, as nothing chose. */
+  readonly chosen: boolean;
+  readonly args: string[];
+  /** What the reader takes for the tool's arguments (those after its name in `sh -c "..."`). */
+  readonly toolArgs: readonly string[];
+  /** CMD writes a progress stream on fd 3 (ffmpeg -progress pipe:3, apt-get's APT::Status-Fd=3). */
+  readonly piped: boolean;
+}
+
+export function parsingOf(plan: Pick<RunPlan, 'file' | 'args' | 'parseProfile'>): Parsing {
+  const named = plan.parseProfile === undefined ? undefined : profileNamed(plan.parseProfile);
+  const detected = detectProfile(plan.file, plan.args);
+  const profile = named ?? detected ?? GENERIC_PROFILE;
+  // The pipe's arguments are the tool's own: only when CMD is the tool itself, not `sh -c "ffmpeg ..."`
+  // or `sudo apt-get` (sudo closes fd 3 anyway).
+  const piped = detected === profile ? profile.withProgressPipe?.(plan.args) : undefined;
+  return {
+    profile,
+    chosen: profile !== GENERIC_PROFILE || named !== undefined,
+    args: piped ?? plan.args,
+    toolArgs: piped ?? toolArguments(profile, plan.file, plan.args),
+    piped: piped !== undefined,
+  };
+}
+
+/** The one line run says when CMD's output showed no progress (yet). */
+export function nothingFoundNotice(
+  plan: Pick<RunPlan, 'file' | 'args'>,
+  profile: ProgressProfile,
+  chosen: boolean,
+  yet: boolean,
+): string {
+  const found = `no progress found in ${plan.file}'s output${yet ? ' yet' : ''}`;
+  if (chosen)
+    return `mcp-progress run --parse=${profile.name}: ${found} (this profile reads ${profile.reads}); try --parse=generic\n`;
+  const suggestion = suggestProfile(plan.file, plan.args);
+  const hint =
+    suggestion === undefined
+      ? `name a profile with --parse=NAME (${PROFILE_NAMES.join(', ')})`
+      : `try --parse=${suggestion.name}`;
+  return `mcp-progress run --parse: ${found}; ${hint}\n`;
+}
+
+/**
+ * Passes CMD's stdout and stderr through unchanged and reads them, and the
+ * progress pipe (which is run's alone), with the profile; says once on
+ * stderr when CMD writes output but nothing in it is progress.
+ */
+function readOutput(
+  child: ChildProcess,
+  parsing: Parsing,
+  publish: (value: { progress: number; total?: number; message?: string }) => void,
+  io: Io,
+  file: string,
+): { ended(): void } {
+  const plan = { file, args: parsing.args };
+  const output = new OutputProgress(
+    parsing.profile.reader(parsing.toolArgs, parsing.piped),
+    publish,
+  );
+  let told = false;
+  const tell = (yet: boolean) => {
+    if (told || output.published > 0 || output.lines === 0) return;
+    told = true;
+    io.err(nothingFoundNotice(plan, parsing.profile, parsing.chosen, yet));
+  };
+  const noticeTimer = setTimeout(() => tell(true), NOTHING_FOUND_NOTICE_MS);
+  noticeTimer.unref();
+  const streams: Array<
+    [NodeJS.ReadableStream | null | undefined, OutputSource, NodeJS.WritableStream | undefined]
+  > = [
+    [child.stdout, 'stdout', process.stdout],
+    [child.stderr, 'stderr', process.stderr],
+    [child.stdio[3] as NodeJS.ReadableStream | null | undefined, 'progress', undefined],
+  ];
+  for (const [stream, source, target] of streams) {
+    if (stream === null || stream === undefined) continue;
+    const input = output.stream(source);
     let quietTimer: NodeJS.Timeout | undefined;
-    // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
-    target.on('error', () => stream?.resume());
-    stream?.pipe(target, { end: false });
-    stream?.on('data', (chunk: Buffer) => {
-      scanner.push(decoder.write(chunk));
+    if (target !== undefined) {
+      // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
+      target.on('error', () => stream.resume());
+      stream.pipe(target, { end: false });
+    }
+    stream.on('data', (chunk: Buffer) => {
+      input.write(chunk);
       clearTimeout(quietTimer);
-      if (scanner.hasPending) quietTimer = setTimeout(() => scanner.quiet(), QUIET_MS);
+      if (input.hasPending) quietTimer = setTimeout(() => input.quiet(), QUIET_MS);
     });
-    stream?.on('end', () => {
+    stream.on('end', () => {
       clearTimeout(quietTimer);
-      scanner.push(`${decoder.end()}\n`);
+      input.end();
     });
   }
+  return {
+    ended() {
+      clearTimeout(noticeTimer);
+      tell(false);
+    },
+  };
 }

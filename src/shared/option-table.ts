@@ -81,7 +81,10 @@ export function optionsHelp(rows: readonly OptionRow[], column: number): string 
         ? ' N'
         : row.kind === 'boolean'
           ? ''
-          : ` ${row.value ?? 'VALUE'}`;
+          : // An optional value (--parse[=NAME]) is written right after the flag.
+            row.value?.startsWith('[')
+            ? row.value
+            : ` ${row.value ?? 'VALUE'}`;
     const shown = row.shownDefault ?? (row.default === undefined ? '' : String(row.default));
     const flag = `  ${row.short === undefined ? '' : `-${row.short}, `}--${row.name}${value}`;
     const wrapped = row.help

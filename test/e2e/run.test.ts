@@ -1,8 +1,9 @@
 /** `mcp-progress run`: the real binary around real commands, watched by a real gateway. */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { PROFILE_NAMES } from '../../src/cli/progress-profiles.js';
 import {
   BIN,
   collectOutput,
@@ -15,6 +16,7 @@ import {
 } from '../helpers/daemon.js';
 import { useWatchedBridge } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+import { tool } from '../helpers/tools.js';
 
 const runCli = slowProcessTests();
 
@@ -43,7 +45,10 @@ describe('mcp-progress run', () => {
   it('has help', async () => {
     const help = await runCli(['run', '--help']);
     expect(help.code).toBe(0);
-    expect(help.stdout).toMatch(/^Usage: mcp-progress run \[--token T\] \[--parse\] -- CMD/);
+    expect(help.stdout).toMatch(
+      /^Usage: mcp-progress run \[--token T\] \[--parse\[=NAME\]\] -- CMD/,
+    );
+    for (const name of PROFILE_NAMES) expect(help.stdout).toContain(`\n  ${name}`);
   });
 
   it('exits 2 without a command', async () => {
@@ -259,7 +264,9 @@ describe('mcp-progress run --parse', () => {
     expect({ bytes, nonZero, stderr }).toEqual({
       bytes: 20_000_000,
       nonZero: 0,
-      stderr: '',
+      // Nothing in it is progress, and run says so once.
+      stderr:
+        "mcp-progress run --parse: no progress found in sh's output; name a profile with --parse=NAME (ffmpeg, tqdm, ninja, blender, rsync, wget, curl, pip, apt, dpkg, docker, generic)\n",
     });
     await expectDone(token, 'ok');
     expect(progressOf(token)).toEqual([]);
@@ -280,7 +287,10 @@ describe('mcp-progress run --parse', () => {
       ],
       socketEnv(),
     );
-    expect(result).toMatchObject({ code: 0, stdout: 'batch size 32\n', stderr: '/64 done\n' });
+    expect(result).toMatchObject({ code: 0, stdout: 'batch size 32\n' });
+    expect(result.stderr).toMatch(
+      /^\/64 done\nmcp-progress run --parse: no progress found in sh's output; /,
+    );
     await expectDone(token, 'ok');
     // Glued together, the two halves read "batch size 32/64 done": progress 32 of 64 that no line shows.
     expect(progressOf(token)).toEqual([]);
@@ -413,12 +423,42 @@ describe('mcp-progress run signals the process group of CMD', () => {
   });
 });
 
-const hasTqdm = spawnSync(PYTHON, [...PYTHON_ARGS, '-c', 'import tqdm']).status === 0;
+const tqdm = tool('python3-tqdm', {
+  debian: 'python3-tqdm',
+  probe: [PYTHON, ...PYTHON_ARGS, '-c', 'import tqdm'],
+  why: 'run --parse on real tqdm bars',
+});
 
-describe('mcp-progress run --parse on real tqdm output', () => {
-  // Without tqdm these tests cannot say anything: fail, naming the package, rather than skip.
-  it('has tqdm to run (apt-get install python3-tqdm)', () => {
-    expect(hasTqdm).toBe(true);
+describe.skipIf(tqdm.skip)('mcp-progress run --parse on real tqdm output', () => {
+  beforeAll(() => tqdm.require());
+
+  it('a bar of bytes and then a bar of steps are two halves, not one total of 2000003 (issue 29)', async () => {
+    const token = await watched('parse-two-units');
+    const script = [
+      'import time',
+      'from tqdm import tqdm',
+      "with tqdm(total=2_000_000, unit='B', unit_scale=True, desc='download', mininterval=0) as bar:",
+      '    for _ in range(4):',
+      '        time.sleep(0.05)',
+      '        bar.update(500_000)',
+      "for step in tqdm(range(3), desc='unpack', mininterval=0):",
+      '    time.sleep(0.05)',
+    ].join('\n');
+    const result = await runCli(
+      ['run', '--token', token, '--parse', '--', PYTHON, ...PYTHON_ARGS, '-c', script],
+      socketEnv(),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    await expectDone(token, 'ok');
+    const values = progressOf(token);
+    expect(values.some((v) => v.total === 2_000_003)).toBe(false);
+    expect(values.filter((v) => v.total === 2_000_000).length).toBeGreaterThan(0);
+    expect(values.at(-1)).toEqual({
+      progressToken: token,
+      progress: 4_000_000,
+      total: 4_000_000,
+      message: 'unpack 3/3',
+    });
   });
 
   it('nested bars count as the outer bar plus a fraction of the inner one; a later bar counts on', async () => {
@@ -458,6 +498,154 @@ describe('mcp-progress run --parse on real tqdm output', () => {
     // The evaluation bar after the finished epochs counts on from 3: 3 + 5 of 3 + 5.
     expect(values.every((v) => v.total === 3 || v.total === 8)).toBe(true);
     expect(values.at(-1)).toEqual({ progressToken: token, progress: 8, total: 8, message: 'eval' });
+  });
+});
+
+const ffmpeg = tool('ffmpeg', {
+  debian: 'ffmpeg',
+  probe: ['ffmpeg', '-version'],
+  why: 'run --parse on a real encode',
+});
+
+describe.skipIf(ffmpeg.skip)('mcp-progress run --parse on a real ffmpeg encode', () => {
+  beforeAll(() => ffmpeg.require());
+
+  it('detects ffmpeg, adds its progress pipe, and rises steadily to 5 s of 5 s, reached only at the end', async () => {
+    const token = await watched('parse-ffmpeg');
+    const out = join(tempDir(), 'out.mp4');
+    // -re reads the 5 s synthetic input at its own rate: the encode takes about 5 s on any machine.
+    const command = [
+      'ffmpeg',
+      '-nostdin',
+      '-y',
+      '-re',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=duration=5:size=320x180:rate=30',
+      '-c:v',
+      'libx264',
+      out,
+    ];
+    const result = await runCli(
+      ['run', '--token', token, '--parse', '--', ...command],
+      socketEnv(),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    // ffmpeg's own output passes through, and the progress pipe's key=value lines stay run's.
+    expect(result.stderr).toContain('Duration: N/A');
+    expect(result.stderr).not.toContain('out_time_us=');
+    expect(result.stdout).toBe('');
+    await expectDone(token, 'ok');
+    const values = progressOf(token);
+    const numbers = values.map((v) => v.progress as number);
+    for (let i = 1; i < numbers.length; i++)
+      expect(numbers[i], JSON.stringify(values)).toBeGreaterThan(numbers[i - 1] as number);
+    expect(values.every((v) => v.total === 5)).toBe(true);
+    for (const value of values) expect(value.message).toMatch(/^frame \d+, [\d.]+ s of 5 s$/);
+    expect(values.at(-1)).toEqual({
+      progressToken: token,
+      progress: 5,
+      total: 5,
+      message: 'frame 150, 5 s of 5 s',
+    });
+    // Steadily: several values on the way (ffmpeg reports every 0.5 s), none at the end before the end.
+    const before = values.slice(0, -1);
+    expect(before.length, JSON.stringify(values)).toBeGreaterThanOrEqual(5);
+    expect(before.every((v) => (v.progress as number) < 5)).toBe(true);
+  });
+
+  it('--parse=ffmpeg behind sh reads its status lines on stderr, no pipe added, 1 s of 1 s at the end', async () => {
+    const token = await watched('parse-ffmpeg-sh');
+    const out = join(tempDir(), 'sh.mp4');
+    const script = `ffmpeg -nostdin -y -f lavfi -i testsrc=duration=1:size=160x90:rate=30 -c:v libx264 ${out}`;
+    const result = await runCli(
+      ['run', '--token', token, '--parse=ffmpeg', '--', 'sh', '-c', script],
+      socketEnv(),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    await expectDone(token, 'ok');
+    const values = progressOf(token);
+    expect(values.at(-1)).toEqual({
+      progressToken: token,
+      progress: 1,
+      total: 1,
+      message: 'frame 30, 1 s of 1 s',
+    });
+    expect(values.slice(0, -1).every((v) => (v.progress as number) < 1)).toBe(true);
+  });
+
+  it('says once on stderr when nothing in the output is progress, naming the profile to try', async () => {
+    const token = await watched('parse-nothing');
+    // Behind sh, ffmpeg is not detected; with -nostats -loglevel error it prints nothing at all, so
+    // the line comes from what sh echoes.
+    const out = join(tempDir(), 'quiet.mp4');
+    const script = `echo starting; ffmpeg -nostdin -nostats -loglevel error -y -f lavfi -i testsrc=duration=1 ${out}; echo finished`;
+    const result = await runCli(
+      ['run', '--token', token, '--parse', '--', 'sh', '-c', script],
+      socketEnv(),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toBe('starting\nfinished\n');
+    expect(result.stderr).toBe(
+      "mcp-progress run --parse: no progress found in sh's output; try --parse=ffmpeg\n",
+    );
+    await expectDone(token, 'ok');
+    expect(progressOf(token)).toEqual([]);
+  });
+});
+
+describe('mcp-progress run --parse while nothing is progress', () => {
+  it('says so once, 10 s into the output, while CMD still runs', async () => {
+    const token = await watched('parse-nothing-yet');
+    const run = startRun([
+      '--token',
+      token,
+      '--parse',
+      '--',
+      'sh',
+      '-c',
+      'echo "rsync is not here"; while :; do sleep 0.05; done',
+    ]);
+    const notice =
+      "mcp-progress run --parse: no progress found in sh's output yet; try --parse=rsync\n";
+    await eventually(
+      () => (run.stderr().includes(notice) ? true : undefined),
+      60_000,
+      'the notice',
+    );
+    run.child.kill('SIGTERM');
+    expect(await run.exit).toBe(143);
+    // Once: not again when CMD ends.
+    expect(run.stderr()).toBe(notice);
+    await expectDone(token, 'error', 'sh was killed by SIGTERM');
+  });
+});
+
+describe('mcp-progress run --parse=NAME', () => {
+  it('refuses a profile it does not have, naming those it has', async () => {
+    const result = await runCli(['run', '--parse=nope', '--', 'true']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(
+      '--parse=nope: no such profile (profiles: ffmpeg, tqdm, ninja,',
+    );
+  });
+
+  it('reads with the profile named, whatever the command is called', async () => {
+    const token = await watched('parse-named');
+    const script = 'for i in 1 2 3 4; do echo "[$i/4] STEP s$i"; sleep 0.05; done';
+    const result = await runCli(
+      ['run', '--token', token, '--parse=ninja', '--', 'sh', '-c', script],
+      socketEnv(),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    await expectDone(token, 'ok');
+    expect(progressOf(token).at(-1)).toEqual({
+      progressToken: token,
+      progress: 4,
+      total: 4,
+      message: 'step 4 of 4: STEP s4',
+    });
   });
 });
 

@@ -1,11 +1,14 @@
 /** `run --parse`: the output shapes it understands, and the ones it must leave alone. */
 import { describe, expect, it } from 'vitest';
 import {
+  GenericReader,
   MAX_LINE_CHARS,
+  OutputProgress,
   OutputScanner,
   type ParsedProgress,
   ProgressCombiner,
   parseProgressLine,
+  type Reading,
 } from '../../src/cli/progress-parser.js';
 
 describe('parseProgressLine', () => {
@@ -61,7 +64,50 @@ describe('parseProgressLine', () => {
       total: 100,
       message: 'Encoding: 37.5% done',
     });
-    expect(parseProgressLine('100%')).toEqual({ progress: 100, total: 100, message: '100%' });
+  });
+
+  it('takes a line at its total only after the same total was seen below it, or from a counter', () => {
+    // Nothing counted up to it: "100%", "1/1" or "done 3/3" alone say nothing of work in progress.
+    expect(parseProgressLine('100%')).toBeUndefined();
+    expect(parseProgressLine('files 3/3')).toBeUndefined();
+    const reader = new GenericReader();
+    expect(reader.read('files 3/3')).toBeUndefined();
+    expect(reader.read('files 1/3')?.progress.progress).toBe(1);
+    expect(reader.read('files 3/3')?.progress).toEqual({
+      progress: 3,
+      total: 3,
+      message: 'files 3/3',
+    });
+    // A build counter is a counter: ninja's one-step build.
+    expect(parseProgressLine('[1/1] Linking app')).toEqual({
+      progress: 1,
+      total: 1,
+      message: '[1/1] Linking app',
+    });
+  });
+
+  it('refuses ratios after = or :, measurements, and percentages in statistics', () => {
+    for (const line of [
+      // The three false readings of ffmpeg's output in issue 30.
+      '[libx264 @ 0x55618d13fbc0] using SAR=1/1',
+      'video:95kB audio:0kB subtitle:0kB other streams:0kB global headers:0kB muxing overhead: 5.953105%',
+      '[libx264 @ 0x55618d13fbc0] direct mvs  spatial:99.4% temporal:0.6%',
+      // The same shapes without the library's prefix.
+      'using SAR=1/1',
+      'direct mvs spatial:99.4%',
+      'muxing overhead: 5.95%',
+      'time_base=1/30',
+      'time base 1/30',
+      'stream tb:1/30',
+      'aspect 16/9',
+      'mb I  I16..4: 45.0% 42.1% 12.9%',
+      'CPU 45%',
+      'memory usage: 12%',
+      'accuracy 97.5%',
+      'val_loss 12%',
+    ]) {
+      expect(parseProgressLine(line), line).toBeUndefined();
+    }
   });
 
   it('strips terminal colour codes before reading', () => {
@@ -93,7 +139,14 @@ describe('parseProgressLine', () => {
 describe('OutputScanner', () => {
   function scanner() {
     const found: ParsedProgress[] = [];
-    return { found, scanner: new OutputScanner((p) => found.push(p)) };
+    const reader = new GenericReader();
+    return {
+      found,
+      scanner: new OutputScanner((line) => {
+        const reading = reader.read(line);
+        if (reading !== undefined) found.push(reading.progress);
+      }),
+    };
   }
 
   it('splits at carriage returns as tqdm redraws, and at newlines, across chunks', () => {
@@ -158,24 +211,30 @@ describe('OutputScanner', () => {
   });
 
   it('never throws into the caller when the callback does, and reads the lines after it', () => {
-    const seen: number[] = [];
-    const s = new OutputScanner((p) => {
-      seen.push(p.progress);
+    const seen: string[] = [];
+    const s = new OutputScanner((line) => {
+      seen.push(line);
       throw new Error('callback failed');
     });
     expect(() => s.push('1/4\n2/4\n3/4')).not.toThrow();
     expect(() => s.quiet()).not.toThrow();
-    expect(seen).toEqual([1, 2, 3]);
+    expect(seen).toEqual(['1/4', '2/4', '3/4']);
   });
 });
 
 describe('ProgressCombiner', () => {
   const bar = (progress: number, total: number | undefined, message: string): ParsedProgress =>
     total === undefined ? { progress, message } : { progress, total, message };
-  function combine(readings: Array<[ParsedProgress, boolean]>) {
+  function combine(readings: Array<[ParsedProgress, boolean, string?]>) {
     const combiner = new ProgressCombiner();
     return readings
-      .map(([reading, isBar]) => combiner.push(reading, isBar))
+      .map(([progress, isBar, unit]) =>
+        combiner.push(
+          (unit === undefined
+            ? { progress, bar: isBar }
+            : { progress, bar: isBar, unit }) as Reading,
+        ),
+      )
       .filter((value) => value !== undefined);
   }
 
@@ -216,6 +275,29 @@ describe('ProgressCombiner', () => {
       { progress: 14, total: 14, message: 'unpack' },
       { progress: 15, total: 18, message: 'unpack' },
     ]);
+  });
+
+  it('never adds a bar of another unit to the one before: 2 MB, then 3 steps, is two halves (issue 29: 2000003)', () => {
+    const values = combine([
+      [bar(0, 2_000_000, 'download'), true, 'B'],
+      [bar(1_000_000, 2_000_000, 'download'), true, 'B'],
+      [bar(2_000_000, 2_000_000, 'download'), true, 'B'],
+      [bar(0, 3, 'unpack'), true, 'it'],
+      [bar(1, 3, 'unpack'), true, 'it'],
+      [bar(3, 3, 'unpack'), true, 'it'],
+      // Then a bar of the same unit as the one before counts on in its scale.
+      [bar(0, 3, 'verify'), true, 'it'],
+      [bar(3, 3, 'verify'), true, 'it'],
+    ]);
+    expect(values.map((v) => [v.progress, v.total, v.message])).toEqual([
+      [0, 2_000_000, 'download'],
+      [1_000_000, 2_000_000, 'download'],
+      [2_000_000, 2_000_000, 'download'],
+      [2_666_666.66667, 4_000_000, 'unpack 1/3'],
+      [4_000_000, 4_000_000, 'unpack 3/3'],
+      [6_000_000, 6_000_000, 'verify 3/3'],
+    ]);
+    expect(values.some((v) => v.total === 2_000_003)).toBe(false);
   });
 
   it('an inner bar that starts again waits for the outer one to move, never going back', () => {
@@ -271,13 +353,9 @@ describe('ProgressCombiner', () => {
       '\r                                                  \x1b[A',
       '\repochs: 100%|██████████| 2/2 [00:00<00:00, 4.7it/s]\n',
     ].join('');
-    const combiner = new ProgressCombiner();
     const values: ParsedProgress[] = [];
-    const scanner = new OutputScanner((reading, isBar) => {
-      const value = combiner.push(reading, isBar);
-      if (value !== undefined) values.push(value);
-    });
-    scanner.push(output);
+    const output$ = new OutputProgress(new GenericReader(), (value) => values.push(value));
+    output$.stream('stderr').write(output);
     expect(values.map((v) => [v.progress, v.total])).toEqual([
       [0, 2],
       [0.5, 2],
