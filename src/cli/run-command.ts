@@ -62,7 +62,6 @@ run says on stderr when a cancel stops CMD, and exits with CMD's exit code
 (128 + N when a signal N killed it).
 
 ${optionsHelp(RUN_OPTIONS, 21)}
-
 Profiles (--parse=NAME; chosen by the command names in brackets):
 ${profileHelp()}
 
