@@ -14,6 +14,7 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Logger } from '../shared/log.js';
+import { hostRefusal, type OwnNames, ownNames } from './access.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import type { SessionHub } from './sessions.js';
 
@@ -107,6 +108,8 @@ export class GatewayEndpoint {
   readonly #closingSlow = new Set<WebSocket>();
   readonly #routes = new Map<string, HttpHandler>();
   readonly #secretDigest: Buffer;
+  /** The names and origins of this daemon, known once it listens (its port may be chosen then). */
+  #names: OwnNames = { hosts: new Set(), origins: new Set() };
   /** Connections that have not presented the secret yet, with the timer that closes them. */
   readonly #pending = new Map<Socket, NodeJS.Timeout>();
   #keepalive: NodeJS.Timeout | undefined;
@@ -196,6 +199,7 @@ export class GatewayEndpoint {
       this.#http.listen(this.#options.port, this.#options.host, () => {
         this.#http.off('error', reject);
         const address = this.#http.address() as AddressInfo;
+        this.#names = ownNames(this.#options.host, address.port);
         const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
         if (this.#options.pingIntervalMs > 0) {
           const every = Math.min(this.#options.pingIntervalMs, this.#options.pongTimeoutMs) / 2;
@@ -318,7 +322,17 @@ export class GatewayEndpoint {
     setTimeout(() => session.ws.terminate(), graceMs).unref();
   }
 
+  /** The daemon's own names and origins (after listen): the page's routes check them too. */
+  get names(): OwnNames {
+    return this.#names;
+  }
+
   #request(request: IncomingMessage, response: ServerResponse): void {
+    const misnamed = hostRefusal(request, this.#names);
+    if (misnamed !== undefined) {
+      sendText(response, misnamed.status, `${misnamed.message}\n`);
+      return;
+    }
     const { path } = requestTarget(request);
     const handler = this.#routes.get(`${request.method} ${path}`);
     if (handler !== undefined) {
@@ -343,7 +357,11 @@ export class GatewayEndpoint {
   /** Checks the secret (constant time) and the Origin of a request. */
   #refusal(request: IncomingMessage): { status: number; message: string } | undefined {
     const origin = request.headers.origin;
-    if (origin !== undefined && !this.#options.allowOrigins.includes(origin)) {
+    if (
+      origin !== undefined &&
+      !this.#names.origins.has(origin) &&
+      !this.#options.allowOrigins.includes(origin)
+    ) {
       return {
         status: 403,
         message: `Origin ${origin} is not allowed: start the daemon with --allow-origin ${origin} to let that page connect`,
@@ -391,6 +409,8 @@ export class GatewayEndpoint {
   }
 
   #upgradeRefusal(request: IncomingMessage): { status: number; message: string } | undefined {
+    const misnamed = hostRefusal(request, this.#names);
+    if (misnamed !== undefined) return misnamed;
     const { path } = requestTarget(request);
     if (path !== WS_PATH)
       return { status: 404, message: `no WebSocket endpoint at ${path}: use ${WS_PATH}` };
@@ -524,5 +544,6 @@ const STATUS_TEXT: Record<number, string> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  421: 'Misdirected Request',
   503: 'Service Unavailable',
 };
