@@ -14,7 +14,7 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Logger } from '../shared/log.js';
-import { hostRefusal, type OwnNames, ownNames } from './access.js';
+import { hostRefusal, type OwnNames, ownNames, type Refusal } from './access.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import type { SessionHub } from './sessions.js';
 
@@ -73,6 +73,9 @@ export interface EndpointOptions {
 export type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
 export type HttpHandler = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** A route's own access check: why the request is refused, or undefined to serve it. */
+export type Authorizer = (request: IncomingMessage) => Refusal | undefined;
 
 interface WsSession {
   readonly id: SessionId;
@@ -153,13 +156,6 @@ export class GatewayEndpoint {
       }
     });
     this.#http.on('clientError', (_error, socket) => socket.destroy());
-    this.route('GET', '/', (_request, response) =>
-      sendText(
-        response,
-        200,
-        `mcp-progress daemon: connect a WebSocket to ${WS_PATH} with subprotocol ${WS_SUBPROTOCOL}\n`,
-      ),
-    );
   }
 
   /** Connections that have not presented the secret yet. */
@@ -167,13 +163,27 @@ export class GatewayEndpoint {
     return this.#pending.size;
   }
 
-  /** Adds an HTTP route; `authorized` routes require the secret like the WebSocket does. */
-  route(method: string, path: string, handler: HttpHandler, authorized = false): void {
+  /**
+   * Adds an HTTP route; `authorized` routes require the secret like the WebSocket does, or pass
+   * the check of their own (the page's cookie). A request that passes is no longer pending.
+   */
+  route(
+    method: string,
+    path: string,
+    handler: HttpHandler,
+    authorized: boolean | Authorizer = false,
+  ): void {
+    const check =
+      authorized === true
+        ? (request: IncomingMessage) => this.#refusal(request)
+        : authorized === false
+          ? undefined
+          : authorized;
     this.#routes.set(
       `${method} ${path}`,
-      authorized
+      check !== undefined
         ? (request, response) => {
-            const refusal = this.#refusal(request);
+            const refusal = check(request);
             if (refusal) {
               sendText(response, refusal.status, `${refusal.message}\n`);
               return;
@@ -523,6 +533,7 @@ function sendText(response: ServerResponse, status: number, text: string): void 
   response.writeHead(status, {
     'content-type': 'text/plain; charset=utf-8',
     'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
   });
   response.end(text);
 }

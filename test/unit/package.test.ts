@@ -24,7 +24,7 @@ describe('the published package', () => {
     expect(pkg.scripts.prepack).toBe('npm run build');
   });
 
-  it('ships the bin, every entry point, the schemas and the Python client, and nothing else', () => {
+  it('ships the bin, every entry point, the schemas, the Python client and the live page, and nothing else', () => {
     const files = packed();
     const entryPoints = Object.values(pkg.exports as Record<string, string>).map((path) =>
       path.replace(/^\.\//, ''),
@@ -36,12 +36,15 @@ describe('the published package', () => {
         'schemas/progress-frame.v1.json',
         'clients/python/mcp_progress.py',
         'README.md',
+        'page/index.html',
+        'page/page.js',
+        'page/page.css',
         ...entryPoints,
       ]),
     );
     const stray = files.filter(
       (path) =>
-        !/^(bin|dist|schemas|docs)\//.test(path) &&
+        !/^(bin|dist|schemas|docs|page)\//.test(path) &&
         !['clients/python/mcp_progress.py', 'README.md', 'package.json', 'LICENSE'].includes(path),
     );
     expect(stray).toEqual([]);
