@@ -158,7 +158,9 @@ export class PageFeed {
     let first = true;
     let pending: FeedBatch | undefined = batch;
     while (pending !== undefined) {
-      for (const chunk of chunks(pending)) {
+      // A tab that resumes from the newest batch has nothing to catch up on.
+      const empty = event === 'changes' && pending.jobs.length === 0 && pending.gone.length === 0;
+      for (const chunk of empty ? [] : chunks(pending)) {
         if (!this.#tabs.has(tab.id)) return;
         const last = chunk.last;
         const data = JSON.stringify({ ...chunk.batch, first, last });

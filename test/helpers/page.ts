@@ -70,6 +70,10 @@ export interface SseStream {
   readonly comments: string[];
   /** The first event after those taken that matches; fails after the timeout. */
   next(match: (event: SseEvent) => boolean, what: string, timeoutMs?: number): Promise<SseEvent>;
+  /** Stops reading: what the daemon sends piles up in the kernel's buffers, then in its own. */
+  pause(): void;
+  /** Settles when the daemon ended or cut the stream. */
+  readonly ended: Promise<void>;
   close(): void;
 }
 
@@ -85,6 +89,10 @@ export function openEvents(baseUrl: string, headers: Record<string, string>): Pr
         const listeners = new Set<() => void>();
         let buffer = '';
         let taken = 0;
+        const ended = new Promise<void>((resolveEnded) => {
+          response.once('close', () => resolveEnded());
+          response.once('error', () => resolveEnded());
+        });
         response.setEncoding('utf8');
         response.on('data', (chunk: string) => {
           buffer += chunk;
@@ -137,6 +145,8 @@ export function openEvents(baseUrl: string, headers: Record<string, string>): Pr
               look();
             });
           },
+          pause: () => response.pause(),
+          ended,
           close: () => response.destroy(),
         });
       },
