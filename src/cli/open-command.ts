@@ -15,8 +15,8 @@ never appears in the URL. Exit 0 when the URL was made, 1 when no daemon runs.
 Options:
   --print              only print the URL (scripts, headless machines, another
                        browser profile); do not start a browser
-  --runtime-dir DIR    the daemon's runtime dir (default: $MCP_PROGRESS_RUNTIME_DIR,
-                       else the per-user default)
+  --runtime-dir DIR    the daemon's runtime dir (default:
+                       $MCP_PROGRESS_RUNTIME_DIR, else the per-user default)
   -h, --help           show this help
 
 The browser is $BROWSER when set, else xdg-open (Linux), open (macOS) or
