@@ -97,3 +97,13 @@ export const PAGE_FEED_HEARTBEAT_MS = 15_000;
 
 /** Removed jobs the page stream remembers for a tab that reconnects; older ones mean a new snapshot. */
 export const PAGE_FEED_MAX_REMOVALS = 10_000;
+
+/**
+ * /mcp's SSE streams keep their last events per session for a client that reconnects with
+ * Last-Event-ID (MCP 2025-11-25, SEP-1699): at most this many, and at most this many bytes.
+ */
+export const MCP_REPLAY_EVENTS = 64;
+export const MCP_REPLAY_BYTES = 256 * 1024;
+
+/** How long a client of /mcp waits before it reconnects a closed SSE stream (the `retry` field). */
+export const MCP_SSE_RETRY_MS = 1000;
