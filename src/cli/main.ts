@@ -36,6 +36,10 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     load: async () => (await import('./run-command.js')).runCommand,
     summary: 'run a command that publishes progress, and publish its done',
   },
+  open: {
+    load: async () => (await import('./open-command.js')).openCommand,
+    summary: "open the daemon's live page of every job in a browser (or --print its URL)",
+  },
   tail: {
     load: async () => (await import('./tail-command.js')).tailCommand,
     summary: 'watch streams live in the terminal (or as NDJSON)',

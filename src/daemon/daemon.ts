@@ -44,6 +44,9 @@ import {
   isLoopback,
   resolveDaemonOptions,
 } from './options.js';
+import { addPageRoutes } from './page.js';
+import { PageAccess } from './page-access.js';
+import { DEFAULT_PAGE_FEED_OPTIONS, PageFeed } from './page-feed.js';
 import { type EndingStream, Router } from './router.js';
 import type { GatewayBackend } from './rpc.js';
 import {
@@ -101,6 +104,9 @@ export class Daemon {
   #backplane: Backplane | undefined;
   #runtimeDirLock: RuntimeDirLock | undefined;
   readonly #doneJournal: DoneJournal;
+  /** The live page's cookies and tickets, and its stream (one session per browser tab). */
+  readonly #pageAccess: PageAccess;
+  readonly #pageFeed: PageFeed;
 
   private constructor(options: DaemonOptions, log: Logger, bindPath: string) {
     this.options = options;
@@ -169,6 +175,17 @@ export class Daemon {
         );
       },
       metrics: () => formatPrometheus(this.status()),
+    });
+    this.#pageAccess = new PageAccess(this.#secret, options.runtimeDir);
+    this.#pageFeed = new PageFeed(
+      DEFAULT_PAGE_FEED_OPTIONS,
+      () => this.#router.list().map((summary) => this.#withHost(summary)),
+      this.#hub,
+    );
+    addPageRoutes(this.#endpoint, {
+      access: this.#pageAccess,
+      feed: this.#pageFeed,
+      cancel: (token, reason) => this.#cancel(token, reason),
     });
   }
 
@@ -271,6 +288,7 @@ export class Daemon {
       const url = await daemon.#endpoint.listen().catch((error: NodeJS.ErrnoException) => {
         throw listenError(options, error);
       });
+      daemon.#pageAccess.setPort(Number(new URL(url).port));
       daemon.#info = {
         pid: process.pid,
         version: VERSION,
@@ -394,6 +412,7 @@ export class Daemon {
       url: this.#info?.url ?? '',
       connections: Math.max(0, this.#ingress.connectionCount - askers),
       sessions: this.#hub.count,
+      pageSessions: this.#hub.countOf('page'),
       streams: stats.streams,
       subscriptions: stats.subscriptions,
       claims: stats.claims,
@@ -445,6 +464,7 @@ export class Daemon {
     // MCP sessions first: their open SSE responses would hold the HTTP server open.
     await (await this.#mcpHttp?.catch(() => undefined))?.close();
     await this.progressSource.close();
+    this.#pageFeed.stop();
     await this.#endpoint.stop(graceMs);
     if (this.#info !== undefined)
       await removeOwnDaemonInfo(daemonInfoPath(this.options.runtimeDir), this.#info.pid);

@@ -14,6 +14,7 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Logger } from '../shared/log.js';
+import { hostRefusal, type OwnNames, ownNames, type Refusal } from './access.js';
 import { missingPackage } from './installed.js';
 import { PeerUids } from './peer-uid.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
@@ -80,6 +81,9 @@ export type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
 export type HttpHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
+/** A route's own access check: why the request is refused, or undefined to serve it. */
+export type Authorizer = (request: IncomingMessage) => Refusal | undefined;
+
 interface WsSession {
   readonly id: SessionId;
   readonly ws: WebSocket;
@@ -121,6 +125,8 @@ export class GatewayEndpoint {
   readonly #closingSlow = new Set<WebSocket>();
   readonly #routes = new Map<string, HttpHandler>();
   readonly #secretDigest: Buffer;
+  /** The names and origins of this daemon, known once it listens (its port may be chosen then). */
+  #names: OwnNames = { hosts: new Set(), origins: new Set() };
   /** Connections that have not presented the secret yet, oldest first. */
   readonly #pending = new Map<Socket, PendingConnection>();
   readonly #peerUids = new PeerUids();
@@ -167,13 +173,6 @@ export class GatewayEndpoint {
       }
     });
     this.#http.on('clientError', (_error, socket) => socket.destroy());
-    this.route('GET', '/', (_request, response) =>
-      sendText(
-        response,
-        200,
-        `mcp-progress daemon: connect a WebSocket to ${WS_PATH} with subprotocol ${WS_SUBPROTOCOL}\n`,
-      ),
-    );
   }
 
   /** Connections that have not presented the secret yet. */
@@ -181,13 +180,27 @@ export class GatewayEndpoint {
     return this.#pending.size;
   }
 
-  /** Adds an HTTP route; `authorized` routes require the secret like the WebSocket does. */
-  route(method: string, path: string, handler: HttpHandler, authorized = false): void {
+  /**
+   * Adds an HTTP route; `authorized` routes require the secret like the WebSocket does, or pass
+   * the check of their own (the page's cookie). A request that passes is no longer pending.
+   */
+  route(
+    method: string,
+    path: string,
+    handler: HttpHandler,
+    authorized: boolean | Authorizer = false,
+  ): void {
+    const check =
+      authorized === true
+        ? (request: IncomingMessage) => this.#refusal(request)
+        : authorized === false
+          ? undefined
+          : authorized;
     this.#routes.set(
       `${method} ${path}`,
-      authorized
+      check !== undefined
         ? (request, response) => {
-            const refusal = this.#refusal(request);
+            const refusal = check(request);
             if (refusal) {
               sendText(response, refusal.status, `${refusal.message}\n`);
               return;
@@ -208,6 +221,7 @@ export class GatewayEndpoint {
       this.#http.listen(this.#options.port, this.#options.host, () => {
         this.#http.off('error', reject);
         const address = this.#http.address() as AddressInfo;
+        this.#names = ownNames(this.#options.host, address.port);
         const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
         if (this.#options.pingIntervalMs > 0) {
           const every = Math.min(this.#options.pingIntervalMs, this.#options.pongTimeoutMs) / 2;
@@ -377,7 +391,17 @@ export class GatewayEndpoint {
     setTimeout(() => session.ws.terminate(), graceMs).unref();
   }
 
+  /** The daemon's own names and origins (after listen): the page's routes check them too. */
+  get names(): OwnNames {
+    return this.#names;
+  }
+
   #request(request: IncomingMessage, response: ServerResponse): void {
+    const misnamed = hostRefusal(request, this.#names);
+    if (misnamed !== undefined) {
+      sendText(response, misnamed.status, `${misnamed.message}\n`);
+      return;
+    }
     const { path } = requestTarget(request);
     const handler = this.#routes.get(`${request.method} ${path}`);
     if (handler !== undefined) {
@@ -402,7 +426,11 @@ export class GatewayEndpoint {
   /** Checks the secret (constant time) and the Origin of a request. */
   #refusal(request: IncomingMessage): { status: number; message: string } | undefined {
     const origin = request.headers.origin;
-    if (origin !== undefined && !this.#options.allowOrigins.includes(origin)) {
+    if (
+      origin !== undefined &&
+      !this.#names.origins.has(origin) &&
+      !this.#options.allowOrigins.includes(origin)
+    ) {
       return {
         status: 403,
         message: `Origin ${origin} is not allowed: start the daemon with --allow-origin ${origin} to let that page connect`,
@@ -450,6 +478,8 @@ export class GatewayEndpoint {
   }
 
   #upgradeRefusal(request: IncomingMessage): { status: number; message: string } | undefined {
+    const misnamed = hostRefusal(request, this.#names);
+    if (misnamed !== undefined) return misnamed;
     const { path } = requestTarget(request);
     if (path !== WS_PATH)
       return { status: 404, message: `no WebSocket endpoint at ${path}: use ${WS_PATH}` };
@@ -562,6 +592,7 @@ function sendText(response: ServerResponse, status: number, text: string): void 
   response.writeHead(status, {
     'content-type': 'text/plain; charset=utf-8',
     'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
   });
   response.end(text);
 }
@@ -583,5 +614,6 @@ const STATUS_TEXT: Record<number, string> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  421: 'Misdirected Request',
   503: 'Service Unavailable',
 };

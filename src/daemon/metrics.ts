@@ -77,7 +77,16 @@ export function formatPrometheus(status: DaemonStatus): string {
       'Tokens claimed by worker connections, one per connection and token.',
       status.claims,
     ),
-    gauge('sessions', 'Open sessions of every kind: WebSocket, /mcp, in-process.', status.sessions),
+    gauge(
+      'sessions',
+      'Open sessions of every kind: WebSocket, /mcp, in-process, page.',
+      status.sessions,
+    ),
+    gauge(
+      'page_sessions',
+      'Of the sessions, live page streams (GET /events), one per browser tab.',
+      status.pageSessions,
+    ),
     gauge('connections', 'Open worker connections.', status.connections),
     gauge('resident_memory_bytes', 'Resident set size of the daemon process.', status.memory.rss),
     gauge('uptime_seconds', 'Seconds since the daemon started.', status.uptimeMs / 1000),

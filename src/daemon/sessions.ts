@@ -1,5 +1,5 @@
 /**
- * The session hub: every kind of session (WebSocket, /mcp, in-process) gets
+ * The session hub: every kind of session (WebSocket, /mcp, in-process, the page's stream) gets
  * its subscriber ids, its place under --max-sessions and its unread-buffer
  * cap here. Transports only move bytes; the router only sees subscriber ids.
  */
@@ -8,9 +8,9 @@ import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import type { DeliverySink, SubscriberId } from './gate.js';
 
-export type SessionKind = 'websocket' | 'mcp' | 'in-process';
+export type SessionKind = 'websocket' | 'mcp' | 'in-process' | 'page';
 
-export const SESSION_KINDS: readonly SessionKind[] = ['websocket', 'mcp', 'in-process'];
+export const SESSION_KINDS: readonly SessionKind[] = ['websocket', 'mcp', 'in-process', 'page'];
 
 /** How long a slow consumer has to read its backlog and the close before it is cut off. */
 export const SLOW_CONSUMER_GRACE_MS = 10_000;

@@ -13,8 +13,10 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { MCP_REPLAY_BYTES, MCP_REPLAY_EVENTS, MCP_SSE_RETRY_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
+import { BoundedEventStore } from './event-store.js';
 import { createProgressMcpServer } from './mcp-server.js';
 import type { ModernMcpHttp } from './modern-http.js';
 import type { ProgressSource } from './progress-source.js';
@@ -217,6 +219,9 @@ export class McpHttpSessions {
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       enableJsonResponse: false,
+      // Priming events with an id and `retry` on every POST stream (SEP-1699), and a bounded replay.
+      eventStore: new BoundedEventStore(MCP_REPLAY_EVENTS, MCP_REPLAY_BYTES),
+      retryInterval: MCP_SSE_RETRY_MS,
       onsessioninitialized: (id) => {
         registered = true;
         this.#sessions.set(id, session);

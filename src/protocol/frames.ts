@@ -411,7 +411,10 @@ export const daemonStatusSchema = z
     url: z.string(),
     connections: count.meta({ description: 'Worker connections, the asking one excluded.' }),
     sessions: count.meta({
-      description: 'Gateway sessions of every kind: WebSocket, /mcp, in-process.',
+      description: 'Gateway sessions of every kind: WebSocket, /mcp, in-process, page.',
+    }),
+    pageSessions: count.meta({
+      description: 'Of the sessions, streams of the live page (GET /events): one per browser tab.',
     }),
     streams: z.strictObject({ waiting: count, active: count, done: count }),
     subscriptions: count,

@@ -104,3 +104,31 @@ export const MAX_REMEMBERED_SESSIONS = 1024;
  * does: memory stays bounded and the final value is never dropped.
  */
 export const MAX_WAITING_PROGRESS_SENDS = 1024;
+
+/**
+ * How long a one-time URL of `mcp-progress open` stays usable: long enough for a browser to
+ * start, short enough that one left in a terminal's scrollback is dead.
+ */
+export const PAGE_TICKET_TTL_MS = 120_000;
+
+/**
+ * The live page's stream (`GET /events`) sends each job's changes at most once per this many ms:
+ * 2 updates per second per job, whatever its worker sends.
+ */
+export const PAGE_FEED_INTERVAL_MS = 500;
+
+/** An idle page stream gets a comment this often, so proxies and the browser keep it open. */
+export const PAGE_FEED_HEARTBEAT_MS = 15_000;
+
+/** Removed jobs the page stream remembers for a tab that reconnects; older ones mean a new snapshot. */
+export const PAGE_FEED_MAX_REMOVALS = 10_000;
+
+/**
+ * /mcp's SSE streams keep their last events per session for a client that reconnects with
+ * Last-Event-ID (MCP 2025-11-25, SEP-1699): at most this many, and at most this many bytes.
+ */
+export const MCP_REPLAY_EVENTS = 64;
+export const MCP_REPLAY_BYTES = 256 * 1024;
+
+/** How long a client of /mcp waits before it reconnects a closed SSE stream (the `retry` field). */
+export const MCP_SSE_RETRY_MS = 1000;

@@ -63,7 +63,7 @@ describe('the published package', () => {
     expect(files).toEqual(expect.arrayContaining(needed));
   }, 120_000);
 
-  it('ships the bin, every entry point, the schemas and the Python client, and nothing else', () => {
+  it('ships the bin, every entry point, the schemas, the Python client and the live page, and nothing else', () => {
     // --ignore-scripts: prepack rebuilds dist/, which other test files are running from right now.
     const files = packed(ROOT, ['--ignore-scripts']);
     const bins = Object.values(pkg.bin as Record<string, string>);
@@ -77,12 +77,15 @@ describe('the published package', () => {
         'schemas/progress-frame.v1.json',
         'clients/python/mcp_progress.py',
         'README.md',
+        'page/index.html',
+        'page/page.js',
+        'page/page.css',
         ...entryPoints,
       ]),
     );
     const stray = files.filter(
       (path) =>
-        !/^(bin|dist|schemas|docs)\//.test(path) &&
+        !/^(bin|dist|schemas|docs|page)\//.test(path) &&
         !['clients/python/mcp_progress.py', 'README.md', 'package.json', 'LICENSE'].includes(path),
     );
     expect(stray).toEqual([]);

@@ -1,0 +1,311 @@
+// The live page of mcp-progress: one EventSource (GET /events) feeds a model of every job; the
+// DOM is updated on animation frames, only for rows that changed, and not at all while the tab
+// is hidden. Worker text is untrusted: it only ever goes into textContent, never into HTML.
+// The page computes no rate or ETA: it shows the daemon's `rate` and `eta` when they are there.
+
+const SVG = 'http://www.w3.org/2000/svg';
+const SPARK_WINDOW_MS = 60_000;
+const STATE_LABELS = {
+  active: 'running',
+  waiting: 'waiting',
+  ok: 'done: ok',
+  error: 'done: error',
+  cancelled: 'done: cancelled',
+  abandoned: 'done: abandoned',
+};
+
+/** Jobs by key (the token's type and value: "7" and 7 are different jobs). */
+const jobs = new Map();
+/** The DOM of each job's row, made once and updated in place. */
+const rows = new Map();
+/** Keys whose row must be redrawn at the next frame. */
+const dirty = new Set();
+/** Rates the daemon gave per job over the last minute, for the sparkline. */
+const rates = new Map();
+/** While a snapshot arrives in chunks: the jobs it has not named yet (they go at its end). */
+let unseen;
+let lastEventId = '';
+let frameRequested = false;
+let source;
+let retryMs = 1000;
+
+const running = document.getElementById('running');
+const recent = document.getElementById('recent');
+const filter = document.getElementById('filter');
+const connection = document.getElementById('connection');
+
+const keyOf = (token) => `${typeof token}:${token}`;
+const stateOf = (job) => (job.state === 'done' ? job.status || 'ok' : job.state);
+
+function connect() {
+  const url =
+    lastEventId === '' ? '/events' : `/events?lastEventId=${encodeURIComponent(lastEventId)}`;
+  source = new EventSource(url);
+  source.addEventListener('open', () => {
+    retryMs = 1000;
+    connection.textContent = 'live';
+  });
+  source.addEventListener('snapshot', (event) => receive(event, true));
+  source.addEventListener('changes', (event) => receive(event, false));
+  source.addEventListener('error', () => {
+    if (source.readyState === EventSource.CONNECTING) {
+      connection.textContent = 'reconnecting…';
+      return;
+    }
+    // Refused (the daemon restarted with a full session table, or the cookie is gone): try
+    // again with a new EventSource, which carries the last id in its URL.
+    source.close();
+    connection.textContent =
+      'disconnected: retrying (if this lasts, run "mcp-progress open" for a new URL)';
+    setTimeout(connect, retryMs);
+    retryMs = Math.min(retryMs * 2, 15_000);
+  });
+}
+
+function receive(event, isSnapshot) {
+  const batch = JSON.parse(event.data);
+  if (isSnapshot && batch.first) unseen = new Set(jobs.keys());
+  for (const job of batch.jobs) {
+    const key = keyOf(job.progressToken);
+    unseen?.delete(key);
+    jobs.set(key, job);
+    if (typeof job.rate === 'number') remember(key, job.rate, job.updatedAt);
+    dirty.add(key);
+  }
+  for (const token of batch.gone) forget(keyOf(token));
+  if (isSnapshot && batch.last) {
+    for (const key of unseen) forget(key);
+    unseen = undefined;
+  }
+  if (event.lastEventId !== '') lastEventId = event.lastEventId;
+  connection.textContent = 'live';
+  schedule();
+}
+
+function forget(key) {
+  jobs.delete(key);
+  rates.delete(key);
+  dirty.add(key);
+}
+
+function remember(key, rate, at) {
+  const points = rates.get(key) ?? [];
+  points.push([at, rate]);
+  while (points.length > 0 && points[0][0] < at - SPARK_WINDOW_MS) points.shift();
+  rates.set(key, points);
+}
+
+function schedule() {
+  if (frameRequested || document.hidden) return;
+  frameRequested = true;
+  requestAnimationFrame(render);
+}
+
+function render() {
+  frameRequested = false;
+  const needle = filter.value.trim().toLowerCase();
+  for (const key of dirty) {
+    const job = jobs.get(key);
+    const row = rows.get(key);
+    if (job === undefined) {
+      row?.element.remove();
+      rows.delete(key);
+      continue;
+    }
+    draw(row ?? makeRow(key, job), job, needle);
+  }
+  dirty.clear();
+  drawElapsed();
+  counts();
+}
+
+function makeRow(key, job) {
+  const element = document.createElement('tr');
+  element.className = 'row';
+  element.dataset.token = JSON.stringify(job.progressToken);
+  const cell = (className) => {
+    const td = document.createElement('td');
+    td.className = className;
+    element.append(td);
+    return td;
+  };
+  const tokenCell = cell('token');
+  const token = document.createElement('span');
+  const host = document.createElement('span');
+  host.className = 'host';
+  tokenCell.append(token, host);
+  const barCell = cell('progress');
+  const bar = document.createElement('div');
+  bar.className = 'bar';
+  bar.setAttribute('role', 'progressbar');
+  bar.setAttribute('aria-label', `progress of ${JSON.stringify(job.progressToken)}`);
+  const fill = document.createElement('div');
+  fill.className = 'fill';
+  bar.append(fill);
+  barCell.append(bar);
+  const row = {
+    element,
+    token,
+    host,
+    bar,
+    fill,
+    count: cell('count num'),
+    percent: cell('percent num'),
+    rate: cell('rate num'),
+    eta: cell('eta num'),
+    elapsed: cell('elapsed num'),
+    message: cell('message'),
+    spark: cell('spark-cell'),
+    state: cell('state'),
+    action: cell('action'),
+    place: undefined,
+  };
+  const label = document.createElement('span');
+  row.state.append(label);
+  row.label = label;
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.textContent = 'Cancel';
+  button.addEventListener('click', () => cancel(job.progressToken, row));
+  const outcome = document.createElement('span');
+  outcome.className = 'outcome';
+  outcome.setAttribute('role', 'status');
+  row.action.append(button, outcome);
+  row.button = button;
+  row.outcome = outcome;
+  rows.set(key, row);
+  return row;
+}
+
+function draw(row, job, needle) {
+  const state = stateOf(job);
+  const last = job.last;
+  row.token.textContent =
+    typeof job.progressToken === 'string' ? job.progressToken : `#${job.progressToken}`;
+  row.host.textContent = job.host ?? '';
+  const total = last?.total;
+  const progress = last?.progress;
+  const fraction = total > 0 && progress !== undefined ? Math.min(1, progress / total) : undefined;
+  const finishedOk = state === 'ok';
+  row.bar.classList.toggle('indeterminate', fraction === undefined && state === 'active');
+  row.fill.style.width =
+    fraction !== undefined ? `${(fraction * 100).toFixed(1)}%` : finishedOk ? '100%' : '';
+  if (fraction === undefined) row.bar.removeAttribute('aria-valuenow');
+  else {
+    row.bar.setAttribute('aria-valuemin', '0');
+    row.bar.setAttribute('aria-valuemax', '100');
+    row.bar.setAttribute('aria-valuenow', (fraction * 100).toFixed(0));
+  }
+  row.count.textContent =
+    progress === undefined ? '' : total === undefined ? `${progress}` : `${progress}/${total}`;
+  row.percent.textContent = fraction === undefined ? '' : `${Math.floor(fraction * 100)}%`;
+  row.rate.textContent = typeof job.rate === 'number' ? `${job.rate.toPrecision(3)}/s` : '—';
+  row.eta.textContent = typeof job.eta === 'number' ? duration(job.eta) : '—';
+  // The done message when there is one, else the last progress message: text, never HTML.
+  row.message.textContent = job.message ?? last?.message ?? '';
+  sparkline(row, rates.get(keyOf(job.progressToken)));
+  row.label.className = `state-${state}`;
+  row.label.textContent = STATE_LABELS[state] ?? state;
+  row.element.className = `row ${state}`;
+  row.button.hidden = state !== 'active';
+  const place = job.state === 'done' ? recent : running;
+  if (row.place !== place) {
+    if (place === recent) recent.prepend(row.element);
+    else running.append(row.element);
+    row.place = place;
+  }
+  row.element.hidden = !matches(job, needle);
+}
+
+function matches(job, needle) {
+  if (needle === '') return true;
+  const text = `${job.progressToken} ${job.host ?? ''} ${job.message ?? job.last?.message ?? ''}`;
+  return text.toLowerCase().includes(needle);
+}
+
+function sparkline(row, points) {
+  row.spark.replaceChildren();
+  if (points === undefined || points.length < 2) return;
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('class', 'spark');
+  svg.setAttribute('viewBox', '0 0 100 20');
+  svg.setAttribute('preserveAspectRatio', 'none');
+  svg.setAttribute('aria-hidden', 'true');
+  const end = points[points.length - 1][0];
+  const top = Math.max(...points.map(([, rate]) => rate)) || 1;
+  const line = document.createElementNS(SVG, 'polyline');
+  line.setAttribute(
+    'points',
+    points
+      .map(
+        ([at, rate]) =>
+          `${(100 * (1 - (end - at) / SPARK_WINDOW_MS)).toFixed(1)},${(20 - (rate / top) * 18).toFixed(1)}`,
+      )
+      .join(' '),
+  );
+  svg.append(line);
+  row.spark.append(svg);
+}
+
+function drawElapsed() {
+  const now = Date.now();
+  for (const [key, row] of rows) {
+    const job = jobs.get(key);
+    if (job === undefined || job.state === 'waiting') continue;
+    const end = job.state === 'done' ? job.updatedAt : now;
+    row.elapsed.textContent = duration(Math.max(0, end - job.startedAt) / 1000);
+  }
+}
+
+function counts() {
+  const runningRows = running.children.length;
+  const recentRows = recent.children.length;
+  document.getElementById('running-count').textContent = String(runningRows);
+  document.getElementById('recent-count').textContent = String(recentRows);
+  document.getElementById('running-empty').hidden = runningRows > 0;
+  document.getElementById('recent-empty').hidden = recentRows > 0;
+}
+
+function duration(seconds) {
+  const s = Math.floor(seconds);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+async function cancel(token, row) {
+  if (!window.confirm(`Cancel ${JSON.stringify(token)}? Its worker is told to stop.`)) return;
+  row.button.disabled = true;
+  row.outcome.textContent = 'cancelling…';
+  try {
+    const response = await fetch('/cancel', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ progressToken: token, reason: 'cancelled from the page' }),
+    });
+    const answer = await response.json();
+    row.outcome.textContent = response.ok
+      ? answer.workers > 0
+        ? `cancel sent to ${answer.workers} worker${answer.workers === 1 ? '' : 's'}`
+        : 'no worker was told: the job has no live worker'
+      : `refused: ${answer.error}`;
+  } catch (error) {
+    row.outcome.textContent = `cancel failed: ${error.message}`;
+  } finally {
+    row.button.disabled = false;
+  }
+}
+
+filter.addEventListener('input', () => {
+  for (const key of jobs.keys()) dirty.add(key);
+  schedule();
+});
+document.addEventListener('visibilitychange', schedule);
+// Running jobs' elapsed time moves on its own, once a second while the tab is shown.
+setInterval(() => {
+  if (!document.hidden && !frameRequested) {
+    frameRequested = true;
+    requestAnimationFrame(render);
+  }
+}, 1000);
+connect();

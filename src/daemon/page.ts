@@ -1,0 +1,179 @@
+/**
+ * The live page on the gateway port: `GET /` (one static page from page/ in the package: HTML,
+ * CSS and a small script, no build step), `GET /events` (its stream, page-feed.ts) and
+ * `POST /cancel` (progress/cancel for one job). All need the page's cookie (page-access.ts);
+ * the gateway has checked `Host` already. Headers keep the page to its own origin: a strict
+ * Content-Security-Policy (scripts and styles from this origin only, nothing from elsewhere),
+ * nosniff, no framing, no referrer.
+ */
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ProgressToken } from '../protocol/frames.js';
+import type { Refusal } from './access.js';
+import { type GatewayEndpoint, requestTarget } from './gateway.js';
+import type { PageAccess } from './page-access.js';
+import type { PageFeed } from './page-feed.js';
+
+export const PAGE_PATHS = {
+  page: '/',
+  script: '/page.js',
+  style: '/page.css',
+  events: '/events',
+  cancel: '/cancel',
+} as const;
+
+/** The headers of every page response, refusals included. */
+export const PAGE_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+  'cache-control': 'no-store',
+};
+
+/** A cancel's body is one token and a reason: anything longer is not from the page. */
+const MAX_CANCEL_BODY_BYTES = 4096;
+
+const ASSETS = {
+  [PAGE_PATHS.page]: { file: 'index.html', type: 'text/html; charset=utf-8' },
+  [PAGE_PATHS.script]: { file: 'page.js', type: 'text/javascript; charset=utf-8' },
+  [PAGE_PATHS.style]: { file: 'page.css', type: 'text/css; charset=utf-8' },
+} as const;
+
+export interface PageBackend {
+  readonly access: PageAccess;
+  readonly feed: PageFeed;
+  /** progress/cancel: tells the stream's workers; returns how many were told. */
+  cancel(token: ProgressToken, reason: string | undefined): number;
+}
+
+export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): void {
+  const { access, feed } = backend;
+  const cookie = (request: IncomingMessage) => access.cookieRefusal(request, endpoint.names);
+  const assets = new Map<string, Buffer>();
+  const asset = (path: keyof typeof ASSETS): Buffer => {
+    let body = assets.get(path);
+    if (body === undefined) {
+      body = readFileSync(new URL(`../../page/${ASSETS[path].file}`, import.meta.url));
+      assets.set(path, body);
+    }
+    return body;
+  };
+  const serve =
+    (path: keyof typeof ASSETS) => (_request: IncomingMessage, response: ServerResponse) => {
+      response.writeHead(200, { ...PAGE_HEADERS, 'content-type': ASSETS[path].type });
+      response.end(asset(path));
+    };
+  endpoint.route(
+    'GET',
+    PAGE_PATHS.page,
+    (request, response) => {
+      const setCookie = access.redeem(request);
+      if (setCookie === undefined) {
+        serve(PAGE_PATHS.page)(request, response);
+        return;
+      }
+      // The ticket leaves the address bar (and the history) with this redirect.
+      response.writeHead(303, { ...PAGE_HEADERS, 'set-cookie': setCookie, location: '/' });
+      response.end();
+    },
+    (request) => access.ticketRefusal(request),
+  );
+  endpoint.route('GET', PAGE_PATHS.script, serve(PAGE_PATHS.script), cookie);
+  endpoint.route('GET', PAGE_PATHS.style, serve(PAGE_PATHS.style), cookie);
+  endpoint.route(
+    'GET',
+    PAGE_PATHS.events,
+    (request, response) => {
+      const header = request.headers['last-event-id'];
+      // A tab that made a new EventSource (after a refusal) passes its last id in the query.
+      const lastEventId =
+        (Array.isArray(header) ? header[0] : header) ??
+        requestTarget(request).query.get('lastEventId') ??
+        undefined;
+      feed.open(request, response, lastEventId);
+    },
+    cookie,
+  );
+  endpoint.route(
+    'POST',
+    PAGE_PATHS.cancel,
+    (request, response) => cancel(request, response, backend),
+    (request) => cancelRefusal(request, endpoint, access),
+  );
+}
+
+/**
+ * A cancel changes state, so more than the cookie: an Origin of the daemon's own (a browser
+ * sends it on every POST; a form of another site carries its own) and a JSON body, which no
+ * form can send without a CORS preflight that this daemon never answers.
+ */
+function cancelRefusal(
+  request: IncomingMessage,
+  endpoint: GatewayEndpoint,
+  access: PageAccess,
+): Refusal | undefined {
+  const origin = request.headers.origin;
+  if (origin === undefined) {
+    return {
+      status: 403,
+      message: `a cancel needs an Origin header of this daemon (${[...endpoint.names.origins].join(', ')})`,
+    };
+  }
+  const refusal = access.cookieRefusal(request, endpoint.names);
+  if (refusal !== undefined) return refusal;
+  if (!/^application\/json\s*(;|$)/i.test(request.headers['content-type'] ?? '')) {
+    return {
+      status: 415,
+      message: 'send the cancel as Content-Type: application/json, {"progressToken": ...}',
+    };
+  }
+  return undefined;
+}
+
+function cancel(request: IncomingMessage, response: ServerResponse, backend: PageBackend): void {
+  const parts: Buffer[] = [];
+  let size = 0;
+  request.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > MAX_CANCEL_BODY_BYTES) {
+      answer(response, 413, {
+        error: `the body is over ${MAX_CANCEL_BODY_BYTES} bytes: send {"progressToken": ..., "reason"?: ...}`,
+      });
+      request.destroy();
+      return;
+    }
+    parts.push(chunk);
+  });
+  request.on('end', async () => {
+    if (response.headersSent) return;
+    // Loaded here: zod and the schemas are not part of a daemon's start (module-graph.test.ts).
+    const { cancelParamsSchema } = await import('../protocol/frames.js');
+    let body: unknown;
+    try {
+      body = JSON.parse(Buffer.concat(parts).toString('utf8'));
+    } catch {
+      answer(response, 400, { error: 'the body is not JSON: send {"progressToken": ...}' });
+      return;
+    }
+    const parsed = cancelParamsSchema.safeParse(body);
+    if (!parsed.success) {
+      answer(response, 400, {
+        error: `expected {"progressToken": string | integer, "reason"?: string}: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+      });
+      return;
+    }
+    const { progressToken, reason } = parsed.data;
+    answer(response, 200, {
+      workers: backend.cancel(progressToken, reason ?? 'cancelled from the page'),
+    });
+  });
+}
+
+function answer(response: ServerResponse, status: number, body: object): void {
+  response.writeHead(status, { ...PAGE_HEADERS, 'content-type': 'application/json' });
+  response.end(JSON.stringify(body));
+}

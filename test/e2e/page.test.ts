@@ -1,0 +1,274 @@
+/// <reference lib="dom" />
+/**
+ * The live page in a real browser: Debian's chromium, headless, driven by puppeteer-core (no
+ * downloaded browser), against the real daemon and real worker processes. The run saves the
+ * screenshot that README shows (docs/page.png).
+ */
+import { join } from 'node:path';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../bench/lib/proc.ts';
+import { cleanupAll, ROOT, type RunningDaemon, startDaemon, tempDir } from '../helpers/daemon.js';
+import { type DrivenWorker, killWorkers, nodeWorker } from '../helpers/driven-worker.js';
+import { httpAsk, pageTicketUrl } from '../helpers/page.js';
+import { tool } from '../helpers/tools.js';
+
+export const CHROMIUM_PATH = '/usr/bin/chromium';
+const chromium = tool('chromium', {
+  debian: 'chromium',
+  probe: [CHROMIUM_PATH, '--version'],
+  why: 'the live page is tested in a real browser',
+});
+
+const HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">';
+
+let runtimeDir: string;
+let port: number;
+let daemon: RunningDaemon;
+let browser: Browser;
+let page: Page;
+let base: string;
+
+async function worker(token: string): Promise<DrivenWorker> {
+  const started = nodeWorker({
+    MCP_PROGRESS_SOCKET: daemon.info.socket,
+    MCP_PROGRESS_TOKEN: token,
+  });
+  await started.next((event) => event.event === 'ready', 'ready');
+  return started;
+}
+
+async function update(driven: DrivenWorker, values: Record<string, unknown>): Promise<void> {
+  driven.send({ update: values });
+  await driven.next((event) => event.event === 'ok', 'ok');
+}
+
+async function finish(driven: DrivenWorker, status: string, message?: string): Promise<void> {
+  driven.send({ done: status, message });
+  await driven.next((event) => event.event === 'done', 'done');
+}
+
+/** The selector of a job's row: its token as JSON in data-token. */
+const row = (token: string) => `.row[data-token='${JSON.stringify(token)}']`;
+
+/** Waits until the row's cell shows exactly `text`. */
+async function cellShows(token: string, cell: string, text: string): Promise<void> {
+  await page.waitForFunction(
+    (selector, expected) => document.querySelector(selector)?.textContent === expected,
+    { timeout: 10_000 },
+    `${row(token)} .${cell}`,
+    text,
+  );
+}
+
+describe.skipIf(chromium.skip)('the live page in chromium', () => {
+  beforeAll(async () => {
+    chromium.require();
+    runtimeDir = tempDir();
+    port = await freePort();
+    daemon = await startDaemon(['--port', String(port)], runtimeDir);
+    base = `http://127.0.0.1:${port}`;
+    browser = await puppeteer.launch({
+      executablePath: CHROMIUM_PATH,
+      headless: true,
+      // As root (CI) chromium has no sandbox; the page is ours and loopback only.
+      args: ['--no-sandbox', '--disable-gpu', '--no-first-run'],
+    });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 640 });
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    killWorkers();
+    await daemon?.stop();
+    cleanupAll();
+  });
+
+  it('opens with the one-time URL, which leaves the address bar and a cookie behind', async () => {
+    const url = await pageTicketUrl(runtimeDir);
+    expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${port}/\\?ticket=`));
+    const problems: string[] = [];
+    page.on('pageerror', (error) => problems.push(String(error)));
+    page.on('requestfailed', (request) => problems.push(`failed ${request.url()}`));
+    const requested: string[] = [];
+    page.on('request', (request) => requested.push(request.url()));
+    await page.goto(url);
+    expect(page.url()).toBe(`${base}/`);
+    await page.waitForFunction(() => document.getElementById('connection')?.textContent === 'live');
+    const [cookie] = await browser.cookies();
+    expect(cookie).toMatchObject({
+      name: `mcp_progress_page_${port}`,
+      httpOnly: true,
+      sameSite: 'Strict',
+    });
+    // The script cannot read the cookie, and the ticket is gone from the history.
+    expect(await page.evaluate(() => document.cookie)).toBe('');
+    // Nothing from anywhere else: every request went to the daemon.
+    expect(requested.every((address) => address.startsWith(`${base}/`))).toBe(true);
+    expect(problems).toEqual([]);
+    // The same URL works once.
+    expect((await httpAsk(url)).status).toBe(401);
+  });
+
+  it('a row appears when a worker starts, the bar moves, done shows', async () => {
+    const job = await worker('render-1');
+    await update(job, { progress: 1, total: 10, message: 'frame 1' });
+    await page.waitForSelector(row('render-1'));
+    await cellShows('render-1', 'count', '1/10');
+    await cellShows('render-1', 'state', 'running');
+    await update(job, { progress: 5, total: 10, message: 'frame 5' });
+    await cellShows('render-1', 'count', '5/10');
+    await cellShows('render-1', 'percent', '50%');
+    await cellShows('render-1', 'message', 'frame 5');
+    expect(
+      await page.$eval(`${row('render-1')} .fill`, (fill) => (fill as HTMLElement).style.width),
+    ).toBe('50%');
+    expect(
+      await page.$eval(`${row('render-1')} .bar`, (bar) => bar.getAttribute('aria-valuenow')),
+    ).toBe('50');
+    await finish(job, 'ok', 'rendered');
+    await cellShows('render-1', 'state', 'done: ok');
+    expect(await page.$(`#recent ${row('render-1')}`)).not.toBeNull();
+    expect(await page.$(`#running ${row('render-1')}`)).toBeNull();
+  });
+
+  it('renders a hostile message as text: no script runs, no element is made', async () => {
+    const job = await worker('hostile');
+    await update(job, { progress: 1, message: HOSTILE });
+    await cellShows('hostile', 'message', HOSTILE);
+    expect(await page.$eval(`${row('hostile')} .message`, (cell) => cell.children.length)).toBe(0);
+    expect(await page.evaluate(() => document.querySelectorAll('img').length)).toBe(0);
+    expect(await page.evaluate(() => (window as { __pwned?: number }).__pwned)).toBeUndefined();
+    await finish(job, 'error', HOSTILE);
+    await cellShows('hostile', 'state', 'done: error');
+    await cellShows('hostile', 'message', HOSTILE);
+    expect(await page.evaluate(() => (window as { __pwned?: number }).__pwned)).toBeUndefined();
+  });
+
+  it('a confirmed cancel reaches the worker and the row shows the outcome', async () => {
+    const job = await worker('train-7');
+    await update(job, { progress: 3, total: 100, message: 'epoch 3' });
+    await page.waitForSelector(`${row('train-7')} button:not([hidden])`);
+    const dialogs: string[] = [];
+    page.once('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
+    await page.click(`${row('train-7')} button`);
+    const cancel = await job.next((event) => event.event === 'cancel', 'the cancel');
+    expect(cancel.reason).toBe('cancelled from the page');
+    expect(dialogs).toEqual(['Cancel "train-7"? Its worker is told to stop.']);
+    await cellShows('train-7', 'outcome', 'cancel sent to 1 worker');
+    await finish(job, 'cancelled', 'stopped at epoch 3');
+    await cellShows('train-7', 'state', 'done: cancelled');
+  });
+
+  it('refuses a request without the cookie, with a foreign Origin or a foreign Host', async () => {
+    const [cookie] = await browser.cookies();
+    const withCookie = `${cookie?.name}=${cookie?.value}`;
+    const own = { host: `127.0.0.1:${port}` };
+    for (const path of ['/', '/events', '/page.js']) {
+      const bare = await httpAsk(`${base}${path}`, { headers: own });
+      expect(bare.status, path).toBe(401);
+      expect(bare.body).toContain('mcp-progress open');
+    }
+    const cancel = (headers: Record<string, string>) =>
+      httpAsk(`${base}/cancel`, {
+        method: 'POST',
+        headers: { ...own, 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ progressToken: 'train-7' }),
+      });
+    expect((await cancel({ origin: base })).status).toBe(401);
+    const foreign = await cancel({ cookie: withCookie, origin: 'http://evil.example' });
+    expect(foreign.status).toBe(403);
+    expect(foreign.body).toContain('Origin http://evil.example is not allowed');
+    expect((await cancel({ cookie: withCookie })).status).toBe(403);
+    expect(
+      (await cancel({ cookie: withCookie, origin: base, 'content-type': 'text/plain' })).status,
+    ).toBe(415);
+    expect((await cancel({ cookie: withCookie, origin: base })).status).toBe(200);
+    const rebound = await httpAsk(`${base}/`, {
+      headers: { host: `evil.example:${port}`, cookie: withCookie },
+    });
+    expect(rebound.status).toBe(421);
+    // A page of another origin in the same browser: its cancel is refused, its read is opaque.
+    const other = await browser.newPage();
+    await other.goto(`http://localhost:${port}/`);
+    expect(await other.evaluate(() => document.body.textContent)).toContain('mcp-progress open');
+    const crossSite = await other.evaluate(async (target) => {
+      try {
+        const response = await fetch(`${target}/cancel`, {
+          method: 'POST',
+          credentials: 'include',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ progressToken: 'train-7' }),
+        });
+        return `status ${response.status}`;
+      } catch (error) {
+        return `blocked: ${(error as Error).name}`;
+      }
+    }, base);
+    expect(crossSite).toMatch(/^blocked/);
+    await other.close();
+  });
+
+  it('counts its stream in /metrics as a page session', async () => {
+    const metrics = await httpAsk(`${base}/metrics`, {
+      headers: { host: `127.0.0.1:${port}`, authorization: `Bearer ${daemon.info.secret}` },
+    });
+    expect(metrics.body).toMatch(/^mcp_progress_page_sessions 1$/m);
+  });
+
+  it('resumes after a daemon restart, on the same cookie', async () => {
+    const job = await worker('long-run');
+    await update(job, { progress: 3, total: 10, message: 'before the restart' });
+    await cellShows('long-run', 'count', '3/10');
+    // A job whose worker is gone: the old daemon still lists it (abandon grace), the new one not.
+    const gone = await worker('only-before');
+    await update(gone, { progress: 1, message: 'its worker dies' });
+    await page.waitForSelector(row('only-before'));
+    gone.child.kill('SIGKILL');
+    await gone.exit();
+    expect(await daemon.stop()).toBe(0);
+    await page.waitForFunction(() => document.getElementById('connection')?.textContent !== 'live');
+    daemon = await startDaemon(['--port', String(port)], runtimeDir);
+    // The publisher reconnects by itself; its next value reaches the page over the new stream.
+    await page.waitForFunction(
+      () => document.getElementById('connection')?.textContent === 'live',
+      {
+        timeout: 15_000,
+      },
+    );
+    await update(job, { progress: 4, total: 10, message: 'after the restart' });
+    await cellShows('long-run', 'count', '4/10');
+    await cellShows('long-run', 'message', 'after the restart');
+    // The new daemon's snapshot replaced the old daemon's jobs.
+    await page.waitForFunction(
+      (selector) => document.querySelector(selector) === null,
+      {},
+      row('only-before'),
+    );
+    await finish(job, 'ok');
+  }, 60_000);
+
+  it('saves a screenshot of a few jobs as docs/page.png', async () => {
+    const jobs = await Promise.all(
+      ['blender-shot-042', 'train-resnet50', 'ffmpeg-transcode', 'nightly-build'].map(worker),
+    );
+    const [render, train, transcode, build] = jobs as [
+      DrivenWorker,
+      DrivenWorker,
+      DrivenWorker,
+      DrivenWorker,
+    ];
+    await update(render, { progress: 87, total: 240, message: 'frame 87/240, 1.9 s per frame' });
+    await update(train, { progress: 7, total: 20, message: 'epoch 7: loss 0.412' });
+    await update(transcode, { progress: 1, message: 'probing streams' });
+    await update(build, { progress: 412, total: 412, message: 'linked' });
+    await finish(build, 'ok', 'all 412 targets built');
+    await cellShows('nightly-build', 'state', 'done: ok');
+    await cellShows('blender-shot-042', 'count', '87/240');
+    await page.emulateMediaFeatures([{ name: 'prefers-reduced-motion', value: 'reduce' }]);
+    await page.screenshot({ path: join(ROOT, 'docs/page.png') });
+  });
+});
