@@ -2,7 +2,6 @@
  * Access control: only the user who runs the daemon reaches it. The other
  * user is real: created for the test when it runs as root.
  */
-import { spawnSync } from 'node:child_process';
 import { chmodSync, lchownSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
@@ -10,42 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, type RunningDaemon, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
 import { nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+import { asOtherUser, canSwitchUser, isRoot, OTHER_USER } from '../helpers/other-user.js';
 import { rawWorker } from '../helpers/worker.js';
-
-const OTHER_USER = 'mcpprogress-other';
-const isRoot = process.getuid?.() === 0;
-
-/** Creates the other user once; returns false where that cannot be done here. */
-function ensureOtherUser(): boolean {
-  if (!isRoot) return false;
-  if (spawnSync('id', ['-u', OTHER_USER]).status === 0) return true;
-  return (
-    spawnSync('useradd', [
-      '--system',
-      '--no-create-home',
-      '--shell',
-      '/usr/sbin/nologin',
-      OTHER_USER,
-    ]).status === 0
-  );
-}
-
-const canSwitchUser = ensureOtherUser();
-
-/** Runs a Python snippet as the other user and returns what it printed. */
-function asOtherUser(code: string, ...args: string[]): string {
-  const result = spawnSync(
-    'runuser',
-    ['-u', OTHER_USER, '--', PYTHON, ...PYTHON_ARGS, '-c', code, ...args],
-    {
-      encoding: 'utf8',
-      cwd: '/',
-    },
-  );
-  if (result.status !== 0) throw new Error(`python as ${OTHER_USER} failed: ${result.stderr}`);
-  return result.stdout.trim();
-}
 
 const TRY_CONNECT = `
 import socket, sys
