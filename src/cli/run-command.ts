@@ -7,6 +7,7 @@ import type { DoneStatus } from '../protocol/frames.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { parse, UsageError } from './args.js';
 import type { Io } from './io.js';
+import { stopTree } from './process-tree.js';
 import { OutputScanner, type ParsedProgress, ProgressCombiner } from './progress-parser.js';
 
 export const RUN_HELP = `Usage: mcp-progress run [--token T] [--parse] -- CMD [ARGS...]
@@ -166,6 +167,10 @@ export function outcomeOf(
 /** Sends a signal to CMD's whole process group; a group that is gone already is no error. */
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   if (child.pid === undefined) return;
+  if (process.platform === 'win32') {
+    stopTree(child.pid);
+    return;
+  }
   try {
     process.kill(-child.pid, signal);
   } catch {
@@ -175,7 +180,8 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 
 /** True while some process of CMD's group is still running (CMD itself may have exited). */
 function groupAlive(child: ChildProcess): boolean {
-  if (child.pid === undefined) return false;
+  // Windows: stopTree ended the whole tree at once.
+  if (child.pid === undefined || process.platform === 'win32') return false;
   try {
     process.kill(-child.pid, 0);
     return true;
@@ -275,7 +281,8 @@ function connectRunPublisher(plan: RunPlan, io: Io): Promise<Publisher> {
 function startCommand(plan: RunPlan, env: Io['env']): ChildProcess {
   return spawn(plan.file, plan.args, {
     stdio: plan.parseOutput ? ['inherit', 'pipe', 'pipe'] : 'inherit',
-    detached: true,
+    // Windows has no process groups (a detached child there gets a console of its own).
+    detached: process.platform !== 'win32',
     env: { ...env, [ENV_SOCKET]: plan.socketPath, [ENV_TOKEN]: plan.token },
   });
 }

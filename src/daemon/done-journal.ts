@@ -174,8 +174,13 @@ export class DoneJournal {
   }
 }
 
-/** A directory's entries (a created or renamed file) survive a power loss once it is fsynced. */
+/**
+ * A directory's entries (a created or renamed file) survive a power loss once it is fsynced.
+ * Windows refuses to fsync a directory (EPERM): there NTFS journals the entry itself, and the
+ * file's own sync (FlushFileBuffers), which the journal still does before each ack, is enough.
+ */
 function syncDirectory(path: string): void {
+  if (process.platform === 'win32') return;
   const fd = openSync(path, 'r');
   try {
     fsyncSync(fd);

@@ -10,12 +10,18 @@ import {
   mkdirSync,
   unlinkSync,
 } from 'node:fs';
-import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
+import { link, lstat, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { isPong } from '../protocol/frame-guards.js';
 import { BridgeError } from '../shared/errors.js';
-import type { DaemonInfo } from '../shared/locate.js';
+import {
+  type DaemonInfo,
+  isRandomPipeName,
+  keptPipeName,
+  PIPE_NAME_FILE,
+  pipeNamePath,
+} from '../shared/locate.js';
 import { socketRequest } from '../shared/socket-request.js';
 
 /** Creates the runtime directory at 0700, or checks and tightens an existing one. */
@@ -298,6 +304,33 @@ function alreadyRunning(pid: number, version: string, where: string): BridgeErro
 }
 
 /**
+ * Something other than a daemon of ours holds the path. On Windows a pipe that exists before
+ * the daemon made it was made by another process, maybe another user squatting the name: never
+ * share it (every worker's frames would reach that process).
+ */
+function socketInUse(path: string, reason: string, cause?: unknown): BridgeError {
+  const fix =
+    process.platform === 'win32'
+      ? `the named pipe ${path} already exists and is not a daemon's: another process made it first. The daemon never shares its pipe: stop that process, or delete ${PIPE_NAME_FILE} in the runtime dir so that the next start picks a new name, or choose another with --socket`
+      : 'remove it or choose another path with --socket';
+  return new BridgeError(
+    'socket_in_use',
+    `${reason}: ${fix}`,
+    cause === undefined ? {} : { cause },
+  );
+}
+
+/** Windows: keeps the daemon's pipe name in the runtime dir, where a restarted daemon takes it again. */
+export async function keepPipeName(runtimeDir: string, socketPath: string): Promise<void> {
+  if (process.platform !== 'win32' || keptPipeName(runtimeDir) === socketPath) return;
+  if (!isRandomPipeName(socketPath)) return;
+  const path = pipeNamePath(runtimeDir);
+  const temporary = `${path}.${process.pid}.tmp`;
+  await writeFile(temporary, `${socketPath}\n`, { mode: 0o600 });
+  await rename(temporary, path);
+}
+
+/**
  * Makes the socket path free for this daemon: a stale socket file (nothing
  * answering) is removed; a live daemon's socket is never touched.
  */
@@ -309,10 +342,7 @@ export async function claimSocketPath(path: string): Promise<void> {
     case 'live':
       throw alreadyRunning(probe.pid, probe.version, `on ${path}`);
     case 'foreign':
-      throw new BridgeError(
-        'socket_in_use',
-        `${probe.reason}: remove it or choose another path with --socket`,
-      );
+      throw socketInUse(path, probe.reason);
     case 'stale': {
       // Look again just before unlinking: another daemon may have claimed it meanwhile,
       // so only the very file found stale is removed.
@@ -394,12 +424,7 @@ export async function bindError(path: string, error: unknown): Promise<BridgeErr
     for (let attempt = 0; attempt < 5; attempt++) {
       const probe = await probeSocket(path);
       if (probe.state === 'live') return alreadyRunning(probe.pid, probe.version, `on ${path}`);
-      if (probe.state === 'foreign')
-        return new BridgeError(
-          'socket_in_use',
-          `${probe.reason}: remove it or choose another path with --socket`,
-          { cause: error },
-        );
+      if (probe.state === 'foreign') return socketInUse(path, probe.reason, error);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     return new BridgeError(
