@@ -20,6 +20,7 @@ import {
 
 const PIPE = /^\\\\\.\\pipe\\mcp-progress-[0-9a-f]{32}$/;
 const WORKER = winPath(join(ROOT, 'test/fixtures/windows_worker.mjs'));
+const MCP_HOST = winPath(join(ROOT, 'test/fixtures/windows_mcp_client.mjs'));
 const TREE = winPath(join(ROOT, 'test/fixtures/windows_tree.mjs'));
 
 interface WindowsDaemon {
@@ -150,6 +151,63 @@ describe.skipIf(wine.skip)('on Windows (Windows Node under Wine)', () => {
       'the cancel to reach a worker',
     );
     expect(await waitForEvent(cancelled, 'cancel')).toMatchObject({ reason: 'stop' });
+    await gateway.close();
+  }, 180_000);
+
+  it('a Windows MCP host spawning `mcp-progress mcp` and a Linux session both get every value, done once, and the result', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'win-mcp', minIntervalMs: 0 });
+    const host = prefix.node([MCP_HOST, winPath(BIN), winPath(daemon.runtimeDir), 'win-mcp']);
+    await waitForEvent(host, 'connected');
+    const steps = join(work, 'steps-mcp');
+    mkdirSync(steps, { recursive: true });
+    const worker = prefix.node([WORKER, 'done', '3', winPath(steps)], {
+      MCP_PROGRESS_SOCKET: daemon.info.socket,
+      MCP_PROGRESS_TOKEN: 'win-mcp',
+    });
+    for (let value = 1; value <= 3; value++) {
+      await eventually(
+        () =>
+          events(host).some((e) => e.event === 'progress' && e.progress === value) &&
+          gateway.notifications.some((n) => n.params.progress === value)
+            ? true
+            : undefined,
+        60_000,
+        `progress ${value} at both (host: ${host.stdout()})`,
+      );
+      writeFileSync(join(steps, `ack-${value}`), '');
+    }
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
+    const result = await waitForEvent(host, 'result');
+    expect(result.result).toMatchObject({
+      progressToken: 'win-mcp',
+      state: 'done',
+      status: 'ok',
+      progress: 3,
+      total: 3,
+    });
+    expect(
+      events(host)
+        .filter((e) => e.event === 'progress')
+        .map((e) => e.progress),
+    ).toEqual([1, 2, 3]);
+    await eventually(
+      () =>
+        gateway.notifications.some((n) => n.method === 'notifications/progress/done')
+          ? true
+          : undefined,
+      30_000,
+      'the done',
+    );
+    expect(
+      gateway.notifications
+        .filter((n) => n.method === 'notifications/progress')
+        .map((n) => n.params.progress),
+    ).toEqual([1, 2, 3]);
+    expect(
+      gateway.notifications.filter((n) => n.method === 'notifications/progress/done'),
+    ).toHaveLength(1);
+    expect(await host.exited()).toBe(0);
     await gateway.close();
   }, 180_000);
 
