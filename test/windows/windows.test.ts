@@ -7,8 +7,15 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DaemonInfo } from '../../src/shared/locate.js';
+import { buildCWorker, mingw } from '../helpers/c-client.js';
 import { BIN, cleanupAll, eventually, ROOT } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
+import {
+  events,
+  expectCancelReaches,
+  expectEveryValueThenOneDone,
+  waitForEvent,
+} from '../helpers/stepped-worker.js';
 import {
   type WindowsProcess,
   type WinePrefix,
@@ -51,23 +58,6 @@ async function startWindowsDaemon(runtimeDir: string): Promise<WindowsDaemon> {
   return { runtimeDir, process: daemon, info };
 }
 
-/** Events a Windows worker printed so far. */
-function events(worker: WindowsProcess): Array<Record<string, unknown>> {
-  return worker
-    .stdout()
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-}
-
-function waitForEvent(worker: WindowsProcess, name: string): Promise<Record<string, unknown>> {
-  return eventually(
-    () => events(worker).find((event) => event.event === name),
-    60_000,
-    `the Windows worker's "${name}" (stdout: ${worker.stdout()} stderr: ${worker.stderr()})`,
-  );
-}
-
 /** Lines the daemon logged at error or warn level. */
 function complaints(daemon: WindowsDaemon): string[] {
   return daemon.process
@@ -76,12 +66,15 @@ function complaints(daemon: WindowsDaemon): string[] {
     .filter((line) => /^mcp-progress (error|warn):/.test(line));
 }
 
-describe.skipIf(wine.skip)('on Windows (Windows Node under Wine)', () => {
+describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)', () => {
   let work: string;
   let daemon: WindowsDaemon;
+  let cWorkerExe: string;
   beforeAll(async () => {
     prefix = await winePrefix();
     work = join(prefix.dir, 'work');
+    mingw.require();
+    cWorkerExe = winPath(buildCWorker('x86_64-w64-mingw32-gcc', prefix.dir));
     daemon = await startWindowsDaemon(join(work, 'runtime'));
   }, 180_000);
   afterAll(() => {
@@ -96,88 +89,49 @@ describe.skipIf(wine.skip)('on Windows (Windows Node under Wine)', () => {
     );
   });
 
-  it('a Windows Node worker publishes over the pipe; a Linux session gets every value, done once; cancel reaches another', async () => {
-    const gateway = await connectGateway(daemon.info);
-    await gateway.request('progress/subscribe', { progressToken: 'win-job', minIntervalMs: 0 });
-    const steps = join(work, 'steps');
+  /** A worker program under Wine, on `token`, with a steps dir of its own. */
+  function startWorker(program: readonly string[], mode: string, token: string) {
+    const steps = join(work, `steps-${token}`);
     mkdirSync(steps, { recursive: true });
-    const worker = prefix.node([WORKER, 'done', '3', winPath(steps)], {
-      MCP_PROGRESS_SOCKET: daemon.info.socket,
-      MCP_PROGRESS_TOKEN: 'win-job',
-    });
-    for (let value = 1; value <= 3; value++) {
-      await eventually(
-        () => (gateway.notifications.some((n) => n.params.progress === value) ? true : undefined),
-        60_000,
-        `progress ${value}`,
-      );
-      writeFileSync(join(steps, `ack-${value}`), '');
-    }
-    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true, code: null });
-    await eventually(
-      () =>
-        gateway.notifications.some((n) => n.method === 'notifications/progress/done')
-          ? true
-          : undefined,
-      30_000,
-      'the done',
-    );
-    await worker.exited();
-    const progress = gateway.notifications.filter((n) => n.method === 'notifications/progress');
-    expect(progress.map((n) => n.params.progress)).toEqual([1, 2, 3]);
-    expect(progress.at(-1)?.params).toMatchObject({ progressToken: 'win-job', total: 3 });
-    const dones = gateway.notifications.filter((n) => n.method === 'notifications/progress/done');
-    expect(dones).toHaveLength(1);
-    expect(dones[0]?.params).toMatchObject({
-      progressToken: 'win-job',
-      status: 'ok',
-      message: 'the result',
-    });
-
-    const cancelled = prefix.node([WORKER, 'cancel', '1', winPath(steps)], {
-      MCP_PROGRESS_SOCKET: daemon.info.socket,
-      MCP_PROGRESS_TOKEN: 'win-cancel',
-    });
-    await waitForEvent(cancelled, 'ready');
-    await eventually(
-      async () => {
-        const reply = await gateway.request('progress/cancel', {
-          progressToken: 'win-cancel',
-          reason: 'stop',
-        });
-        return (reply.result as { workers?: number } | undefined)?.workers === 1 ? true : undefined;
+    const worker = prefix.start(
+      program[0] ?? '',
+      [...program.slice(1), mode, '3', winPath(steps)],
+      {
+        MCP_PROGRESS_SOCKET: daemon.info.socket,
+        MCP_PROGRESS_TOKEN: token,
       },
-      60_000,
-      'the cancel to reach a worker',
     );
-    expect(await waitForEvent(cancelled, 'cancel')).toMatchObject({ reason: 'stop' });
-    await gateway.close();
-  }, 180_000);
+    return { worker, steps };
+  }
+
+  it.each([
+    ['Windows Node', () => [windowsNode(), WORKER]],
+    ['mingw-built C', () => [cWorkerExe]],
+  ])(
+    'a %s worker publishes over the pipe: a Linux session gets every value, done once; cancel reaches it',
+    async (kind, program) => {
+      const token = `win-${kind.replace(/\W/g, '')}`;
+      const gateway = await connectGateway(daemon.info);
+      await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+      const { worker, steps } = startWorker(program(), 'done', token);
+      await expectEveryValueThenOneDone(gateway, token, worker, steps);
+      await worker.exited();
+      const { worker: cancelled } = startWorker(program(), 'cancel', `${token}-cancel`);
+      await expectCancelReaches(gateway, `${token}-cancel`, cancelled);
+      await gateway.close();
+    },
+    180_000,
+  );
 
   it('a Windows MCP host spawning `mcp-progress mcp` and a Linux session both get every value, done once, and the result', async () => {
     const gateway = await connectGateway(daemon.info);
     await gateway.request('progress/subscribe', { progressToken: 'win-mcp', minIntervalMs: 0 });
     const host = prefix.node([MCP_HOST, winPath(BIN), winPath(daemon.runtimeDir), 'win-mcp']);
     await waitForEvent(host, 'connected');
-    const steps = join(work, 'steps-mcp');
-    mkdirSync(steps, { recursive: true });
-    const worker = prefix.node([WORKER, 'done', '3', winPath(steps)], {
-      MCP_PROGRESS_SOCKET: daemon.info.socket,
-      MCP_PROGRESS_TOKEN: 'win-mcp',
-    });
-    for (let value = 1; value <= 3; value++) {
-      await eventually(
-        () =>
-          events(host).some((e) => e.event === 'progress' && e.progress === value) &&
-          gateway.notifications.some((n) => n.params.progress === value)
-            ? true
-            : undefined,
-        60_000,
-        `progress ${value} at both (host: ${host.stdout()})`,
-      );
-      writeFileSync(join(steps, `ack-${value}`), '');
-    }
-    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
+    const { worker, steps } = startWorker([windowsNode(), WORKER], 'done', 'win-mcp');
+    await expectEveryValueThenOneDone(gateway, 'win-mcp', worker, steps, (value) =>
+      events(host).some((e) => e.event === 'progress' && e.progress === value),
+    );
     const result = await waitForEvent(host, 'result');
     expect(result.result).toMatchObject({
       progressToken: 'win-mcp',
@@ -191,22 +145,6 @@ describe.skipIf(wine.skip)('on Windows (Windows Node under Wine)', () => {
         .filter((e) => e.event === 'progress')
         .map((e) => e.progress),
     ).toEqual([1, 2, 3]);
-    await eventually(
-      () =>
-        gateway.notifications.some((n) => n.method === 'notifications/progress/done')
-          ? true
-          : undefined,
-      30_000,
-      'the done',
-    );
-    expect(
-      gateway.notifications
-        .filter((n) => n.method === 'notifications/progress')
-        .map((n) => n.params.progress),
-    ).toEqual([1, 2, 3]);
-    expect(
-      gateway.notifications.filter((n) => n.method === 'notifications/progress/done'),
-    ).toHaveLength(1);
     expect(await host.exited()).toBe(0);
     await gateway.close();
   }, 180_000);
@@ -231,15 +169,15 @@ describe.skipIf(wine.skip)('on Windows (Windows Node under Wine)', () => {
     try {
       // The finished stream of the test before is listed.
       await eventually(
-        () => (tail.stdout().includes('win-job') ? true : undefined),
+        () => (tail.stdout().includes('win-WindowsNode') ? true : undefined),
         60_000,
-        `tail --json to show win-job (stderr: ${tail.stderr()})`,
+        `tail --json to show win-WindowsNode (stderr: ${tail.stderr()})`,
       );
       const line =
         tail
           .stdout()
           .split('\n')
-          .find((text) => text.includes('win-job')) ?? '';
+          .find((text) => text.includes('win-WindowsNode')) ?? '';
       expect(() => JSON.parse(line)).not.toThrow();
     } finally {
       tail.child.kill('SIGKILL');
