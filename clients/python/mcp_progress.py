@@ -15,6 +15,8 @@ One file, standard library only, Python >= 3.8: drop it next to your script.
 
 The token and the socket come from $MCP_PROGRESS_TOKEN and
 $MCP_PROGRESS_SOCKET (``mcp-progress run`` and the MCP relay helper set both).
+On Windows the socket is the daemon's named pipe, which Python has no AF_UNIX
+for: it is opened as a file (PeekNamedPipe tells the reader what is there).
 Without a token every call is a no-op, so the same script runs anywhere.
 
 Nothing here can hurt the job: all socket work happens on a background
@@ -32,6 +34,7 @@ import math
 import os
 import select
 import socket as _socket
+import stat
 import sys
 import tempfile
 import threading
@@ -145,14 +148,13 @@ class Progress:
         #: The daemon refused a frame of the current connection as malformed.
         self._refused = False
         self._thread: Optional[threading.Thread] = None
-        self._wake_r = self._wake_w = -1
-        if self.token is not None and not hasattr(_socket, "AF_UNIX"):
+        self._wake_r: Any = None
+        self._wake_w: Any = None
+        if self.token is not None and not hasattr(_socket, "AF_UNIX") and os.name != "nt":
             self._warn("unsupported", "this platform has no Unix sockets; progress is off")
             self.token = None
         if self.token is not None:
-            self._wake_r, self._wake_w = os.pipe()
-            os.set_blocking(self._wake_r, False)
-            os.set_blocking(self._wake_w, False)
+            self._wake_r, self._wake_w = _wake_pair()
             self._thread = threading.Thread(target=self._run, name="mcp-progress", daemon=True)
             self._thread.start()
             _live.add(self)
@@ -294,10 +296,10 @@ class Progress:
         log.warning("mcp-progress: %s", message)
 
     def _wake(self) -> None:
-        if self._wake_w < 0:
+        if self._wake_w is None:
             return
         try:
-            os.write(self._wake_w, b"x")
+            _wake_write(self._wake_w)
         except (BlockingIOError, OSError):
             pass  # the pipe is full, so the thread is awake anyway
 
@@ -316,11 +318,11 @@ class Progress:
             self._done_settled.set()
             # Forget the descriptors under the lock first: a reused number must never get our byte.
             with self._lock:
-                fds = (self._wake_r, self._wake_w)
-                self._wake_r = self._wake_w = -1
-            for fd in fds:
+                ends = (self._wake_r, self._wake_w)
+                self._wake_r = self._wake_w = None
+            for end in ends:
                 try:
-                    os.close(fd)
+                    end.close() if isinstance(end, _socket.socket) else os.close(end)
                 except OSError:
                     pass
 
@@ -526,7 +528,19 @@ class Progress:
         self._connected = False
         self._done_settled.set()
 
-    def _connect(self) -> Optional[_socket.socket]:
+    def _connect(self) -> Any:
+        if _is_pipe(self.socket_path):
+            try:
+                connection = _PipeConnection(self.socket_path)
+            except OSError as error:
+                self._warn(
+                    "daemon_not_running",
+                    "no daemon on %s (%s): start it with \"mcp-progress daemon\"; progress will be sent when it is up"
+                    % (self.socket_path, error.strerror or error),
+                )
+                return None
+            self._connected = True
+            return connection
         # A daemon's socket belongs to the user it runs as; one owned by anybody else was planted
         # (another user can create <tmpdir>/mcp-progress-<uid> first) and would read every frame.
         try:
@@ -588,7 +602,7 @@ class Progress:
 
     def _drain_wake(self) -> None:
         try:
-            while os.read(self._wake_r, 4096):
+            while _wake_read(self._wake_r):
                 pass
         except (BlockingIOError, OSError):
             pass
@@ -620,6 +634,109 @@ class Progress:
         except OSError:
             return False
         return True
+
+
+def _wake_pair() -> Tuple[Any, Any]:
+    """What the client's thread waits on beside the daemon: a pipe, or on Windows, where select()
+    takes sockets only, a socket pair."""
+    if os.name == "nt":
+        reader, writer = _socket.socketpair()
+        reader.setblocking(False)
+        writer.setblocking(False)
+        return reader, writer
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    return read_fd, write_fd
+
+
+def _wake_write(end: Any) -> None:
+    end.send(b"x") if isinstance(end, _socket.socket) else os.write(end, b"x")
+
+
+def _wake_read(end: Any) -> bytes:
+    return end.recv(4096) if isinstance(end, _socket.socket) else os.read(end, 4096)
+
+
+def _is_pipe(path: str) -> bool:
+    """Whether the daemon is reached by opening `path` as a file: a Windows named pipe (Windows
+    has no AF_UNIX for Python), or on POSIX a character device or FIFO that leads to a daemon."""
+    if os.name == "nt":
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+class _PipeConnection:
+    """The daemon's pipe opened as a file, shaped like the socket the client's loop uses.
+
+    select() cannot wait on a file on Windows, so a thread reads the pipe and passes what it read
+    through a socket pair, whose other end the loop waits on. The thread reads only what is there
+    (PeekNamedPipe on Windows): a blocking read would hold up every write on the same handle.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "r+b", buffering=0)
+        self._inside, self._outside = _socket.socketpair()
+        self._closed = False
+        threading.Thread(target=self._pump, name="mcp-progress-pipe", daemon=True).start()
+
+    def _pump(self) -> None:
+        try:
+            while not self._closed:
+                chunk = self._read_available()
+                if chunk is None:
+                    continue
+                if not chunk:
+                    break
+                self._inside.sendall(chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            try:
+                self._inside.close()
+            except OSError:
+                pass
+
+    def _read_available(self) -> Optional[bytes]:
+        """What the pipe holds now (b"" at its end), or None after a short wait for more."""
+        if os.name == "nt":
+            import ctypes
+            import msvcrt
+
+            handle = msvcrt.get_osfhandle(self._file.fileno())
+            available = ctypes.c_ulong(0)
+            if not ctypes.windll.kernel32.PeekNamedPipe(handle, None, 0, None, ctypes.byref(available), None):
+                return b""  # the daemon closed its end
+            if available.value == 0:
+                time.sleep(0.005)
+                return None
+            return self._file.read(available.value)
+        readable, _, _ = select.select([self._file], [], [], 0.5)
+        return self._file.read(65536) if readable else None
+
+    def fileno(self) -> int:
+        return self._outside.fileno()
+
+    def recv(self, size: int) -> bytes:
+        return self._outside.recv(size)
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = self._file.write(view)
+            view = view[written or 0 :]
+
+    def close(self) -> None:
+        self._closed = True
+        for end in (self._file, self._outside):
+            try:
+                end.close()
+            except OSError:
+                pass
 
 
 # Streams whose client thread may still hold an unsent update; a stream is forgotten with its object.

@@ -7,6 +7,7 @@ import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { parseOptions, UsageError } from './args.js';
 import type { Io } from './io.js';
+import { stopTree } from './process-tree.js';
 import { OutputProgress, type OutputSource } from './progress-parser.js';
 import {
   detectProfile,
@@ -236,6 +237,10 @@ export function outcomeOf(
 /** Sends a signal to CMD's whole process group; a group that is gone already is no error. */
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   if (child.pid === undefined) return;
+  if (process.platform === 'win32') {
+    stopTree(child.pid);
+    return;
+  }
   try {
     process.kill(-child.pid, signal);
   } catch {
@@ -245,7 +250,8 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 
 /** True while some process of CMD's group is still running (CMD itself may have exited). */
 function groupAlive(child: ChildProcess): boolean {
-  if (child.pid === undefined) return false;
+  // Windows: stopTree ended the whole tree at once.
+  if (child.pid === undefined || process.platform === 'win32') return false;
   try {
     process.kill(-child.pid, 0);
     return true;
@@ -351,7 +357,8 @@ function startCommand(plan: RunPlan, env: Io['env'], parsing: Parsing | undefine
       parsing === undefined
         ? 'inherit'
         : ['inherit', 'pipe', 'pipe', ...(parsing.piped ? (['pipe'] as const) : [])],
-    detached: true,
+    // Windows has no process groups (a detached child there gets a console of its own).
+    detached: process.platform !== 'win32',
     env: { ...env, [ENV_SOCKET]: plan.socketPath, [ENV_TOKEN]: plan.token },
   });
 }

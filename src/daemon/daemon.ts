@@ -55,6 +55,7 @@ import {
   claimSocketPath,
   type FileIdentity,
   filesGone,
+  keepPipeName,
   lockRuntimeDir,
   prepareRuntimeDir,
   publishSocket,
@@ -280,6 +281,7 @@ export class Daemon {
     try {
       await daemon.#ingress.start();
       daemon.#boundSocket = await publishSocket(bindPath, options.socketPath);
+      await keepPipeName(options.runtimeDir, options.socketPath);
     } catch (error) {
       await daemon.#teardown(0);
       throw await bindError(options.socketPath, error);

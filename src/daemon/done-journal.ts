@@ -505,8 +505,13 @@ function describe(error: unknown): string {
   return code !== undefined && !message.startsWith(code) ? `${code}: ${message}` : message;
 }
 
-/** A directory's entries (a created or renamed file) survive a power loss once it is fsynced. */
+/**
+ * A directory's entries (a created or renamed file) survive a power loss once it is fsynced.
+ * Windows refuses to fsync a directory (EPERM): there NTFS journals the entry itself, and the
+ * file's own sync (FlushFileBuffers), which the journal still does before each ack, is enough.
+ */
 function syncDirectory(path: string): void {
+  if (process.platform === 'win32') return;
   const fd = openSync(path, 'r');
   try {
     fsyncSync(fd);

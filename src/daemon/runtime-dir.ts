@@ -2,14 +2,26 @@
  * The daemon's footing on disk: a private runtime directory, a socket that is
  * never taken from a live daemon, and daemon.json written atomically at 0600.
  */
-import { randomBytes } from 'node:crypto';
-import { chmodSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
-import { link, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
+import {
+  chmodSync,
+  closeSync,
+  constants as fsConstants,
+  lstatSync,
+  mkdirSync,
+  unlinkSync,
+} from 'node:fs';
+import { link, lstat, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { isPong } from '../protocol/frame-guards.js';
 import { BridgeError } from '../shared/errors.js';
-import type { DaemonInfo } from '../shared/locate.js';
+import {
+  type DaemonInfo,
+  isRandomPipeName,
+  keptPipeName,
+  PIPE_NAME_FILE,
+  pipeNamePath,
+} from '../shared/locate.js';
 import { socketRequest } from '../shared/socket-request.js';
 
 /** Creates the runtime directory at 0700, or checks and tightens an existing one. */
@@ -54,71 +66,121 @@ export interface RuntimeDirLock {
 
 /**
  * Locks the runtime directory for this daemon, whatever socket each daemon
- * was given. On Linux the lock is a listening socket in the abstract
- * namespace, whose name is a random id kept in the (0700) runtime dir: bind
- * is exclusive, the kernel frees the name when the process dies, even by
- * kill -9, so a lock is never stale, and another user cannot read the id to
- * take the name first. Elsewhere there is no such namespace: the daemon.json
- * check alone remains (docs/RELIABILITY.md says so).
+ * was given. The lock lives inside the runtime dir, which only this user can
+ * enter (0700, checked by prepareRuntimeDir), so no other user can take it
+ * first or open a connection to it.
+ *
+ * Unix: a listening socket at <dir>/daemon.lock, published with link(2) so
+ * that of daemons started at once exactly one gets it. A lock file left by
+ * a daemon killed with -9 refuses connections: it is stale and is replaced.
+ * Windows: daemon.lock opened with an exclusive share mode, which Windows
+ * ends with the process however it dies (there is no holder to ask).
  */
 export async function lockRuntimeDir(dir: string, infoPath: string): Promise<RuntimeDirLock> {
-  if (process.platform !== 'linux') return { release() {} };
-  for (let attempt = 0; ; attempt++) {
-    const id = await runtimeDirId(dir);
-    const name = `\0mcp-progress-lock.${id}`;
-    const lock = await tryLock(name, dir);
-    if (lock !== undefined) {
-      // The id may have been removed by a daemon stopping just now: publish ours again.
-      if ((await runtimeDirId(dir)) === id) return lock;
-      lock.release();
-      continue;
-    }
-    // Held. A holder whose files were removed under it yields; then try again.
-    if (attempt < 3 && (await askHolder(name)) === 'yielded') continue;
+  const path = lockPath(dir);
+  if (process.platform === 'win32') {
+    const lock = await lockExclusively(path, dir);
+    if (lock !== undefined) return lock;
     throw await heldBy(dir, infoPath);
+  }
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const lock = await tryLock(path, dir);
+    if (lock !== undefined) return lock;
+    const holder = await askHolder(path);
+    // A dead holder's file, or a holder whose files were removed under it: try again.
+    if (holder === 'stale') await removeStaleLock(path);
+    if (holder === 'held') break;
+  }
+  throw await heldBy(dir, infoPath);
+}
+
+export function lockPath(dir: string): string {
+  return join(dir, 'daemon.lock');
+}
+
+/** Windows: the lock is an open handle no other process may share. */
+async function lockExclusively(path: string, dir: string): Promise<RuntimeDirLock | undefined> {
+  try {
+    const file = await open(path, fsConstants.O_RDWR | fsConstants.O_CREAT | exclusiveLockFlag());
+    let released = false;
+    return {
+      release() {
+        if (released) return;
+        released = true;
+        // Sync: release runs on the way out, where an awaited close may never finish.
+        closeSync(file.fd);
+      },
+    };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EBUSY' || code === 'EPERM' || code === 'EACCES') return undefined;
+    throw new BridgeError(
+      'runtime_dir',
+      `cannot lock the runtime directory ${dir}: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
 }
 
-async function tryLock(name: string, dir: string): Promise<RuntimeDirLock | undefined> {
+/** UV_FS_O_EXLOCK: libuv opens the file with no sharing (Windows only; 0 elsewhere). */
+function exclusiveLockFlag(): number {
+  return (fsConstants as { UV_FS_O_EXLOCK?: number }).UV_FS_O_EXLOCK ?? 0;
+}
+
+/**
+ * Removes a lock file that nobody answers on. It is first renamed aside, which
+ * of two daemons that found it stale only one can do; the one that did checks
+ * it took the very file found stale, and puts back one it should not have taken.
+ */
+async function removeStaleLock(path: string): Promise<void> {
+  const stale = await fileIdentity(path);
+  if (stale === undefined) return;
+  const aside = `${path}.${process.pid}.stale`;
+  try {
+    await rename(path, aside);
+  } catch {
+    return; // Gone already: another daemon removed it.
+  }
+  const taken = await fileIdentity(aside);
+  if (taken !== undefined && !sameFile(taken, stale)) await link(aside, path).catch(() => {});
+  await removeQuietly(aside);
+}
+
+async function tryLock(path: string, dir: string): Promise<RuntimeDirLock | undefined> {
   let released = false;
+  let bound: FileIdentity | undefined;
   const lock: RuntimeDirLock = {
     release: () => {
       if (released) return;
       released = true;
-      // The id goes first, while the lock is still held: a daemon that finds no id makes a new one.
-      if (!yielded) {
-        try {
-          unlinkSync(idPath(dir));
-        } catch {}
-      }
+      // The file goes first, while the lock is still held, and only if it is still ours.
+      try {
+        const now = lstatSync(path);
+        if (bound !== undefined && sameFile(now, bound)) unlinkSync(path);
+      } catch {}
       server.close();
     },
   };
-  let yielded = false;
   const server = createServer((socket) => {
     socket.on('error', () => {});
     void (lock.orphaned?.() ?? Promise.resolve(false)).then(
       (orphaned) => {
-        if (orphaned && !released) {
-          // The id stays: the daemon taking our place uses it.
-          yielded = true;
-          lock.release();
-        }
+        if (orphaned && !released) lock.release();
         socket.end(orphaned ? 'yielded\n' : 'held\n');
       },
       () => socket.end('held\n'),
     );
   });
+  const bindPath = bindPathFor(path);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen({ path: name }, () => {
+      server.listen({ path: bindPath }, () => {
         server.off('error', reject);
         resolve();
       });
     });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') return undefined;
     throw new BridgeError(
       'runtime_dir',
       `cannot lock the runtime directory ${dir}: ${(error as Error).message}`,
@@ -126,20 +188,40 @@ async function tryLock(name: string, dir: string): Promise<RuntimeDirLock | unde
     );
   }
   server.unref();
+  try {
+    bound = await fileIdentity(bindPath);
+    if (bindPath !== path) await link(bindPath, path);
+  } catch (error) {
+    server.close();
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return undefined; // Held, or stale.
+    throw new BridgeError(
+      'runtime_dir',
+      `cannot lock the runtime directory ${dir}: ${(error as Error).message}`,
+      { cause: error },
+    );
+  } finally {
+    if (bindPath !== path) await removeQuietly(bindPath);
+  }
   return lock;
 }
 
-/** Asks the lock's holder whether it still holds it. */
-function askHolder(name: string): Promise<'held' | 'yielded'> {
+/** Asks the lock's holder whether it still holds it: nobody answering means a stale lock. */
+function askHolder(path: string): Promise<'held' | 'yielded' | 'stale'> {
   return new Promise((resolve) => {
-    const socket = connect({ path: name });
+    const socket = connect({ path });
     let answer = '';
+    let refused = false;
     socket.setEncoding('utf8');
     socket.on('data', (text: string) => {
       answer += text;
     });
-    socket.on('error', () => resolve('held'));
-    socket.on('close', () => resolve(answer.trim() === 'yielded' ? 'yielded' : 'held'));
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      refused = error.code === 'ECONNREFUSED' || error.code === 'ENOENT';
+    });
+    socket.on('close', () => {
+      if (refused) resolve('stale');
+      else resolve(answer.trim() === 'yielded' ? 'yielded' : 'held');
+    });
     setTimeout(() => socket.destroy(), 2000).unref();
   });
 }
@@ -173,45 +255,6 @@ export async function filesGone(
   const socketGone = now === undefined || bound === undefined || !sameFile(now, bound);
   const info = await readOwnInfo(infoPath);
   return socketGone && (info === undefined || info.pid !== process.pid);
-}
-
-function idPath(dir: string): string {
-  return join(dir, 'daemon.lock-id');
-}
-
-/** The runtime dir's lock id: made once, published with link(2) so that racing daemons agree on it. */
-async function runtimeDirId(dir: string): Promise<string> {
-  const path = idPath(dir);
-  const read = async () => {
-    const text = (await readFile(path, 'utf8').catch(() => '')).trim();
-    return /^[0-9a-f]{32}$/.test(text) ? text : undefined;
-  };
-  const existing = await read();
-  if (existing !== undefined) return existing;
-  const candidate = `${path}.${process.pid}.tmp`;
-  await removeQuietly(candidate);
-  const file = await open(candidate, 'wx', 0o600);
-  try {
-    await file.writeFile(`${randomBytes(16).toString('hex')}\n`);
-  } finally {
-    await file.close();
-  }
-  try {
-    await link(candidate, path);
-  } catch (error) {
-    // EEXIST: another daemon published its id first; that one is the id. Anything else is
-    // not ours to repair: a planted or broken file is replaced.
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || (await read()) === undefined) {
-      await rename(candidate, path);
-    }
-  } finally {
-    await removeQuietly(candidate);
-  }
-  const id = await read();
-  if (id === undefined) {
-    throw new BridgeError('runtime_dir', `cannot read ${path}: remove it and start again`);
-  }
-  return id;
 }
 
 export type SocketProbe =
@@ -261,6 +304,33 @@ function alreadyRunning(pid: number, version: string, where: string): BridgeErro
 }
 
 /**
+ * Something other than a daemon of ours holds the path. On Windows a pipe that exists before
+ * the daemon made it was made by another process, maybe another user squatting the name: never
+ * share it (every worker's frames would reach that process).
+ */
+function socketInUse(path: string, reason: string, cause?: unknown): BridgeError {
+  const fix =
+    process.platform === 'win32'
+      ? `the named pipe ${path} already exists and is not a daemon's: another process made it first. The daemon never shares its pipe: stop that process, or delete ${PIPE_NAME_FILE} in the runtime dir so that the next start picks a new name, or choose another with --socket`
+      : 'remove it or choose another path with --socket';
+  return new BridgeError(
+    'socket_in_use',
+    `${reason}: ${fix}`,
+    cause === undefined ? {} : { cause },
+  );
+}
+
+/** Windows: keeps the daemon's pipe name in the runtime dir, where a restarted daemon takes it again. */
+export async function keepPipeName(runtimeDir: string, socketPath: string): Promise<void> {
+  if (process.platform !== 'win32' || keptPipeName(runtimeDir) === socketPath) return;
+  if (!isRandomPipeName(socketPath)) return;
+  const path = pipeNamePath(runtimeDir);
+  const temporary = `${path}.${process.pid}.tmp`;
+  await writeFile(temporary, `${socketPath}\n`, { mode: 0o600 });
+  await rename(temporary, path);
+}
+
+/**
  * Makes the socket path free for this daemon: a stale socket file (nothing
  * answering) is removed; a live daemon's socket is never touched.
  */
@@ -272,10 +342,7 @@ export async function claimSocketPath(path: string): Promise<void> {
     case 'live':
       throw alreadyRunning(probe.pid, probe.version, `on ${path}`);
     case 'foreign':
-      throw new BridgeError(
-        'socket_in_use',
-        `${probe.reason}: remove it or choose another path with --socket`,
-      );
+      throw socketInUse(path, probe.reason);
     case 'stale': {
       // Look again just before unlinking: another daemon may have claimed it meanwhile,
       // so only the very file found stale is removed.
@@ -357,12 +424,7 @@ export async function bindError(path: string, error: unknown): Promise<BridgeErr
     for (let attempt = 0; attempt < 5; attempt++) {
       const probe = await probeSocket(path);
       if (probe.state === 'live') return alreadyRunning(probe.pid, probe.version, `on ${path}`);
-      if (probe.state === 'foreign')
-        return new BridgeError(
-          'socket_in_use',
-          `${probe.reason}: remove it or choose another path with --socket`,
-          { cause: error },
-        );
+      if (probe.state === 'foreign') return socketInUse(path, probe.reason, error);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     return new BridgeError(

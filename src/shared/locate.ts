@@ -2,10 +2,11 @@
  * Where the daemon lives: runtime directory, socket and daemon.json. Shared
  * by the daemon and every client, so both ends apply the same rules.
  */
-import { lstatSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { lstatSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { tmpdir, userInfo } from 'node:os';
-import { isAbsolute, join, resolve } from 'node:path';
+import { homedir, tmpdir, userInfo } from 'node:os';
+import { isAbsolute, join, resolve, win32 } from 'node:path';
 import { BridgeError } from './errors.js';
 
 export const ENV_RUNTIME_DIR = 'MCP_PROGRESS_RUNTIME_DIR';
@@ -14,16 +15,26 @@ export const ENV_TOKEN = 'MCP_PROGRESS_TOKEN';
 
 export const SOCKET_NAME = 'bridge.sock';
 export const DAEMON_INFO_NAME = 'daemon.json';
+/** Windows: the runtime dir's pipe name, kept so that a restarted daemon is found on the same pipe. */
+export const PIPE_NAME_FILE = 'pipe-name';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** --runtime-dir, else $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else <tmpdir>/mcp-progress-<uid>. */
-export function resolveRuntimeDir(explicit?: string, env: Env = process.env): string {
+/**
+ * --runtime-dir, else $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else
+ * <tmpdir>/mcp-progress-<uid>; on Windows %LOCALAPPDATA%\\mcp-progress (the user's own
+ * profile, whose inherited ACL keeps other users out: a shared temp dir has no such owner).
+ */
+export function resolveRuntimeDir(
+  explicit?: string,
+  env: Env = process.env,
+  platform: NodeJS.Platform = process.platform,
+): string {
   if (explicit) return explicit;
   const fromEnv = env[ENV_RUNTIME_DIR];
   if (fromEnv) {
     // Relative, the socket and daemon.json would depend on each process's working directory.
-    if (!isAbsolute(fromEnv)) {
+    if (!(platform === 'win32' ? win32.isAbsolute : isAbsolute)(fromEnv)) {
       throw new BridgeError(
         'runtime_dir',
         `$${ENV_RUNTIME_DIR} is ${JSON.stringify(fromEnv)}, a relative path: every process would look for the daemon somewhere else, by its working directory. Set it to an absolute path, such as ${JSON.stringify(resolve(fromEnv))}`,
@@ -31,18 +42,52 @@ export function resolveRuntimeDir(explicit?: string, env: Env = process.env): st
     }
     return fromEnv;
   }
+  if (platform === 'win32') {
+    const local = env.LOCALAPPDATA || win32.join(homedir(), 'AppData', 'Local');
+    return win32.join(local, 'mcp-progress');
+  }
   const xdg = env.XDG_RUNTIME_DIR;
   if (xdg) return join(xdg, 'mcp-progress');
   return join(tmpdir(), `mcp-progress-${userKey()}`);
 }
 
-/** <runtime-dir>/bridge.sock, or on Windows the named pipe \\.\pipe\mcp-progress-<user>. */
+/**
+ * <runtime-dir>/bridge.sock. On Windows a named pipe: the namespace is global and open to every
+ * user, so its name carries 128 random bits that only this user can read (in daemon.json, the
+ * worker's environment and the runtime dir's pipe-name file, kept for the next daemon there). With
+ * no name kept yet, a fresh random one: nobody listens on it, and nobody can guess it to squat it.
+ */
 export function defaultSocketPath(
   runtimeDir: string,
   platform: NodeJS.Platform = process.platform,
 ): string {
-  if (platform === 'win32') return `\\\\.\\pipe\\mcp-progress-${safeUserName()}`;
+  if (platform === 'win32') return keptPipeName(runtimeDir) ?? newPipeName();
   return join(runtimeDir, SOCKET_NAME);
+}
+
+const PIPE_NAME = /^\\\\\.\\pipe\\mcp-progress-[0-9a-f]{32}$/;
+
+/** Whether a name is one that newPipeName makes. */
+export function isRandomPipeName(name: string): boolean {
+  return PIPE_NAME.test(name);
+}
+
+export function newPipeName(): string {
+  return `\\\\.\\pipe\\mcp-progress-${randomBytes(16).toString('hex')}`;
+}
+
+export function pipeNamePath(runtimeDir: string): string {
+  return join(runtimeDir, PIPE_NAME_FILE);
+}
+
+/** The pipe name kept in the runtime dir, when there is one and it is well formed. */
+export function keptPipeName(runtimeDir: string): string | undefined {
+  try {
+    const name = readFileSync(pipeNamePath(runtimeDir), 'utf8').trim();
+    return isRandomPipeName(name) ? name : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function daemonInfoPath(runtimeDir: string): string {

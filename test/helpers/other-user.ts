@@ -2,7 +2,7 @@
  * A second local user for the tests of what another user can and cannot do. It is real: created
  * once with useradd where the tests run as root (CI does); elsewhere its tests skip with a warning.
  */
-import { type SpawnOptions, spawnSync } from 'node:child_process';
+import { type ChildProcess, type SpawnOptions, spawn, spawnSync } from 'node:child_process';
 import { PYTHON, PYTHON_ARGS } from './python.js';
 import { tool } from './tools.js';
 
@@ -40,13 +40,26 @@ export function asOtherUserOptions(): Pick<SpawnOptions, 'uid' | 'gid' | 'cwd'> 
   return { uid: idOf('-u'), gid: idOf('-g'), cwd: '/' };
 }
 
+/** runuser's arguments that run a Python snippet as the other user. */
+const runAsOther = (code: string, args: readonly string[]) => [
+  '-u',
+  OTHER_USER,
+  '--',
+  PYTHON,
+  ...PYTHON_ARGS,
+  '-c',
+  code,
+  ...args,
+];
+
 /** Runs a Python snippet as the other user and returns what it printed. */
 export function asOtherUser(code: string, ...args: string[]): string {
-  const result = spawnSync(
-    'runuser',
-    ['-u', OTHER_USER, '--', PYTHON, ...PYTHON_ARGS, '-c', code, ...args],
-    { encoding: 'utf8', cwd: '/' },
-  );
+  const result = spawnSync('runuser', runAsOther(code, args), { encoding: 'utf8', cwd: '/' });
   if (result.status !== 0) throw new Error(`python as ${OTHER_USER} failed: ${result.stderr}`);
   return result.stdout.trim();
+}
+
+/** Starts a Python snippet as the other user that keeps running (stdin and stdout are pipes). */
+export function spawnAsOtherUser(code: string, ...args: string[]): ChildProcess {
+  return spawn('runuser', runAsOther(code, args), { stdio: ['pipe', 'pipe', 'pipe'], cwd: '/' });
 }

@@ -1,0 +1,373 @@
+/*
+ * mcp_progress.h: a single-header C client for mcp-progress-bridge workers (C99, no
+ * dependencies; Linux, macOS and Windows). It speaks the worker protocol of docs/PROTOCOL.md
+ * section 2: JSON frames ended by a form feed over the daemon's Unix socket, or on Windows its
+ * named pipe, found in MCP_PROGRESS_SOCKET; the token comes from MCP_PROGRESS_TOKEN.
+ *
+ * Build: any C99 compiler; with -std=c99 add -D_POSIX_C_SOURCE=200809L (cc's default needs
+ * nothing). Windows: mingw-w64 or MSVC, nothing to link.
+ *
+ * In exactly one C file, before including it:
+ *     #define MCP_PROGRESS_IMPLEMENTATION
+ *     #include "mcp_progress.h"
+ *
+ *     mcp_progress p;
+ *     if (mcp_progress_open(&p, NULL, NULL) != 0) fprintf(stderr, "%s\n", p.error);
+ *     mcp_progress_on_cancel(&p, on_cancel, &state);   // called from update, poll and done
+ *     mcp_progress_claim(&p);                          // cancels reach us before the first update
+ *     for (...) mcp_progress_update(&p, i, n, "rendering");
+ *     if (mcp_progress_done(&p, "ok", "rendered", 5000) != 0) fprintf(stderr, "%s\n", p.error);
+ *     mcp_progress_close(&p);
+ *
+ * Every function returns 0 on success and -1 on failure, with a message in p.error. A worker
+ * without a daemon keeps working: its updates fail, and it may ignore that. Progress must
+ * increase (MCP requires it); the daemon refuses a value that does not. Not thread-safe: use
+ * one mcp_progress per thread, or a lock around each call.
+ */
+#ifndef MCP_PROGRESS_H
+#define MCP_PROGRESS_H
+
+#include <stddef.h>
+
+#define MCP_PROGRESS_MAX_FRAME 65536
+
+typedef void (*mcp_progress_cancel_fn)(void *user, const char *reason);
+
+typedef struct mcp_progress {
+#ifdef _WIN32
+  void *pipe; /* HANDLE */
+#else
+  int fd;
+#endif
+  int connected;
+  int cancelled;
+  long next_seq;
+  char token[1100];
+  char error[512];
+  mcp_progress_cancel_fn on_cancel;
+  void *cancel_user;
+  size_t inbox_used;
+  char inbox[8192];
+} mcp_progress;
+
+/* Connects to socket_path (NULL: $MCP_PROGRESS_SOCKET) for token (NULL: $MCP_PROGRESS_TOKEN). */
+int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *token);
+/* Calls fn(user, reason) once when the job is cancelled from the MCP side (reason may be ""). */
+void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *user);
+/* Says this connection works for the token: cancels reach it before its first update. */
+int mcp_progress_claim(mcp_progress *p);
+/* One update; total < 0 and message NULL leave them out. */
+int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message);
+/* Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack. */
+int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms);
+/* Reads what the daemon sent (cancels) for up to timeout_ms; 0 means do not wait. */
+int mcp_progress_poll(mcp_progress *p, int timeout_ms);
+void mcp_progress_close(mcp_progress *p);
+
+#endif /* MCP_PROGRESS_H */
+
+#ifdef MCP_PROGRESS_IMPLEMENTATION
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#ifndef MSG_NOSIGNAL /* macOS: a lost daemon raises SIGPIPE there unless the program ignores it. */
+#define MSG_NOSIGNAL 0
+#endif
+#endif
+
+static int mcpp_fail(mcp_progress *p, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(p->error, sizeof p->error, format, args);
+  va_end(args);
+  return -1;
+}
+
+/* Appends s as a JSON string (quotes included); returns the new length, or -1 if it does not fit. */
+static int mcpp_json_string(char *out, int used, int size, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  if (used + 1 >= size) return -1;
+  out[used++] = '"';
+  for (const unsigned char *c = (const unsigned char *)s; *c != 0; c++) {
+    if (used + 7 >= size) return -1;
+    if (*c == '"' || *c == '\\') {
+      out[used++] = '\\';
+      out[used++] = (char)*c;
+    } else if (*c < 0x20) {
+      out[used++] = '\\';
+      out[used++] = 'u';
+      out[used++] = '0';
+      out[used++] = '0';
+      out[used++] = hex[*c >> 4];
+      out[used++] = hex[*c & 15];
+    } else {
+      out[used++] = (char)*c;
+    }
+  }
+  out[used++] = '"';
+  out[used] = 0;
+  return used;
+}
+
+static long mcpp_now_ms(void) {
+#ifdef _WIN32
+  return (long)GetTickCount();
+#else
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (long)(now.tv_sec * 1000 + now.tv_nsec / 1000000);
+#endif
+}
+
+static int mcpp_write_all(mcp_progress *p, const char *bytes, size_t length) {
+  if (!p->connected) return mcpp_fail(p, "not connected to the daemon");
+  while (length > 0) {
+#ifdef _WIN32
+    DWORD written = 0;
+    if (!WriteFile((HANDLE)p->pipe, bytes, (DWORD)length, &written, NULL)) {
+      p->connected = 0;
+      return mcpp_fail(p, "lost the daemon (WriteFile error %lu)", (unsigned long)GetLastError());
+    }
+#else
+    ssize_t written = send(p->fd, bytes, length, MSG_NOSIGNAL);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      p->connected = 0;
+      return mcpp_fail(p, "lost the daemon: %s", strerror(errno));
+    }
+#endif
+    bytes += written;
+    length -= (size_t)written;
+  }
+  return 0;
+}
+
+/* Sends {"type":TYPE,"data":{"v":1,"progressToken":TOKEN,FIELDS}} and the form feed. */
+static int mcpp_send(mcp_progress *p, const char *type, const char *fields) {
+  char frame[MCP_PROGRESS_MAX_FRAME];
+  int used = snprintf(frame, sizeof frame, "{\"type\":\"%s\",\"data\":{\"v\":1,\"progressToken\":", type);
+  used = mcpp_json_string(frame, used, (int)sizeof frame, p->token);
+  if (used < 0 || used + (int)strlen(fields) + 4 >= (int)sizeof frame)
+    return mcpp_fail(p, "the %s frame is over %d bytes: shorten the message", type, MCP_PROGRESS_MAX_FRAME);
+  used += snprintf(frame + used, sizeof frame - (size_t)used, "%s}}\f", fields);
+  return mcpp_write_all(p, frame, (size_t)used);
+}
+
+/* The string value of "key" in a frame the daemon wrote (JSON.stringify: no spaces), unescaped. */
+static int mcpp_field_string(const char *frame, const char *key, char *out, size_t size) {
+  char pattern[64];
+  snprintf(pattern, sizeof pattern, "\"%s\":\"", key);
+  const char *at = strstr(frame, pattern);
+  size_t used = 0;
+  if (at == NULL || size == 0) return -1;
+  for (at += strlen(pattern); *at != 0 && *at != '"' && used + 1 < size; at++) {
+    if (*at == '\\' && at[1] != 0) {
+      at++;
+      if (*at == 'u') { /* Not needed for what a worker reads: kept as '?'. */
+        out[used++] = '?';
+        at += strlen(at) >= 5 ? 4 : strlen(at) - 1;
+        continue;
+      }
+      out[used++] = *at == 'n' ? '\n' : *at == 't' ? '\t' : *at;
+    } else {
+      out[used++] = *at;
+    }
+  }
+  out[used] = 0;
+  return 0;
+}
+
+static long mcpp_field_integer(const char *frame, const char *key) {
+  char pattern[64];
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  const char *at = strstr(frame, pattern);
+  return at == NULL ? -1 : strtol(at + strlen(pattern), NULL, 10);
+}
+
+/* Handles one frame from the daemon; returns its seq if it answers one (ack or rejected). */
+static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
+  char type[32] = "";
+  mcpp_field_string(frame, "type", type, sizeof type);
+  if (strcmp(type, "cancel") == 0) {
+    char reason[4200] = "";
+    mcpp_field_string(frame, "reason", reason, sizeof reason);
+    if (!p->cancelled) {
+      p->cancelled = 1;
+      if (p->on_cancel != NULL) p->on_cancel(p->cancel_user, reason);
+    }
+    return -1;
+  }
+  if (strcmp(type, "rejected") == 0) {
+    char code[64] = "", message[4200] = "";
+    mcpp_field_string(frame, "code", code, sizeof code);
+    mcpp_field_string(frame, "message", message, sizeof message);
+    mcpp_fail(p, "the daemon refused a frame (%s): %s", code, message);
+    *rejected = 1;
+    return mcpp_field_integer(frame, "seq");
+  }
+  if (strcmp(type, "ack") == 0) return mcpp_field_integer(frame, "seq");
+  return -1;
+}
+
+/* Reads for up to timeout_ms; stops early once the answer to `seq` (if >= 0) came. 1: answered. */
+static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
+  long deadline = mcpp_now_ms() + timeout_ms;
+  for (;;) {
+    char *end;
+    while ((end = memchr(p->inbox, '\f', p->inbox_used)) != NULL) {
+      size_t length = (size_t)(end - p->inbox);
+      *end = 0;
+      long answered = mcpp_handle(p, p->inbox, rejected);
+      memmove(p->inbox, end + 1, p->inbox_used - length - 1);
+      p->inbox_used -= length + 1;
+      if (seq >= 0 && answered == seq) return 1;
+    }
+    if (p->inbox_used >= sizeof p->inbox - 1) p->inbox_used = 0; /* No daemon frame is this long. */
+    long left = deadline - mcpp_now_ms();
+    if (!p->connected || left < 0) return 0;
+#ifdef _WIN32
+    DWORD available = 0;
+    if (!PeekNamedPipe((HANDLE)p->pipe, NULL, 0, NULL, &available, NULL)) {
+      p->connected = 0;
+      return 0;
+    }
+    if (available == 0) {
+      if (left == 0) return 0;
+      Sleep(5);
+      continue;
+    }
+    DWORD got = 0;
+    DWORD room = (DWORD)(sizeof p->inbox - 1 - p->inbox_used);
+    if (!ReadFile((HANDLE)p->pipe, p->inbox + p->inbox_used, available < room ? available : room, &got, NULL) || got == 0) {
+      p->connected = 0;
+      return 0;
+    }
+#else
+    struct pollfd wait = {p->fd, POLLIN, 0};
+    int ready = poll(&wait, 1, (int)left);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return 0;
+    ssize_t got = recv(p->fd, p->inbox + p->inbox_used, sizeof p->inbox - 1 - p->inbox_used, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      p->connected = 0;
+      return 0;
+    }
+#endif
+    p->inbox_used += (size_t)got;
+  }
+}
+
+int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *token) {
+  memset(p, 0, sizeof *p);
+#ifndef _WIN32
+  p->fd = -1;
+#endif
+  p->next_seq = 1;
+  if (socket_path == NULL) socket_path = getenv("MCP_PROGRESS_SOCKET");
+  if (token == NULL) token = getenv("MCP_PROGRESS_TOKEN");
+  if (token == NULL || *token == 0)
+    return mcpp_fail(p, "no token: set MCP_PROGRESS_TOKEN (whoever started this job knows it)");
+  if (strlen(token) >= sizeof p->token) return mcpp_fail(p, "the token is over 1024 bytes");
+  strcpy(p->token, token);
+  if (socket_path == NULL || *socket_path == 0)
+    return mcpp_fail(p, "no socket: set MCP_PROGRESS_SOCKET (mcp-progress run and relayProgress do)");
+#ifdef _WIN32
+  for (int attempt = 0;; attempt++) {
+    HANDLE pipe = CreateFileA(socket_path, GENERIC_READ | GENERIC_WRITE, 0, NULL, OPEN_EXISTING, 0, NULL);
+    if (pipe != INVALID_HANDLE_VALUE) {
+      p->pipe = pipe;
+      break;
+    }
+    if (GetLastError() != ERROR_PIPE_BUSY || attempt == 3)
+      return mcpp_fail(p, "cannot open the daemon's pipe %s (error %lu): is the daemon running?", socket_path, (unsigned long)GetLastError());
+    WaitNamedPipeA(socket_path, 2000);
+  }
+#else
+  struct sockaddr_un address;
+  memset(&address, 0, sizeof address);
+  address.sun_family = AF_UNIX;
+  if (strlen(socket_path) >= sizeof address.sun_path) return mcpp_fail(p, "the socket path %s is too long", socket_path);
+  strcpy(address.sun_path, socket_path);
+  p->fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (p->fd < 0) return mcpp_fail(p, "socket: %s", strerror(errno));
+  if (connect(p->fd, (struct sockaddr *)&address, sizeof address) != 0) {
+    int error = errno;
+    close(p->fd);
+    p->fd = -1;
+    return mcpp_fail(p, "cannot connect to the daemon on %s: %s: is the daemon running?", socket_path, strerror(error));
+  }
+#endif
+  p->connected = 1;
+  return 0;
+}
+
+void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *user) {
+  p->on_cancel = fn;
+  p->cancel_user = user;
+}
+
+int mcp_progress_claim(mcp_progress *p) { return mcpp_send(p, "claim", ""); }
+
+int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message) {
+  char fields[MCP_PROGRESS_MAX_FRAME - 2048];
+  int used = snprintf(fields, sizeof fields, ",\"progress\":%.17g", progress);
+  if (total >= 0) used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"total\":%.17g", total);
+  if (message != NULL) {
+    used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"message\":");
+    if (mcpp_json_string(fields, used, (int)sizeof fields, message) < 0) return mcpp_fail(p, "the message is too long");
+  }
+  int rejected = 0;
+  if (mcpp_send(p, "progress", fields) != 0) return -1;
+  mcpp_read(p, 0, -1, &rejected); /* Cancels that came meanwhile. */
+  return rejected ? -1 : 0;
+}
+
+int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms) {
+  char fields[MCP_PROGRESS_MAX_FRAME - 2048];
+  long seq = p->next_seq++;
+  int used = snprintf(fields, sizeof fields, ",\"status\":");
+  used = mcpp_json_string(fields, used, (int)sizeof fields, status == NULL ? "ok" : status);
+  if (message != NULL && used >= 0) {
+    used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"message\":");
+    used = mcpp_json_string(fields, used, (int)sizeof fields, message);
+  }
+  if (used < 0) return mcpp_fail(p, "the message is too long");
+  snprintf(fields + used, sizeof fields - (size_t)used, ",\"seq\":%ld", seq);
+  if (mcpp_send(p, "done", fields) != 0) return -1;
+  int rejected = 0;
+  if (mcpp_read(p, timeout_ms, seq, &rejected) != 1)
+    return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
+  return rejected ? -1 : 0;
+}
+
+int mcp_progress_poll(mcp_progress *p, int timeout_ms) {
+  int rejected = 0;
+  mcpp_read(p, timeout_ms, -1, &rejected);
+  return p->connected ? 0 : mcpp_fail(p, "lost the daemon");
+}
+
+void mcp_progress_close(mcp_progress *p) {
+#ifdef _WIN32
+  if (p->pipe != NULL) CloseHandle((HANDLE)p->pipe);
+  p->pipe = NULL;
+#else
+  if (p->fd >= 0) close(p->fd);
+  p->fd = -1;
+#endif
+  p->connected = 0;
+}
+
+#endif /* MCP_PROGRESS_IMPLEMENTATION */

@@ -1,0 +1,291 @@
+/**
+ * Windows for real (issue 24): the daemon, workers and the CLI run as Windows programs (npm's
+ * Windows build of Node) under Wine, over a named pipe; the sessions that watch them are Linux
+ * ones, over loopback TCP. Outside CI a missing Wine skips this file; under CI it fails.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DaemonInfo } from '../../src/shared/locate.js';
+import { buildCWorker, mingw } from '../helpers/c-client.js';
+import { BIN, cleanupAll, eventually, ROOT } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
+import {
+  events,
+  expectCancelReaches,
+  expectEveryValueThenOneDone,
+  waitForEvent,
+} from '../helpers/stepped-worker.js';
+import {
+  type WindowsProcess,
+  type WinePrefix,
+  windowsNode,
+  wine,
+  winePrefix,
+  winPath,
+} from '../helpers/wine.js';
+
+const PIPE = /^\\\\\.\\pipe\\mcp-progress-[0-9a-f]{32}$/;
+const WORKER = winPath(join(ROOT, 'test/fixtures/windows_worker.mjs'));
+const MCP_HOST = winPath(join(ROOT, 'test/fixtures/windows_mcp_client.mjs'));
+const TREE = winPath(join(ROOT, 'test/fixtures/windows_tree.mjs'));
+
+interface WindowsDaemon {
+  readonly runtimeDir: string;
+  readonly process: WindowsProcess;
+  readonly info: DaemonInfo;
+}
+
+let prefix: WinePrefix;
+
+/** Starts `mcp-progress daemon` under Wine on `runtimeDir` and waits until it is ready. */
+async function startWindowsDaemon(runtimeDir: string): Promise<WindowsDaemon> {
+  mkdirSync(runtimeDir, { recursive: true });
+  const daemon = prefix.node([
+    winPath(BIN),
+    'daemon',
+    '--runtime-dir',
+    winPath(runtimeDir),
+    '--port',
+    '0',
+  ]);
+  await eventually(
+    () => (daemon.stderr().includes('ready:') ? true : undefined),
+    60_000,
+    `the Windows daemon to be ready (stderr: ${daemon.stderr()})`,
+  );
+  const info = JSON.parse(readFileSync(join(runtimeDir, 'daemon.json'), 'utf8')) as DaemonInfo;
+  return { runtimeDir, process: daemon, info };
+}
+
+/** Lines the daemon logged at error or warn level. */
+function complaints(daemon: WindowsDaemon): string[] {
+  return daemon.process
+    .stderr()
+    .split('\n')
+    .filter((line) => /^mcp-progress (error|warn):/.test(line));
+}
+
+describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)', () => {
+  let work: string;
+  let daemon: WindowsDaemon;
+  let cWorkerExe: string;
+  beforeAll(async () => {
+    prefix = await winePrefix();
+    work = join(prefix.dir, 'work');
+    mingw.require();
+    cWorkerExe = winPath(buildCWorker('x86_64-w64-mingw32-gcc', prefix.dir));
+    daemon = await startWindowsDaemon(join(work, 'runtime'));
+  }, 180_000);
+  afterAll(() => {
+    prefix?.stop();
+    cleanupAll();
+  });
+
+  it('listens on a named pipe with 128 random bits in its name, kept in the runtime dir', () => {
+    expect(daemon.info.socket).toMatch(PIPE);
+    expect(readFileSync(join(daemon.runtimeDir, 'pipe-name'), 'utf8').trim()).toBe(
+      daemon.info.socket,
+    );
+  });
+
+  /** A worker program under Wine, on `token`, with a steps dir of its own. */
+  function startWorker(program: readonly string[], mode: string, token: string) {
+    const steps = join(work, `steps-${token}`);
+    mkdirSync(steps, { recursive: true });
+    const worker = prefix.start(
+      program[0] ?? '',
+      [...program.slice(1), mode, '3', winPath(steps)],
+      {
+        MCP_PROGRESS_SOCKET: daemon.info.socket,
+        MCP_PROGRESS_TOKEN: token,
+      },
+    );
+    return { worker, steps };
+  }
+
+  it.each([
+    ['Windows Node', () => [windowsNode(), WORKER]],
+    ['mingw-built C', () => [cWorkerExe]],
+  ])(
+    'a %s worker publishes over the pipe: a Linux session gets every value, done once; cancel reaches it',
+    async (kind, program) => {
+      const token = `win-${kind.replace(/\W/g, '')}`;
+      const gateway = await connectGateway(daemon.info);
+      await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+      const { worker, steps } = startWorker(program(), 'done', token);
+      await expectEveryValueThenOneDone(gateway, token, worker, steps);
+      await worker.exited();
+      const { worker: cancelled } = startWorker(program(), 'cancel', `${token}-cancel`);
+      await expectCancelReaches(gateway, `${token}-cancel`, cancelled);
+      await gateway.close();
+    },
+    180_000,
+  );
+
+  it('a Windows MCP host spawning `mcp-progress mcp` and a Linux session both get every value, done once, and the result', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'win-mcp', minIntervalMs: 0 });
+    const host = prefix.node([MCP_HOST, winPath(BIN), winPath(daemon.runtimeDir), 'win-mcp']);
+    await waitForEvent(host, 'connected');
+    const { worker, steps } = startWorker([windowsNode(), WORKER], 'done', 'win-mcp');
+    await expectEveryValueThenOneDone(gateway, 'win-mcp', worker, steps, (value) =>
+      events(host).some((e) => e.event === 'progress' && e.progress === value),
+    );
+    const result = await waitForEvent(host, 'result');
+    expect(result.result).toMatchObject({
+      progressToken: 'win-mcp',
+      state: 'done',
+      status: 'ok',
+      progress: 3,
+      total: 3,
+    });
+    expect(
+      events(host)
+        .filter((e) => e.event === 'progress')
+        .map((e) => e.progress),
+    ).toEqual([1, 2, 3]);
+    expect(await host.exited()).toBe(0);
+    await gateway.close();
+  }, 180_000);
+
+  it('status --json and tail --json, run by Windows Node, read the daemon through daemon.json', async () => {
+    const status = prefix.node([
+      winPath(BIN),
+      'status',
+      '--json',
+      '--runtime-dir',
+      winPath(daemon.runtimeDir),
+    ]);
+    expect(await status.exited()).toBe(0);
+    expect(JSON.parse(status.stdout())).toMatchObject({ pid: expect.any(Number) });
+    const tail = prefix.node([
+      winPath(BIN),
+      'tail',
+      '--json',
+      '--runtime-dir',
+      winPath(daemon.runtimeDir),
+    ]);
+    try {
+      // The finished stream of the test before is listed.
+      await eventually(
+        () => (tail.stdout().includes('win-WindowsNode') ? true : undefined),
+        60_000,
+        `tail --json to show win-WindowsNode (stderr: ${tail.stderr()})`,
+      );
+      const line =
+        tail
+          .stdout()
+          .split('\n')
+          .find((text) => text.includes('win-WindowsNode')) ?? '';
+      expect(() => JSON.parse(line)).not.toThrow();
+    } finally {
+      tail.child.kill('SIGKILL');
+    }
+  }, 120_000);
+
+  it('run stops CMD and its grandchild when the job is cancelled', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'win-run', minIntervalMs: 0 });
+    const pids = join(work, 'tree.json');
+    const run = prefix.node(
+      [
+        winPath(BIN),
+        'run',
+        '--token',
+        'win-run',
+        '--',
+        winPath(windowsNode()),
+        TREE,
+        winPath(pids),
+      ],
+      {
+        MCP_PROGRESS_SOCKET: daemon.info.socket,
+      },
+    );
+    const tree = await eventually(
+      () =>
+        existsSync(pids)
+          ? (JSON.parse(readFileSync(pids, 'utf8')) as { child: number; grandchild: number })
+          : undefined,
+      60_000,
+      `CMD to start (run's stderr: ${run.stderr()})`,
+    );
+    await eventually(
+      async () => {
+        const reply = await gateway.request('progress/cancel', { progressToken: 'win-run' });
+        return (reply.result as { workers?: number } | undefined)?.workers === 1 ? true : undefined;
+      },
+      60_000,
+      'the cancel to reach run',
+    );
+    await run.exited();
+    const probe = prefix.node([
+      '-e',
+      `for (const pid of [${tree.child}, ${tree.grandchild}]) { try { process.kill(pid, 0); console.log(pid, 'alive'); } catch { console.log(pid, 'gone'); } }`,
+    ]);
+    await probe.exited();
+    expect(probe.stdout()).toContain(`${tree.child} gone`);
+    expect(probe.stdout()).toContain(`${tree.grandchild} gone`);
+    await gateway.close();
+  }, 180_000);
+
+  it('a daemon killed and started again replays an acked done, on the same pipe', async () => {
+    const first = await startWindowsDaemon(join(work, 'runtime-restart'));
+    const steps = join(work, 'steps-restart');
+    mkdirSync(steps, { recursive: true });
+    writeFileSync(join(steps, 'ack-1'), '');
+    const worker = prefix.node([WORKER, 'done', '1', winPath(steps)], {
+      MCP_PROGRESS_SOCKET: first.info.socket,
+      MCP_PROGRESS_TOKEN: 'win-durable',
+    });
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
+    first.process.child.kill('SIGKILL');
+    await first.process.exited();
+    const second = await startWindowsDaemon(first.runtimeDir);
+    expect(second.info.socket).toBe(first.info.socket);
+    const gateway = await connectGateway(second.info);
+    await gateway.request('progress/subscribe', { progressToken: 'win-durable' });
+    await eventually(
+      () => gateway.notifications.find((n) => n.method === 'notifications/progress/done'),
+      60_000,
+      'the replayed done',
+    );
+    expect(
+      gateway.notifications.filter((n) => n.method === 'notifications/progress/done')[0]?.params,
+    ).toMatchObject({ progressToken: 'win-durable', status: 'ok' });
+    await gateway.close();
+    expect(complaints(second)).toEqual([]);
+    second.process.child.kill('SIGKILL');
+  }, 240_000);
+
+  it('a pipe that already exists stops the daemon with an error naming it', async () => {
+    const squatter = prefix.node([
+      '-e',
+      "const n = require('net'); const name = '\\\\\\\\.\\\\pipe\\\\mcp-progress-' + require('crypto').randomBytes(16).toString('hex'); n.createServer(() => {}).listen(name, () => console.log(name));",
+    ]);
+    const name = await eventually(
+      () => squatter.stdout().trim() || undefined,
+      60_000,
+      `the squatter's pipe (stderr: ${squatter.stderr()})`,
+    );
+    const runtimeDir = join(work, 'runtime-squatted');
+    mkdirSync(runtimeDir, { recursive: true });
+    writeFileSync(join(runtimeDir, 'pipe-name'), `${name}\n`);
+    const refused = prefix.node([
+      winPath(BIN),
+      'daemon',
+      '--runtime-dir',
+      winPath(runtimeDir),
+      '--port',
+      '0',
+    ]);
+    expect(await refused.exited()).not.toBe(0);
+    expect(refused.stderr()).toContain(`the named pipe ${name} already exists`);
+    squatter.child.kill('SIGKILL');
+  }, 120_000);
+
+  it('the daemon logged no error or warning', () => {
+    expect(complaints(daemon)).toEqual([]);
+  });
+});
