@@ -44,7 +44,7 @@ import {
   isLoopback,
   resolveDaemonOptions,
 } from './options.js';
-import { type EndingStream, Router } from './router.js';
+import { type DoneCommit, type EndingStream, Router } from './router.js';
 import type { GatewayBackend } from './rpc.js';
 import {
   bindError,
@@ -508,11 +508,7 @@ export class Daemon {
   }
 
   /** Writes an accepted done, with what a restarted daemon needs to end its stream as it was. */
-  #journal(
-    frame: DoneFrame,
-    ending: EndingStream,
-    now: number,
-  ): { ok: false; code: 'journal_failed'; message: string } | undefined {
+  #journal(frame: DoneFrame, ending: EndingStream, now: number): ReturnType<DoneCommit> {
     const line: JournalLine = {
       v: 1,
       at: Math.floor(now),
