@@ -47,7 +47,7 @@ import {
 import { addPageRoutes } from './page.js';
 import { PageAccess } from './page-access.js';
 import { DEFAULT_PAGE_FEED_OPTIONS, PageFeed } from './page-feed.js';
-import { type EndingStream, Router } from './router.js';
+import { type DoneCommit, type EndingStream, Router } from './router.js';
 import type { GatewayBackend } from './rpc.js';
 import {
   bindError,
@@ -535,11 +535,7 @@ export class Daemon {
   }
 
   /** Writes an accepted done, with what a restarted daemon needs to end its stream as it was. */
-  #journal(
-    frame: DoneFrame,
-    ending: EndingStream,
-    now: number,
-  ): { ok: false; code: 'journal_failed'; message: string } | undefined {
+  #journal(frame: DoneFrame, ending: EndingStream, now: number): ReturnType<DoneCommit> {
     const line: JournalLine = {
       v: 1,
       at: Math.floor(now),

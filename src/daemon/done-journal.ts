@@ -125,7 +125,7 @@ export class DoneJournal {
    * Reads what an earlier daemon on this dir acknowledged and still within the retention
    * window, line by line, and rewrites the journal to just those. A line that fails the
    * schema, is too long or is dated after now is refused, counted and logged; a torn last
-   * line (a write cut short) is skipped. A file that cannot be read is renamed aside and
+   * line (a write cut short: no newline, and not a whole line) is skipped. A file that cannot be read is renamed aside and
    * logged. Throws a BridgeError (`start_failed`) when the journal cannot be rewritten.
    */
   async recover(): Promise<JournalLine[]> {
@@ -140,7 +140,12 @@ export class DoneJournal {
       let number = 0;
       for (const line of readLines(fd, MAX_LINE_BYTES)) {
         number++;
-        if (line.kind === 'torn') {
+        // A last line without its newline is whole only if it passes: a cut never ends in a whole line.
+        const tail = line.kind === 'torn' ? line.text : undefined;
+        if (
+          line.kind === 'torn' &&
+          (tail === undefined || typeof checkLine(schema, tail, now) === 'string')
+        ) {
           this.#log.warn(
             `done journal: the last line of ${this.#path} is cut short (a write the daemon did not finish); skipped`,
           );
@@ -150,14 +155,15 @@ export class DoneJournal {
           refusals.push(`line ${number}: longer than ${MAX_LINE_BYTES} bytes`);
           continue;
         }
-        const checked = checkLine(schema, line.text, now);
+        const text = line.kind === 'line' ? line.text : (tail as string);
+        const checked = checkLine(schema, text, now);
         if (typeof checked === 'string') {
           refusals.push(`line ${number}: ${checked}`);
           continue;
         }
         if (checked.at < oldest) continue;
         recovered.push(checked);
-        this.#keep(checked.at, line.text);
+        this.#keep(checked.at, text);
       }
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.#setAside(error as Error);
@@ -431,7 +437,11 @@ export class DoneJournal {
   }
 }
 
-type ReadLine = { kind: 'line'; text: string } | { kind: 'too_long' } | { kind: 'torn' };
+type ReadLine =
+  | { kind: 'line'; text: string }
+  | { kind: 'too_long' }
+  /** The end of the file without a newline: its text, unless it was too long to hold. */
+  | { kind: 'torn'; text: string | undefined };
 
 /** The file's lines, read 64 KiB at a time; a line over `maxBytes` is skipped, not held. */
 function* readLines(fd: number, maxBytes: number): Generator<ReadLine> {
@@ -466,7 +476,8 @@ function* readLines(fd: number, maxBytes: number): Generator<ReadLine> {
       start = newline + 1;
     }
   }
-  if (tooLong || partBytes > 0) yield { kind: 'torn' };
+  if (tooLong) yield { kind: 'torn', text: undefined };
+  else if (partBytes > 0) yield { kind: 'torn', text: Buffer.concat(parts).toString('utf8') };
 }
 
 /** A line as this daemon's journal writes it, or why not. */

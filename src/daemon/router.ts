@@ -245,8 +245,9 @@ export class Router {
       const refusal = this.#admit(connection, token, false);
       if (refusal !== undefined) return refusal;
     }
+    // A stream that starts with its done has no value yet, and starts now.
     const refused = commit?.(
-      starts || stream === undefined
+      stream === undefined || starts
         ? { last: undefined, startedAt: now }
         : { last: stream.last?.params, startedAt: stream.startedAt },
     );

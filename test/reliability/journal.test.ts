@@ -24,6 +24,7 @@ import { connectPublisher } from '../../src/client/index.js';
 import { doneJournalPath } from '../../src/daemon/done-journal.js';
 import type { DaemonStatus, StreamSummary } from '../../src/protocol/frames.js';
 import {
+  BIN,
   cleanupAll,
   collectOutput,
   eventually,
@@ -179,10 +180,11 @@ describe('journal lines that are not dones the daemon wrote', () => {
   });
 });
 
+// Root is no package: CI runs as root, so there this never fails for a missing package.
 const root = tool('root', {
-  debian: 'passwd',
+  debian: 'coreutils',
   check: () => process.getuid?.() === 0,
-  why: 'running the daemon as another user (nobody) needs root; CI runs as root',
+  why: 'the test runs the daemon as another user (nobody), which needs root',
 });
 
 const NOBODY = { uid: 65534, gid: 65534 };
@@ -430,3 +432,58 @@ describe.skipIf(mountable.skip)(
     });
   },
 );
+
+// Lowering its own descriptor limit needs no privilege: this runs as any user, on Linux (/proc).
+describe.skipIf(process.platform !== 'linux')('a journal that cannot open its file', () => {
+  it('EMFILE: with every descriptor in use (ulimit -n in the daemon) the done is refused journal_failed; with one free, the resent done is acked', async () => {
+    const runtimeDir = tempDir();
+    const limit = 64;
+    const child = spawn(
+      'sh',
+      [
+        '-c',
+        `ulimit -n ${limit} && exec "$0" "$@"`,
+        process.execPath,
+        BIN,
+        'daemon',
+        '--runtime-dir',
+        runtimeDir,
+        '--port',
+        '0',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    );
+    const output = collectOutput(child);
+    try {
+      await eventually(
+        () => (output.stderr().includes('ready:') ? true : undefined),
+        15_000,
+        'ready',
+      );
+      const socket = join(runtimeDir, 'bridge.sock');
+      const worker = await rawWorker(socket);
+      const open = () => readdirSync(`/proc/${child.pid}/fd`).length;
+      // Connections until the daemon holds its last descriptor (libuv drops the ones past it).
+      const others = [];
+      while (open() < limit && others.length < limit) others.push(await rawWorker(socket));
+      await eventually(
+        () => (open() >= limit ? true : undefined),
+        10_000,
+        'every descriptor in use',
+      );
+      worker.send('done', { v: 1, progressToken: 'emfile', status: 'ok', seq: 1 });
+      const refused = await worker.reply((r) => (r.data as { seq?: number }).seq === 1);
+      expect(refused.data).toMatchObject({ code: 'journal_failed', seq: 1 });
+      expect((refused.data as { message: string }).message).toContain('EMFILE');
+      for (const other of others) other.destroy();
+      await eventually(() => (open() < limit - 4 ? true : undefined), 10_000, 'descriptors freed');
+      worker.send('done', { v: 1, progressToken: 'emfile', status: 'ok', seq: 2 });
+      const answer = await worker.reply((r) => (r.data as { seq?: number }).seq === 2);
+      expect(answer.type).toBe('ack');
+      worker.destroy();
+    } finally {
+      child.kill('SIGTERM');
+      await waitForExit(child);
+    }
+  });
+});

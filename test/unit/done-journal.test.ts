@@ -117,6 +117,22 @@ describe('done journal: reading back', () => {
     journal.close();
   });
 
+  it('takes a whole last line that only lacks its newline (written by hand, or cut just before it)', async () => {
+    const { path, open, now } = setup();
+    const lines = [
+      done(now() - 20, { progressToken: 'a' }),
+      done(now() - 10, { progressToken: 'b' }),
+    ];
+    writeFileSync(path, lines.map((line) => JSON.stringify(line)).join('\n'));
+    const journal = open();
+    expect(await journal.recover()).toEqual(lines);
+    // Rewritten whole: the next line does not run on from it.
+    expect(readFileSync(path, 'utf8')).toBe(
+      lines.map((line) => `${JSON.stringify(line)}\n`).join(''),
+    );
+    journal.close();
+  });
+
   it('a journal it cannot read is renamed aside, never deleted, and the error names it', async () => {
     const { dir, path, open, logged } = setup();
     // A directory where the file should be: open succeeds, read fails (EISDIR), even for root.
