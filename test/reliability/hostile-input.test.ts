@@ -432,9 +432,11 @@ function answer(status: number, text: string): RegExp {
 describe('hostile HTTP requests to the gateway port', () => {
   it('answers request targets that no URL parser accepts, and goes on serving', async () => {
     // Each gets the answer a well-formed target of its path gets: the path is what precedes '?'.
+    // The daemon's own Host: any other name is 421 before the target is looked at.
+    const host = new URL(daemon.info.url).host;
     for (const target of ['//', '//x?access_token=a', '/%', '/mcp?%zz', 'http://[', '*', '/\\']) {
       const path = target.split('?')[0] ?? '';
-      const asked = `GET ${target} HTTP/1.1\r\nHost: x\r\n`;
+      const asked = `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n`;
       expect(await rawHttp(`${asked}Connection: close\r\n\r\n`), target).toMatch(
         path === '/mcp'
           ? answer(401, 'the secret is missing: send "Authorization: Bearer <secret>"')
@@ -449,7 +451,7 @@ describe('hostile HTTP requests to the gateway port', () => {
     await fc.assert(
       fc.asyncProperty(fc.string({ minLength: 1, maxLength: 200 }), async (target) => {
         await rawHttp(
-          `GET ${target.replace(/[\s]/g, '')}x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+          `GET ${target.replace(/[\s]/g, '')}x HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
         );
         expect(daemon.child.exitCode).toBeNull();
       }),
