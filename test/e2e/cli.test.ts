@@ -797,7 +797,8 @@ describe('the secret never reaches a log', () => {
     // Plain HTTP, /metrics and /mcp, with the secret in the query and in the header.
     for (const [path, status] of [
       ['/ws', 426],
-      ['/', 200],
+      // The live page takes its cookie only, never the secret (docs/PROTOCOL.md 4.8).
+      ['/', 401],
       ['/elsewhere', 404],
       ['/metrics', 200],
     ] as const) {
