@@ -31,7 +31,7 @@ sel.register(sys.stdin, selectors.EVENT_READ)
 def hold():
     s = socket.create_connection(("127.0.0.1", port))
     try:
-        s.sendall(b"GET /ws HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nUpgrade: websocket\\r\\n")
+        s.sendall(b"GET /ws HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nUpgrade: websocket\\r\\n" % port)
     except OSError:
         pass
     if renew:
@@ -166,7 +166,8 @@ describe.skipIf(otherUser.skip)(
       });
       slow.once('error', () => {});
       await new Promise<void>((resolve) => slow.once('connect', resolve));
-      slow.write('GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+      // The daemon's own Host (with its port): any other is 421.
+      slow.write(`GET /ws HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`);
       const holder = holdConnections(port, held);
       await holder.ready;
       // Each connection past the cap closed the holder's oldest: exactly one each.
@@ -261,7 +262,7 @@ describe('the gateway port before authentication', () => {
     const subscriber = await connectGateway(daemon.info);
     const closed = await new Promise<boolean>((resolve) => {
       const socket = connect(port, '127.0.0.1', () =>
-        socket.write('GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\n'),
+        socket.write(`GET /ws HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`),
       );
       socket.once('close', () => resolve(true));
       socket.once('error', () => {});

@@ -137,7 +137,9 @@ describe('a replayed done keeps the stream as it was', () => {
     try {
       const listed = await mcp.client.callTool({ name: 'list_progress', arguments: {} });
       const durationS = ((before.updatedAt - before.startedAt) / 1000).toFixed(1);
-      expect(textOf(listed)).toContain(`"render" done (ok) at 2/2 after ${durationS} s: rendered`);
+      expect(textOf(listed)).toContain(
+        `"render" done (ok) at 2/2 (100%) after ${durationS} s: rendered`,
+      );
     } finally {
       await mcp.close();
     }
