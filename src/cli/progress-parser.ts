@@ -38,6 +38,9 @@ export interface LineReader {
   read(line: string, source: OutputSource): Reading | undefined;
 }
 
+/** How many totals the generic reader remembers having seen a line below (its evidence for 100%). */
+const MAX_COUNTING_TOTALS = 1024;
+
 /** Longest message taken from a line of output. */
 const MAX_MESSAGE_CHARS = 200;
 
@@ -206,8 +209,12 @@ export class GenericReader implements LineReader {
   }
 
   #text(n: number, total: number, line: string, counter: boolean): Reading | undefined {
-    if (n < total) this.#counting.add(total);
-    else if (!counter && !this.#counting.has(total)) return undefined;
+    if (n < total) {
+      this.#counting.add(total);
+      // Bounded whatever the output: the oldest total is forgotten first.
+      if (this.#counting.size > MAX_COUNTING_TOTALS)
+        this.#counting.delete(this.#counting.values().next().value as number);
+    } else if (!counter && !this.#counting.has(total)) return undefined;
     return { progress: withMessage(n, total, messageOf(line)), bar: false };
   }
 }

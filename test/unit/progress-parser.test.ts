@@ -78,6 +78,9 @@ describe('parseProgressLine', () => {
       total: 3,
       message: 'files 3/3',
     });
+    // What it remembers is bounded: after 1024 other totals, 3 is forgotten.
+    for (let total = 10; total < 10 + 1024; total++) reader.read(`files 1/${total}`);
+    expect(reader.read('files 3/3')).toBeUndefined();
     // A build counter is a counter: ninja's one-step build.
     expect(parseProgressLine('[1/1] Linking app')).toEqual({
       progress: 1,
