@@ -659,6 +659,14 @@ function summarise(stream: Stream): StreamSummary {
   return summary;
 }
 
+/** The position a cursor stands for: undefined for none, null for one this daemon never gave. */
+export function cursorPosition(cursor: string | undefined): number | undefined | null {
+  if (cursor === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(cursor)) return null;
+  const position = Number(cursor);
+  return Number.isSafeInteger(position) ? position : null;
+}
+
 function show(token: ProgressToken): string {
   return JSON.stringify(token);
 }

@@ -21,7 +21,9 @@ import {
   unsubscribeParamsSchema,
 } from '../protocol/index.js';
 import { describe, isPlainObject } from '../protocol/validate.js';
-import type { Outcome, StreamPage, SubscribeRefusal } from './router.js';
+import { cursorPosition, type Outcome, type StreamPage, type SubscribeRefusal } from './router.js';
+
+export { cursorPosition };
 
 export type SessionId = number;
 
@@ -116,14 +118,6 @@ const METHODS: Record<string, Method<z.ZodType>> = {
 } as Record<string, Method<z.ZodType>>;
 
 export const RPC_METHODS = Object.keys(METHODS);
-
-/** The position a cursor stands for: undefined for none, null for one this daemon never gave. */
-export function cursorPosition(cursor: string | undefined): number | undefined | null {
-  if (cursor === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,15})$/.test(cursor)) return null;
-  const position = Number(cursor);
-  return Number.isSafeInteger(position) ? position : null;
-}
 
 function reply(id: RpcId, result: object): string {
   return `{"jsonrpc":"2.0","id":${idText(id)},"result":${JSON.stringify(result)}}`;
