@@ -4,10 +4,11 @@
  */
 
 import type { ProgressSession, ProgressSource } from '../mcp/progress-source.js';
-import type { ListResult, ProgressToken, StreamSummary } from '../protocol/frames.js';
+import type { ListParams, ListResult, ProgressToken, StreamSummary } from '../protocol/frames.js';
 import { MAX_LIST_LIMIT } from '../protocol/limits.js';
 import { BridgeError } from '../shared/errors.js';
 import { SubscriptionLabels } from '../shared/subscription-labels.js';
+import { cursorPosition, listCursor } from './list-cursor.js';
 import type { GatewayBackend } from './rpc.js';
 import type { LocalReceiver, LocalSession } from './sessions.js';
 
@@ -50,15 +51,22 @@ export class LocalProgressSource implements ProgressSource {
     };
   }
 
-  async list(): Promise<ListResult> {
-    const streams: StreamSummary[] = [];
-    let after: number | undefined;
-    do {
-      const page = this.#backend.list(after, MAX_LIST_LIMIT, this.#backend.listReplyBytes());
-      streams.push(...page.streams);
-      after = page.next;
-    } while (after !== undefined);
-    return { streams };
+  async list(params: ListParams = {}): Promise<ListResult> {
+    const after = cursorPosition(params.cursor, this.#backend);
+    if (typeof after === 'string') {
+      throw new BridgeError(
+        'invalid_option',
+        `${after}: ${JSON.stringify(params.cursor)}; pass the nextCursor of the previous page, or none for the first page`,
+      );
+    }
+    const page = this.#backend.list(
+      after,
+      params.limit ?? MAX_LIST_LIMIT,
+      this.#backend.listReplyBytes(),
+    );
+    return page.next === undefined
+      ? { streams: page.streams }
+      : { streams: page.streams, nextCursor: listCursor(this.#backend.listEpoch, page.next) };
   }
 
   async get(token: ProgressToken): Promise<StreamSummary | undefined> {

@@ -251,7 +251,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     default: 128,
     min: 1,
     section: 'Limits',
-    help: "gateway connections not yet authenticated, per local user; one more closes that user's oldest (default {default})",
+    help: "gateway connections not yet authenticated, per local user (default {default}); one more closes that user's oldest",
   },
   {
     name: 'max-frame-bytes',

@@ -22,6 +22,7 @@ import {
 } from '../protocol/index.js';
 import { utf8ByteLength } from '../protocol/limits.js';
 import { describe, isPlainObject } from '../protocol/validate.js';
+import { cursorPosition, listCursor } from './list-cursor.js';
 import type { Outcome, StreamPage, SubscribeRefusal } from './router.js';
 
 export type SessionId = number;
@@ -139,33 +140,6 @@ export const RPC_METHODS = Object.keys(METHODS);
 function listEnvelopeBytes(id: RpcId, epoch: string): number {
   const empty = reply(id, { streams: [], nextCursor: listCursor(epoch, Number.MAX_SAFE_INTEGER) });
   return utf8ByteLength(empty);
-}
-
-/** A list cursor: the daemon run's epoch and a position in its stream table. Opaque to clients. */
-export function listCursor(epoch: string, position: number): string {
-  return `${epoch}.${position}`;
-}
-
-/**
- * The position a cursor stands for: undefined for none, or why it is refused (a string): not
- * a cursor at all, one of another daemon or an earlier run (positions restart at each start),
- * or a position this run never gave.
- */
-export function cursorPosition(
-  cursor: string | undefined,
-  daemon: Pick<GatewayBackend, 'listEpoch' | 'positionsIssued'>,
-): number | undefined | string {
-  if (cursor === undefined) return undefined;
-  const match = /^([A-Za-z0-9_-]{1,32})\.(0|[1-9][0-9]{0,15})$/.exec(cursor);
-  if (match === null) return 'not a cursor of this daemon';
-  if (match[1] !== daemon.listEpoch) {
-    return 'a cursor of another daemon, or of this one before it restarted';
-  }
-  const position = Number(match[2]);
-  if (!Number.isSafeInteger(position) || position >= daemon.positionsIssued()) {
-    return 'a position this daemon never gave';
-  }
-  return position;
 }
 
 function reply(id: RpcId, result: object): string {

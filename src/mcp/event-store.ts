@@ -11,6 +11,7 @@ import type {
   StreamId,
 } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { BridgeError } from '../shared/errors.js';
 
 interface Kept {
   readonly streamId: StreamId;
@@ -55,7 +56,8 @@ export class BoundedEventStore implements EventStore {
   ): Promise<StreamId> {
     const last = this.#events.get(lastEventId);
     if (last === undefined) {
-      throw new Error(
+      throw new BridgeError(
+        'event_not_kept',
         `event ${lastEventId} is not kept (the daemon keeps the last ${this.#maxEvents} events of a session): send the request again`,
       );
     }

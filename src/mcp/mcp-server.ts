@@ -20,8 +20,12 @@ import {
   streamEndStatusSchema,
   streamStateSchema,
 } from '../protocol/frames.js';
-import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
-import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_MS } from '../shared/defaults.js';
+import { MAX_LIST_LIMIT, MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
+import {
+  DEFAULT_LIST_TOOL_LIMIT,
+  DEFAULT_MIN_INTERVAL_MS,
+  DEFAULT_WATCH_TIMEOUT_MS,
+} from '../shared/defaults.js';
 import { VERSION } from '../shared/version.js';
 import { type Forwarding, forwardProgress, PingRecord, type RequestChannel } from './forward.js';
 import type { ConfirmDelivery, SendProgress } from './progress-sends.js';
@@ -98,7 +102,27 @@ const getOutput = {
   stream: streamView.optional(),
 };
 
-const listOutput = { streams: z.array(streamView) };
+const listOutput = {
+  streams: z.array(streamView),
+  nextCursor: z
+    .string()
+    .optional()
+    .describe('More jobs follow: call list_progress again with this cursor for the next page'),
+};
+
+const listInput = {
+  cursor: z
+    .string()
+    .max(64)
+    .optional()
+    .describe('The nextCursor of the previous list_progress result; omitted: the first page'),
+  limit: z
+    .int()
+    .min(1)
+    .max(MAX_LIST_LIMIT)
+    .optional()
+    .describe(`At most this many jobs (default ${DEFAULT_LIST_TOOL_LIMIT})`),
+};
 
 /** What a tool needs of the MCP request it answers, whichever SDK major serves it. */
 export interface ToolRequest {
@@ -229,12 +253,20 @@ function listTool(source: ProgressSource): ProgressTool {
       title: 'List jobs',
       description:
         'Lists the jobs publishing progress: running ones and those finished in the last minute or so, each with its token, state, last progress, total and message. ' +
+        `At most ${DEFAULT_LIST_TOOL_LIMIT} per call unless limit says otherwise; nextCursor, when present, gives the next page. ` +
         'Pass a token to watch_progress or get_progress.',
-      inputSchema: {},
+      inputSchema: listInput,
       outputSchema: listOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    run: async () => listAnswer((await source.list()).streams),
+    async run(input) {
+      const { cursor, limit } = input as { cursor?: string; limit?: number };
+      const page = await source.list({
+        ...(cursor === undefined ? {} : { cursor }),
+        limit: limit ?? DEFAULT_LIST_TOOL_LIMIT,
+      });
+      return listAnswer(page.streams, page.nextCursor);
+    },
   };
 }
 
@@ -257,16 +289,20 @@ function getTool(source: ProgressSource): ProgressTool {
   };
 }
 
-/** The list_progress result for these streams: waiting ones (nothing published) left out. */
-export function listAnswer(streams: readonly StreamSummary[]) {
+/**
+ * The list_progress result for one page of streams: waiting ones (nothing published) left out;
+ * with `nextCursor` when more follow, so that 45k streams are never one 9 MB result.
+ */
+export function listAnswer(streams: readonly StreamSummary[], nextCursor?: string) {
   const views = streams.filter((s) => s.state !== 'waiting').map(view);
-  const text =
-    views.length === 0
-      ? 'No jobs are publishing progress.'
-      : views.map((s) => describeStream(s)).join('\n');
+  const lines = views.map((s) => describeStream(s));
+  if (nextCursor !== undefined)
+    lines.push(`More jobs follow: call list_progress with cursor ${JSON.stringify(nextCursor)}.`);
+  const text = lines.length === 0 ? 'No jobs are publishing progress.' : lines.join('\n');
   return {
     content: [{ type: 'text' as const, text }],
-    structuredContent: { streams: views },
+    structuredContent:
+      nextCursor === undefined ? { streams: views } : { streams: views, nextCursor },
   };
 }
 

@@ -11,6 +11,7 @@ import type {
   NotificationHandler,
 } from '../gateway-client/gateway-client.js';
 import type {
+  ListParams,
   ListResult,
   ProgressToken,
   StreamSummary,
@@ -37,8 +38,8 @@ export interface ProgressSession {
 
 export interface ProgressSource {
   openSession(): Promise<ProgressSession>;
-  /** Every stream (page after page; the result has no nextCursor). */
-  list(): Promise<ListResult>;
+  /** One page of the streams: from `cursor` (a nextCursor; none: the first), at most `limit`. */
+  list(params?: ListParams): Promise<ListResult>;
   /** One stream by its token, without listing the others; undefined when the daemon has none. */
   get(token: ProgressToken): Promise<StreamSummary | undefined>;
   /** Sends `cancel` to the stream's workers; returns how many were told. */
@@ -80,8 +81,8 @@ export class RemoteProgressSource implements ProgressSource {
     return !this.#shared.connected;
   }
 
-  async list(): Promise<ListResult> {
-    return { streams: await this.#shared.listAll() };
+  list(params: ListParams = {}): Promise<ListResult> {
+    return this.#shared.list(params);
   }
 
   get(token: ProgressToken): Promise<StreamSummary | undefined> {
@@ -165,8 +166,8 @@ export class RecoveringProgressSource implements ProgressSource {
     return this.#run((source) => source.openSession());
   }
 
-  list(): Promise<ListResult> {
-    return this.#run((source) => source.list());
+  list(params?: ListParams): Promise<ListResult> {
+    return this.#run((source) => source.list(params));
   }
 
   get(token: ProgressToken): Promise<StreamSummary | undefined> {

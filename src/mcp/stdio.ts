@@ -18,7 +18,13 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServer as ModernMcpServer } from '@modelcontextprotocol/server';
 import { claimsSessionlessRevision } from './revision.js';
 
-export type StdioEnd = 'stdin closed' | 'transport closed' | 'SIGINT' | 'SIGTERM' | 'stdout error';
+export type StdioEnd =
+  | 'stdin closed'
+  | 'transport closed'
+  | 'SIGINT'
+  | 'SIGTERM'
+  | 'SIGHUP'
+  | 'stdout error';
 
 /** Builds the server for a 2026-07-28 client, once per connection that opens with one. */
 export type ModernServerFactory = () => ModernMcpServer | Promise<ModernMcpServer>;
@@ -38,6 +44,8 @@ export async function serveStdio(
   const onStdinEnd = () => end('stdin closed');
   const onSigint = () => end('SIGINT');
   const onSigterm = () => end('SIGTERM');
+  // The terminal closed: a clean end too, so that an embedded daemon removes daemon.json and its socket.
+  const onSighup = () => end('SIGHUP');
   // A host that went away makes writes fail with EPIPE: that is an end, not a crash.
   const onStdoutError = () => end('stdout error');
   process.stdin.once('end', onStdinEnd);
@@ -45,6 +53,7 @@ export async function serveStdio(
   process.stdout.on('error', onStdoutError);
   process.once('SIGINT', onSigint);
   process.once('SIGTERM', onSigterm);
+  process.once('SIGHUP', onSighup);
   const wire = new StdioServerTransport();
   let stop: () => Promise<unknown> = () => server.close();
   if (modern === undefined) {
@@ -64,6 +73,7 @@ export async function serveStdio(
   process.stdin.off('close', onStdinEnd);
   process.off('SIGINT', onSigint);
   process.off('SIGTERM', onSigterm);
+  process.off('SIGHUP', onSighup);
   await stop().catch(() => {});
   process.stdin.destroy();
   return reason;

@@ -11,6 +11,9 @@ export const DEFAULT_PORT = 7717;
 /** Coalescing interval of a publisher, a relay and watch_progress: at most one update per this many ms. */
 export const DEFAULT_MIN_INTERVAL_MS = 100;
 
+/** Jobs in one list_progress result unless the caller asks for another limit; the rest come in pages. */
+export const DEFAULT_LIST_TOOL_LIMIT = 100;
+
 /** `mcp-progress tail` printing plain lines (not a terminal): at most one line per stream per this many ms. */
 export const DEFAULT_TAIL_LINES_INTERVAL_MS = 1000;
 

@@ -56,6 +56,8 @@ export const LOCAL_ERRORS = {
   not_started: "a daemon's info (socket, URL, secret) was read before Daemon.start() resolved",
   // Serving MCP over HTTP.
   client_went_away: 'an HTTP client closed its connection before its request was complete',
+  event_not_kept:
+    'an SSE client resumed (Last-Event-ID) after an event /mcp no longer keeps: it sends its request again',
   // The command line.
   usage: 'the command line is wrong (exit code 2)',
 } as const;

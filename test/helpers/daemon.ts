@@ -134,6 +134,11 @@ export function runCli(
   });
 }
 
+/** Runs `mcp-progress daemon` with `flags` in a fresh runtime dir, for a start that should be refused. */
+export function daemonStart(flags: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return runCli(['daemon', '--runtime-dir', tempDir(), '--port', '0', ...flags], env);
+}
+
 /** Polls until `check` returns a value other than undefined. */
 export async function eventually<T>(
   check: () => T | undefined | Promise<T | undefined>,

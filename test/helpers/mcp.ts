@@ -67,6 +67,20 @@ export async function connectStdio(
   return { ...(await tapped(transport, () => stderr)), transport };
 }
 
+/** The JSON-RPC text of an MCP initialize request, as a client's first POST to /mcp. */
+export function initializeText(clientName: string): string {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: {
+      protocolVersion: '2025-06-18',
+      capabilities: {},
+      clientInfo: { name: clientName, version: '1' },
+    },
+  });
+}
+
 /** The daemon's HTTP base (its gateway URL without /ws). */
 export function httpBase(info: DaemonInfo): string {
   return info.url.replace(/^ws:/, 'http:').replace(/\/ws$/, '');

@@ -10,7 +10,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { httpBase } from '../helpers/mcp.js';
+import { httpBase, initializeText } from '../helpers/mcp.js';
 import { asOtherUserOptions, OTHER_USER, otherUser } from '../helpers/other-user.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 import { rawWorker } from '../helpers/worker.js';
@@ -96,16 +96,7 @@ function holdConnections(port: number, count: number, renew = false): Holder {
 
 /** Whether an /mcp initialize POST on a connection of its own is answered 200. */
 function mcpInitialize(daemon: RunningDaemon): Promise<boolean> {
-  const body = JSON.stringify({
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'initialize',
-    params: {
-      protocolVersion: '2025-06-18',
-      capabilities: {},
-      clientInfo: { name: 'lockout-test', version: '1' },
-    },
-  });
+  const body = initializeText('lockout-test');
   return new Promise((resolve) => {
     const post = request(
       `${httpBase(daemon.info)}/mcp`,

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ListResult } from '../../src/protocol/frames.js';
 import { MIN_SESSION_BUFFER_BYTES } from '../../src/protocol/limits.js';
+import { DEFAULT_LIST_TOOL_LIMIT } from '../../src/shared/defaults.js';
 import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { connectStdio } from '../helpers/mcp.js';
@@ -80,8 +81,30 @@ describe('a stream table larger than the session buffer', () => {
         found: true,
         stream: { progressToken: 'big-7', progress: 1, message: MESSAGE },
       });
-      const all = await mcp.client.callTool({ name: 'list_progress', arguments: {} });
-      expect((all.structuredContent as { streams: unknown[] }).streams).toHaveLength(STREAMS);
+      // list_progress comes in pages too (issue 23: 45k streams were one 9.1 MB tool result).
+      const listed: string[] = [];
+      let cursor: string | undefined;
+      let calls = 0;
+      do {
+        const page = await mcp.client.callTool({
+          name: 'list_progress',
+          arguments: cursor === undefined ? {} : { cursor },
+        });
+        calls++;
+        const content = page.structuredContent as {
+          streams: Array<{ progressToken: string }>;
+          nextCursor?: string;
+        };
+        expect(content.streams.length).toBeLessThanOrEqual(DEFAULT_LIST_TOOL_LIMIT);
+        expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThan(2 * 1024 * 1024);
+        listed.push(...content.streams.map((s) => s.progressToken));
+        cursor = content.nextCursor;
+        if (cursor !== undefined) expect(JSON.stringify(page.content)).toContain(cursor);
+      } while (cursor !== undefined && calls <= STREAMS);
+      expect(calls).toBeGreaterThanOrEqual(Math.ceil(STREAMS / DEFAULT_LIST_TOOL_LIMIT));
+      expect(listed.toSorted()).toEqual(
+        Array.from({ length: STREAMS }, (_, i) => `big-${i}`).toSorted(),
+      );
       const status = await connectGateway(daemon.info);
       const figures = (await status.request('progress/status')).result as {
         counters: { slowSessionsClosed: number };

@@ -4,7 +4,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { DAEMON_FLAGS, MAX_TIMER_MS } from '../../src/daemon/options.js';
-import { cleanupAll, runCli, tempDir } from '../helpers/daemon.js';
+import { cleanupAll, daemonStart, runCli } from '../helpers/daemon.js';
 
 afterAll(() => cleanupAll());
 
@@ -15,15 +15,7 @@ describe('option bounds', () => {
     for (const spec of timing) {
       const max = spec.kind === 'integer' ? (spec.max ?? MAX_TIMER_MS) : MAX_TIMER_MS;
       expect(max).toBeLessThanOrEqual(MAX_TIMER_MS);
-      const result = await runCli([
-        'daemon',
-        '--runtime-dir',
-        tempDir(),
-        '--port',
-        '0',
-        `--${spec.name}`,
-        String(MAX_TIMER_MS + 1),
-      ]);
+      const result = await daemonStart([`--${spec.name}`, String(MAX_TIMER_MS + 1)]);
       expect(result.code, spec.name).toBe(2);
       expect(result.stderr).toContain(`--${spec.name}: expected an integer from`);
       expect(result.stderr).toContain(`to ${max}`);

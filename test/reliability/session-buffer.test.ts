@@ -10,7 +10,7 @@ import {
   MAX_NOTIFICATION_BYTES,
   MIN_SESSION_BUFFER_BYTES,
 } from '../../src/protocol/limits.js';
-import { cleanupAll, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
+import { cleanupAll, daemonStart, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { rawWorker } from '../helpers/worker.js';
 
@@ -32,15 +32,7 @@ function fullSizeFrame(token: string, progress: number): string {
 
 describe('--max-session-buffer-bytes', () => {
   it('below the largest notification and reply together is refused at start, naming the minimum', async () => {
-    const result = await runCli([
-      'daemon',
-      '--runtime-dir',
-      tempDir(),
-      '--port',
-      '0',
-      '--max-session-buffer-bytes',
-      '65536',
-    ]);
+    const result = await daemonStart(['--max-session-buffer-bytes', '65536']);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('--max-session-buffer-bytes');
     expect(result.stderr).toContain(String(MIN_SESSION_BUFFER_BYTES));

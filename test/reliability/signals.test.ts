@@ -15,6 +15,7 @@ import {
   eventually,
   runCli,
   startDaemon,
+  tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectStdio } from '../helpers/mcp.js';
@@ -128,5 +129,19 @@ describe('SIGHUP', () => {
     expect(daemon.stderr()).toContain('stopped');
     expect(existsSync(join(daemon.runtimeDir, 'daemon.json'))).toBe(false);
     expect(existsSync(daemon.info.socket)).toBe(false);
+  });
+
+  it('ends `mcp` cleanly: the daemon it embedded removes daemon.json and its socket', async () => {
+    const runtimeDir = tempDir();
+    const mcp = await connectStdio([], { MCP_PROGRESS_RUNTIME_DIR: runtimeDir });
+    // The first tool call finds no daemon and embeds one.
+    await mcp.client.callTool({ name: 'list_progress', arguments: {} });
+    const infoPath = join(runtimeDir, 'daemon.json');
+    const info = JSON.parse(readFileSync(infoPath, 'utf8')) as { socket: string; pid: number };
+    expect(info.pid).toBe(mcp.transport.pid);
+    process.kill(mcp.transport.pid ?? 0, 'SIGHUP');
+    await eventually(() => (existsSync(infoPath) ? undefined : true));
+    expect(existsSync(info.socket)).toBe(false);
+    await mcp.close();
   });
 });

@@ -5,8 +5,9 @@
  * an invalid_params error.
  */
 import { describe, expect, it } from 'vitest';
+import { cursorPosition } from '../../src/daemon/list-cursor.js';
 import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
-import { cursorPosition, type GatewayBackend, handleRpcText } from '../../src/daemon/rpc.js';
+import { type GatewayBackend, handleRpcText } from '../../src/daemon/rpc.js';
 import type { ListResult, ProgressToken, StreamSummary } from '../../src/protocol/index.js';
 
 function routerWith(count: number, message = ''): Router {

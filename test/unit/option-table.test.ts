@@ -40,7 +40,8 @@ describe.each(COMMANDS)('mcp-progress %s', (command, rows, help, column) => {
     expect(help).toContain(flags);
     for (const row of rows) {
       const flag = row.short === undefined ? `--${row.name}` : `-${row.short}, --${row.name}`;
-      expect(help.match(new RegExp(`^  ${flag}( |$)`, 'gm')), row.name).toHaveLength(1);
+      // An optional value is written right after its flag: --parse[=NAME].
+      expect(help.match(new RegExp(`^  ${flag}( |\\[|$)`, 'gm')), row.name).toHaveLength(1);
       if (typeof row.default === 'number' && row.shownDefault === undefined)
         expect(help).toContain(`default ${row.default}`);
     }

@@ -126,7 +126,10 @@ describe('the rate estimator', () => {
     fc.assert(
       fc.property(
         fc.array(
-          fc.tuple(fc.integer({ min: 0, max: 60_000 }), fc.double({ min: 1e-9, max: 1e9 })),
+          fc.tuple(
+            fc.integer({ min: 0, max: 60_000 }),
+            fc.double({ min: 1e-9, max: 1e9, noNaN: true }),
+          ),
           {
             maxLength: 50,
           },
