@@ -31,6 +31,38 @@ let retryMs = 1000;
 
 const running = document.getElementById('running');
 const recent = document.getElementById('recent');
+const COLUMNS = [
+  'Job',
+  'Progress',
+  'n/total',
+  '%',
+  'Rate',
+  'ETA',
+  'Elapsed',
+  'Message',
+  'Last minute',
+  'State',
+  'Actions',
+];
+// Rows are a grid of divs with table roles, not a <table>: rows out of view then cost nothing.
+for (const table of [running, recent]) {
+  table.setAttribute('role', 'table');
+  const head = document.createElement('div');
+  head.className = 'row head';
+  head.setAttribute('role', 'row');
+  for (const name of COLUMNS) {
+    const cell = document.createElement('span');
+    cell.setAttribute('role', 'columnheader');
+    cell.textContent = name;
+    if (name === 'Actions') cell.className = 'visually-hidden';
+    head.append(cell);
+  }
+  const body = document.createElement('div');
+  body.setAttribute('role', 'rowgroup');
+  table.append(head, body);
+}
+const runningRows = running.lastElementChild;
+const recentRows = recent.lastElementChild;
 const filter = document.getElementById('filter');
 const connection = document.getElementById('connection');
 
@@ -115,19 +147,20 @@ function render() {
     draw(row ?? makeRow(key, job), job, needle);
   }
   dirty.clear();
-  drawElapsed();
   counts();
 }
 
 function makeRow(key, job) {
-  const element = document.createElement('tr');
+  const element = document.createElement('div');
   element.className = 'row';
+  element.setAttribute('role', 'row');
   element.dataset.token = JSON.stringify(job.progressToken);
   const cell = (className) => {
-    const td = document.createElement('td');
-    td.className = className;
-    element.append(td);
-    return td;
+    const span = document.createElement('span');
+    span.setAttribute('role', 'cell');
+    span.className = className;
+    element.append(span);
+    return span;
   };
   const tokenCell = cell('token');
   const token = document.createElement('span');
@@ -180,41 +213,53 @@ function makeRow(key, job) {
 function draw(row, job, needle) {
   const state = stateOf(job);
   const last = job.last;
-  row.token.textContent =
-    typeof job.progressToken === 'string' ? job.progressToken : `#${job.progressToken}`;
-  row.host.textContent = job.host ?? '';
+  setText(
+    row.token,
+    typeof job.progressToken === 'string' ? job.progressToken : `#${job.progressToken}`,
+  );
+  setText(row.host, job.host ?? '');
   const total = last?.total;
   const progress = last?.progress;
   const fraction = total > 0 && progress !== undefined ? Math.min(1, progress / total) : undefined;
   const finishedOk = state === 'ok';
   row.bar.classList.toggle('indeterminate', fraction === undefined && state === 'active');
-  row.fill.style.width =
+  const width =
     fraction !== undefined ? `${(fraction * 100).toFixed(1)}%` : finishedOk ? '100%' : '';
+  if (row.fill.style.width !== width) row.fill.style.width = width;
   if (fraction === undefined) row.bar.removeAttribute('aria-valuenow');
   else {
     row.bar.setAttribute('aria-valuemin', '0');
     row.bar.setAttribute('aria-valuemax', '100');
     row.bar.setAttribute('aria-valuenow', (fraction * 100).toFixed(0));
   }
-  row.count.textContent =
-    progress === undefined ? '' : total === undefined ? `${progress}` : `${progress}/${total}`;
-  row.percent.textContent = fraction === undefined ? '' : `${Math.floor(fraction * 100)}%`;
-  row.rate.textContent = typeof job.rate === 'number' ? `${job.rate.toPrecision(3)}/s` : '—';
-  row.eta.textContent = typeof job.eta === 'number' ? duration(job.eta) : '—';
+  setText(
+    row.count,
+    progress === undefined ? '' : total === undefined ? `${progress}` : `${progress}/${total}`,
+  );
+  setText(row.percent, fraction === undefined ? '' : `${Math.floor(fraction * 100)}%`);
+  setText(row.rate, typeof job.rate === 'number' ? `${job.rate.toPrecision(3)}/s` : '—');
+  setText(row.eta, typeof job.eta === 'number' ? duration(job.eta) : '—');
   // The done message when there is one, else the last progress message: text, never HTML.
-  row.message.textContent = job.message ?? last?.message ?? '';
+  setText(row.message, job.message ?? last?.message ?? '');
   sparkline(row, rates.get(keyOf(job.progressToken)));
-  row.label.className = `state-${state}`;
-  row.label.textContent = STATE_LABELS[state] ?? state;
-  row.element.className = `row ${state}`;
+  elapsed(row, job, Date.now());
+  if (row.label.className !== `state-${state}`) row.label.className = `state-${state}`;
+  setText(row.label, STATE_LABELS[state] ?? state);
+  if (row.element.className !== `row ${state}`) row.element.className = `row ${state}`;
   row.button.hidden = state !== 'active';
-  const place = job.state === 'done' ? recent : running;
+  const place = job.state === 'done' ? recentRows : runningRows;
   if (row.place !== place) {
-    if (place === recent) recent.prepend(row.element);
-    else running.append(row.element);
+    if (place === recentRows) recentRows.prepend(row.element);
+    else runningRows.append(row.element);
     row.place = place;
   }
-  row.element.hidden = !matches(job, needle);
+  const hidden = !matches(job, needle);
+  if (row.element.hidden !== hidden) row.element.hidden = hidden;
+}
+
+/** Writes only what changed: an unchanged cell costs the browser no style or layout work. */
+function setText(element, text) {
+  if (element.textContent !== text) element.textContent = text;
 }
 
 function matches(job, needle) {
@@ -251,19 +296,23 @@ function drawElapsed() {
   const now = Date.now();
   for (const [key, row] of rows) {
     const job = jobs.get(key);
-    if (job === undefined || job.state === 'waiting') continue;
-    const end = job.state === 'done' ? job.updatedAt : now;
-    row.elapsed.textContent = duration(Math.max(0, end - job.startedAt) / 1000);
+    if (job !== undefined && job.state === 'active') elapsed(row, job, now);
   }
 }
 
+function elapsed(row, job, now) {
+  if (job.state === 'waiting') return;
+  const end = job.state === 'done' ? job.updatedAt : now;
+  setText(row.elapsed, duration(Math.max(0, end - job.startedAt) / 1000));
+}
+
 function counts() {
-  const runningRows = running.children.length;
-  const recentRows = recent.children.length;
-  document.getElementById('running-count').textContent = String(runningRows);
-  document.getElementById('recent-count').textContent = String(recentRows);
-  document.getElementById('running-empty').hidden = runningRows > 0;
-  document.getElementById('recent-empty').hidden = recentRows > 0;
+  const runningCount = runningRows.children.length;
+  const recentCount = recentRows.children.length;
+  document.getElementById('running-count').textContent = String(runningCount);
+  document.getElementById('recent-count').textContent = String(recentCount);
+  document.getElementById('running-empty').hidden = runningCount > 0;
+  document.getElementById('recent-empty').hidden = recentCount > 0;
 }
 
 function duration(seconds) {
@@ -276,7 +325,7 @@ function duration(seconds) {
 async function cancel(token, row) {
   if (!window.confirm(`Cancel ${JSON.stringify(token)}? Its worker is told to stop.`)) return;
   row.button.disabled = true;
-  row.outcome.textContent = 'cancelling…';
+  setText(row.outcome, 'cancelling…');
   try {
     const response = await fetch('/cancel', {
       method: 'POST',
@@ -284,13 +333,16 @@ async function cancel(token, row) {
       body: JSON.stringify({ progressToken: token, reason: 'cancelled from the page' }),
     });
     const answer = await response.json();
-    row.outcome.textContent = response.ok
-      ? answer.workers > 0
-        ? `cancel sent to ${answer.workers} worker${answer.workers === 1 ? '' : 's'}`
-        : 'no worker was told: the job has no live worker'
-      : `refused: ${answer.error}`;
+    setText(
+      row.outcome,
+      response.ok
+        ? answer.workers > 0
+          ? `cancel sent to ${answer.workers} worker${answer.workers === 1 ? '' : 's'}`
+          : 'no worker was told: the job has no live worker'
+        : `refused: ${answer.error}`,
+    );
   } catch (error) {
-    row.outcome.textContent = `cancel failed: ${error.message}`;
+    setText(row.outcome, `cancel failed: ${error.message}`);
   } finally {
     row.button.disabled = false;
   }
@@ -301,11 +353,8 @@ filter.addEventListener('input', () => {
   schedule();
 });
 document.addEventListener('visibilitychange', schedule);
-// Running jobs' elapsed time moves on its own, once a second while the tab is shown.
+// Running jobs' elapsed time moves on its own: redrawn once a second while the tab is shown.
 setInterval(() => {
-  if (!document.hidden && !frameRequested) {
-    frameRequested = true;
-    requestAnimationFrame(render);
-  }
+  if (!document.hidden) requestAnimationFrame(drawElapsed);
 }, 1000);
 connect();

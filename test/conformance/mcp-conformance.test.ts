@@ -6,6 +6,7 @@
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { get } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -119,5 +120,69 @@ describe('@modelcontextprotocol/conformance against /mcp', () => {
     // Clients of earlier revisions cannot read an event without data: none for them.
     const older = await initialize('2025-06-18');
     expect(older.body).toMatch(/^event: message\nid: \S+\ndata: /);
+  });
+
+  it('replays what followed an event to a client that reconnects with Last-Event-ID', async () => {
+    const headers = {
+      host: new URL(mcpUrl).host,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-11-25',
+    };
+    const post = (body: object, session?: string) =>
+      httpAsk(mcpUrl, {
+        method: 'POST',
+        headers: session === undefined ? headers : { ...headers, 'mcp-session-id': session },
+        body: JSON.stringify({ jsonrpc: '2.0', ...body }),
+      });
+    const opened = await post({
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-11-25',
+        capabilities: {},
+        clientInfo: { name: 'replay', version: '1' },
+      },
+    });
+    const session = String(opened.headers['mcp-session-id']);
+    await post({ method: 'notifications/initialized' }, session);
+    const listed = await post({ id: 2, method: 'tools/list' }, session);
+    const priming = /^id: (\S+)\n/.exec(listed.body)?.[1];
+    const result = /id: (\S+)\ndata: (\{"result":\{"tools".*)\n/.exec(listed.body);
+    expect(priming).toBeDefined();
+    expect(result).not.toBeNull();
+    // The stream "dropped" after its priming event: the client asks again from there.
+    const replayed = await new Promise<string>((resolve, reject) => {
+      const url = new URL(mcpUrl);
+      const request = get(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: `${url.pathname}${url.search}`,
+          headers: {
+            ...headers,
+            accept: 'text/event-stream',
+            'mcp-session-id': session,
+            'last-event-id': priming ?? '',
+          },
+        },
+        (response) => {
+          let text = '';
+          response.setEncoding('utf8');
+          response.on('data', (chunk: string) => {
+            text += chunk;
+            if (text.includes('"tools"')) {
+              response.destroy();
+              resolve(text);
+            }
+          });
+          response.on('end', () =>
+            reject(new Error(`the replay ended without the result: ${text}`)),
+          );
+        },
+      );
+      request.on('error', reject);
+    });
+    expect(replayed).toContain(`id: ${result?.[1]}\ndata: ${result?.[2]}`);
   });
 });
