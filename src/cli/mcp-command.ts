@@ -48,7 +48,8 @@ Tools:
 Options:
   --runtime-dir DIR      runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR,
                          else $XDG_RUNTIME_DIR/mcp-progress, else
-                         <tmpdir>/mcp-progress-<uid>)
+                         <tmpdir>/mcp-progress-<uid>; on Windows
+                         %LOCALAPPDATA%\\mcp-progress)
   --port N               port of the embedded daemon's gateway (default 7717;
                          a free one when that is taken)
   --min-interval-ms N    default coalescing of watch_progress (default ${DEFAULT_MIN_INTERVAL_MS})
