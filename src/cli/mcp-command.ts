@@ -22,7 +22,7 @@ export const MCP_OPTIONS = [
     kind: 'string',
     value: 'DIR',
     section: 'Options',
-    help: 'runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else <tmpdir>/mcp-progress-<uid>)',
+    help: 'runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else <tmpdir>/mcp-progress-<uid>; on Windows %LOCALAPPDATA%\\mcp-progress)',
   },
   {
     name: 'port',

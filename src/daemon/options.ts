@@ -125,7 +125,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     kind: 'string',
     value: 'DIR',
     section: 'Where',
-    help: 'runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else <tmpdir>/mcp-progress-<uid>); created with mode 0700',
+    help: 'runtime directory (default: $MCP_PROGRESS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/mcp-progress, else <tmpdir>/mcp-progress-<uid>; on Windows %LOCALAPPDATA%\\mcp-progress); created with mode 0700',
   },
   {
     name: 'socket',
@@ -133,7 +133,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     kind: 'string',
     value: 'PATH',
     section: 'Where',
-    help: 'worker socket (default: <runtime-dir>/bridge.sock)',
+    help: 'worker socket (default: <runtime-dir>/bridge.sock; on Windows a named pipe with a random name, kept in <runtime-dir>/pipe-name)',
   },
   {
     name: 'host',

@@ -285,6 +285,28 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
     squatter.child.kill('SIGKILL');
   }, 120_000);
 
+  it('of 3 daemons started at once on one runtime dir, one runs: daemon.lock is held with no sharing', async () => {
+    const runtimeDir = join(work, 'runtime-race');
+    mkdirSync(runtimeDir, { recursive: true });
+    const daemons = [0, 1, 2].map(() =>
+      prefix.node([winPath(BIN), 'daemon', '--runtime-dir', winPath(runtimeDir), '--port', '0']),
+    );
+    const exits = daemons.map((d) => d.exited());
+    const settled = await eventually(
+      () => {
+        const ready = daemons.filter((d) => d.stderr().includes('ready:'));
+        const gone = daemons.filter((d) => d.child.exitCode !== null);
+        return ready.length + gone.length === daemons.length ? { ready, gone } : undefined;
+      },
+      90_000,
+      'every daemon to be ready or gone',
+    );
+    expect(settled.ready).toHaveLength(1);
+    for (const loser of settled.gone) expect(loser.stderr()).toMatch(/already running/);
+    for (const d of settled.ready) d.child.kill('SIGKILL');
+    await Promise.all(exits);
+  }, 180_000);
+
   it('the daemon logged no error or warning', () => {
     expect(complaints(daemon)).toEqual([]);
   });
