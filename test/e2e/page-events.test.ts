@@ -2,7 +2,9 @@
  * The live page's stream (GET /events) read as a client in another language would: raw HTTP
  * and the SSE text format, against the real daemon and a raw worker connection.
  */
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MIN_SESSION_BUFFER_BYTES } from '../../src/protocol/limits.js';
 import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { httpAsk, jobsOf, openEvents, pageCookie, type SseEvent } from '../helpers/page.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
@@ -149,7 +151,11 @@ describe('GET /events', () => {
   });
 
   it('closes a tab that does not read once its unread bytes pass the cap', async () => {
-    const capped = await startDaemon(['--max-session-buffer-bytes', '1024']);
+    // The smallest cap the daemon takes (it must hold the largest notification and reply).
+    const capped = await startDaemon([
+      '--max-session-buffer-bytes',
+      String(MIN_SESSION_BUFFER_BYTES),
+    ]);
     const publisher = await rawWorker(capped.info.socket);
     try {
       const cappedBase = capped.info.url.replace(/^ws/, 'http').replace(/\/ws$/, '');
