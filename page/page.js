@@ -1,7 +1,7 @@
 // The live page of mcp-progress: one EventSource (GET /events) feeds a model of every job; the
 // DOM is updated on animation frames, only for rows that changed, and not at all while the tab
 // is hidden. Worker text is untrusted: it only ever goes into textContent, never into HTML.
-// The page computes no rate or ETA: it shows the daemon's `rate` and `eta` when they are there.
+// The page computes no rate or ETA: it shows the daemon's `rate` and `etaMs` when they are there.
 
 const SVG = 'http://www.w3.org/2000/svg';
 const SPARK_WINDOW_MS = 60_000;
@@ -238,7 +238,7 @@ function draw(row, job, needle) {
   );
   setText(row.percent, fraction === undefined ? '' : `${Math.floor(fraction * 100)}%`);
   setText(row.rate, typeof job.rate === 'number' ? `${job.rate.toPrecision(3)}/s` : '—');
-  setText(row.eta, typeof job.eta === 'number' ? duration(job.eta) : '—');
+  setText(row.eta, typeof job.etaMs === 'number' ? duration(job.etaMs / 1000) : '—');
   // The done message when there is one, else the last progress message: text, never HTML.
   setText(row.message, job.message ?? last?.message ?? '');
   sparkline(row, rates.get(keyOf(job.progressToken)));

@@ -44,12 +44,47 @@ export function numberFlag(name: string, value: string | undefined): number | un
   return parsed;
 }
 
-export function integerFlag(name: string, value: string | undefined): number | undefined {
-  const parsed = numberFlag(name, value);
-  if (parsed !== undefined && !Number.isInteger(parsed)) {
-    throw new UsageError(`--${name}: expected an integer, got ${JSON.stringify(value)}`);
+/** An integer flag; the hint's examples are taken from its range (a port is never -5 or 0.25). */
+export function integerFlag(
+  name: string,
+  value: string | undefined,
+  min = Number.MIN_SAFE_INTEGER,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = Number(value);
+  if (!DECIMAL.test(value) || !Number.isInteger(parsed)) {
+    const examples = [min, Math.min(max, Math.max(min, 0) + 100)].filter(
+      (example, i, all) => Number.isSafeInteger(example) && all.indexOf(example) === i,
+    );
+    const range =
+      max === Number.MAX_SAFE_INTEGER
+        ? min === Number.MIN_SAFE_INTEGER
+          ? ''
+          : ` >= ${min}`
+        : ` from ${min} to ${max}`;
+    throw new UsageError(
+      `--${name}: expected an integer${range}, got ${JSON.stringify(value)} (write it in decimal digits, such as ${examples.join(' or ')})`,
+    );
   }
   return parsed;
+}
+
+/**
+ * parseArgs takes "-1" after a flag for another flag: a negative number right after a flag that
+ * takes a number is joined to it (--total=-1), so that the range check names what was wrong.
+ */
+function joinNegativeNumbers(argv: readonly string[], numeric: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const next = argv[i + 1];
+    if (numeric.has(arg) && next !== undefined && /^-[\d.]/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
 }
 
 /** What one row of an option table gives the command: typed, its default when omitted. */
@@ -83,7 +118,15 @@ export function parseOptions<const T extends readonly OptionRow[]>(
       ...(row.short === undefined ? {} : { short: row.short }),
     };
   }
-  const { values, positionals } = parse(command, argv, config, allowPositionals);
+  const numeric = new Set(
+    rows.filter((row) => row.kind === 'integer' || row.kind === 'number').map((r) => `--${r.name}`),
+  );
+  const { values, positionals } = parse(
+    command,
+    joinNegativeNumbers(argv, numeric),
+    config,
+    allowPositionals,
+  );
   const typed: Record<string, unknown> = {};
   for (const row of rows) {
     const given = values[row.name];
@@ -96,12 +139,16 @@ function rowValue(row: OptionRow, given: string | boolean | (string | boolean)[]
   if (typeof given !== 'string') return given;
   switch (row.kind) {
     case 'integer': {
-      const value = integerFlag(row.name, given) as number;
+      const value = integerFlag(row.name, given, row.min, row.max) as number;
       checkInteger(row.name, value, row.min ?? Number.MIN_SAFE_INTEGER, row.max);
       return value;
     }
-    case 'number':
-      return numberFlag(row.name, given);
+    case 'number': {
+      const value = numberFlag(row.name, given) as number;
+      if (row.min !== undefined && value < row.min)
+        throw new UsageError(`--${row.name}: expected a number >= ${row.min}, got ${given}`);
+      return value;
+    }
     default:
       if (row.choices !== undefined && !row.choices.includes(given)) {
         const last = row.choices.at(-1);

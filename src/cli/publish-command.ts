@@ -40,7 +40,8 @@ export const PUBLISH_OPTIONS = [
     section: 'Fields',
     help: 'progress value; must exceed the last (omitted: last + 1);\nwrite a negative value as --progress=-5',
   },
-  { name: 'total', kind: 'number', section: 'Fields', help: 'total, if known' },
+  // The protocol's rule (a total is >= 0), checked before the daemon is asked.
+  { name: 'total', kind: 'number', min: 0, section: 'Fields', help: 'total, if known (>= 0)' },
   {
     name: 'message',
     kind: 'string',

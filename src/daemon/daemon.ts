@@ -180,7 +180,8 @@ export class Daemon {
     this.#pageAccess = new PageAccess(this.#secret, options.runtimeDir);
     this.#pageFeed = new PageFeed(
       DEFAULT_PAGE_FEED_OPTIONS,
-      () => this.#router.list().map((summary) => this.#withHost(summary)),
+      // With the clock: an active job is sent with the daemon's rate and ETA as of its change.
+      () => this.#router.list(this.now()).map((summary) => this.#withHost(summary)),
       this.#hub,
     );
     addPageRoutes(this.#endpoint, {

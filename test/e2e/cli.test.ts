@@ -94,6 +94,21 @@ describe('exit code 2 for every wrong command line', () => {
   });
 });
 
+describe('the hint of a wrong number', () => {
+  it('fits the flag: an integer range gets integer examples, and a negative value is read as one', async () => {
+    const dir = tempDir();
+    const port = await runCli(['daemon', '--runtime-dir', dir, '--port', 'abc']);
+    expect(port.code).toBe(2);
+    expect(port.stderr).toBe(
+      'mcp-progress daemon: --port: expected an integer from 0 to 65535, got "abc" (write it in decimal digits, such as 0 or 100)\n',
+    );
+    // parseArgs would take -1 for a flag; it is --total's value, refused by its range.
+    const total = await runCli(['publish', '--runtime-dir', dir, '--token', 't', '--total', '-1']);
+    expect(total.code).toBe(2);
+    expect(total.stderr).toBe('mcp-progress publish: --total: expected a number >= 0, got -1\n');
+  });
+});
+
 describe("every command's option table", () => {
   it('checks its ranges and choices before doing anything, naming the flag and what it takes', async () => {
     const dir = tempDir();

@@ -120,6 +120,15 @@ describe.skipIf(chromium.skip)('the live page in chromium', () => {
     await cellShows('render-1', 'count', '5/10');
     await cellShows('render-1', 'percent', '50%');
     await cellShows('render-1', 'message', 'frame 5');
+    // Two values at two instants: the daemon's rate and ETA reach their columns.
+    await page.waitForFunction(
+      (selector) => {
+        const text = (name: string) => document.querySelector(`${selector} .${name}`)?.textContent;
+        return /\/s$/.test(text('rate') ?? '') && /\d+ (s|min|h)/.test(text('eta') ?? '');
+      },
+      { timeout: 20_000 },
+      row('render-1'),
+    );
     expect(
       await page.$eval(`${row('render-1')} .fill`, (fill) => (fill as HTMLElement).style.width),
     ).toBe('50%');
