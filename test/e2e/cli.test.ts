@@ -269,7 +269,10 @@ describe('publish and status', () => {
       [['--token', 'a', '--progress', '0b11111'], '--progress: expected a finite number'],
       [['--token', 'a', '--progress', ' 7'], '--progress: expected a finite number'],
       [['--token', 'a', '--total', '1e999'], '--total: expected a finite number'],
-      [['--token', 'a', '--timeout-ms', '0o17'], '--timeout-ms: expected a finite number'],
+      [
+        ['--token', 'a', '--timeout-ms', '0o17'],
+        '--timeout-ms: expected an integer >= 1, got "0o17"',
+      ],
     ];
     for (const [args, message] of cases) {
       const result = await runCli(['publish', ...socketArgs(), ...args]);
@@ -312,11 +315,20 @@ describe('publish and status', () => {
   });
 
   it('reports a frame the daemon rejects for its content', async () => {
-    // A negative value goes after '=': a bare '-1' reads as a flag.
-    const result = await runCli(['publish', ...socketArgs(), '--token', 'neg', '--total=-1']);
+    // What only the daemon knows (the stream's last progress) is refused by the daemon.
+    const first = await runCli(['publish', ...socketArgs(), '--token', 'again', '--progress', '5']);
+    expect(first.code).toBe(0);
+    const result = await runCli([
+      'publish',
+      ...socketArgs(),
+      '--token',
+      'again',
+      '--progress',
+      '5',
+    ]);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(
-      'rejected (invalid_field): field total: expected a finite number >= 0',
+      'rejected (non_monotonic): progress 5 is not greater than the last accepted progress 5',
     );
   });
 
@@ -626,7 +638,10 @@ describe('the daemon process', () => {
   });
 
   it('checks options up front and names the bad one', async () => {
-    await expectDaemonRefuses(['--port', 'abc'], '--port: expected a finite number');
+    await expectDaemonRefuses(
+      ['--port', 'abc'],
+      '--port: expected an integer from 0 to 65535, got "abc"',
+    );
     // Out of range is a wrong command line too: exit 2, as for every bad flag value.
     await expectDaemonRefuses(
       ['--port', '70000'],

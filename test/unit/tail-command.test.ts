@@ -34,7 +34,9 @@ describe('planTail', () => {
     expect(() => planTail([''], false)).toThrow(UsageError);
     expect(() => planTail(['--token-json', '1.5'], false)).toThrow(/a JSON string or integer/);
     expect(() => planTail(['--token-json', 'x'], false)).toThrow(/expected JSON/);
-    expect(() => planTail(['--min-interval-ms', '0x10'], false)).toThrow(/expected a finite/);
+    expect(() => planTail(['--min-interval-ms', '0x10'], false)).toThrow(
+      /expected an integer from 0 to 60000, got "0x10"/,
+    );
   });
 });
 
