@@ -24,8 +24,12 @@ export function stopTree(pid: number): void {
 
 /** Every descendant of `pid` that is running now, as `wmic process` lists them. */
 function descendantsOf(pid: number): number[] {
+  // stdin not a pipe: Wine's wmic waits on a pipe for more input and never answers (run hung
+  // here); and bounded, since a run waiting on a cancel must not hang on a listing.
   const listing = spawnSync('wmic', ['process', 'get', 'ParentProcessId,ProcessId'], {
     windowsHide: true,
+    stdio: ['ignore', 'pipe', 'ignore'],
+    timeout: 10_000,
   });
   if (listing.status !== 0 || listing.stdout === null) return [];
   const bytes = listing.stdout;

@@ -354,10 +354,11 @@ export class DoneJournal {
     this.#recent = this.#recent.slice(this.#first);
     this.#first = 0;
     if (this.#recent.length === 0) {
+      // Closed first: Windows refuses to remove or replace a file that is open.
+      this.#closeFile();
       try {
         unlinkSync(this.#path);
       } catch {}
-      this.#closeFile();
       this.#fileBytes = 0;
       this.#unsynced = 0;
       return undefined;
@@ -384,6 +385,8 @@ export class DoneJournal {
       } finally {
         closeSync(fd);
       }
+      // Windows (EPERM) does not replace a file that is open; the next append opens the new one.
+      this.#closeFile();
       renameSync(temporary, this.#path);
     } catch (error) {
       try {
@@ -391,8 +394,6 @@ export class DoneJournal {
       } catch {}
       return describe(error);
     }
-    // The descriptor names the old file: the next append opens the new one.
-    this.#closeFile();
     this.#fileBytes = this.#liveBytes;
     try {
       syncDirectory(dirname(this.#path));

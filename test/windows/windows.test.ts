@@ -219,6 +219,13 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
       60_000,
       'the cancel to reach run',
     );
+    await eventually(
+      async () => (run.child.exitCode !== null || run.child.signalCode !== null ? true : undefined),
+      90_000,
+      `run to exit after the cancel (run's stderr: ${run.stderr()})`,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; run's stderr now: ${run.stderr()}`);
+    });
     await run.exited();
     const probe = prefix.node([
       '-e',
