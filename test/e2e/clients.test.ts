@@ -8,20 +8,19 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { Daemon } from '../../src/daemon/daemon.js';
 import { DEFAULT_MIN_INTERVAL_MS } from '../../src/shared/defaults.js';
 import { silentLogger } from '../../src/shared/log.js';
-import {
-  cleanupAll,
-  eventually,
-  type RunningDaemon,
-  startDaemon,
-  tempDir,
-} from '../helpers/daemon.js';
+import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
 import {
   type DrivenWorker,
   killWorkers,
   nodeWorker,
   pythonWorker,
 } from '../helpers/driven-worker.js';
-import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
+import {
+  connectGateway,
+  type GatewayClient,
+  type Received,
+  useWatchedBridge,
+} from '../helpers/gateway.js';
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());
@@ -110,23 +109,14 @@ const progressReaching = (gateway: GatewayClient, token: string, progress: numbe
   );
 
 describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, timeouts }) => {
-  let daemon: RunningDaemon;
-  let gateway: GatewayClient;
-  beforeAll(async () => {
-    daemon = await startDaemon();
-    gateway = await connectGateway(daemon.info);
-  });
-  afterAll(async () => {
-    await gateway.close();
-    await daemon.stop();
-  });
+  const bridge = useWatchedBridge();
 
   const envFor = (token: string) => ({
-    MCP_PROGRESS_SOCKET: daemon.info.socket,
+    MCP_PROGRESS_SOCKET: bridge.daemon.info.socket,
     MCP_PROGRESS_TOKEN: token,
   });
   const watch = async (token: string) => {
-    const reply = await gateway.request('progress/subscribe', {
+    const reply = await bridge.gateway.request('progress/subscribe', {
       progressToken: token,
       minIntervalMs: 0,
     });
@@ -139,14 +129,14 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const worker = start(envFor(token));
     await worker.next((e) => e.event === 'ready' && e.enabled === true, 'ready');
     worker.send({ update: { progress: 1, total: 4, message: 'frame 1' } });
-    expect(await progressReaching(gateway, token, 1)).toEqual({
+    expect(await progressReaching(bridge.gateway, token, 1)).toEqual({
       progressToken: token,
       progress: 1,
       total: 4,
       message: 'frame 1',
     });
     worker.send({ update: {} });
-    expect(await progressReaching(gateway, token, 2)).toEqual({
+    expect(await progressReaching(bridge.gateway, token, 2)).toEqual({
       progressToken: token,
       progress: 2,
       total: 4,
@@ -156,9 +146,9 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: true,
     });
-    expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(await doneNotice(bridge.gateway, token)).toEqual({ progressToken: token, status: 'ok' });
     // The update sent just before done was flushed first, not lost to the throttle.
-    expect(progressOf(gateway.notifications, token).at(-1)).toEqual({
+    expect(progressOf(bridge.gateway.notifications, token).at(-1)).toEqual({
       progressToken: token,
       progress: 3.5,
       total: 4,
@@ -180,8 +170,8 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: true,
     });
-    await doneNotice(gateway, token);
-    const seen = progressOf(gateway.notifications, token);
+    await doneNotice(bridge.gateway, token);
+    const seen = progressOf(bridge.gateway.notifications, token);
     expect(seen.at(-1)).toEqual({
       progressToken: token,
       progress: loop,
@@ -208,8 +198,8 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const worker = start(envFor(token));
     await worker.next((e) => e.event === 'ready', 'ready');
     worker.send({ update: { progress: 1 } });
-    await progressReaching(gateway, token, 1);
-    const reply = await gateway.request('progress/cancel', {
+    await progressReaching(bridge.gateway, token, 1);
+    const reply = await bridge.gateway.request('progress/cancel', {
       progressToken: token,
       reason: 'user pressed stop',
     });
@@ -222,7 +212,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: true,
     });
-    expect(await doneNotice(gateway, token)).toEqual({
+    expect(await doneNotice(bridge.gateway, token)).toEqual({
       progressToken: token,
       status: 'cancelled',
     });
@@ -234,13 +224,13 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const worker = start(envFor(token));
     await worker.next((e) => e.event === 'ready', 'ready');
     worker.send({ update: { progress: 5 } });
-    await progressReaching(gateway, token, 5);
+    await progressReaching(bridge.gateway, token, 5);
     worker.send({ update: { progress: 3 } });
     const error = await worker.next((e) => e.event === 'error', 'a report');
     expect(String(error.message)).toContain('progress 3 is not greater than the last progress 5');
     worker.send({ update: { progress: 6 } });
-    await progressReaching(gateway, token, 6);
-    expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([5, 6]);
+    await progressReaching(bridge.gateway, token, 6);
+    expect(progressOf(bridge.gateway.notifications, token).map((p) => p.progress)).toEqual([5, 6]);
   });
 
   it('cuts a message over 4096 UTF-8 bytes at a code point, in an update and in done', async () => {
@@ -250,14 +240,18 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     await worker.next((e) => e.event === 'ready', 'ready');
     // 70,000 bytes make a frame over 64 KiB; 6,000 of "€" (3 bytes each) one the daemon would refuse.
     worker.send({ update: { progress: 1, message: 'x'.repeat(70_000) } });
-    expect((await progressReaching(gateway, token, 1)).message).toBe(`${'x'.repeat(4093)}...`);
+    expect((await progressReaching(bridge.gateway, token, 1)).message).toBe(
+      `${'x'.repeat(4093)}...`,
+    );
     worker.send({ update: { progress: 2, message: '€'.repeat(2000) } });
-    expect((await progressReaching(gateway, token, 2)).message).toBe(`${'€'.repeat(1364)}...`);
+    expect((await progressReaching(bridge.gateway, token, 2)).message).toBe(
+      `${'€'.repeat(1364)}...`,
+    );
     worker.send({ done: 'error', message: `${'a'.repeat(4092)}€€` });
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: true,
     });
-    expect(await doneNotice(gateway, token)).toEqual({
+    expect(await doneNotice(bridge.gateway, token)).toEqual({
       progressToken: token,
       status: 'error',
       message: `${'a'.repeat(4092)}...`,
@@ -265,7 +259,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
   });
 
   it('does nothing, and says it is off, without a token', async () => {
-    const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket });
+    const worker = start({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket });
     expect(await worker.next((e) => e.event === 'ready', 'ready')).toMatchObject({
       enabled: false,
     });
@@ -360,22 +354,13 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
 });
 
 describe('the Node client, given what it must not throw on', () => {
-  let daemon: RunningDaemon;
-  let gateway: GatewayClient;
-  beforeAll(async () => {
-    daemon = await startDaemon();
-    gateway = await connectGateway(daemon.info);
-  });
-  afterAll(async () => {
-    await gateway.close();
-    await daemon.stop();
-  });
+  const bridge = useWatchedBridge();
 
   it('counts one up on update() with no argument, and reports and ignores what is not an object', async () => {
     const token = uniqueToken('noarg');
-    await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    await bridge.gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
     const worker = nodeWorker(
-      { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
+      { MCP_PROGRESS_SOCKET: bridge.daemon.info.socket, MCP_PROGRESS_TOKEN: token },
       { intervalMs: 0 },
     );
     await worker.next((e) => e.event === 'ready', 'ready');
@@ -392,8 +377,8 @@ describe('the Node client, given what it must not throw on', () => {
     expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
       delivered: true,
     });
-    await doneNotice(gateway, token);
-    expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([1, 2]);
+    await doneNotice(bridge.gateway, token);
+    expect(progressOf(bridge.gateway.notifications, token).map((p) => p.progress)).toEqual([1, 2]);
   });
 });
 
