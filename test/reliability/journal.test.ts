@@ -24,9 +24,10 @@ import { connectPublisher } from '../../src/client/index.js';
 import { doneJournalPath } from '../../src/daemon/done-journal.js';
 import type { DaemonStatus, StreamSummary } from '../../src/protocol/frames.js';
 import {
-  BIN,
   cleanupAll,
   collectOutput,
+  DAEMON_ENV,
+  daemonCommand,
   eventually,
   ROOT,
   type RunningDaemon,
@@ -442,18 +443,8 @@ describe.skipIf(process.platform !== 'linux')('a journal that cannot open its fi
     const limit = 64;
     const child = spawn(
       'sh',
-      [
-        '-c',
-        `ulimit -n ${limit} && exec "$0" "$@"`,
-        process.execPath,
-        BIN,
-        'daemon',
-        '--runtime-dir',
-        runtimeDir,
-        '--port',
-        '0',
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+      ['-c', `ulimit -n ${limit} && exec "$0" "$@"`, ...daemonCommand(runtimeDir)],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
     );
     const output = collectOutput(child);
     try {
