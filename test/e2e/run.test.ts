@@ -41,9 +41,13 @@ function startRun(token: string, args: string[]) {
   return { child, ...collectOutput(child), exit: waitForExit(child) };
 }
 
+/** Runs `run --token TOKEN ARGS` to its end against the test's daemon. */
+const runFor = (token: string, args: string[]) =>
+  runCli(['run', '--token', token, ...args], socketEnv());
+
 /** Runs `run --token TOKEN ARGS` to its end, which must be exit 0 and done ok; returns its output and what the stream showed. */
 async function runToOk(token: string, args: string[]) {
-  const result = await runCli(['run', '--token', token, ...args], socketEnv());
+  const result = await runFor(token, args);
   expect(result.code, result.stderr).toBe(0);
   await expectDone(token, 'ok');
   return { result, values: progressOf(token) };
@@ -86,18 +90,12 @@ describe('mcp-progress run', () => {
 
   it("sets the worker's environment, passes the exit code through and publishes done ok on 0", async () => {
     const token = await watched('run-ok');
-    const result = await runCli(
-      [
-        'run',
-        '--token',
-        token,
-        '--',
-        'sh',
-        '-c',
-        'echo "$MCP_PROGRESS_TOKEN $MCP_PROGRESS_SOCKET"',
-      ],
-      socketEnv(),
-    );
+    const result = await runFor(token, [
+      '--',
+      'sh',
+      '-c',
+      'echo "$MCP_PROGRESS_TOKEN $MCP_PROGRESS_SOCKET"',
+    ]);
     expect(result).toMatchObject({
       code: 0,
       stdout: `${token} ${bridge.daemon.info.socket}\n`,
@@ -109,7 +107,7 @@ describe('mcp-progress run', () => {
 
   it('publishes done error with the exit code when the command fails', async () => {
     const token = await watched('run-fail');
-    const result = await runCli(['run', '--token', token, '--', 'sh', '-c', 'exit 3'], socketEnv());
+    const result = await runFor(token, ['--', 'sh', '-c', 'exit 3']);
     expect(result.code).toBe(3);
     await expectDone(token, 'error', 'sh exited with code 3');
   });
@@ -146,40 +144,28 @@ describe('mcp-progress run', () => {
 
   it("leaves the stream alone when the command's own client already ended it", async () => {
     const token = await watched('run-inner-done');
-    const result = await runCli(
-      [
-        'run',
-        '--token',
-        token,
-        '--',
-        process.execPath,
-        BIN,
-        'publish',
-        '--done',
-        '--status',
-        'cancelled',
-      ],
-      socketEnv(),
-    );
+    const result = await runFor(token, [
+      '--',
+      process.execPath,
+      BIN,
+      'publish',
+      '--done',
+      '--status',
+      'cancelled',
+    ]);
     expect(result).toMatchObject({ code: 0, stderr: '' });
     await expectDone(token, 'cancelled');
     expect(of(token).filter((n) => n.method === 'notifications/progress/done')).toHaveLength(1);
   });
 
   it('takes the command without "--" too, its flags left alone', async () => {
-    const result = await runCli(
-      ['run', '--token', 'no-dashes', 'sh', '-c', 'echo -n hi'],
-      socketEnv(),
-    );
+    const result = await runFor('no-dashes', ['sh', '-c', 'echo -n hi']);
     expect(result).toMatchObject({ code: 0, stdout: 'hi' });
   });
 
   it('exits 127 and publishes done error when the command does not exist', async () => {
     const token = await watched('run-missing');
-    const result = await runCli(
-      ['run', '--token', token, '--', 'no-such-command-xyz'],
-      socketEnv(),
-    );
+    const result = await runFor(token, ['--', 'no-such-command-xyz']);
     expect(result.code).toBe(127);
     expect(result.stderr).toContain('command not found: no-such-command-xyz');
     await expectDone(token, 'error', 'command not found: no-such-command-xyz');
@@ -220,10 +206,7 @@ describe('mcp-progress run', () => {
 
   it('exits 128 + N when a signal N kills the command', async () => {
     const token = await watched('run-killed');
-    const result = await runCli(
-      ['run', '--token', token, '--', 'sh', '-c', 'kill -KILL $$'],
-      socketEnv(),
-    );
+    const result = await runFor(token, ['--', 'sh', '-c', 'kill -KILL $$']);
     expect(result.code).toBe(137);
     await expectDone(token, 'error', 'sh was killed by SIGKILL');
   });
