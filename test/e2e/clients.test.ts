@@ -56,6 +56,18 @@ const CLIENTS: Array<{
 let counter = 0;
 const uniqueToken = (prefix: string) => `${prefix}-${process.pid}-${++counter}`;
 
+/** The worker's `ready` event: it has loaded the client. */
+const ready = (worker: DrivenWorker) => worker.next((e) => e.event === 'ready', 'ready');
+
+/** The worker's `done` event: whether its done was delivered. */
+const doneOutcome = (worker: DrivenWorker) =>
+  worker.next((e) => e.event === 'done', 'done outcome');
+
+/** The worker's done was delivered, or reported not delivered. */
+async function expectDelivered(worker: DrivenWorker, delivered: boolean): Promise<void> {
+  expect(await doneOutcome(worker)).toMatchObject({ delivered });
+}
+
 function progressOf(notifications: Received[], token: string): Array<Record<string, unknown>> {
   return notifications
     .filter((n) => n.method === 'notifications/progress' && n.params.progressToken === token)
@@ -143,9 +155,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     });
     worker.send({ update: { progress: 3.5, message: 'almost' } });
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     expect(await doneNotice(bridge.gateway, token)).toEqual({ progressToken: token, status: 'ok' });
     // The update sent just before done was flushed first, not lost to the throttle.
     expect(progressOf(bridge.gateway.notifications, token).at(-1)).toEqual({
@@ -160,16 +170,14 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const token = uniqueToken('loop');
     await watch(token);
     const worker = start(envFor(token));
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     // The loop runs between this command and its ok: as long as the machine makes it take.
     const sentAt = performance.now();
     worker.send({ loop });
     await worker.next((e) => e.event === 'ok', 'loop finished');
     const loopMs = performance.now() - sentAt;
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     await doneNotice(bridge.gateway, token);
     const seen = progressOf(bridge.gateway.notifications, token);
     expect(seen.at(-1)).toEqual({
@@ -196,7 +204,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const token = uniqueToken('cancel');
     await watch(token);
     const worker = start(envFor(token));
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ update: { progress: 1 } });
     await progressReaching(bridge.gateway, token, 1);
     const reply = await bridge.gateway.request('progress/cancel', {
@@ -209,9 +217,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       cancelled: true,
     });
     worker.send({ done: 'cancelled' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     expect(await doneNotice(bridge.gateway, token)).toEqual({
       progressToken: token,
       status: 'cancelled',
@@ -222,7 +228,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const token = uniqueToken('mono');
     await watch(token);
     const worker = start(envFor(token));
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ update: { progress: 5 } });
     await progressReaching(bridge.gateway, token, 5);
     worker.send({ update: { progress: 3 } });
@@ -237,7 +243,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const token = uniqueToken('long');
     await watch(token);
     const worker = start(envFor(token));
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     // 70,000 bytes make a frame over 64 KiB; 6,000 of "€" (3 bytes each) one the daemon would refuse.
     worker.send({ update: { progress: 1, message: 'x'.repeat(70_000) } });
     expect((await progressReaching(bridge.gateway, token, 1)).message).toBe(
@@ -248,9 +254,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       `${'€'.repeat(1364)}...`,
     );
     worker.send({ done: 'error', message: `${'a'.repeat(4092)}€€` });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     expect(await doneNotice(bridge.gateway, token)).toEqual({
       progressToken: token,
       status: 'error',
@@ -265,9 +269,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     });
     worker.send({ update: { progress: 1 } });
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: false,
-    });
+    await expectDelivered(worker, false);
   });
 
   it('runs on when no daemon is there, and sends the newest update once one starts', async () => {
@@ -277,7 +279,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       MCP_PROGRESS_SOCKET: join(runtimeDir, 'bridge.sock'),
       MCP_PROGRESS_TOKEN: token,
     });
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ update: { progress: 1, message: 'early' } });
     worker.send({ update: { progress: 2, message: 'newest' } });
     // The report may come before or after "ready": the client tries to connect at once.
@@ -293,9 +295,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const seen = await until(lateGateway, (all) => progressOf(all, token)[0], 'the newest update');
     expect(seen).toEqual({ progressToken: token, progress: 2, message: 'newest' });
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     expect(progressOf(lateGateway.notifications, token).map((p) => p.progress)).toEqual([2]);
     await lateGateway.close();
     await late.stop();
@@ -307,13 +307,11 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       { MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'), MCP_PROGRESS_TOKEN: token },
       timeouts.long,
     );
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ update: { progress: 1 } });
     worker.send({ done: 'ok' });
     // An hour's retry: only the never-connected grace lets this answer come within the wait.
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: false,
-    });
+    await expectDelivered(worker, false);
   });
 
   it('keeps retrying done after losing a daemon it had, until one is back', async () => {
@@ -324,14 +322,12 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       { MCP_PROGRESS_SOCKET: first.info.socket, MCP_PROGRESS_TOKEN: token },
       timeouts.long,
     );
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     await connected(worker);
     await first.stop();
     worker.send({ done: 'ok' });
     const second = await startDaemon([], runtimeDir);
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     await second.stop();
   });
 
@@ -342,14 +338,12 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       { MCP_PROGRESS_SOCKET: gone.info.socket, MCP_PROGRESS_TOKEN: token },
       timeouts.short,
     );
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ update: { progress: 1 } });
     await connected(worker);
     await gone.stop();
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: false,
-    });
+    await expectDelivered(worker, false);
   });
 });
 
@@ -363,7 +357,7 @@ describe('the Node client, given what it must not throw on', () => {
       { MCP_PROGRESS_SOCKET: bridge.daemon.info.socket, MCP_PROGRESS_TOKEN: token },
       { intervalMs: 0 },
     );
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ updateWith: 'nothing' });
     await worker.next((e) => e.event === 'ok', 'update() returned');
     for (const bad of [null, 5, 'text', [1, 2]]) {
@@ -374,9 +368,7 @@ describe('the Node client, given what it must not throw on', () => {
     }
     worker.send({ updateWith: 'nothing' });
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     await doneNotice(bridge.gateway, token);
     expect(progressOf(bridge.gateway.notifications, token).map((p) => p.progress)).toEqual([1, 2]);
   });
@@ -409,7 +401,7 @@ describe.each(CLIENTS)('the $name client, refused a frame as malformed', ({ star
     const token = uniqueToken('refused');
     await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
     const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token });
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     await connected(worker);
     worker.send({ update: { progress: 1, message: 'y'.repeat(1000) } });
     await worker.next((e) => reports(e, 'frame_too_large', /frame_too_large/), 'the refusal');
@@ -419,9 +411,7 @@ describe.each(CLIENTS)('the $name client, refused a frame as malformed', ({ star
     // Had the client sent the refused frame again on this connection, before done, done could
     // never be delivered: each new connection would be refused and closed before done's ack.
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
     expect(progressOf(gateway.notifications, token)).toEqual([]);
   });
