@@ -44,6 +44,15 @@ export function daemonCommand(runtimeDir: string, ...flags: string[]): string[] 
 /** The environment of a daemon a test spawns itself: no socket or token of the test's own leaks in. */
 export const DAEMON_ENV = { ...process.env, MCP_PROGRESS_SOCKET: '' };
 
+/** Waits (up to a minute) until a daemon the test spawned itself says `ready:` on stderr. */
+export async function untilReady(output: Pick<Output, 'stderr'>): Promise<void> {
+  await eventually(
+    () => (output.stderr().includes('ready:') ? true : undefined),
+    60_000,
+    'the daemon to be ready',
+  );
+}
+
 export async function startDaemon(
   args: string[] = [],
   runtimeDir = tempDir(),

@@ -34,6 +34,7 @@ import {
   runCli,
   startDaemon,
   tempDir,
+  untilReady,
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
@@ -448,11 +449,7 @@ describe.skipIf(process.platform !== 'linux')('a journal that cannot open its fi
     );
     const output = collectOutput(child);
     try {
-      await eventually(
-        () => (output.stderr().includes('ready:') ? true : undefined),
-        15_000,
-        'ready',
-      );
+      await untilReady(output);
       const socket = join(runtimeDir, 'bridge.sock');
       const worker = await rawWorker(socket);
       const open = () => readdirSync(`/proc/${child.pid}/fd`).length;
