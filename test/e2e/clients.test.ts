@@ -134,6 +134,14 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     });
     expect(reply.result).toEqual({});
   };
+  /** A fresh token, watched, and a worker publishing to it that is ready. */
+  const readyWorker = async (prefix: string) => {
+    const token = uniqueToken(prefix);
+    await watch(token);
+    const worker = start(envFor(token));
+    await ready(worker);
+    return { token, worker };
+  };
 
   it('publishes from its environment, counts an omitted progress, remembers total, and delivers done', async () => {
     const token = uniqueToken('basic');
@@ -167,10 +175,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
   });
 
   it(`coalesces a tight loop of ${loop} updates into few frames and ends on the newest`, async () => {
-    const token = uniqueToken('loop');
-    await watch(token);
-    const worker = start(envFor(token));
-    await ready(worker);
+    const { token, worker } = await readyWorker('loop');
     // The loop runs between this command and its ok: as long as the machine makes it take.
     const sentAt = performance.now();
     worker.send({ loop });
@@ -201,10 +206,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
   });
 
   it('hears a cancel with its reason, and ends the stream as cancelled', async () => {
-    const token = uniqueToken('cancel');
-    await watch(token);
-    const worker = start(envFor(token));
-    await ready(worker);
+    const { token, worker } = await readyWorker('cancel');
     worker.send({ update: { progress: 1 } });
     await progressReaching(bridge.gateway, token, 1);
     const reply = await bridge.gateway.request('progress/cancel', {
@@ -225,10 +227,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
   });
 
   it('drops a value that does not increase, says why, and goes on', async () => {
-    const token = uniqueToken('mono');
-    await watch(token);
-    const worker = start(envFor(token));
-    await ready(worker);
+    const { token, worker } = await readyWorker('mono');
     worker.send({ update: { progress: 5 } });
     await progressReaching(bridge.gateway, token, 5);
     worker.send({ update: { progress: 3 } });
@@ -240,10 +239,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
   });
 
   it('cuts a message over 4096 UTF-8 bytes at a code point, in an update and in done', async () => {
-    const token = uniqueToken('long');
-    await watch(token);
-    const worker = start(envFor(token));
-    await ready(worker);
+    const { token, worker } = await readyWorker('long');
     // 70,000 bytes make a frame over 64 KiB; 6,000 of "€" (3 bytes each) one the daemon would refuse.
     worker.send({ update: { progress: 1, message: 'x'.repeat(70_000) } });
     expect((await progressReaching(bridge.gateway, token, 1)).message).toBe(
