@@ -10,7 +10,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DaemonInfo } from '../../src/shared/locate.js';
-import { BIN, cleanupAll, eventually, tempDir, waitForExit } from '../helpers/daemon.js';
+import {
+  cleanupAll,
+  DAEMON_ENV,
+  daemonCommand,
+  eventually,
+  tempDir,
+  waitForExit,
+} from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import { tool } from '../helpers/tools.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
@@ -80,25 +87,21 @@ async function startIn(host: NsHost, natsUrl: string): Promise<DaemonInfo> {
       'netns',
       'exec',
       host.netns,
-      process.execPath,
-      BIN,
-      'daemon',
-      '--runtime-dir',
-      runtimeDir,
-      '--port',
-      '0',
-      '--host',
-      host.address,
-      // The gateway on the namespace's own address, reachable only over the test's bridge.
-      '--allow-remote',
-      '--nats',
-      natsUrl,
-      '--nats-name',
-      host.name,
-      '--abandon-grace-ms',
-      String(GRACE_MS),
+      ...daemonCommand(
+        runtimeDir,
+        '--host',
+        host.address,
+        // The gateway on the namespace's own address, reachable only over the test's bridge.
+        '--allow-remote',
+        '--nats',
+        natsUrl,
+        '--nats-name',
+        host.name,
+        '--abandon-grace-ms',
+        String(GRACE_MS),
+      ),
     ],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
   );
   host.child = child;
   child.stderr?.setEncoding('utf8').on('data', (text: string) => {

@@ -18,6 +18,7 @@ import {
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
+import { initializeText, MCP_POST_HEADERS } from '../helpers/mcp.js';
 import { httpAsk } from '../helpers/page.js';
 
 const SUITE = join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
@@ -96,19 +97,9 @@ describe('@modelcontextprotocol/conformance against /mcp', () => {
         method: 'POST',
         headers: {
           host: new URL(mcpUrl).host,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
+          ...MCP_POST_HEADERS,
         },
-        body: JSON.stringify({
-          jsonrpc: '2.0',
-          id: 1,
-          method: 'initialize',
-          params: {
-            protocolVersion,
-            capabilities: {},
-            clientInfo: { name: 'priming', version: '1' },
-          },
-        }),
+        body: initializeText('priming', protocolVersion),
       });
     const current = await initialize('2025-11-25');
     expect(current.status).toBe(200);

@@ -31,6 +31,7 @@ import {
   runSecondDaemon,
   startDaemon,
   tempDir,
+  untilReady,
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
@@ -495,11 +496,7 @@ describe('the daemon process', () => {
     );
     const output = collectOutput(child);
     try {
-      await eventually(
-        () => (output.stderr().includes('ready:') ? true : undefined),
-        60_000,
-        'the daemon to be ready',
-      );
+      await untilReady(output);
       // The daemon's pid is the one the name was planted for; the link was removed, not followed.
       expect(JSON.parse(readFileSync(join(dir, 'daemon.json'), 'utf8')).pid).toBe(child.pid);
       expect(readFileSync(victim, 'utf8')).toBe('precious\n');

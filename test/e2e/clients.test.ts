@@ -8,20 +8,19 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { Daemon } from '../../src/daemon/daemon.js';
 import { DEFAULT_MIN_INTERVAL_MS } from '../../src/shared/defaults.js';
 import { silentLogger } from '../../src/shared/log.js';
-import {
-  cleanupAll,
-  eventually,
-  type RunningDaemon,
-  startDaemon,
-  tempDir,
-} from '../helpers/daemon.js';
+import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
 import {
   type DrivenWorker,
   killWorkers,
   nodeWorker,
   pythonWorker,
 } from '../helpers/driven-worker.js';
-import { connectGateway, type GatewayClient, type Received } from '../helpers/gateway.js';
+import {
+  connectGateway,
+  type GatewayClient,
+  type Received,
+  useWatchedBridge,
+} from '../helpers/gateway.js';
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());
@@ -56,6 +55,18 @@ const CLIENTS: Array<{
 
 let counter = 0;
 const uniqueToken = (prefix: string) => `${prefix}-${process.pid}-${++counter}`;
+
+/** The worker's `ready` event: it has loaded the client. */
+const ready = (worker: DrivenWorker) => worker.next((e) => e.event === 'ready', 'ready');
+
+/** The worker's `done` event: whether its done was delivered. */
+const doneOutcome = (worker: DrivenWorker) =>
+  worker.next((e) => e.event === 'done', 'done outcome');
+
+/** The worker's done was delivered, or reported not delivered. */
+async function expectDelivered(worker: DrivenWorker, delivered: boolean): Promise<void> {
+  expect(await doneOutcome(worker)).toMatchObject({ delivered });
+}
 
 function progressOf(notifications: Received[], token: string): Array<Record<string, unknown>> {
   return notifications
@@ -110,27 +121,26 @@ const progressReaching = (gateway: GatewayClient, token: string, progress: numbe
   );
 
 describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, timeouts }) => {
-  let daemon: RunningDaemon;
-  let gateway: GatewayClient;
-  beforeAll(async () => {
-    daemon = await startDaemon();
-    gateway = await connectGateway(daemon.info);
-  });
-  afterAll(async () => {
-    await gateway.close();
-    await daemon.stop();
-  });
+  const bridge = useWatchedBridge();
 
   const envFor = (token: string) => ({
-    MCP_PROGRESS_SOCKET: daemon.info.socket,
+    MCP_PROGRESS_SOCKET: bridge.daemon.info.socket,
     MCP_PROGRESS_TOKEN: token,
   });
   const watch = async (token: string) => {
-    const reply = await gateway.request('progress/subscribe', {
+    const reply = await bridge.gateway.request('progress/subscribe', {
       progressToken: token,
       minIntervalMs: 0,
     });
     expect(reply.result).toEqual({});
+  };
+  /** A fresh token, watched, and a worker publishing to it that is ready. */
+  const readyWorker = async (prefix: string) => {
+    const token = uniqueToken(prefix);
+    await watch(token);
+    const worker = start(envFor(token));
+    await ready(worker);
+    return { token, worker };
   };
 
   it('publishes from its environment, counts an omitted progress, remembers total, and delivers done', async () => {
@@ -139,26 +149,24 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const worker = start(envFor(token));
     await worker.next((e) => e.event === 'ready' && e.enabled === true, 'ready');
     worker.send({ update: { progress: 1, total: 4, message: 'frame 1' } });
-    expect(await progressReaching(gateway, token, 1)).toEqual({
+    expect(await progressReaching(bridge.gateway, token, 1)).toEqual({
       progressToken: token,
       progress: 1,
       total: 4,
       message: 'frame 1',
     });
     worker.send({ update: {} });
-    expect(await progressReaching(gateway, token, 2)).toEqual({
+    expect(await progressReaching(bridge.gateway, token, 2)).toEqual({
       progressToken: token,
       progress: 2,
       total: 4,
     });
     worker.send({ update: { progress: 3.5, message: 'almost' } });
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
-    expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
+    await expectDelivered(worker, true);
+    expect(await doneNotice(bridge.gateway, token)).toEqual({ progressToken: token, status: 'ok' });
     // The update sent just before done was flushed first, not lost to the throttle.
-    expect(progressOf(gateway.notifications, token).at(-1)).toEqual({
+    expect(progressOf(bridge.gateway.notifications, token).at(-1)).toEqual({
       progressToken: token,
       progress: 3.5,
       total: 4,
@@ -167,21 +175,16 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
   });
 
   it(`coalesces a tight loop of ${loop} updates into few frames and ends on the newest`, async () => {
-    const token = uniqueToken('loop');
-    await watch(token);
-    const worker = start(envFor(token));
-    await worker.next((e) => e.event === 'ready', 'ready');
+    const { token, worker } = await readyWorker('loop');
     // The loop runs between this command and its ok: as long as the machine makes it take.
     const sentAt = performance.now();
     worker.send({ loop });
     await worker.next((e) => e.event === 'ok', 'loop finished');
     const loopMs = performance.now() - sentAt;
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
-    await doneNotice(gateway, token);
-    const seen = progressOf(gateway.notifications, token);
+    await expectDelivered(worker, true);
+    await doneNotice(bridge.gateway, token);
+    const seen = progressOf(bridge.gateway.notifications, token);
     expect(seen.at(-1)).toEqual({
       progressToken: token,
       progress: loop,
@@ -203,13 +206,10 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
   });
 
   it('hears a cancel with its reason, and ends the stream as cancelled', async () => {
-    const token = uniqueToken('cancel');
-    await watch(token);
-    const worker = start(envFor(token));
-    await worker.next((e) => e.event === 'ready', 'ready');
+    const { token, worker } = await readyWorker('cancel');
     worker.send({ update: { progress: 1 } });
-    await progressReaching(gateway, token, 1);
-    const reply = await gateway.request('progress/cancel', {
+    await progressReaching(bridge.gateway, token, 1);
+    const reply = await bridge.gateway.request('progress/cancel', {
       progressToken: token,
       reason: 'user pressed stop',
     });
@@ -219,45 +219,39 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       cancelled: true,
     });
     worker.send({ done: 'cancelled' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
-    expect(await doneNotice(gateway, token)).toEqual({
+    await expectDelivered(worker, true);
+    expect(await doneNotice(bridge.gateway, token)).toEqual({
       progressToken: token,
       status: 'cancelled',
     });
   });
 
   it('drops a value that does not increase, says why, and goes on', async () => {
-    const token = uniqueToken('mono');
-    await watch(token);
-    const worker = start(envFor(token));
-    await worker.next((e) => e.event === 'ready', 'ready');
+    const { token, worker } = await readyWorker('mono');
     worker.send({ update: { progress: 5 } });
-    await progressReaching(gateway, token, 5);
+    await progressReaching(bridge.gateway, token, 5);
     worker.send({ update: { progress: 3 } });
     const error = await worker.next((e) => e.event === 'error', 'a report');
     expect(String(error.message)).toContain('progress 3 is not greater than the last progress 5');
     worker.send({ update: { progress: 6 } });
-    await progressReaching(gateway, token, 6);
-    expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([5, 6]);
+    await progressReaching(bridge.gateway, token, 6);
+    expect(progressOf(bridge.gateway.notifications, token).map((p) => p.progress)).toEqual([5, 6]);
   });
 
   it('cuts a message over 4096 UTF-8 bytes at a code point, in an update and in done', async () => {
-    const token = uniqueToken('long');
-    await watch(token);
-    const worker = start(envFor(token));
-    await worker.next((e) => e.event === 'ready', 'ready');
+    const { token, worker } = await readyWorker('long');
     // 70,000 bytes make a frame over 64 KiB; 6,000 of "€" (3 bytes each) one the daemon would refuse.
     worker.send({ update: { progress: 1, message: 'x'.repeat(70_000) } });
-    expect((await progressReaching(gateway, token, 1)).message).toBe(`${'x'.repeat(4093)}...`);
+    expect((await progressReaching(bridge.gateway, token, 1)).message).toBe(
+      `${'x'.repeat(4093)}...`,
+    );
     worker.send({ update: { progress: 2, message: '€'.repeat(2000) } });
-    expect((await progressReaching(gateway, token, 2)).message).toBe(`${'€'.repeat(1364)}...`);
+    expect((await progressReaching(bridge.gateway, token, 2)).message).toBe(
+      `${'€'.repeat(1364)}...`,
+    );
     worker.send({ done: 'error', message: `${'a'.repeat(4092)}€€` });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
-    expect(await doneNotice(gateway, token)).toEqual({
+    await expectDelivered(worker, true);
+    expect(await doneNotice(bridge.gateway, token)).toEqual({
       progressToken: token,
       status: 'error',
       message: `${'a'.repeat(4092)}...`,
@@ -265,15 +259,13 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
   });
 
   it('does nothing, and says it is off, without a token', async () => {
-    const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket });
+    const worker = start({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket });
     expect(await worker.next((e) => e.event === 'ready', 'ready')).toMatchObject({
       enabled: false,
     });
     worker.send({ update: { progress: 1 } });
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: false,
-    });
+    await expectDelivered(worker, false);
   });
 
   it('runs on when no daemon is there, and sends the newest update once one starts', async () => {
@@ -283,7 +275,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       MCP_PROGRESS_SOCKET: join(runtimeDir, 'bridge.sock'),
       MCP_PROGRESS_TOKEN: token,
     });
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ update: { progress: 1, message: 'early' } });
     worker.send({ update: { progress: 2, message: 'newest' } });
     // The report may come before or after "ready": the client tries to connect at once.
@@ -299,9 +291,7 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
     const seen = await until(lateGateway, (all) => progressOf(all, token)[0], 'the newest update');
     expect(seen).toEqual({ progressToken: token, progress: 2, message: 'newest' });
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     expect(progressOf(lateGateway.notifications, token).map((p) => p.progress)).toEqual([2]);
     await lateGateway.close();
     await late.stop();
@@ -313,13 +303,11 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       { MCP_PROGRESS_SOCKET: join(tempDir(), 'bridge.sock'), MCP_PROGRESS_TOKEN: token },
       timeouts.long,
     );
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ update: { progress: 1 } });
     worker.send({ done: 'ok' });
     // An hour's retry: only the never-connected grace lets this answer come within the wait.
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: false,
-    });
+    await expectDelivered(worker, false);
   });
 
   it('keeps retrying done after losing a daemon it had, until one is back', async () => {
@@ -330,14 +318,12 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       { MCP_PROGRESS_SOCKET: first.info.socket, MCP_PROGRESS_TOKEN: token },
       timeouts.long,
     );
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     await connected(worker);
     await first.stop();
     worker.send({ done: 'ok' });
     const second = await startDaemon([], runtimeDir);
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     await second.stop();
   });
 
@@ -348,37 +334,26 @@ describe.each(CLIENTS)('the $name client, as a worker process', ({ start, loop, 
       { MCP_PROGRESS_SOCKET: gone.info.socket, MCP_PROGRESS_TOKEN: token },
       timeouts.short,
     );
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ update: { progress: 1 } });
     await connected(worker);
     await gone.stop();
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: false,
-    });
+    await expectDelivered(worker, false);
   });
 });
 
 describe('the Node client, given what it must not throw on', () => {
-  let daemon: RunningDaemon;
-  let gateway: GatewayClient;
-  beforeAll(async () => {
-    daemon = await startDaemon();
-    gateway = await connectGateway(daemon.info);
-  });
-  afterAll(async () => {
-    await gateway.close();
-    await daemon.stop();
-  });
+  const bridge = useWatchedBridge();
 
   it('counts one up on update() with no argument, and reports and ignores what is not an object', async () => {
     const token = uniqueToken('noarg');
-    await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    await bridge.gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
     const worker = nodeWorker(
-      { MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
+      { MCP_PROGRESS_SOCKET: bridge.daemon.info.socket, MCP_PROGRESS_TOKEN: token },
       { intervalMs: 0 },
     );
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     worker.send({ updateWith: 'nothing' });
     await worker.next((e) => e.event === 'ok', 'update() returned');
     for (const bad of [null, 5, 'text', [1, 2]]) {
@@ -389,11 +364,9 @@ describe('the Node client, given what it must not throw on', () => {
     }
     worker.send({ updateWith: 'nothing' });
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
-    await doneNotice(gateway, token);
-    expect(progressOf(gateway.notifications, token).map((p) => p.progress)).toEqual([1, 2]);
+    await expectDelivered(worker, true);
+    await doneNotice(bridge.gateway, token);
+    expect(progressOf(bridge.gateway.notifications, token).map((p) => p.progress)).toEqual([1, 2]);
   });
 });
 
@@ -424,7 +397,7 @@ describe.each(CLIENTS)('the $name client, refused a frame as malformed', ({ star
     const token = uniqueToken('refused');
     await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
     const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token });
-    await worker.next((e) => e.event === 'ready', 'ready');
+    await ready(worker);
     await connected(worker);
     worker.send({ update: { progress: 1, message: 'y'.repeat(1000) } });
     await worker.next((e) => reports(e, 'frame_too_large', /frame_too_large/), 'the refusal');
@@ -434,9 +407,7 @@ describe.each(CLIENTS)('the $name client, refused a frame as malformed', ({ star
     // Had the client sent the refused frame again on this connection, before done, done could
     // never be delivered: each new connection would be refused and closed before done's ack.
     worker.send({ done: 'ok' });
-    expect(await worker.next((e) => e.event === 'done', 'done outcome')).toMatchObject({
-      delivered: true,
-    });
+    await expectDelivered(worker, true);
     expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
     expect(progressOf(gateway.notifications, token)).toEqual([]);
   });

@@ -12,6 +12,15 @@ afterAll(() => cleanupAll());
 const publish = (socket: string, token: string, progress: number) =>
   runCli(['publish', '--socket', socket, '--token', token, '--progress', String(progress)]);
 
+/** A daemon on a runtime dir of its own, and a GatewayClient that finds it there and records its states. */
+async function clientOfRestartable() {
+  const runtimeDir = tempDir();
+  const first = await startDaemon([], runtimeDir);
+  const states: string[] = [];
+  const client = await GatewayClient.connect({ runtimeDir, onState: (s) => states.push(s) });
+  return { runtimeDir, first, states, client };
+}
+
 describe('GatewayClient', () => {
   it('finds the daemon through daemon.json, subscribes, and reports RPC errors with codes', async () => {
     const daemon = await startDaemon();
@@ -47,10 +56,7 @@ describe('GatewayClient', () => {
   });
 
   it('reconnects and resubscribes after the daemon is killed and restarted, never repeating a value', async () => {
-    const runtimeDir = tempDir();
-    const first = await startDaemon([], runtimeDir);
-    const states: string[] = [];
-    const client = await GatewayClient.connect({ runtimeDir, onState: (s) => states.push(s) });
+    const { runtimeDir, first, states, client } = await clientOfRestartable();
     const seen: number[] = [];
     await client.subscribe({ progressToken: 'survivor', minIntervalMs: 0 }, (n) => {
       if (n.method === 'notifications/progress') seen.push(n.params.progress);
@@ -76,10 +82,7 @@ describe('GatewayClient', () => {
   });
 
   it('a resubscribe the restarted daemon refuses ends that subscription through onError, with the code and the token', async () => {
-    const runtimeDir = tempDir();
-    const first = await startDaemon([], runtimeDir);
-    const states: string[] = [];
-    const client = await GatewayClient.connect({ runtimeDir, onState: (s) => states.push(s) });
+    const { runtimeDir, first, states, client } = await clientOfRestartable();
     const kept: number[] = [];
     const errors = { kept: [] as BridgeError[], refused: [] as BridgeError[] };
     await client.subscribe(

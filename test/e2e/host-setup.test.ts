@@ -10,21 +10,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cleanupAll, ROOT, tempDir } from '../helpers/daemon.js';
+import { README, readmeBlockAfter } from '../helpers/readme.js';
 
 afterAll(() => cleanupAll());
 vi.setConfig({ testTimeout: 180_000 });
 
-const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const PLACEHOLDER = '/path/to/mcp-progress-bridge';
-
-/** The first fenced block of `language` after `marker` in the README. */
-function blockAfter(marker: string, language: string): string {
-  const from = readme.indexOf(marker);
-  expect(from, marker).toBeGreaterThan(-1);
-  const open = readme.indexOf(`\`\`\`${language}\n`, from);
-  const close = readme.indexOf('\n```', open + 1);
-  return readme.slice(open + language.length + 4, close + 1);
-}
 
 /** Starts the server as a host does (command, args, its own environment) and lists its tools. */
 async function toolsOf(command: string, args: string[], env: Record<string, string>) {
@@ -48,7 +39,7 @@ async function toolsOf(command: string, args: string[], env: Record<string, stri
 
 describe("the README's host set-up from a clone", () => {
   it('the configuration block, with the clone path put in, starts the server for a host', async () => {
-    const config = JSON.parse(blockAfter('**From a clone**', 'json')) as {
+    const config = JSON.parse(readmeBlockAfter('**From a clone**', 'json')) as {
       mcpServers: { progress: { command: string; args: string[] } };
     };
     const { command, args } = config.mcpServers.progress;
@@ -61,7 +52,7 @@ describe("the README's host set-up from a clone", () => {
   });
 
   it('the Claude Code line from a clone names the same command', () => {
-    const line = blockAfter('**Claude Code**, from a clone', 'sh').trim();
+    const line = readmeBlockAfter('**Claude Code**, from a clone', 'sh').trim();
     expect(line).toBe(
       `claude mcp add progress -- ${PLACEHOLDER}/node_modules/.bin/node ${PLACEHOLDER}/bin/mcp-progress mcp`,
     );
@@ -82,7 +73,7 @@ describe("the README's host set-up from a clone", () => {
       encoding: 'utf8',
     });
     expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
-    expect(readme).toContain('`"command": "mcp-progress",\n"args": ["mcp"]`');
+    expect(README).toContain('`"command": "mcp-progress",\n"args": ["mcp"]`');
     const tools = await toolsOf('mcp-progress', ['mcp'], {
       PATH: `${join(prefix, 'bin')}:${process.env.PATH ?? ''}`,
       MCP_PROGRESS_RUNTIME_DIR: tempDir(),
@@ -97,8 +88,8 @@ describe('the README on an older Node', () => {
       engines: { node: string };
     };
     const minimum = pkg.engines.node.replace(/^>=/, '').replace(/\.0$/, '');
-    expect(readme).toContain(`Node.js ${minimum} or later runs it`);
-    expect(readme).toMatch(
+    expect(README).toContain(`Node.js ${minimum} or later runs it`);
+    expect(README).toMatch(
       /`npm warn EBADENGINE` lines about the older Node:\s+expected, and harmless/,
     );
   });

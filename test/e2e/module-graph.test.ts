@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { connectStdio, httpBase } from '../helpers/mcp.js';
+import { connectStdio, httpBase, initializeText, MCP_POST_HEADERS } from '../helpers/mcp.js';
 import { rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
@@ -111,19 +111,9 @@ describe('modules loaded when first used', () => {
       method: 'POST',
       headers: {
         authorization: `Bearer ${daemon.info.secret}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
+        ...MCP_POST_HEADERS,
       },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'initialize',
-        params: {
-          protocolVersion: '2025-06-18',
-          capabilities: {},
-          clientInfo: { name: 'module-graph-test', version: '0' },
-        },
-      }),
+      body: initializeText('module-graph-test'),
     });
     expect(response.status).toBe(200);
     await response.body?.cancel();

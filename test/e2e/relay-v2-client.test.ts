@@ -51,19 +51,24 @@ async function hostModern(): Promise<HostedServer> {
   );
 }
 
+/** Calls render for 4 steps: every value reaches the client's onprogress in order, then the result. */
+async function expectRenderedFour(mcp: Awaited<ReturnType<typeof connectUrlV2>>): Promise<void> {
+  const seen: number[] = [];
+  const result = await mcp.client.callTool(
+    { name: 'render', arguments: { steps: 4 } },
+    { onprogress: (p) => seen.push(p.progress), timeout: 30_000 },
+  );
+  expect(result.content).toEqual([{ type: 'text', text: 'rendered 4 frames: ok' }]);
+  expect(seen).toEqual([1, 2, 3, 4]);
+}
+
 describe('relayProgress on createMcpHandler for a client on a 2025 revision (no session)', () => {
   it('sends no ping that no server instance could receive: every value, then the result', async () => {
     const server = await hostModern();
     const mcp = await connectUrlV2(server.url, 'legacy');
     try {
       expect(mcp.client.getNegotiatedProtocolVersion()).not.toBe(NEWEST_REVISION);
-      const seen: number[] = [];
-      const result = await mcp.client.callTool(
-        { name: 'render', arguments: { steps: 4 } },
-        { onprogress: (p) => seen.push(p.progress), timeout: 30_000 },
-      );
-      expect(result.content).toEqual([{ type: 'text', text: 'rendered 4 frames: ok' }]);
-      expect(seen).toEqual([1, 2, 3, 4]);
+      await expectRenderedFour(mcp);
       // The answer to a ping would be a POST of its own, to a fresh server: it would wait 2 s for nothing.
       expect(mcp.received.filter((m) => m.method === 'ping')).toEqual([]);
     } finally {
@@ -79,13 +84,7 @@ describe(`relayProgress for a 2.x client at ${NEWEST_REVISION}`, () => {
     const mcp = await connectUrlV2(server.url, 'pin');
     try {
       expect(mcp.client.getNegotiatedProtocolVersion()).toBe(NEWEST_REVISION);
-      const seen: number[] = [];
-      const result = await mcp.client.callTool(
-        { name: 'render', arguments: { steps: 4 } },
-        { onprogress: (p) => seen.push(p.progress), timeout: 30_000 },
-      );
-      expect(result.content).toEqual([{ type: 'text', text: 'rendered 4 frames: ok' }]);
-      expect(seen).toEqual([1, 2, 3, 4]);
+      await expectRenderedFour(mcp);
       const progress = mcp.received.filter((m) => m.method === 'notifications/progress');
       expect(progress.map((m) => (m.params as { progress: number }).progress)).toEqual([
         1, 2, 3, 4,

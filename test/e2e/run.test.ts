@@ -33,12 +33,43 @@ const watched = bridge.watched;
 const socketEnv = () => ({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket });
 
 /** Starts run in the background (stdin not a terminal), for signal tests. */
-function startRun(args: string[]) {
-  const child = spawn(process.execPath, [BIN, 'run', ...args], {
+function startRun(token: string, args: string[]) {
+  const child = spawn(process.execPath, [BIN, 'run', '--token', token, ...args], {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, MCP_PROGRESS_TOKEN: '', ...socketEnv() },
   });
   return { child, ...collectOutput(child), exit: waitForExit(child) };
+}
+
+/** Runs `run --token TOKEN ARGS` to its end against the test's daemon. */
+const runFor = (token: string, args: string[]) =>
+  runCli(['run', '--token', token, ...args], socketEnv());
+
+/** Runs `run --token TOKEN ARGS` to its end, which must be exit 0 and done ok; returns its output and what the stream showed. */
+async function runToOk(token: string, args: string[]) {
+  const result = await runFor(token, args);
+  expect(result.code, result.stderr).toBe(0);
+  await expectDone(token, 'ok');
+  return { result, values: progressOf(token) };
+}
+
+/** Every value's progress is above the one before it. */
+function expectRising(values: Array<{ progress?: unknown }>): void {
+  const numbers = values.map((v) => v.progress as number);
+  for (let i = 1; i < numbers.length; i++)
+    expect(numbers[i], JSON.stringify(values)).toBeGreaterThan(numbers[i - 1] as number);
+}
+
+/** Waits until run's stdout shows TEXT. */
+async function untilPrinted(run: ReturnType<typeof startRun>, text: string): Promise<void> {
+  await eventually(() => (run.stdout().includes(text) ? true : undefined), 60_000, text);
+}
+
+/** A cancel from the MCP side reaches run, its one worker, which stops CMD with SIGTERM: exit 143. */
+async function cancelRun(token: string, reason: string, run: ReturnType<typeof startRun>) {
+  const reply = await bridge.gateway.request('progress/cancel', { progressToken: token, reason });
+  expect(reply.result).toEqual({ workers: 1 });
+  expect(await run.exit).toBe(143);
 }
 
 describe('mcp-progress run', () => {
@@ -59,18 +90,12 @@ describe('mcp-progress run', () => {
 
   it("sets the worker's environment, passes the exit code through and publishes done ok on 0", async () => {
     const token = await watched('run-ok');
-    const result = await runCli(
-      [
-        'run',
-        '--token',
-        token,
-        '--',
-        'sh',
-        '-c',
-        'echo "$MCP_PROGRESS_TOKEN $MCP_PROGRESS_SOCKET"',
-      ],
-      socketEnv(),
-    );
+    const result = await runFor(token, [
+      '--',
+      'sh',
+      '-c',
+      'echo "$MCP_PROGRESS_TOKEN $MCP_PROGRESS_SOCKET"',
+    ]);
     expect(result).toMatchObject({
       code: 0,
       stdout: `${token} ${bridge.daemon.info.socket}\n`,
@@ -82,7 +107,7 @@ describe('mcp-progress run', () => {
 
   it('publishes done error with the exit code when the command fails', async () => {
     const token = await watched('run-fail');
-    const result = await runCli(['run', '--token', token, '--', 'sh', '-c', 'exit 3'], socketEnv());
+    const result = await runFor(token, ['--', 'sh', '-c', 'exit 3']);
     expect(result.code).toBe(3);
     await expectDone(token, 'error', 'sh exited with code 3');
   });
@@ -119,40 +144,28 @@ describe('mcp-progress run', () => {
 
   it("leaves the stream alone when the command's own client already ended it", async () => {
     const token = await watched('run-inner-done');
-    const result = await runCli(
-      [
-        'run',
-        '--token',
-        token,
-        '--',
-        process.execPath,
-        BIN,
-        'publish',
-        '--done',
-        '--status',
-        'cancelled',
-      ],
-      socketEnv(),
-    );
+    const result = await runFor(token, [
+      '--',
+      process.execPath,
+      BIN,
+      'publish',
+      '--done',
+      '--status',
+      'cancelled',
+    ]);
     expect(result).toMatchObject({ code: 0, stderr: '' });
     await expectDone(token, 'cancelled');
     expect(of(token).filter((n) => n.method === 'notifications/progress/done')).toHaveLength(1);
   });
 
   it('takes the command without "--" too, its flags left alone', async () => {
-    const result = await runCli(
-      ['run', '--token', 'no-dashes', 'sh', '-c', 'echo -n hi'],
-      socketEnv(),
-    );
+    const result = await runFor('no-dashes', ['sh', '-c', 'echo -n hi']);
     expect(result).toMatchObject({ code: 0, stdout: 'hi' });
   });
 
   it('exits 127 and publishes done error when the command does not exist', async () => {
     const token = await watched('run-missing');
-    const result = await runCli(
-      ['run', '--token', token, '--', 'no-such-command-xyz'],
-      socketEnv(),
-    );
+    const result = await runFor(token, ['--', 'no-such-command-xyz']);
     expect(result.code).toBe(127);
     expect(result.stderr).toContain('command not found: no-such-command-xyz');
     await expectDone(token, 'error', 'command not found: no-such-command-xyz');
@@ -177,15 +190,13 @@ describe('mcp-progress run', () => {
     it(`forwards ${signal} to the command and exits with its code`, async () => {
       const token = await watched(`run-${signal}`);
       const name = signal.slice(3);
-      const run = startRun([
-        '--token',
-        token,
+      const run = startRun(token, [
         '--',
         'sh',
         '-c',
         `trap 'echo "got ${name}"; exit 7' ${name}; echo ready; while :; do sleep 0.05; done`,
       ]);
-      await eventually(() => (run.stdout().includes('ready') ? true : undefined), 60_000, 'ready');
+      await untilPrinted(run, 'ready');
       run.child.kill(signal);
       expect(await run.exit).toBe(7);
       expect(run.stdout()).toContain(`got ${name}`);
@@ -195,10 +206,7 @@ describe('mcp-progress run', () => {
 
   it('exits 128 + N when a signal N kills the command', async () => {
     const token = await watched('run-killed');
-    const result = await runCli(
-      ['run', '--token', token, '--', 'sh', '-c', 'kill -KILL $$'],
-      socketEnv(),
-    );
+    const result = await runFor(token, ['--', 'sh', '-c', 'kill -KILL $$']);
     expect(result.code).toBe(137);
     await expectDone(token, 'error', 'sh was killed by SIGKILL');
   });
@@ -217,11 +225,7 @@ describe('mcp-progress run --parse', () => {
 
   it('publishes what the output shows, and passes the output through unchanged', async () => {
     const token = await watched('parse');
-    const result = await runCli(
-      ['run', '--token', token, '--parse', '--', 'sh', '-c', script],
-      socketEnv(),
-    );
-    expect(result.code).toBe(0);
+    const { result, values } = await runToOk(token, ['--parse', '--', 'sh', '-c', script]);
     expect(result.stdout).toBe('header line\nframe 3/4 written\nall done\n');
     const expectedStderr = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
       .map(
@@ -229,8 +233,6 @@ describe('mcp-progress run --parse', () => {
       )
       .join('');
     expect(result.stderr).toBe(`${expectedStderr}\n`);
-    await expectDone(token, 'ok');
-    const values = progressOf(token);
     expect(values.at(-1)).toEqual({
       progressToken: token,
       progress: 10,
@@ -274,31 +276,24 @@ describe('mcp-progress run --parse', () => {
 
   it('never joins a half line of stdout with a half line of stderr', async () => {
     const token = await watched('parse-two-streams');
-    const result = await runCli(
-      [
-        'run',
-        '--token',
-        token,
-        '--parse',
-        '--',
-        'sh',
-        '-c',
-        'printf "batch size 32"; sleep 0.01; printf "/64 done\\n" >&2; echo',
-      ],
-      socketEnv(),
-    );
-    expect(result).toMatchObject({ code: 0, stdout: 'batch size 32\n' });
+    const { result, values } = await runToOk(token, [
+      '--parse',
+      '--',
+      'sh',
+      '-c',
+      'printf "batch size 32"; sleep 0.01; printf "/64 done\\n" >&2; echo',
+    ]);
+    expect(result.stdout).toBe('batch size 32\n');
     expect(result.stderr).toMatch(
       /^\/64 done\nmcp-progress run --parse: no progress found in sh's output; /,
     );
-    await expectDone(token, 'ok');
     // Glued together, the two halves read "batch size 32/64 done": progress 32 of 64 that no line shows.
-    expect(progressOf(token)).toEqual([]);
+    expect(values).toEqual([]);
   });
 
   it('a cancel reaches run without --parse, before the command has published anything', async () => {
     const token = await watched('plain-cancel');
-    const run = startRun(['--token', token, '--', 'sh', '-c', 'while :; do sleep 0.05; done']);
+    const run = startRun(token, ['--', 'sh', '-c', 'while :; do sleep 0.05; done']);
     const reply = await eventually(
       async () => {
         const answer = await bridge.gateway.request('progress/cancel', {
@@ -317,9 +312,7 @@ describe('mcp-progress run --parse', () => {
 
   it('a cancel from the MCP side stops the command with SIGTERM and ends the stream cancelled', async () => {
     const token = await watched('parse-cancel');
-    const run = startRun([
-      '--token',
-      token,
+    const run = startRun(token, [
       '--parse',
       '--',
       'sh',
@@ -331,12 +324,7 @@ describe('mcp-progress run --parse', () => {
       60_000,
       'first progress',
     );
-    const reply = await bridge.gateway.request('progress/cancel', {
-      progressToken: token,
-      reason: 'stop it',
-    });
-    expect(reply.result).toEqual({ workers: 1 });
-    expect(await run.exit).toBe(143);
+    await cancelRun(token, 'stop it', run);
     await expectDone(token, 'cancelled', 'sh was killed by SIGTERM');
   });
 });
@@ -353,8 +341,8 @@ function running(pid: number): boolean {
 }
 
 describe('mcp-progress run signals the process group of CMD', () => {
-  /** sh runs a Python grandchild in the foreground, which writes its pid and sleeps. */
-  function withGrandchild() {
+  /** Starts run around sh, whose Python grandchild in the foreground writes its pid and sleeps; returns once it runs. */
+  async function withGrandchild(token: string) {
     const pidFile = join(tempDir(), 'grandchild.pid');
     const python = `${PYTHON} -I -c 'import os, time; open("${pidFile}", "w").write(str(os.getpid())); time.sleep(600)'`;
     const grandchildPid = () =>
@@ -366,23 +354,20 @@ describe('mcp-progress run signals the process group of CMD', () => {
         60_000,
         'the grandchild to write its pid',
       );
-    return { command: ['sh', '-c', `${python}; echo after`], grandchildPid };
+    const run = startRun(token, ['--', 'sh', '-c', `${python}; echo after`]);
+    const pid = await grandchildPid();
+    expect(running(pid)).toBe(true);
+    const stopped = () =>
+      eventually(() => (running(pid) ? undefined : true), 60_000, 'the grandchild to stop');
+    return { run, stopped };
   }
 
   it('a cancel stops the grandchild too, and run says the cancel stopped CMD', async () => {
     const token = await watched('group-cancel');
-    const { command, grandchildPid } = withGrandchild();
-    const run = startRun(['--token', token, '--', ...command]);
-    const pid = await grandchildPid();
-    expect(running(pid)).toBe(true);
-    const reply = await bridge.gateway.request('progress/cancel', {
-      progressToken: token,
-      reason: 'host stopped it',
-    });
-    expect(reply.result).toEqual({ workers: 1 });
-    expect(await run.exit).toBe(143);
+    const { run, stopped } = await withGrandchild(token);
+    await cancelRun(token, 'host stopped it', run);
     expect(run.stdout()).not.toContain('after');
-    await eventually(() => (running(pid) ? undefined : true), 60_000, 'the grandchild to stop');
+    await stopped();
     expect(run.stderr()).toContain(
       'mcp-progress run: cancelled from the MCP side (host stopped it): stopping sh with SIGTERM',
     );
@@ -394,28 +379,23 @@ describe('mcp-progress run signals the process group of CMD', () => {
 
   it('a signal sent to run reaches the grandchild too', async () => {
     const token = await watched('group-signal');
-    const { command, grandchildPid } = withGrandchild();
-    const run = startRun(['--token', token, '--', ...command]);
-    const pid = await grandchildPid();
-    expect(running(pid)).toBe(true);
+    const { run, stopped } = await withGrandchild(token);
     run.child.kill('SIGTERM');
     expect(await run.exit).toBe(143);
-    await eventually(() => (running(pid) ? undefined : true), 60_000, 'the grandchild to stop');
+    await stopped();
     await expectDone(token, 'error', 'sh was killed by SIGTERM');
   });
 
   it('Ctrl-C (SIGINT) ends the stream cancelled, as the Python client reports a KeyboardInterrupt', async () => {
     const token = await watched('run-ctrl-c');
-    const run = startRun([
-      '--token',
-      token,
+    const run = startRun(token, [
       '--',
       PYTHON,
       ...PYTHON_ARGS,
       '-c',
       'import time; print("ready", flush=True); time.sleep(600)',
     ]);
-    await eventually(() => (run.stdout().includes('ready') ? true : undefined), 60_000, 'ready');
+    await untilPrinted(run, 'ready');
     run.child.kill('SIGINT');
     // Python re-raises an uncaught KeyboardInterrupt as death by SIGINT: 128 + 2.
     expect(await run.exit).toBe(130);
@@ -432,25 +412,27 @@ const tqdm = tool('python3-tqdm', {
 describe.skipIf(tqdm.skip)('mcp-progress run --parse on real tqdm output', () => {
   beforeAll(() => tqdm.require());
 
+  /** Runs `run --parse` around a Python script that has `time` and `tqdm` imported. */
+  const parseTqdm = (token: string, lines: string[]) =>
+    runToOk(token, [
+      '--parse',
+      '--',
+      PYTHON,
+      ...PYTHON_ARGS,
+      '-c',
+      ['import time', 'from tqdm import tqdm', ...lines].join('\n'),
+    ]);
+
   it('a bar of bytes and then a bar of steps are two halves, not one total of 2000003 (issue 29)', async () => {
     const token = await watched('parse-two-units');
-    const script = [
-      'import time',
-      'from tqdm import tqdm',
+    const { values } = await parseTqdm(token, [
       "with tqdm(total=2_000_000, unit='B', unit_scale=True, desc='download', mininterval=0) as bar:",
       '    for _ in range(4):',
       '        time.sleep(0.05)',
       '        bar.update(500_000)',
       "for step in tqdm(range(3), desc='unpack', mininterval=0):",
       '    time.sleep(0.05)',
-    ].join('\n');
-    const result = await runCli(
-      ['run', '--token', token, '--parse', '--', PYTHON, ...PYTHON_ARGS, '-c', script],
-      socketEnv(),
-    );
-    expect(result.code, result.stderr).toBe(0);
-    await expectDone(token, 'ok');
-    const values = progressOf(token);
+    ]);
     expect(values.some((v) => v.total === 2_000_003)).toBe(false);
     expect(values.filter((v) => v.total === 2_000_000).length).toBeGreaterThan(0);
     expect(values.at(-1)).toEqual({
@@ -463,27 +445,16 @@ describe.skipIf(tqdm.skip)('mcp-progress run --parse on real tqdm output', () =>
 
   it('nested bars count as the outer bar plus a fraction of the inner one; a later bar counts on', async () => {
     const token = await watched('parse-nested-tqdm');
-    const script = [
-      'import time',
-      'from tqdm import tqdm',
+    const { result, values } = await parseTqdm(token, [
       "for epoch in tqdm(range(3), desc='epochs', mininterval=0):",
       "    for batch in tqdm(range(4), desc='batch', leave=False, mininterval=0):",
       '        time.sleep(0.12)',
       "for step in tqdm(range(5), desc='eval', mininterval=0):",
       '    time.sleep(0.12)',
-    ].join('\n');
-    const result = await runCli(
-      ['run', '--token', token, '--parse', '--', PYTHON, ...PYTHON_ARGS, '-c', script],
-      socketEnv(),
-    );
-    expect(result.code, result.stderr).toBe(0);
+    ]);
     // The output passes through: tqdm drew its bars on stderr.
     expect(result.stderr).toContain('epochs: 100%');
-    await expectDone(token, 'ok');
-    const values = progressOf(token);
-    const numbers = values.map((v) => v.progress as number);
-    for (let i = 1; i < numbers.length; i++)
-      expect(numbers[i]).toBeGreaterThan(numbers[i - 1] as number);
+    expectRising(values);
     const epochs = values.filter((v) => v.total === 3);
     // Every epoch counted, each with its batches as a fraction: never 100% after the first.
     for (const epoch of [0, 1, 2]) {
@@ -527,20 +498,12 @@ describe.skipIf(ffmpeg.skip)('mcp-progress run --parse on a real ffmpeg encode',
       'libx264',
       out,
     ];
-    const result = await runCli(
-      ['run', '--token', token, '--parse', '--', ...command],
-      socketEnv(),
-    );
-    expect(result.code, result.stderr).toBe(0);
+    const { result, values } = await runToOk(token, ['--parse', '--', ...command]);
     // ffmpeg's own output passes through, and the progress pipe's key=value lines stay run's.
     expect(result.stderr).toContain('Duration: N/A');
     expect(result.stderr).not.toContain('out_time_us=');
     expect(result.stdout).toBe('');
-    await expectDone(token, 'ok');
-    const values = progressOf(token);
-    const numbers = values.map((v) => v.progress as number);
-    for (let i = 1; i < numbers.length; i++)
-      expect(numbers[i], JSON.stringify(values)).toBeGreaterThan(numbers[i - 1] as number);
+    expectRising(values);
     expect(values.every((v) => v.total === 5)).toBe(true);
     for (const value of values) expect(value.message).toMatch(/^frame \d+, [\d.]+ s of 5 s$/);
     expect(values.at(-1)).toEqual({
@@ -559,13 +522,7 @@ describe.skipIf(ffmpeg.skip)('mcp-progress run --parse on a real ffmpeg encode',
     const token = await watched('parse-ffmpeg-sh');
     const out = join(tempDir(), 'sh.mp4');
     const script = `ffmpeg -nostdin -y -f lavfi -i testsrc=duration=1:size=160x90:rate=30 -c:v libx264 ${out}`;
-    const result = await runCli(
-      ['run', '--token', token, '--parse=ffmpeg', '--', 'sh', '-c', script],
-      socketEnv(),
-    );
-    expect(result.code, result.stderr).toBe(0);
-    await expectDone(token, 'ok');
-    const values = progressOf(token);
+    const { values } = await runToOk(token, ['--parse=ffmpeg', '--', 'sh', '-c', script]);
     expect(values.at(-1)).toEqual({
       progressToken: token,
       progress: 1,
@@ -581,26 +538,19 @@ describe.skipIf(ffmpeg.skip)('mcp-progress run --parse on a real ffmpeg encode',
     // the line comes from what sh echoes.
     const out = join(tempDir(), 'quiet.mp4');
     const script = `echo starting; ffmpeg -nostdin -nostats -loglevel error -y -f lavfi -i testsrc=duration=1 ${out}; echo finished`;
-    const result = await runCli(
-      ['run', '--token', token, '--parse', '--', 'sh', '-c', script],
-      socketEnv(),
-    );
-    expect(result.code, result.stderr).toBe(0);
+    const { result, values } = await runToOk(token, ['--parse', '--', 'sh', '-c', script]);
     expect(result.stdout).toBe('starting\nfinished\n');
     expect(result.stderr).toBe(
       "mcp-progress run --parse: no progress found in sh's output; try --parse=ffmpeg\n",
     );
-    await expectDone(token, 'ok');
-    expect(progressOf(token)).toEqual([]);
+    expect(values).toEqual([]);
   });
 });
 
 describe('mcp-progress run --parse while nothing is progress', () => {
   it('says so once, 10 s into the output, while CMD still runs', async () => {
     const token = await watched('parse-nothing-yet');
-    const run = startRun([
-      '--token',
-      token,
+    const run = startRun(token, [
       '--parse',
       '--',
       'sh',
@@ -634,13 +584,8 @@ describe('mcp-progress run --parse=NAME', () => {
   it('reads with the profile named, whatever the command is called', async () => {
     const token = await watched('parse-named');
     const script = 'for i in 1 2 3 4; do echo "[$i/4] STEP s$i"; sleep 0.05; done';
-    const result = await runCli(
-      ['run', '--token', token, '--parse=ninja', '--', 'sh', '-c', script],
-      socketEnv(),
-    );
-    expect(result.code, result.stderr).toBe(0);
-    await expectDone(token, 'ok');
-    expect(progressOf(token).at(-1)).toEqual({
+    const { values } = await runToOk(token, ['--parse=ninja', '--', 'sh', '-c', script]);
+    expect(values.at(-1)).toEqual({
       progressToken: token,
       progress: 4,
       total: 4,

@@ -10,31 +10,22 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { cleanupAll, eventually, PATIENT_DAEMON_ARGS, ROOT } from '../helpers/daemon.js';
 import { useWatchedBridge } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+import { README, readmeBlockAfter } from '../helpers/readme.js';
 import { tool } from '../helpers/tools.js';
 
 afterAll(() => cleanupAll());
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
-const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const clientsDoc = readFileSync(join(ROOT, 'docs/CLIENTS.md'), 'utf8');
 
 /** The one line of README.md that starts with `start`; it must appear in docs/CLIENTS.md too. */
 function documentedLine(start: string): string {
-  const lines = readme.split('\n').filter((line) => line.startsWith(start));
+  const lines = README.split('\n').filter((line) => line.startsWith(start));
   expect(lines, `README lines starting with ${start}`).toHaveLength(1);
   const line = lines[0] ?? '';
   expect(clientsDoc).toContain(line);
   return line;
-}
-
-/** The first fenced block of `language` after `marker` in the README. */
-function documentedBlock(marker: string, language: string): string {
-  const from = readme.indexOf(marker);
-  expect(from, marker).toBeGreaterThan(-1);
-  const open = readme.indexOf(`\`\`\`${language}\n`, from);
-  const close = readme.indexOf('\n```', open + 1);
-  return readme.slice(open + language.length + 4, close + 1);
 }
 
 const bridge = useWatchedBridge(PATIENT_DAEMON_ARGS);
@@ -80,7 +71,7 @@ function run(
 describe('the README Python snippet', () => {
   it('runs as written with the one-file client, and ends the stream ok', async () => {
     const token = await watched('readme-py');
-    const snippet = documentedBlock('Publish from Python with the one-file client', 'python');
+    const snippet = readmeBlockAfter('Publish from Python with the one-file client', 'python');
     expect(snippet).toContain('from mcp_progress import Progress');
     // The file "dropped next to the script": here, put on sys.path.
     const program = `import sys; sys.path.insert(0, ${JSON.stringify(join(ROOT, 'clients/python'))})\n${snippet}`;

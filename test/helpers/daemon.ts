@@ -36,21 +36,35 @@ export function waitForExit(child: ChildProcess): Promise<number | null> {
   return new Promise((resolveExit) => child.once('exit', (code) => resolveExit(code)));
 }
 
+/** The command line of a daemon in RUNTIME_DIR on an ephemeral gateway port: node, BIN, its flags. */
+export function daemonCommand(runtimeDir: string, ...flags: string[]): string[] {
+  return [process.execPath, BIN, 'daemon', '--runtime-dir', runtimeDir, '--port', '0', ...flags];
+}
+
+/** The environment of a daemon a test spawns itself: no socket or token of the test's own leaks in. */
+export const DAEMON_ENV = { ...process.env, MCP_PROGRESS_SOCKET: '' };
+
+/** Waits (up to a minute) until a daemon the test spawned itself says `ready:` on stderr. */
+export async function untilReady(output: Pick<Output, 'stderr'>): Promise<void> {
+  await eventually(
+    () => (output.stderr().includes('ready:') ? true : undefined),
+    60_000,
+    'the daemon to be ready',
+  );
+}
+
 export async function startDaemon(
   args: string[] = [],
   runtimeDir = tempDir(),
   /** Another local user to run it as (the test must run as root). */
   user?: { uid: number; gid: number },
 ): Promise<RunningDaemon> {
-  const child = spawn(
-    process.execPath,
-    [BIN, 'daemon', '--runtime-dir', runtimeDir, '--port', '0', ...args],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, MCP_PROGRESS_SOCKET: '', MCP_PROGRESS_TOKEN: '' },
-      ...user,
-    },
-  );
+  const [node, ...command] = daemonCommand(runtimeDir, ...args);
+  const child = spawn(node as string, command, {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, MCP_PROGRESS_SOCKET: '', MCP_PROGRESS_TOKEN: '' },
+    ...user,
+  });
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (text: string) => {
     stderr += text;

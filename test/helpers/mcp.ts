@@ -68,13 +68,13 @@ export async function connectStdio(
 }
 
 /** The JSON-RPC text of an MCP initialize request, as a client's first POST to /mcp. */
-export function initializeText(clientName: string): string {
+export function initializeText(clientName: string, protocolVersion = '2025-06-18'): string {
   return JSON.stringify({
     jsonrpc: '2.0',
     id: 1,
     method: 'initialize',
     params: {
-      protocolVersion: '2025-06-18',
+      protocolVersion,
       capabilities: {},
       clientInfo: { name: clientName, version: '1' },
     },

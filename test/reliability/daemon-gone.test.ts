@@ -27,6 +27,13 @@ afterAll(() => cleanupAll());
 const LONG_MS = 120_000;
 const RECONNECT_TIMEOUT_MS = 300;
 
+/** A worker on SOCKET that has published progress 1 for TOKEN, its errors ignored (the daemon goes away). */
+async function publishedOne(token: string, socket: string) {
+  const publisher = await connectPublisher({ token, socket, intervalMs: 0, onError: () => {} });
+  publisher.update({ progress: 1 });
+  return publisher;
+}
+
 describe('a daemon that never comes back', () => {
   it('the gateway client gives up after reconnectTimeoutMs: gateway_lost ends each subscription and rejects requests', async () => {
     const daemon = await startDaemon();
@@ -45,13 +52,7 @@ describe('a daemon that never comes back', () => {
         (n) => seen.push(n),
         (error) => ended.push(error),
       );
-    const publisher = await connectPublisher({
-      token: 'a',
-      socket: daemon.info.socket,
-      intervalMs: 0,
-      onError: () => {},
-    });
-    publisher.update({ progress: 1 });
+    const publisher = await publishedOne('a', daemon.info.socket);
     await eventually(() => (seen.length === 1 ? true : undefined), 10_000, 'the first value');
     await daemon.stop();
     await eventually(
@@ -88,13 +89,7 @@ describe('a daemon that never comes back', () => {
       undefined,
       { onprogress: (p) => progress.push(p.progress), timeout: LONG_MS },
     );
-    const publisher = await connectPublisher({
-      token: 'watched',
-      socket: daemon.info.socket,
-      intervalMs: 0,
-      onError: () => {},
-    });
-    publisher.update({ progress: 1 });
+    const publisher = await publishedOne('watched', daemon.info.socket);
     await eventually(() => (progress.length === 1 ? true : undefined), 10_000, 'the first value');
     await daemon.stop();
     const result = await call;
@@ -118,13 +113,10 @@ describe('a daemon that never comes back', () => {
         reconnectTimeoutMs: RECONNECT_TIMEOUT_MS,
         onWarning: (message) => warnings.push(message),
       });
-      const publisher = await connectPublisher({
-        token: relay.env.MCP_PROGRESS_TOKEN,
-        socket: relay.env.MCP_PROGRESS_SOCKET,
-        intervalMs: 0,
-        onError: () => {},
-      });
-      publisher.update({ progress: 1 });
+      const publisher = await publishedOne(
+        relay.env.MCP_PROGRESS_TOKEN,
+        relay.env.MCP_PROGRESS_SOCKET,
+      );
       const done = await relay.done;
       await publisher.close();
       await relay.close();

@@ -13,8 +13,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/protocol/wire.js';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import {
-  BIN,
   cleanupAll,
+  DAEMON_ENV,
+  daemonCommand,
   eventually,
   startDaemon,
   tempDir,
@@ -130,15 +131,9 @@ describe.skipIf(process.platform !== 'linux')('acked done survives a power loss'
           'trace=write,writev,fdatasync',
           '-o',
           trace,
-          process.execPath,
-          BIN,
-          'daemon',
-          '--runtime-dir',
-          runtimeDir,
-          '--port',
-          '0',
+          ...daemonCommand(runtimeDir),
         ],
-        { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+        { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
       );
       let stderr = '';
       child.stderr?.setEncoding('utf8').on('data', (text: string) => {

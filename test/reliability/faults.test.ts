@@ -11,11 +11,25 @@ import { rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
+/** A daemon that abandons a stream GRACE_MS after its worker is gone, and a gateway watching TOKEN. */
+async function watching(token: string, graceMs: number) {
+  const daemon = await startDaemon(['--abandon-grace-ms', String(graceMs)]);
+  const watcher = await connectGateway(daemon.info);
+  await watcher.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+  return {
+    daemon,
+    watcher,
+    /** Closes the watcher, then stops the daemon. */
+    async stop(): Promise<void> {
+      await watcher.close();
+      await daemon.stop();
+    },
+  };
+}
+
 describe('a worker that dies without done', () => {
   it('ends its stream as abandoned after the grace period, so nobody waits for ever', async () => {
-    const daemon = await startDaemon(['--abandon-grace-ms', '300']);
-    const watcher = await connectGateway(daemon.info);
-    await watcher.request('progress/subscribe', { progressToken: 'orphan', minIntervalMs: 0 });
+    const { daemon, watcher, stop } = await watching('orphan', 300);
     // A separate Python process publishes, then exits without done.
     await pythonRawClient(daemon.info.socket, [
       { type: 'progress', data: { v: 1, progressToken: 'orphan', progress: 3, seq: 1 } },
@@ -30,14 +44,11 @@ describe('a worker that dies without done', () => {
         message: expect.stringContaining('within 0.3 s'),
       },
     });
-    await watcher.close();
-    await daemon.stop();
+    await stop();
   });
 
   it('a worker that claimed its token and died before its first update is abandoned too', async () => {
-    const daemon = await startDaemon(['--abandon-grace-ms', '300']);
-    const watcher = await connectGateway(daemon.info);
-    await watcher.request('progress/subscribe', { progressToken: 'stillborn', minIntervalMs: 0 });
+    const { daemon, watcher, stop } = await watching('stillborn', 300);
     await pythonRawClient(daemon.info.socket, [
       { type: 'claim', data: { v: 1, progressToken: 'stillborn', seq: 1 } },
     ]);
@@ -46,14 +57,11 @@ describe('a worker that dies without done', () => {
       method: 'notifications/progress/done',
       params: { progressToken: 'stillborn', status: 'abandoned' },
     });
-    await watcher.close();
-    await daemon.stop();
+    await stop();
   });
 
   it('a worker that reconnects within the grace period keeps its stream', async () => {
-    const daemon = await startDaemon(['--abandon-grace-ms', '5000']);
-    const watcher = await connectGateway(daemon.info);
-    await watcher.request('progress/subscribe', { progressToken: 'phoenix', minIntervalMs: 0 });
+    const { daemon, watcher, stop } = await watching('phoenix', 5000);
     await pythonRawClient(daemon.info.socket, [
       { type: 'progress', data: { v: 1, progressToken: 'phoenix', progress: 1, seq: 1 } },
     ]);
@@ -66,8 +74,7 @@ describe('a worker that dies without done', () => {
       2,
       'ok',
     ]);
-    await watcher.close();
-    await daemon.stop();
+    await stop();
   });
 });
 

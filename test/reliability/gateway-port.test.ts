@@ -129,6 +129,15 @@ async function metric(base: string, secret: string, name: string): Promise<numbe
   return Number(line.split(' ')[1]);
 }
 
+/** A daemon that takes CAP pending connections per user, each given HANDSHAKE_MS to authenticate. */
+const cappedDaemon = (cap: number, handshakeMs: number) =>
+  startDaemon([
+    '--max-pending-connections',
+    String(cap),
+    '--handshake-timeout-ms',
+    String(handshakeMs),
+  ]);
+
 describe.skipIf(otherUser.skip)(
   `the gateway port before authentication, held by ${OTHER_USER}`,
   () => {
@@ -137,12 +146,7 @@ describe.skipIf(otherUser.skip)(
     it("past --max-pending-connections of one user, a new connection closes that user's oldest; sessions and workers go on", async () => {
       const cap = 32;
       const held = 3000;
-      const daemon = await startDaemon([
-        '--max-pending-connections',
-        String(cap),
-        '--handshake-timeout-ms',
-        '600000',
-      ]);
+      const daemon = await cappedDaemon(cap, 600_000);
       const base = httpBase(daemon.info);
       const port = Number(new URL(base).port);
       // A session authenticated before the holder arrives.
@@ -211,13 +215,8 @@ describe.skipIf(otherUser.skip)(
     it("another user renewing half-sent upgrades as they time out locks out none of the owner's WebSocket sessions or /mcp POSTs", async () => {
       const cap = 32;
       const attempts = 20;
-      const daemon = await startDaemon([
-        '--max-pending-connections',
-        String(cap),
-        // Short, so that the holder renews its connections while the owner connects.
-        '--handshake-timeout-ms',
-        '1000',
-      ]);
+      // A short handshake timeout, so that the holder renews its connections while the owner connects.
+      const daemon = await cappedDaemon(cap, 1000);
       const port = Number(new URL(httpBase(daemon.info)).port);
       const holder = holdConnections(port, cap + 8, true);
       await holder.ready;

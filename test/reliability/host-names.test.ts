@@ -6,6 +6,7 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { initializeText, MCP_POST_HEADERS } from '../helpers/mcp.js';
 
 let daemon: RunningDaemon;
 let port: number;
@@ -49,23 +50,13 @@ function ask(
   });
 }
 
-const MCP_INITIALIZE = JSON.stringify({
-  jsonrpc: '2.0',
-  id: 1,
-  method: 'initialize',
-  params: {
-    protocolVersion: '2025-06-18',
-    capabilities: {},
-    clientInfo: { name: 'host-names-test', version: '1' },
-  },
-});
+const MCP_INITIALIZE = initializeText('host-names-test');
 
 function mcpHeaders(host: string, origin?: string): Record<string, string> {
   const headers: Record<string, string> = {
     host,
     authorization: `Bearer ${daemon.info.secret}`,
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
+    ...MCP_POST_HEADERS,
   };
   if (origin !== undefined) headers.origin = origin;
   return headers;

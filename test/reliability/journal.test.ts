@@ -24,15 +24,17 @@ import { connectPublisher } from '../../src/client/index.js';
 import { doneJournalPath } from '../../src/daemon/done-journal.js';
 import type { DaemonStatus, StreamSummary } from '../../src/protocol/frames.js';
 import {
-  BIN,
   cleanupAll,
   collectOutput,
+  DAEMON_ENV,
+  daemonCommand,
   eventually,
   ROOT,
   type RunningDaemon,
   runCli,
   startDaemon,
   tempDir,
+  untilReady,
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
@@ -442,26 +444,12 @@ describe.skipIf(process.platform !== 'linux')('a journal that cannot open its fi
     const limit = 64;
     const child = spawn(
       'sh',
-      [
-        '-c',
-        `ulimit -n ${limit} && exec "$0" "$@"`,
-        process.execPath,
-        BIN,
-        'daemon',
-        '--runtime-dir',
-        runtimeDir,
-        '--port',
-        '0',
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+      ['-c', `ulimit -n ${limit} && exec "$0" "$@"`, ...daemonCommand(runtimeDir)],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
     );
     const output = collectOutput(child);
     try {
-      await eventually(
-        () => (output.stderr().includes('ready:') ? true : undefined),
-        15_000,
-        'ready',
-      );
+      await untilReady(output);
       const socket = join(runtimeDir, 'bridge.sock');
       const worker = await rawWorker(socket);
       const open = () => readdirSync(`/proc/${child.pid}/fd`).length;

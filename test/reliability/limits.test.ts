@@ -4,8 +4,8 @@ import { connect } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { encodeFrame } from '../../src/protocol/wire.js';
-import { cleanupAll, runCli, startDaemon } from '../helpers/daemon.js';
-import { connectGateway } from '../helpers/gateway.js';
+import { cleanupAll, type RunningDaemon, runCli, startDaemon } from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import { honestPair } from '../helpers/honest.js';
 import { httpBase } from '../helpers/mcp.js';
 import { rawWorker } from '../helpers/worker.js';
@@ -13,6 +13,13 @@ import { rawWorker } from '../helpers/worker.js';
 afterAll(() => cleanupAll());
 
 const code = (data: unknown) => (data as { code?: string }).code;
+
+/** The other session still answers, with no stream made by the refused one; then both end. */
+async function expectUnharmed(session: GatewayClient, daemon: RunningDaemon): Promise<void> {
+  expect((await session.request('progress/list')).result).toEqual({ streams: [] });
+  await session.close();
+  await daemon.stop();
+}
 
 describe('limits', () => {
   it('max connections: the connection past the cap gets too_many_connections and is closed', async () => {
@@ -175,9 +182,7 @@ describe('limits', () => {
       ws.once('error', () => {});
     });
     expect(status).toBe(503);
-    expect((await first.request('progress/list')).result).toEqual({ streams: [] });
-    await first.close();
-    await daemon.stop();
+    await expectUnharmed(first, daemon);
   });
 
   it('frame size: a frame over 64 KiB is refused, a frame just under is accepted', async () => {
@@ -239,9 +244,7 @@ describe('limits', () => {
     const closed = new Promise<number>((resolve) => big.ws.once('close', (c) => resolve(c)));
     big.ws.send('x'.repeat(70_000));
     expect(await closed).toBe(1009);
-    expect((await other.request('progress/list')).result).toEqual({ streams: [] });
-    await other.close();
-    await daemon.stop();
+    await expectUnharmed(other, daemon);
   });
 
   it('a message in more fragments than the WebSocket layer takes closes that session with 1008; others go on', async () => {
@@ -253,8 +256,6 @@ describe('limits', () => {
     for (let i = 0; i < 16_400 && fragmented.ws.readyState === fragmented.ws.OPEN; i++)
       fragmented.ws.send('x', { fin: false });
     expect(await closed).toBe(1008);
-    expect((await other.request('progress/list')).result).toEqual({ streams: [] });
-    await other.close();
-    await daemon.stop();
+    await expectUnharmed(other, daemon);
   });
 });

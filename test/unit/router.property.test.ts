@@ -20,63 +20,42 @@ type Op =
   | { kind: 'dropConnection'; conn: number }
   | { kind: 'advance'; ms: number };
 
+/** Connection and subscriber numbers are 1 to 3; tokens index TOKENS. */
+const oneOfThree = fc.integer({ min: 1, max: 3 });
+const anyToken = fc.integer({ min: 0, max: TOKENS.length - 1 });
+
+type OpOf<K extends Op['kind']> = Extract<Op, { kind: K }>;
+
+/** An operation of one kind, drawn with that weight, its other fields drawn from theirs. */
+function weighted<K extends Op['kind']>(
+  weight: number,
+  kind: K,
+  fields: { [P in Exclude<keyof OpOf<K>, 'kind'>]: fc.Arbitrary<OpOf<K>[P]> },
+): { weight: number; arbitrary: fc.Arbitrary<Op> } {
+  // The fields are checked against Op above; fc.record cannot see that kind plus them is an OpOf<K>.
+  return {
+    weight,
+    arbitrary: fc.record({ kind: fc.constant(kind), ...fields }) as unknown as fc.Arbitrary<Op>,
+  };
+}
+
 const op: fc.Arbitrary<Op> = fc.oneof(
-  {
-    weight: 6,
-    arbitrary: fc.record({
-      kind: fc.constant('publish' as const),
-      conn: fc.integer({ min: 1, max: 3 }),
-      token: fc.integer({ min: 0, max: TOKENS.length - 1 }),
-      progress: fc.option(fc.integer({ min: -5, max: 400 }), { nil: undefined, freq: 2 }),
-    }),
-  },
-  {
-    weight: 1,
-    arbitrary: fc.record({
-      kind: fc.constant('finish' as const),
-      conn: fc.integer({ min: 1, max: 3 }),
-      token: fc.integer({ min: 0, max: TOKENS.length - 1 }),
-    }),
-  },
-  {
-    weight: 3,
-    arbitrary: fc.record({
-      kind: fc.constant('subscribe' as const),
-      sub: fc.integer({ min: 1, max: 3 }),
-      token: fc.integer({ min: 0, max: TOKENS.length - 1 }),
-      interval: fc.constantFrom(0, 10, 100),
-      as: fc.boolean(),
-    }),
-  },
-  {
-    weight: 1,
-    arbitrary: fc.record({
-      kind: fc.constant('unsubscribe' as const),
-      sub: fc.integer({ min: 1, max: 3 }),
-      token: fc.integer({ min: 0, max: TOKENS.length - 1 }),
-    }),
-  },
-  {
-    weight: 1,
-    arbitrary: fc.record({
-      kind: fc.constant('dropSubscriber' as const),
-      sub: fc.integer({ min: 1, max: 3 }),
-    }),
-  },
-  {
-    weight: 1,
-    arbitrary: fc.record({
-      kind: fc.constant('dropConnection' as const),
-      conn: fc.integer({ min: 1, max: 3 }),
-    }),
-  },
-  {
-    weight: 3,
-    arbitrary: fc.record({
-      kind: fc.constant('advance' as const),
-      ms: fc.integer({ min: 0, max: 80 }),
-    }),
-  },
+  weighted(6, 'publish', {
+    conn: oneOfThree,
+    token: anyToken,
+    progress: fc.option(fc.integer({ min: -5, max: 400 }), { nil: undefined, freq: 2 }),
+  }),
+  weighted(1, 'finish', { conn: oneOfThree, token: anyToken }),
+  weighted(3, 'subscribe', {
+    sub: oneOfThree,
+    token: anyToken,
+    interval: fc.constantFrom(0, 10, 100),
+    as: fc.boolean(),
+  }),
+  weighted(1, 'unsubscribe', { sub: oneOfThree, token: anyToken }),
+  weighted(1, 'dropSubscriber', { sub: oneOfThree }),
+  weighted(1, 'dropConnection', { conn: oneOfThree }),
+  weighted(3, 'advance', { ms: fc.integer({ min: 0, max: 80 }) }),
 );
 
 interface ModelStream {

@@ -40,6 +40,12 @@ describe('planTail', () => {
   });
 });
 
+/** A review that follows nothing and restamps one stream. */
+const restampedOnly = (token: string, startedAt: number) => ({
+  follow: [],
+  restamp: [{ token, startedAt }],
+});
+
 describe('Following', () => {
   it('follows each active or done stream once, and never a waiting one', () => {
     const following = new Following([]);
@@ -47,19 +53,13 @@ describe('Following', () => {
     expect(first).toEqual({ follow: [{ token: 'a', startedAt: 1 }], restamp: [] });
     following.started('a', 1);
     // While the subscription lives, the same stream is restamped, never followed twice.
-    expect(following.review([stream('a', 'active', 1)])).toEqual({
-      follow: [],
-      restamp: [{ token: 'a', startedAt: 1 }],
-    });
+    expect(following.review([stream('a', 'active', 1)])).toEqual(restampedOnly('a', 1));
   });
 
   it('takes a new startedAt of a live subscription as the same stream (a daemon restart)', () => {
     const following = new Following([]);
     following.started('a', 1);
-    expect(following.review([stream('a', 'active', 50)])).toEqual({
-      follow: [],
-      restamp: [{ token: 'a', startedAt: 50 }],
-    });
+    expect(following.review([stream('a', 'active', 50)])).toEqual(restampedOnly('a', 50));
   });
 
   it('after a done, the listed done stream is the same one; a new stream under the token is followed', () => {

@@ -38,17 +38,14 @@ interface WindowsDaemon {
 
 let prefix: WinePrefix;
 
+/** `mcp-progress daemon` under Wine on `runtimeDir`, on an ephemeral gateway port. */
+const windowsDaemon = (runtimeDir: string) =>
+  prefix.node([winPath(BIN), 'daemon', '--runtime-dir', winPath(runtimeDir), '--port', '0']);
+
 /** Starts `mcp-progress daemon` under Wine on `runtimeDir` and waits until it is ready. */
 async function startWindowsDaemon(runtimeDir: string): Promise<WindowsDaemon> {
   mkdirSync(runtimeDir, { recursive: true });
-  const daemon = prefix.node([
-    winPath(BIN),
-    'daemon',
-    '--runtime-dir',
-    winPath(runtimeDir),
-    '--port',
-    '0',
-  ]);
+  const daemon = windowsDaemon(runtimeDir);
   await eventually(
     () => (daemon.stderr().includes('ready:') ? true : undefined),
     60_000,
@@ -279,14 +276,7 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
     const runtimeDir = join(work, 'runtime-squatted');
     mkdirSync(runtimeDir, { recursive: true });
     writeFileSync(join(runtimeDir, 'pipe-name'), `${name}\n`);
-    const refused = prefix.node([
-      winPath(BIN),
-      'daemon',
-      '--runtime-dir',
-      winPath(runtimeDir),
-      '--port',
-      '0',
-    ]);
+    const refused = windowsDaemon(runtimeDir);
     expect(await refused.exited()).not.toBe(0);
     expect(refused.stderr()).toContain(`the named pipe ${name} already exists`);
     squatter.child.kill('SIGKILL');
@@ -295,9 +285,7 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
   it('of 3 daemons started at once on one runtime dir, one runs: daemon.lock is held with no sharing', async () => {
     const runtimeDir = join(work, 'runtime-race');
     mkdirSync(runtimeDir, { recursive: true });
-    const daemons = [0, 1, 2].map(() =>
-      prefix.node([winPath(BIN), 'daemon', '--runtime-dir', winPath(runtimeDir), '--port', '0']),
-    );
+    const daemons = [0, 1, 2].map(() => windowsDaemon(runtimeDir));
     const exits = daemons.map((d) => d.exited());
     const settled = await eventually(
       () => {
