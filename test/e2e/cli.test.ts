@@ -316,21 +316,19 @@ describe('publish and status', () => {
   });
 
   it('reports a frame the daemon rejects for its content', async () => {
-    // What only the daemon knows (the stream's last progress) is refused by the daemon.
-    const first = await runCli(['publish', ...socketArgs(), '--token', 'again', '--progress', '5']);
+    // What only the daemon knows (the stream ended) is refused by the daemon.
+    const first = await runCli(['publish', ...socketArgs(), '--token', 'ended', '--done']);
     expect(first.code).toBe(0);
     const result = await runCli([
       'publish',
       ...socketArgs(),
       '--token',
-      'again',
+      'ended',
       '--progress',
       '5',
     ]);
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain(
-      'rejected (non_monotonic): progress 5 is not greater than the last accepted progress 5',
-    );
+    expect(result.stderr).toContain('rejected (stream_closed)');
   });
 
   it('status shows the figures, as text and as JSON', async () => {

@@ -3,6 +3,9 @@
  * once with useradd where the tests run as root (CI does); elsewhere its tests skip with a warning.
  */
 import { type ChildProcess, type SpawnOptions, spawn, spawnSync } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { ROOT } from './daemon.js';
 import { PYTHON, PYTHON_ARGS } from './python.js';
 import { tool } from './tools.js';
 
@@ -62,4 +65,18 @@ export function asOtherUser(code: string, ...args: string[]): string {
 /** Starts a Python snippet as the other user that keeps running (stdin and stdout are pipes). */
 export function spawnAsOtherUser(code: string, ...args: string[]): ChildProcess {
   return spawn('runuser', runAsOther(code, args), { stdio: ['pipe', 'pipe', 'pipe'], cwd: '/' });
+}
+
+/**
+ * Lets other users reach this checkout, so that a test can run its code as one (nobody, the
+ * other user): each directory above it that others cannot pass through gets o+x, traverse only
+ * (no read), as a clone in a 0700 temporary directory needs. Only where the tests run as root.
+ */
+export function letOthersReachCheckout(): void {
+  if (process.getuid?.() !== 0) return;
+  for (let dir = ROOT; ; dir = dirname(dir)) {
+    const { mode } = statSync(dir);
+    if ((mode & 0o001) === 0) chmodSync(dir, mode | 0o001);
+    if (dirname(dir) === dir) return;
+  }
 }

@@ -5,6 +5,7 @@
  * refused journal_failed, not applied, and the clients resend it; a journal the disk cannot
  * hold at start is a clear start error.
  */
+
 import { spawn, spawnSync } from 'node:child_process';
 import {
   appendFileSync,
@@ -39,6 +40,7 @@ import {
 } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { connectStdio, httpBase, textOf } from '../helpers/mcp.js';
+import { letOthersReachCheckout } from '../helpers/other-user.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 import { tool } from '../helpers/tools.js';
 import { rawWorker } from '../helpers/worker.js';
@@ -194,7 +196,10 @@ const root = tool('root', {
 const NOBODY = { uid: 65534, gid: 65534 };
 
 describe.skipIf(root.skip)('as an unprivileged user (nobody)', () => {
-  beforeAll(() => root.require());
+  beforeAll(() => {
+    root.require();
+    letOthersReachCheckout();
+  });
 
   it('a journal the daemon cannot read is renamed aside, named in an error with what to do, never deleted', async () => {
     const runtimeDir = tempDir();

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { collectOutput, ROOT } from '../helpers/daemon.js';
+import { letOthersReachCheckout } from '../helpers/other-user.js';
 import { rootOnly } from '../helpers/tools.js';
 
 const FIXTURES = join(ROOT, 'test/fixtures/count-reporter');
@@ -80,6 +81,7 @@ describe('the count reporter', () => {
 
   it.skipIf(switchUser.skip)('under CI: a test that needs root fails when not root', async () => {
     switchUser.require();
+    letOthersReachCheckout();
     const run = await vitest(['needs-root.fixture.ts'], true, 'nobody');
     expect(run.code, run.output).toBe(1);
     expect(run.output).toMatch(/^0 passed, 1 failed, 0 skipped$/m);
