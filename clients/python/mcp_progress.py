@@ -533,11 +533,7 @@ class Progress:
             try:
                 connection = _PipeConnection(self.socket_path)
             except OSError as error:
-                self._warn(
-                    "daemon_not_running",
-                    "no daemon on %s (%s): start it with \"mcp-progress daemon\"; progress will be sent when it is up"
-                    % (self.socket_path, error.strerror or error),
-                )
+                self._no_daemon(error)
                 return None
             self._connected = True
             return connection
@@ -569,14 +565,17 @@ class Progress:
                     "the daemon on %s is busy (its queue of connects is full); retrying" % (self.socket_path,),
                 )
                 return None
-            self._warn(
-                "daemon_not_running",
-                "no daemon on %s (%s): start it with \"mcp-progress daemon\"; progress will be sent when it is up"
-                % (self.socket_path, error.strerror or error),
-            )
+            self._no_daemon(error)
             return None
         self._connected = True
         return sock
+
+    def _no_daemon(self, error: OSError) -> None:
+        self._warn(
+            "daemon_not_running",
+            "no daemon on %s (%s): start it with \"mcp-progress daemon\"; progress will be sent when it is up"
+            % (self.socket_path, error.strerror or error),
+        )
 
     def _dropped(self, sock: _socket.socket) -> None:
         try:
