@@ -4,7 +4,7 @@ import { constants } from 'node:os';
 import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
-import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
+import { helpRow, type OptionRow, optionsHelp, wrapWords } from '../shared/option-table.js';
 import { parseOptions, UsageError } from './args.js';
 import type { Io } from './io.js';
 import { stopTree } from './process-tree.js';
@@ -90,22 +90,10 @@ function profileHelp(): string {
   return [...PROFILES, GENERIC_PROFILE]
     .map((profile) => {
       const commands = profile.commands.length === 0 ? '' : ` [${profile.commands.join(', ')}]`;
-      return wrap(`${profile.name}${commands}: ${profile.reads}`, 79, '  ', '    ');
+      const [first, ...rest] = wrapWords(`${profile.name}${commands}: ${profile.reads}`, 75, 77);
+      return [`  ${first}`, ...rest.map((line) => `    ${line}`)].join('\n');
     })
     .join('\n');
-}
-
-function wrap(text: string, width: number, first: string, rest: string): string {
-  const lines: string[] = [];
-  let line = first;
-  for (const word of text.split(' ')) {
-    if (line.trim() !== '' && line.length + 1 + word.length > width) {
-      lines.push(line);
-      line = rest + word;
-    } else line = line.trim() === '' ? line + word : `${line} ${word}`;
-  }
-  lines.push(line);
-  return lines.join('\n');
 }
 
 /** Flags of run that take a value: the command starts at the first word that is neither a flag nor such a value. */

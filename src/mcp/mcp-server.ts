@@ -475,7 +475,7 @@ function formatRate(rate: number): string {
 }
 
 /** A duration a person reads at a glance: 45 s, 3 min 20 s, 2 h 5 min. */
-export function formatDurationMs(ms: number): string {
+function formatDurationMs(ms: number): string {
   const seconds = Math.round(ms / 1000);
   if (seconds < 60) return `${seconds} s`;
   const minutes = Math.floor(seconds / 60);

@@ -90,7 +90,7 @@ export function optionsHelp(rows: readonly OptionRow[], column: number): string 
     const wrapped = row.help
       .replaceAll('{default}', shown)
       .split('\n')
-      .flatMap((paragraph) => wrap(paragraph, HELP_WIDTH - column));
+      .flatMap((paragraph) => wrapWords(paragraph, HELP_WIDTH - column));
     const pad = ' '.repeat(column);
     if (flag.length < column - 1) lines.push(`${flag.padEnd(column)}${wrapped[0]}`);
     else lines.push(flag, `${pad}${wrapped[0]}`);
@@ -103,11 +103,13 @@ export function optionsHelp(rows: readonly OptionRow[], column: number): string 
     .join('\n');
 }
 
-function wrap(text: string, width: number): string[] {
+/** Words of `text` in lines of at most `width` columns (the first line: `firstWidth`); a longer word stands alone. */
+export function wrapWords(text: string, width: number, firstWidth = width): string[] {
   const wrapped: string[] = [];
   let line = '';
   for (const word of text.split(' ')) {
-    if (line !== '' && line.length + 1 + word.length > width) {
+    const room = wrapped.length === 0 ? firstWidth : width;
+    if (line !== '' && line.length + 1 + word.length > room) {
       wrapped.push(line);
       line = word;
     } else line = line === '' ? word : `${line} ${word}`;
