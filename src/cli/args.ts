@@ -121,12 +121,14 @@ export function parseOptions<const T extends readonly OptionRow[]>(
   const numeric = new Set(
     rows.filter((row) => row.kind === 'integer' || row.kind === 'number').map((r) => `--${r.name}`),
   );
-  const { values, positionals } = parse(
-    command,
-    joinNegativeNumbers(argv, numeric),
-    config,
-    allowPositionals,
+  // A flag whose value is optional, given alone, is its empty value (never the next word's).
+  const optional = new Set(
+    rows.filter((row) => row.optionalValue === true).map((r) => `--${r.name}`),
   );
+  const given = joinNegativeNumbers(argv, numeric).map((arg) =>
+    optional.has(arg) ? `${arg}=` : arg,
+  );
+  const { values, positionals } = parse(command, given, config, allowPositionals);
   const typed: Record<string, unknown> = {};
   for (const row of rows) {
     const given = values[row.name];

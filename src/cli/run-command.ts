@@ -29,9 +29,10 @@ export const RUN_OPTIONS = [
   },
   {
     name: 'parse',
-    // --parse alone, or --parse=NAME: planRun makes the bare flag an empty value.
+    // --parse alone (""), or --parse=NAME.
     kind: 'string',
-    value: '[=NAME]',
+    value: 'NAME',
+    optionalValue: true,
     help: 'also read CMD\'s stdout and stderr for progress and publish it, so that an unmodified program reports progress. The output passes through unchanged. NAME is a profile (below); --parse alone chooses one by CMD\'s name, else the generic reader. Behind sh -c "TOOL ARGS", a named profile reads the words after TOOL as its arguments. When CMD writes output and none of it is progress, run says so once on stderr, naming a profile to try.',
   },
   {
@@ -100,7 +101,7 @@ function profileHelp(): string {
 const VALUE_FLAGS: ReadonlySet<string> = new Set(
   RUN_OPTIONS.filter(
     // --parse takes its value only as --parse=NAME, never as the next word.
-    (row) => row.kind !== 'boolean' && !('value' in row && row.value.startsWith('[')),
+    (row) => row.kind !== 'boolean' && !('optionalValue' in row && row.optionalValue),
   ).map((row) => `--${row.name}`),
 );
 
@@ -150,9 +151,8 @@ export function planRun(
   newToken = () => `run-${randomBytes(6).toString('base64url')}`,
 ): RunPlan | 'help' {
   const split = splitCommand(argv);
-  // --parse alone chooses the profile by CMD's name; --parse=NAME names it.
-  const options = split.options.map((arg) => (arg === '--parse' ? '--parse=' : arg));
-  const { values } = parseOptions('run', options, RUN_OPTIONS);
+  // --parse alone ("") chooses the profile by CMD's name; --parse=NAME names it.
+  const { values } = parseOptions('run', split.options, RUN_OPTIONS);
   if (values.help) return 'help';
   const [file, ...args] = split.command;
   if (file === undefined)

@@ -13,6 +13,11 @@ export interface OptionRow {
   readonly kind: 'string' | 'boolean' | 'list' | 'integer' | 'number';
   /** The placeholder in --help for a string or list (DIR, PATH); numbers show N. */
   readonly value?: string;
+  /**
+   * A string whose value is optional: `--parse` alone (read as "") or `--parse=NAME`, never the
+   * next word; --help shows `--parse[=NAME]`.
+   */
+  readonly optionalValue?: boolean;
   /** A one-letter alias (-h). */
   readonly short?: string;
   /** The heading this flag is listed under in --help; none: listed without one. */
@@ -81,9 +86,8 @@ export function optionsHelp(rows: readonly OptionRow[], column: number): string 
         ? ' N'
         : row.kind === 'boolean'
           ? ''
-          : // An optional value (--parse[=NAME]) is written right after the flag.
-            row.value?.startsWith('[')
-            ? row.value
+          : row.optionalValue === true
+            ? `[=${row.value ?? 'VALUE'}]`
             : ` ${row.value ?? 'VALUE'}`;
     const shown = row.shownDefault ?? (row.default === undefined ? '' : String(row.default));
     const flag = `  ${row.short === undefined ? '' : `-${row.short}, `}--${row.name}${value}`;

@@ -56,8 +56,18 @@ describe.each(COMMANDS)('mcp-progress %s', (command, rows, help, column) => {
         row.kind === 'integer' || row.kind === 'number'
           ? String(row.min ?? 0)
           : (row.choices?.[0] ?? 'x');
-      const argv = row.kind === 'boolean' ? [`--${row.name}`] : [`--${row.name}`, value];
+      const argv =
+        row.kind === 'boolean'
+          ? [`--${row.name}`]
+          : row.optionalValue === true
+            ? [`--${row.name}=${value}`]
+            : [`--${row.name}`, value];
       expect(() => parseOptions(command, argv, rows), row.name).not.toThrow();
+      // Alone, an optional value is its empty value, and the next word is not taken as it.
+      if (row.optionalValue === true) {
+        const alone = parseOptions(command, [`--${row.name}`], rows).values;
+        expect(alone[row.name as keyof typeof alone], row.name).toBe('');
+      }
     }
   });
 });
