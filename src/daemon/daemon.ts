@@ -391,6 +391,14 @@ export class Daemon {
     unsubscribe: (session, token) => {
       this.#router.unsubscribe(session, token);
     },
+    subscribeAll: (session, params) => {
+      const outcome = this.#router.subscribeAll(session, params?.minIntervalMs, this.now());
+      this.#scheduler.schedule();
+      return outcome;
+    },
+    unsubscribeAll: (session) => {
+      this.#router.unsubscribeAll(session);
+    },
     listReplyBytes: () => this.#listReplyBytes,
     list: (after, limit, maxBytes) =>
       this.#router.page(after, limit, maxBytes, (summary) => this.#withHost(summary), this.now()),
@@ -418,6 +426,7 @@ export class Daemon {
       pageSessions: this.#hub.countOf('page'),
       streams: stats.streams,
       subscriptions: stats.subscriptions,
+      subscribedToAll: stats.subscribedToAll,
       claims: stats.claims,
       memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
       counters: {

@@ -223,6 +223,15 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     help: 'subscriptions per session (default {default})',
   },
   {
+    name: 'max-subscribe-all',
+    key: { router: 'maxSubscribeAllSessions' },
+    kind: 'integer',
+    default: R.maxSubscribeAllSessions,
+    min: 1,
+    section: 'Limits',
+    help: 'sessions that follow every stream at once (tail without tokens)\n(default {default})',
+  },
+  {
     name: 'max-session-buffer-bytes',
     key: { daemon: 'maxSessionBufferBytes' },
     kind: 'integer',

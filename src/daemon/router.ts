@@ -60,6 +60,11 @@ export interface RouterOptions {
   readonly maxSubscriptionsPerSubscriber: number;
   /** Coalescing interval of a subscription that does not choose one. */
   readonly defaultMinIntervalMs: number;
+  /**
+   * Sessions subscribed to every stream at once (`subscribeAll`). Each holds one subscription
+   * per active stream, outside its own cap, so this bounds what they cost together.
+   */
+  readonly maxSubscribeAllSessions: number;
 }
 
 export const DEFAULT_ROUTER_OPTIONS: RouterOptions = {
@@ -72,6 +77,7 @@ export const DEFAULT_ROUTER_OPTIONS: RouterOptions = {
   maxClaims: 100_000,
   maxSubscriptionsPerSubscriber: 10_000,
   defaultMinIntervalMs: 100,
+  maxSubscribeAllSessions: 8,
 };
 
 /** What a done's journal needs of the stream it ends. */
@@ -128,6 +134,12 @@ export interface SubscribeRequest {
   readonly minIntervalMs?: number | undefined;
 }
 
+/** A session subscribed to every stream: its interval, and the subscriptions that made. */
+interface SubscribeAll {
+  minIntervalMs: number;
+  readonly attached: Set<Subscription>;
+}
+
 export interface StreamPage {
   readonly streams: StreamSummary[];
   /** The position to continue after; undefined on the last page. */
@@ -138,6 +150,7 @@ export interface RouterStats {
   streams: { waiting: number; active: number; done: number };
   subscriptions: number;
   subscribers: number;
+  subscribedToAll: number;
   /** Tokens claimed by worker connections (`claim`), one per connection and token. */
   claims: number;
   /** Subscriptions holding a value back for the end of their interval. */
@@ -166,6 +179,7 @@ export class Router {
   #claimCount = 0;
   readonly #subscribers = new Map<SubscriberId, Map<ProgressToken, Subscription>>();
   #subscriptionCount = 0;
+  readonly #subscribedToAll = new Map<SubscriberId, SubscribeAll>();
   /** No active stream can reach its TTL before this time. */
   #idleCheckAt = Number.POSITIVE_INFINITY;
   #observer: StreamObserver | undefined;
@@ -299,19 +313,23 @@ export class Router {
     now: number,
   ): Outcome<SubscribeRefusal> {
     const token = request.progressToken;
-    let mine = this.#subscribers.get(subscriber);
+    const mine = this.#subscribers.get(subscriber);
     const existing = mine?.get(token);
     if (existing !== undefined) {
       // A repeated subscribe changes options only: resending the snapshot would repeat a value.
       existing.label = request.as;
       existing.minIntervalMs = request.minIntervalMs ?? this.#options.defaultMinIntervalMs;
+      // Made by its token now: it outlives unsubscribeAll.
+      this.#subscribedToAll.get(subscriber)?.attached.delete(existing);
       return ACCEPTED;
     }
-    if (mine !== undefined && mine.size >= this.#options.maxSubscriptionsPerSubscriber) {
+    // Those subscribeAll made are bounded by the active streams, not by this cap.
+    const held = (mine?.size ?? 0) - (this.#subscribedToAll.get(subscriber)?.attached.size ?? 0);
+    if (held >= this.#options.maxSubscriptionsPerSubscriber) {
       return {
         ok: false,
         code: 'too_many_subscriptions',
-        message: `this session already holds ${mine.size} subscriptions, the cap (--max-subscriptions); unsubscribe from finished streams first`,
+        message: `this session already holds ${held} subscriptions, the cap (--max-subscriptions); unsubscribe from finished streams first`,
       };
     }
     let stream = this.#streams.get(token);
@@ -326,31 +344,62 @@ export class Router {
         message: `${this.#options.maxStreams} streams are already waiting for their first frame, the cap (--max-streams): unsubscribe from tokens no worker will publish`,
       };
     }
-    if (mine === undefined) {
-      mine = new Map();
-      this.#subscribers.set(subscriber, mine);
-    }
-    const subscription = newSubscription(
-      subscriber,
-      token,
-      request.as === token ? undefined : request.as,
-      request.minIntervalMs ?? this.#options.defaultMinIntervalMs,
-    );
-    mine.set(token, subscription);
-    this.#subscriptionCount++;
     if (stream === undefined) {
       stream = newStream(token, 'waiting', now, this.#nextOrder++);
       this.#streams.set(token, stream);
     }
-    if (stream.last !== undefined) {
-      this.#gate.offer(subscription, labelled(stream.last, subscription), now);
+    this.#attach(
+      subscriber,
+      stream,
+      request.as === token ? undefined : request.as,
+      request.minIntervalMs ?? this.#options.defaultMinIntervalMs,
+      now,
+    );
+    return ACCEPTED;
+  }
+
+  /**
+   * Subscribes the session to every active stream (its last value now) and to every stream
+   * that becomes active later, until `unsubscribeAll`. Done streams are not sent: they are
+   * in `page`. A stream the session subscribed to by its token keeps that subscription.
+   */
+  subscribeAll(
+    subscriber: SubscriberId,
+    minIntervalMs: number | undefined,
+    now: number,
+  ): Outcome<'too_many_subscriptions'> {
+    const interval = minIntervalMs ?? this.#options.defaultMinIntervalMs;
+    let all = this.#subscribedToAll.get(subscriber);
+    if (all !== undefined) {
+      // Again: a new interval for what it holds and what comes, and nothing sent again.
+      all.minIntervalMs = interval;
+      for (const subscription of all.attached) subscription.minIntervalMs = interval;
+      return ACCEPTED;
     }
-    if (stream.done !== undefined) {
-      this.#gate.finish(subscription, labelled(stream.done, subscription));
-    } else {
-      stream.subscriptions.add(subscription);
+    if (this.#subscribedToAll.size >= this.#options.maxSubscribeAllSessions) {
+      return {
+        ok: false,
+        code: 'too_many_subscriptions',
+        message: `${this.#subscribedToAll.size} sessions already subscribe to every stream, the cap (--max-subscribe-all): subscribe to tokens by name, or end one of those sessions`,
+      };
+    }
+    all = { minIntervalMs: interval, attached: new Set() };
+    this.#subscribedToAll.set(subscriber, all);
+    for (const stream of this.#streams.values()) {
+      if (stream.state === 'active') this.#attachToAll(subscriber, all, stream, now);
     }
     return ACCEPTED;
+  }
+
+  /** Ends `subscribeAll`: the subscriptions it made end, those made by token stay. */
+  unsubscribeAll(subscriber: SubscriberId): void {
+    const all = this.#subscribedToAll.get(subscriber);
+    if (all === undefined) return;
+    this.#subscribedToAll.delete(subscriber);
+    for (const subscription of [...all.attached]) {
+      this.#gate.drop(subscription);
+      this.#forget(subscription);
+    }
   }
 
   /** Ends one subscription and drops whatever it still held. Returns whether it existed. */
@@ -364,6 +413,7 @@ export class Router {
 
   /** A session went away: all its subscriptions end, nothing more is delivered to it. */
   removeSubscriber(subscriber: SubscriberId): void {
+    this.#subscribedToAll.delete(subscriber);
     const mine = this.#subscribers.get(subscriber);
     if (mine === undefined) return;
     for (const subscription of [...mine.values()]) {
@@ -593,6 +643,7 @@ export class Router {
       },
       subscriptions: this.#subscriptionCount,
       subscribers: this.#subscribers.size,
+      subscribedToAll: this.#subscribedToAll.size,
       claims: this.#claimCount,
       held: this.#gate.held,
       coalesced: this.#gate.coalesced,
@@ -646,7 +697,43 @@ export class Router {
     if (now + this.#options.streamTtlMs < this.#idleCheckAt) {
       this.#idleCheckAt = now + this.#options.streamTtlMs;
     }
+    for (const [subscriber, all] of this.#subscribedToAll) {
+      this.#attachToAll(subscriber, all, stream, now);
+    }
     return stream;
+  }
+
+  /** A subscribeAll session's subscription to one stream, unless it has one by token. */
+  #attachToAll(subscriber: SubscriberId, all: SubscribeAll, stream: Stream, now: number): void {
+    if (this.#subscribers.get(subscriber)?.has(stream.token)) return;
+    all.attached.add(this.#attach(subscriber, stream, undefined, all.minIntervalMs, now));
+  }
+
+  /** A new subscription to `stream`: its last value now, and its done if it has one. */
+  #attach(
+    subscriber: SubscriberId,
+    stream: Stream,
+    label: ProgressToken | undefined,
+    minIntervalMs: number,
+    now: number,
+  ): Subscription {
+    let mine = this.#subscribers.get(subscriber);
+    if (mine === undefined) {
+      mine = new Map();
+      this.#subscribers.set(subscriber, mine);
+    }
+    const subscription = newSubscription(subscriber, stream.token, label, minIntervalMs);
+    mine.set(stream.token, subscription);
+    this.#subscriptionCount++;
+    if (stream.last !== undefined) {
+      this.#gate.offer(subscription, labelled(stream.last, subscription), now);
+    }
+    if (stream.done !== undefined) {
+      this.#gate.finish(subscription, labelled(stream.done, subscription));
+    } else {
+      stream.subscriptions.add(subscription);
+    }
+    return subscription;
   }
 
   #addPublisher(stream: Stream, connection: ConnectionId): void {
@@ -701,6 +788,7 @@ export class Router {
     if (mine?.get(subscription.token) !== subscription) return;
     mine.delete(subscription.token);
     this.#subscriptionCount--;
+    this.#subscribedToAll.get(subscription.subscriber)?.attached.delete(subscription);
     if (mine.size === 0) this.#subscribers.delete(subscription.subscriber);
     const stream = this.#streams.get(subscription.token);
     if (stream === undefined) return;

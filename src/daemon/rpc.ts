@@ -16,7 +16,9 @@ import {
   RPC_ERRORS,
   type RpcErrorCode,
   type StreamSummary,
+  type SubscribeAllParams,
   type SubscribeParams,
+  subscribeAllParamsSchema,
   subscribeParamsSchema,
   unsubscribeParamsSchema,
 } from '../protocol/index.js';
@@ -31,6 +33,8 @@ export type SessionId = number;
 export interface GatewayBackend {
   subscribe(session: SessionId, params: SubscribeParams): Outcome<SubscribeRefusal>;
   unsubscribe(session: SessionId, token: ProgressToken): void;
+  subscribeAll(session: SessionId, params: SubscribeAllParams): Outcome<'too_many_subscriptions'>;
+  unsubscribeAll(session: SessionId): void;
   /**
    * Streams after position `after` (undefined: from the start), at most `limit`, and past the
    * first at most `maxBytes` of summaries (each with its comma).
@@ -84,6 +88,22 @@ const METHODS: Record<string, Method<z.ZodType>> = {
     usage: '{"progressToken": string | integer}',
     run(backend, session, params) {
       backend.unsubscribe(session, params.progressToken);
+      return { result: {} };
+    },
+  }),
+  'progress/subscribeAll': method({
+    params: subscribeAllParamsSchema,
+    usage: '{"minIntervalMs"?: integer 0..60000}, or no params',
+    run(backend, session, params) {
+      const outcome = backend.subscribeAll(session, params);
+      return outcome.ok ? { result: {} } : { error: outcome.code, message: outcome.message };
+    },
+  }),
+  'progress/unsubscribeAll': method({
+    params: noParamsSchema,
+    usage: '{} or no params',
+    run(backend, session) {
+      backend.unsubscribeAll(session);
       return { result: {} };
     },
   }),

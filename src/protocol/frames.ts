@@ -278,6 +278,23 @@ export const subscribeParamsSchema = z
   })
   .meta({ title: 'progress/subscribe params' });
 
+/** progress/subscribeAll: every active stream, and every one that starts later. */
+export const subscribeAllObjectSchema = z
+  .strictObject({
+    minIntervalMs: z
+      .int()
+      .min(0)
+      .max(MAX_MIN_INTERVAL_MS)
+      .meta({
+        description: 'Coalescing interval of each stream; 0 turns coalescing off. Default 100.',
+      })
+      .optional(),
+  })
+  .meta({ title: 'progress/subscribeAll params' });
+
+/** progress/subscribeAll also takes no params at all: the default interval. */
+export const subscribeAllParamsSchema = z.union([subscribeAllObjectSchema, z.undefined()]);
+
 export const unsubscribeParamsSchema = z
   .strictObject({ progressToken: progressTokenSchema })
   .meta({ title: 'progress/unsubscribe params' });
@@ -296,6 +313,11 @@ export const cancelParamsSchema = z
 export const noParamsSchema = z
   .union([z.strictObject({}), z.undefined()])
   .meta({ title: 'progress/status params' });
+
+/** The published form of progress/unsubscribeAll params (no params at all is accepted too). */
+export const unsubscribeAllObjectSchema = z
+  .strictObject({})
+  .meta({ title: 'progress/unsubscribeAll params' });
 
 /** Params of progress/list: a page of the stream table. */
 export const listPageParamsSchema = z
@@ -385,13 +407,14 @@ export const cancelResultSchema = z
   .strictObject({ workers: z.int().min(0) })
   .meta({ title: 'progress/cancel result' });
 
-/** The result of progress/subscribe and progress/unsubscribe. */
+/** The result of progress/subscribe, progress/unsubscribe and their All forms. */
 export const emptyResultSchema = z
   .strictObject({})
-  .meta({ title: 'progress/subscribe and progress/unsubscribe result' });
+  .meta({ title: 'progress/subscribe, unsubscribe, subscribeAll and unsubscribeAll result' });
 
 export type SubscribeParams = z.infer<typeof subscribeParamsSchema>;
 export type UnsubscribeParams = z.infer<typeof unsubscribeParamsSchema>;
+export type SubscribeAllParams = z.infer<typeof subscribeAllParamsSchema>;
 export type CancelParams = z.infer<typeof cancelParamsSchema>;
 export type StreamState = z.infer<typeof streamStateSchema>;
 export type StreamSummary = z.infer<typeof streamSummarySchema>;
@@ -418,6 +441,9 @@ export const daemonStatusSchema = z
     }),
     streams: z.strictObject({ waiting: count, active: count, done: count }),
     subscriptions: count,
+    subscribedToAll: count.meta({
+      description: 'Sessions that follow every stream (progress/subscribeAll).',
+    }),
     claims: count,
     memory: z.strictObject({ rss: count, heapUsed: count }),
     counters: z.strictObject({

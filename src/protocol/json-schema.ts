@@ -26,7 +26,9 @@ import {
   progressParamsSchema,
   rejectedSchema,
   rpcErrorSchema,
+  subscribeAllObjectSchema,
   subscribeParamsSchema,
+  unsubscribeAllObjectSchema,
   unsubscribeParamsSchema,
 } from './frames.js';
 
@@ -48,6 +50,10 @@ export const PUBLISHED_SCHEMAS = {
   'subscribe-result.v1': emptyResultSchema,
   'unsubscribe-params.v1': unsubscribeParamsSchema,
   'unsubscribe-result.v1': emptyResultSchema,
+  'subscribe-all-params.v1': subscribeAllObjectSchema,
+  'subscribe-all-result.v1': emptyResultSchema,
+  'unsubscribe-all-params.v1': unsubscribeAllObjectSchema,
+  'unsubscribe-all-result.v1': emptyResultSchema,
   'cancel-params.v1': cancelParamsSchema,
   'cancel-result.v1': cancelResultSchema,
   'list-params.v1': listPageParamsSchema,
@@ -69,6 +75,8 @@ export type SchemaName = keyof typeof PUBLISHED_SCHEMAS;
 export const RESULT_SCHEMA_NAMES = {
   'progress/subscribe': 'subscribe-result.v1',
   'progress/unsubscribe': 'unsubscribe-result.v1',
+  'progress/subscribeAll': 'subscribe-all-result.v1',
+  'progress/unsubscribeAll': 'unsubscribe-all-result.v1',
   'progress/list': 'list-result.v1',
   'progress/get': 'get-result.v1',
   'progress/cancel': 'cancel-result.v1',

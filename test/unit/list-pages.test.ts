@@ -23,6 +23,8 @@ function backendOf(router: Router, maxBytes: number): GatewayBackend {
   return {
     subscribe: (session, params) => router.subscribe(session, params, 0),
     unsubscribe: (session, token) => router.unsubscribe(session, token),
+    subscribeAll: (session, params) => router.subscribeAll(session, params?.minIntervalMs, 0),
+    unsubscribeAll: (session) => router.unsubscribeAll(session),
     list: (after, limit, summaryBytes) => router.page(after, limit, summaryBytes),
     listReplyBytes: () => maxBytes,
     listEpoch: EPOCH,

@@ -18,7 +18,12 @@ type Op =
   | { kind: 'unsubscribe'; sub: number; token: number }
   | { kind: 'dropSubscriber'; sub: number }
   | { kind: 'dropConnection'; conn: number }
+  | { kind: 'subscribeAll'; interval: number }
+  | { kind: 'unsubscribeAll' }
   | { kind: 'advance'; ms: number };
+
+/** The subscriber that follows every stream (subscribeAll), and never subscribes by token. */
+const ALL = 4;
 
 /** Connection and subscriber numbers are 1 to 3; tokens index TOKENS. */
 const oneOfThree = fc.integer({ min: 1, max: 3 });
@@ -55,12 +60,16 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   weighted(1, 'unsubscribe', { sub: oneOfThree, token: anyToken }),
   weighted(1, 'dropSubscriber', { sub: oneOfThree }),
   weighted(1, 'dropConnection', { conn: oneOfThree }),
+  weighted(1, 'subscribeAll', { interval: fc.constantFrom(0, 10, 100) }),
+  weighted(1, 'unsubscribeAll', {}),
   weighted(3, 'advance', { ms: fc.integer({ min: 0, max: 80 }) }),
 );
 
 interface ModelStream {
   last: number | undefined;
   done: boolean;
+  /** The step at which it ended. */
+  doneAt?: number;
 }
 
 interface Watch {
@@ -80,6 +89,12 @@ function run(ops: Op[]): number {
     (sub: number, n: Notification) => {
       delivered++;
       const token = findToken(sub, n);
+      if (sub === ALL) {
+        expect(allSince, 'nothing reaches a session after unsubscribeAll').toBeDefined();
+        // Its subscriptions are the router's own: one starts with each stream it delivers.
+        if (!watches.has(key(sub, token)))
+          watches.set(key(sub, token), { token, label: token, seen: [], ended: false });
+      }
       const watch = watches.get(key(sub, token));
       if (watch === undefined)
         throw new Error(`delivery to ${sub} for ${String(token)} without a subscription`);
@@ -102,7 +117,9 @@ function run(ops: Op[]): number {
 
   const model = new Map<ProgressToken, ModelStream>();
   let now = 0;
-  for (const step of ops) {
+  /** The step since which ALL follows every stream, while it does. */
+  let allSince: number | undefined;
+  for (const [index, step] of ops.entries()) {
     switch (step.kind) {
       case 'publish': {
         const token = TOKENS[step.token] as ProgressToken;
@@ -127,7 +144,7 @@ function run(ops: Op[]): number {
         const m = model.get(token) ?? { last: undefined, done: false };
         const outcome = router.finish(step.conn, { v: 1, progressToken: token }, now);
         expect(outcome.ok).toBe(!m.done);
-        model.set(token, { last: m.last, done: true });
+        model.set(token, { last: m.last, done: true, doneAt: m.doneAt ?? index });
         break;
       }
       case 'subscribe': {
@@ -162,6 +179,17 @@ function run(ops: Op[]): number {
       case 'dropConnection':
         router.removeConnection(step.conn, now);
         break;
+      case 'subscribeAll':
+        allSince ??= index;
+        expect(router.subscribeAll(ALL, step.interval, now)).toEqual({ ok: true });
+        break;
+      case 'unsubscribeAll':
+        router.unsubscribeAll(ALL);
+        allSince = undefined;
+        // Ended ones stay: a done stream is never sent again.
+        for (const [k, watch] of watches)
+          if (k.startsWith(`${ALL}|`) && !watch.ended) watches.delete(k);
+        break;
       case 'advance':
         now += step.ms;
         router.tick(now);
@@ -176,6 +204,16 @@ function run(ops: Op[]): number {
     if (m?.last !== undefined && watch.seen.length > 0) expect(watch.seen.at(-1)).toBe(m.last);
     if (m?.last !== undefined && !watch.ended) expect(watch.seen.at(-1)).toBe(m.last);
     if (m?.done) expect(watch.ended).toBe(true);
+  }
+  // ALL follows every stream that was not done when it subscribed, from its newest value then.
+  if (allSince !== undefined) {
+    for (const [token, m] of model) {
+      if (m.doneAt !== undefined && m.doneAt < allSince) continue;
+      const watch = watches.get(key(ALL, token));
+      expect(watch, `ALL follows ${String(token)}`).toBeDefined();
+      if (m.last !== undefined) expect(watch?.seen.at(-1)).toBe(m.last);
+      expect(watch?.ended).toBe(m.done);
+    }
   }
   return delivered;
 }

@@ -314,6 +314,133 @@ describe('router: unsubscribe and subscriber removal', () => {
   });
 });
 
+describe('router: subscribeAll', () => {
+  it('delivers every stream from its first value, those under way from their last', () => {
+    const { router, take } = setup();
+    router.publish(1, p('running', { progress: 3 }), 0);
+    router.finish(1, d('ended'), 0);
+    take();
+    expect(router.subscribeAll(9, 0, 1)).toEqual({ ok: true });
+    // The stream under way: its last value now; the done one is not sent (it is in page()).
+    expect(take()).toEqual([
+      { to: 9, n: expect.objectContaining({ params: { progressToken: 'running', progress: 3 } }) },
+    ]);
+    router.publish(2, p('new', { progress: 1, total: 2 }), 2);
+    router.publish(2, p('new', { progress: 2, total: 2 }), 3);
+    router.finish(2, d('new'), 4);
+    router.finish(3, d('done-at-once', { status: 'error' }), 5);
+    expect(take().map((x) => [x.to, x.n.method, x.n.params])).toEqual([
+      [9, 'notifications/progress', { progressToken: 'new', progress: 1, total: 2 }],
+      [9, 'notifications/progress', { progressToken: 'new', progress: 2, total: 2 }],
+      [9, 'notifications/progress/done', { progressToken: 'new', status: 'ok' }],
+      [9, 'notifications/progress/done', { progressToken: 'done-at-once', status: 'error' }],
+    ]);
+    // Subscriptions end with their stream; subscribeAll goes on.
+    expect(router.stats()).toMatchObject({ subscriptions: 1, subscribers: 1 });
+  });
+
+  it('a waiting stream is followed once a worker starts it, and a reused token anew', () => {
+    const { router, take } = setup();
+    router.subscribe(1, { progressToken: 'w' }, 0);
+    router.subscribeAll(9, 0, 0);
+    expect(take()).toEqual([]);
+    router.publish(1, p('w', { progress: 1 }), 1);
+    expect(take().map((x) => x.to)).toEqual([1, 9]);
+    router.finish(1, d('w'), 2);
+    take();
+    router.tick(2 + DEFAULT_ROUTER_OPTIONS.retentionMs);
+    router.publish(1, p('w', { progress: 1 }), 3 + DEFAULT_ROUTER_OPTIONS.retentionMs);
+    expect(take().map((x) => [x.to, progressOf(x)])).toEqual([[9, 1]]);
+  });
+
+  it('coalesces each stream by its interval; a repeat changes it and sends nothing again', () => {
+    const { router, take } = setup();
+    router.subscribeAll(9, 100, 0);
+    router.publish(1, p('a', { progress: 1 }), 0);
+    router.publish(1, p('a', { progress: 2 }), 10);
+    expect(take().map(progressOf)).toEqual([1]);
+    expect(router.subscribeAll(9, 0, 20)).toEqual({ ok: true });
+    router.publish(1, p('a', { progress: 3 }), 30);
+    router.publish(1, p('b', { progress: 1 }), 30);
+    router.publish(1, p('b', { progress: 2 }), 31);
+    // b, new, is not coalesced; a's 3 replaces its held 2, due when a's interval ends.
+    expect(take().map((x) => [x.n.params.progressToken, progressOf(x)])).toEqual([
+      ['b', 1],
+      ['b', 2],
+    ]);
+    router.tick(100);
+    expect(take().map((x) => [x.n.params.progressToken, progressOf(x)])).toEqual([['a', 3]]);
+  });
+
+  it('a subscription by token is delivered once, under its own label, and outlives unsubscribeAll', () => {
+    const { router, take } = setup();
+    router.subscribe(9, { progressToken: 'mine', as: 'label' }, 0);
+    router.subscribeAll(9, 0, 0);
+    router.publish(1, p('mine', { progress: 1 }), 1);
+    router.publish(1, p('other', { progress: 1 }), 1);
+    // A stream followed by subscribeAll and then subscribed to by token: one delivery, kept.
+    router.subscribe(9, { progressToken: 'other' }, 2);
+    expect(take().map((x) => x.n.params.progressToken)).toEqual(['label', 'other']);
+    router.unsubscribeAll(9);
+    router.publish(1, p('mine', { progress: 2 }), 3);
+    router.publish(1, p('other', { progress: 2 }), 3);
+    router.publish(1, p('third', { progress: 1 }), 3);
+    expect(take().map((x) => x.n.params.progressToken)).toEqual(['label', 'other']);
+    expect(router.stats().subscriptions).toBe(2);
+  });
+
+  it('unsubscribeAll ends what it made and drops what was held', () => {
+    const { router, take } = setup();
+    router.subscribeAll(9, 100, 0);
+    router.publish(1, p('a', { progress: 1 }), 0);
+    router.publish(1, p('a', { progress: 2 }), 10);
+    take();
+    router.unsubscribeAll(9);
+    router.tick(1000);
+    router.publish(1, p('a', { progress: 3 }), 1000);
+    router.publish(1, p('b', { progress: 1 }), 1000);
+    expect(take()).toEqual([]);
+    expect(router.stats()).toMatchObject({ subscriptions: 0, subscribers: 0 });
+  });
+
+  it('ends with its session', () => {
+    const { router, take } = setup();
+    router.subscribeAll(9, 0, 0);
+    router.publish(1, p('a', { progress: 1 }), 0);
+    router.removeSubscriber(9);
+    router.publish(1, p('a', { progress: 2 }), 1);
+    router.publish(1, p('b', { progress: 1 }), 1);
+    expect(take().map(progressOf)).toEqual([1]);
+    expect(router.stats()).toMatchObject({ subscriptions: 0, subscribers: 0 });
+    // Its place is free again.
+    const capped = setup({ maxSubscribeAllSessions: 1 });
+    capped.router.subscribeAll(1, 0, 0);
+    capped.router.removeSubscriber(1);
+    expect(capped.router.subscribeAll(2, 0, 0)).toEqual({ ok: true });
+  });
+
+  it('caps the sessions that subscribe to all, and keeps them out of the per-session cap', () => {
+    const { router, take } = setup({
+      maxSubscribeAllSessions: 2,
+      maxSubscriptionsPerSubscriber: 1,
+    });
+    expect(router.subscribeAll(1, 0, 0)).toEqual({ ok: true });
+    expect(router.subscribeAll(2, 0, 0)).toEqual({ ok: true });
+    expect(router.subscribeAll(1, 0, 0)).toEqual({ ok: true });
+    const refused = router.subscribeAll(3, 0, 0);
+    expect(refused).toMatchObject({ ok: false, code: 'too_many_subscriptions' });
+    expect(refused.ok ? '' : refused.message).toContain('--max-subscribe-all');
+    for (let i = 0; i < 5; i++) router.publish(1, p(`s${i}`, { progress: 1 }), 1);
+    expect(take().filter((x) => x.to === 1)).toHaveLength(5);
+    router.finish(1, d('s0'), 2);
+    // Four followed streams (s0's ended with it), and still room for one subscription by token.
+    expect(router.subscribe(1, { progressToken: 'named' }, 2)).toEqual({ ok: true });
+    expect(router.subscribe(1, { progressToken: 'second' }, 2)).toMatchObject({
+      code: 'too_many_subscriptions',
+    });
+  });
+});
+
 describe('router: coalescing', () => {
   it('sends the first update at once and at most one per interval, always the newest', () => {
     const { router, take } = setup();
