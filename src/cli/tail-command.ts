@@ -48,10 +48,11 @@ not, rate, ETA and message; "stalled" when a stream sent nothing for 10 s;
 finished streams show their status. On a terminal the view redraws in place;
 when stdout is not a terminal, each update is printed as a plain line.
 
-Without TOKENs, tail finds new streams by listing them every 0.5 s, and
-follows each from the value it has then: values a stream sent before that
-are not shown (with --json too). Name the token to see every value from the
-first: tail subscribes before the stream starts.
+Without TOKENs, tail follows every stream: those under way from their
+newest value, those that start later from their first (progress/subscribeAll),
+and shows the finished ones the daemon still keeps. If the daemon refuses
+that (at its --max-subscribe-all cap), tail says so and lists the streams
+every 0.5 s instead, following each from the value it has then.
 
 With a NATS backplane (docs/BACKPLANE.md), a stream of another host shows
 that host after its name: render-1 @gpu-1.
@@ -264,6 +265,7 @@ async function tailUntilFinished(
         `${printable(`mcp-progress tail: nothing published yet for ${waiting.map((token) => JSON.stringify(token)).join(', ')}; waiting (Ctrl-C to stop)`)}\n`,
       );
   } else {
+    await tail.followAll();
     await tail.discover();
     const poll = () => {
       poller = setTimeout(() => void tail.discover().finally(poll), POLL_MS);
@@ -331,6 +333,9 @@ class Tail {
   readonly #view: View;
   readonly #finish: (code: number) => void;
   readonly #following: Following;
+  /** Following every stream through progress/subscribeAll (else by listing them). */
+  #followsAll = false;
+  #listed = false;
 
   constructor(
     client: GatewayClient,
@@ -368,13 +373,52 @@ class Tail {
     }
   }
 
-  /** Follows the streams the daemon lists that are not followed yet. */
+  /** Follows every stream, as it starts; on a refusal, says why, and discover() lists them. */
+  async followAll(): Promise<void> {
+    const fallBack = (error: BridgeError) => {
+      this.#followsAll = false;
+      this.#io.err(
+        `${printable(`mcp-progress tail: cannot follow every stream as it starts: ${error.message}; listing the streams every ${POLL_MS / 1000} s instead, each followed from the value it has then`)}\n`,
+      );
+    };
+    try {
+      await this.#client.subscribeAll(
+        { minIntervalMs: this.#minIntervalMs },
+        (n) => this.#received(n),
+        fallBack,
+      );
+      this.#followsAll = true;
+    } catch (error) {
+      if (error instanceof BridgeError && error.code !== 'disconnected') fallBack(error);
+    }
+  }
+
+  /**
+   * With followAll: the finished streams the daemon keeps (once), and each stream's host.
+   * Without: follows the streams the daemon lists that are not followed yet.
+   */
   async discover(): Promise<void> {
     let streams: StreamSummary[];
     try {
       streams = await this.#client.listAll();
     } catch {
       return; // disconnected: the gateway client reconnects, and the next poll goes on
+    }
+    if (this.#followsAll) {
+      // The list comes after every notification sent before it: a stream done here with no
+      // done shown ended before subscribeAll, which does not send it.
+      for (const stream of streams) {
+        const token = stream.progressToken;
+        if (
+          !this.#listed &&
+          stream.state === 'done' &&
+          this.#model.get(token)?.status === undefined
+        )
+          await this.follow(token, stream.startedAt, stream.host);
+        else if (stream.host !== undefined) this.#model.setHost(token, stream.host);
+      }
+      this.#listed = true;
+      return;
     }
     const { follow, restamp } = this.#following.review(streams);
     for (const { token, startedAt } of restamp) this.#model.restamp(token, startedAt);

@@ -44,6 +44,10 @@ export class TailModel {
     const existing = this.#rows.get(token);
     if (existing !== undefined && (startedAt === undefined || existing.startedAt === startedAt))
       return existing;
+    return this.#fresh(token, startedAt);
+  }
+
+  #fresh(token: ProgressToken, startedAt: number | undefined): StreamRow {
     const row: StreamRow = {
       token,
       progress: undefined,
@@ -78,8 +82,11 @@ export class TailModel {
   }
 
   apply(notification: Notification, now: number): StreamRow {
-    const row = this.follow(notification.params.progressToken);
+    const token = notification.params.progressToken;
+    let row = this.follow(token);
     if (notification.method === 'notifications/progress') {
+      // A value after the done: the token started a new stream (tail follows every stream).
+      if (row.status !== undefined) row = this.#fresh(token, undefined);
       const { progress, total, message } = notification.params;
       row.progress = progress;
       row.total = total;

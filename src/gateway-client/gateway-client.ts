@@ -18,6 +18,7 @@ import {
   type ProgressToken,
   progressParamsSchema,
   type StreamSummary,
+  type SubscribeAllParams,
   type SubscribeParams,
 } from '../protocol/frames.js';
 import { WS_SUBPROTOCOL } from '../protocol/limits.js';
@@ -38,7 +39,11 @@ import {
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
 import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
-import { type LabelledSubscription, SubscriptionLabels } from '../shared/subscription-labels.js';
+import {
+  EveryStream,
+  type LabelledSubscription,
+  SubscriptionLabels,
+} from '../shared/subscription-labels.js';
 
 // Required, not imported: ws's ESM wrapper costs about 10 MiB of resident memory more than its
 // CommonJS entry, in every process that talks to the daemon.
@@ -103,6 +108,9 @@ export class GatewayClient {
   readonly #pending = new Map<number, Pending>();
   /** Subscriptions by delivered token (the `as` label, or the token itself). */
   readonly #watches = new SubscriptionLabels();
+  /** The subscription to every stream, if any: it takes what no label does. */
+  #everyStream: { params: SubscribeAllParams; stream: EveryStream } | undefined;
+  #onEveryStreamError: ((error: BridgeError) => void) | undefined;
   #nextId = 1;
   /** Where the open connection goes (secret masked), for messages. */
   #url = '';
@@ -158,6 +166,40 @@ export class GatewayClient {
           await this.request('progress/unsubscribe', { progressToken: params.progressToken }).catch(
             () => {},
           );
+      },
+    };
+  }
+
+  /**
+   * Subscribes to every stream (progress/subscribeAll): `handler` gets each active stream's
+   * newest value now, then every value of every stream, those that start later from their
+   * first, until unsubscribe or close. Streams subscribed to by token go to their own handler.
+   * `onError` once if it ends otherwise (as for subscribe). One per client.
+   */
+  async subscribeAll(
+    params: SubscribeAllParams,
+    handler: NotificationHandler,
+    onError?: (error: BridgeError) => void,
+  ): Promise<{ unsubscribe(): Promise<void> }> {
+    if (this.#everyStream !== undefined)
+      throw new BridgeError(
+        'duplicate_subscription',
+        'already subscribed to every stream: unsubscribe that one first',
+      );
+    const entry = { params, stream: new EveryStream(handler) };
+    this.#everyStream = entry;
+    this.#onEveryStreamError = onError;
+    try {
+      await this.#call('progress/subscribeAll', params, emptyResultSchema);
+    } catch (error) {
+      if (this.#everyStream === entry) this.#everyStream = undefined;
+      throw error;
+    }
+    return {
+      unsubscribe: async () => {
+        if (this.#everyStream !== entry) return;
+        this.#everyStream = undefined;
+        if (this.connected) await this.request('progress/unsubscribeAll', {}).catch(() => {});
       },
     };
   }
@@ -358,7 +400,27 @@ export class GatewayClient {
     // Resubscribe whatever was live before a reconnect.
     for (const watch of this.#watches.live()) {
       await this.request('progress/subscribe', watch.params).catch((error: unknown) =>
-        this.#resubscribeFailed(watch, error),
+        this.#resubscribeFailed(
+          JSON.stringify(watch.label),
+          () => this.#watches.remove(watch),
+          this.#onError.get(watch),
+          error,
+        ),
+      );
+    }
+    const every = this.#everyStream;
+    if (every !== undefined) {
+      await this.request('progress/subscribeAll', every.params).catch((error: unknown) =>
+        this.#resubscribeFailed(
+          'every stream',
+          () => {
+            if (this.#everyStream !== every) return false;
+            this.#everyStream = undefined;
+            return true;
+          },
+          this.#onEveryStreamError,
+          error,
+        ),
       );
     }
     this.#options.onState?.('connected');
@@ -370,15 +432,20 @@ export class GatewayClient {
    * otherwise look live and receive nothing. One dropped by the connection dropping again
    * (disconnected) or by close() stays, for the next reconnect to resubscribe or close to end.
    */
-  #resubscribeFailed(watch: LabelledSubscription, error: unknown): void {
+  #resubscribeFailed(
+    what: string,
+    end: () => boolean,
+    onError: ((error: BridgeError) => void) | undefined,
+    error: unknown,
+  ): void {
     const code: BridgeErrorCode = error instanceof BridgeError ? error.code : 'bad_reply';
     if (code === 'disconnected' || code === 'closed' || this.#closed) return;
-    if (!this.#watches.remove(watch)) return;
+    if (!end()) return;
     const reason = error instanceof Error ? error.message : String(error);
-    this.#onError.get(watch)?.(
+    onError?.(
       new BridgeError(
         code,
-        `resubscribing to ${JSON.stringify(watch.label)} after a reconnect to ${this.#url} failed, so the subscription ended: ${reason}`,
+        `resubscribing to ${what} after a reconnect to ${this.#url} failed, so the subscription ended: ${reason}`,
         { cause: error },
       ),
     );
@@ -415,6 +482,10 @@ export class GatewayClient {
     const ended = this.#watches.live();
     this.#watches.clear();
     for (const entry of ended) this.#onError.get(entry)?.(lost);
+    if (this.#everyStream !== undefined) {
+      this.#everyStream = undefined;
+      this.#onEveryStreamError?.(lost);
+    }
   }
 
   #retry(): void {
@@ -441,7 +512,8 @@ export class GatewayClient {
     // The hot path: a notification, checked by hand (the same rules as its schema).
     const notification = knownNotification(message);
     if (notification !== undefined) {
-      this.#watches.deliver(notification);
+      if (this.#watches.has(notification.params.progressToken)) this.#watches.deliver(notification);
+      else this.#everyStream?.stream.deliver(notification);
       return;
     }
     const incoming = incomingSchema.safeParse(message);

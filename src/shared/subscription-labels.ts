@@ -66,6 +66,11 @@ export class SubscriptionLabels {
     return [...this.#byLabel.values()].filter((entry) => !entry.ended);
   }
 
+  /** Whether a subscription delivers under this label (it takes the label's notifications). */
+  has(label: ProgressToken): boolean {
+    return this.#byLabel.has(label);
+  }
+
   clear(): void {
     for (const entry of this.#byLabel.values()) entry.ended = true;
     this.#byLabel.clear();
@@ -88,5 +93,33 @@ export class SubscriptionLabels {
     }
     entry.handler(notification);
     return true;
+  }
+}
+
+/**
+ * A subscription to every stream (progress/subscribeAll), held with those by
+ * label: per token, progress only when it increases on what was delivered (a
+ * resubscribe's snapshot is not repeated), until that stream's done.
+ */
+export class EveryStream {
+  readonly handler: NotificationHandler;
+  readonly #lastProgress = new Map<ProgressToken, number>();
+
+  constructor(handler: NotificationHandler) {
+    this.handler = handler;
+  }
+
+  deliver(notification: Notification): void {
+    const token = notification.params.progressToken;
+    if (notification.method === DONE_METHOD) {
+      // The token may start a new stream later, from any value.
+      this.#lastProgress.delete(token);
+    } else {
+      const { progress } = notification.params;
+      const last = this.#lastProgress.get(token);
+      if (last !== undefined && !(progress > last)) return;
+      this.#lastProgress.set(token, progress);
+    }
+    this.handler(notification);
   }
 }

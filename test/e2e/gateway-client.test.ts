@@ -114,6 +114,33 @@ describe('GatewayClient', () => {
     await second.stop();
   });
 
+  it('subscribeAll gets a new stream from its first value; --max-subscribe-all refuses one session too many, naming the flag', async () => {
+    const daemon = await startDaemon(['--max-subscribe-all', '1']);
+    const first = await GatewayClient.connect({ runtimeDir: daemon.runtimeDir });
+    const second = await GatewayClient.connect({ runtimeDir: daemon.runtimeDir });
+    const seen: Array<[string | number, number]> = [];
+    const all = await first.subscribeAll({ minIntervalMs: 0 }, (n) => {
+      if (n.method === 'notifications/progress')
+        seen.push([n.params.progressToken, n.params.progress]);
+    });
+    const refusal = await second.subscribeAll(undefined, () => {}).catch((e: unknown) => e);
+    expect(refusal).toMatchObject({ code: 'too_many_subscriptions' });
+    expect((refusal as Error).message).toContain('--max-subscribe-all');
+    for (const progress of [1, 2, 3]) await publish(daemon.info.socket, 'everyone', progress);
+    await eventually(() => (seen.length === 3 ? true : undefined), 10_000, 'three values');
+    expect(seen).toEqual([
+      ['everyone', 1],
+      ['everyone', 2],
+      ['everyone', 3],
+    ]);
+    // Leaving frees the place: the other session may now follow every stream.
+    await all.unsubscribe();
+    await expect(second.subscribeAll(undefined, () => {})).resolves.toBeDefined();
+    await first.close();
+    await second.close();
+    await daemon.stop();
+  });
+
   it('says clearly when no daemon runs', async () => {
     const error = await GatewayClient.connect({ runtimeDir: tempDir() }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'daemon_not_running' });

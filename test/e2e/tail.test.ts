@@ -1,5 +1,6 @@
 /** `mcp-progress tail`: NDJSON and plain lines through pipes, and the live view in a real pseudo-terminal (tmux). */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   BIN,
@@ -51,6 +52,20 @@ function startTail(args: string[], runtimeDir = bridge.daemon.runtimeDir) {
     stderr: output.stderr,
     exit: waitForExit(child),
   };
+}
+
+/** Waits until a tail without tokens follows every stream of the daemon (progress/subscribeAll). */
+async function followsAll(gateway: GatewayClient): Promise<void> {
+  await eventually(
+    async () => {
+      const status = (await gateway.request('progress/status')).result as {
+        subscribedToAll: number;
+      };
+      return status.subscribedToAll >= 1 ? true : undefined;
+    },
+    60_000,
+    'tail to follow every stream',
+  );
 }
 
 /** Waits until the daemon counts `count` subscribers on the token, so that nothing published after is missed. */
@@ -192,6 +207,48 @@ describe('mcp-progress tail --json', () => {
     tail.child.kill('SIGTERM');
     expect(await tail.exit).toBe(0);
   });
+
+  it('without tokens, prints every value of a new stream from its first, even one that ends at once', async () => {
+    const runtimeDir = tempDir();
+    const daemon = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    const gateway = await connectGateway(daemon.info);
+    try {
+      const tail = startTail(['--json', '--min-interval-ms', '0'], runtimeDir);
+      await followsAll(gateway);
+      const token = uniqueToken('burst');
+      // One write: the stream starts and ends before any list could show it under way.
+      const worker = connect({ path: daemon.info.socket });
+      const frame = (type: string, data: object) =>
+        `${JSON.stringify({ type, data: { v: 1, progressToken: token, ...data } })}\f`;
+      worker.end(
+        frame('progress', { progress: 1, total: 3 }) +
+          frame('progress', { progress: 2, total: 3 }) +
+          frame('progress', { progress: 3, total: 3 }) +
+          frame('done', { status: 'ok' }),
+      );
+      const ofToken = () =>
+        tail
+          .lines()
+          .map((line) => JSON.parse(line).params)
+          .filter((params) => params.progressToken === token);
+      await eventually(
+        () => (ofToken().some((params) => 'status' in params) ? true : undefined),
+        60_000,
+        'the done',
+      );
+      expect(ofToken()).toEqual([
+        { progressToken: token, progress: 1, total: 3 },
+        { progressToken: token, progress: 2, total: 3 },
+        { progressToken: token, progress: 3, total: 3 },
+        { progressToken: token, status: 'ok' },
+      ]);
+      tail.child.kill('SIGTERM');
+      expect(await tail.exit).toBe(0);
+    } finally {
+      await gateway.close();
+      await daemon.stop();
+    }
+  });
 });
 
 describe('mcp-progress tail across a daemon restart', () => {
@@ -212,8 +269,8 @@ describe('mcp-progress tail across a daemon restart', () => {
     const second = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
     const gateway = await connectGateway(second.info);
     try {
-      // tail reconnects and subscribes again, so the new daemon's stream has a new startedAt.
-      await subscribed(token, 1, gateway);
+      // tail reconnects and follows every stream again; the new daemon's stream is a new one.
+      await followsAll(gateway);
       await publishTo(second, token, '--progress', '1131');
       await publishTo(second, token, '--done');
       await eventually(() => (ofToken().length === 3 ? true : undefined), 60_000, 'the done');
