@@ -26,6 +26,8 @@ import {
 import { PUBLISHED_SCHEMAS, RESULT_SCHEMA_NAMES } from '../../src/protocol/json-schema.js';
 import { DONE_METHOD, PROGRESS_METHOD } from '../../src/protocol/notifications.js';
 import { type Envelope, FrameDecoder } from '../../src/protocol/wire.js';
+import { startHost } from '../backplane/hosts.js';
+import { natsServer, type RunningNats, startNats } from '../backplane/nats-server.js';
 import {
   cleanupAll,
   collectOutput,
@@ -53,7 +55,12 @@ type Step =
   /** A WebSocket ping with this payload (hex): its pong is recorded as {"$pong": payload}. */
   | { wsPing: string }
   | { workerExpect: unknown }
-  | { wait: number };
+  | { wait: number }
+  /**
+   * Kill the daemon with this signal and start it again on the same runtime directory: the
+   * case's session and worker connection end, and later steps use new ones.
+   */
+  | { restart: NodeJS.Signals };
 
 interface GatewayCase {
   name: string;
@@ -61,6 +68,11 @@ interface GatewayCase {
   expect: unknown[];
   /** The WebSocket close code the case ends with. */
   closes?: number;
+  /**
+   * "backplane": the worker connects to daemon conformance-a and the session to daemon
+   * conformance-b, two daemons on one nats-server.
+   */
+  across?: 'backplane';
 }
 
 const load = <T>(name: string): { cases: T[] } =>
@@ -79,8 +91,10 @@ const workerReplies: Envelope[] = [];
 /** Each gateway message, with the method of the request it answers (for a result's schema). */
 const gatewayMessages: Array<{ message: unknown; method: string | undefined }> = [];
 
+const DAEMON_ARGS = ['--abandon-grace-ms', '600000'];
+
 beforeAll(async () => {
-  daemon = await startDaemon(['--abandon-grace-ms', '600000']);
+  daemon = await startDaemon(DAEMON_ARGS);
 });
 
 afterAll(async () => {
@@ -116,8 +130,8 @@ interface RawConnection {
   closed: () => boolean;
 }
 
-async function rawConnection(): Promise<RawConnection> {
-  const socket = connect({ path: daemon.info.socket });
+async function rawConnection(to: RunningDaemon = daemon): Promise<RawConnection> {
+  const socket = connect({ path: to.info.socket });
   const decoder = new FrameDecoder(1 << 20);
   const replies: Envelope[] = [];
   let closed = false;
@@ -184,9 +198,9 @@ interface Session {
   closeCode: () => number | undefined;
 }
 
-async function session(): Promise<Session> {
-  const ws = new WebSocket(daemon.info.url, 'mcp-progress.v1', {
-    headers: { authorization: `Bearer ${daemon.info.secret}` },
+async function session(to: RunningDaemon = daemon): Promise<Session> {
+  const ws = new WebSocket(to.info.url, 'mcp-progress.v1', {
+    headers: { authorization: `Bearer ${to.info.secret}` },
   });
   const messages: unknown[] = [];
   const methods = new Map<unknown, string>();
@@ -211,95 +225,135 @@ async function session(): Promise<Session> {
 
 const idOf = (message: unknown) => (isObject(message) ? message.id : undefined);
 
-describe('gateway conformance', () => {
-  for (const c of GATEWAY_CASES) {
-    it(c.name, async () => {
-      const gateway = await session();
-      let worker: RawConnection | undefined;
-      for (const step of c.steps) {
-        if ('worker' in step) {
-          worker ??= await rawConnection();
-          const { seq } = JSON.parse(step.worker.slice(0, -1)).data as { seq: number };
-          worker.socket.write(step.worker);
-          const replies = worker.replies;
-          await eventually(
-            () => replies.find((r) => isObject(r.data) && r.data.seq === seq),
-            15_000,
-            `the answer to worker frame seq ${seq}`,
-          );
-        } else if ('workerExpect' in step) {
-          const replies = worker?.replies ?? [];
-          await eventually(
-            () => replies.find((r) => JSON.stringify(r) === JSON.stringify(step.workerExpect)),
-            15_000,
-            `worker reply ${JSON.stringify(step.workerExpect)}`,
-          );
-        } else if ('wait' in step) {
-          await eventually(
-            () => (gateway.messages.length >= step.wait ? true : undefined),
-            15_000,
-            `${step.wait} messages`,
-          );
-        } else if ('wsHex' in step) {
-          gateway.ws.send(Buffer.from(step.wsHex, 'hex'), { binary: false });
-        } else if ('wsPing' in step) {
-          gateway.ws.ping(Buffer.from(step.wsPing, 'hex'));
-          await eventually(
-            () => gateway.messages.find((m) => isObject(m) && m.$pong === step.wsPing),
-            15_000,
-            `the pong to ping ${step.wsPing}`,
-          );
-        } else {
-          let id: unknown;
-          try {
-            const request: unknown = JSON.parse(step.ws);
-            id = idOf(request);
-            if (isObject(request) && typeof request.method === 'string')
-              gateway.methods.set(id, request.method);
-          } catch {
-            id = undefined;
-          }
-          gateway.ws.send(step.ws);
-          // A request is answered before the next step, so that steps on two sockets keep their order.
-          if (typeof id === 'string' || typeof id === 'number')
-            await eventually(
-              () => gateway.messages.find((m) => idOf(m) === id),
-              15_000,
-              `the reply to request ${id}`,
-            );
-        }
-      }
-      if (c.closes !== undefined) {
-        await eventually(() => gateway.closeCode(), 15_000, 'the session to close');
-        expect(gateway.closeCode()).toBe(c.closes);
-        expect(placeheld(c.expect, gateway.messages)).toEqual(c.expect);
-      } else {
-        await eventually(
-          () => (gateway.messages.length >= c.expect.length ? true : undefined),
-          15_000,
-          `${c.expect.length} messages`,
-        );
-        gateway.methods.set(SENTINEL, 'progress/unsubscribe');
-        gateway.ws.send(
-          JSON.stringify({
-            jsonrpc: '2.0',
-            id: SENTINEL,
-            method: 'progress/unsubscribe',
-            params: { progressToken: SENTINEL },
-          }),
-        );
-        await eventually(
-          () => gateway.messages.find((m) => idOf(m) === SENTINEL),
-          15_000,
-          'the sentinel reply',
-        );
-        const expected = [...c.expect, { jsonrpc: '2.0', id: SENTINEL, result: {} }];
-        expect(placeheld(expected, gateway.messages)).toEqual(expected);
-        gateway.ws.close();
-      }
+/** Where a gateway case's session and worker connect: one daemon, or two on a backplane. */
+interface CaseHosts {
+  session: RunningDaemon;
+  worker: RunningDaemon;
+}
+
+async function runGatewayCase(c: GatewayCase, on: CaseHosts): Promise<void> {
+  let hosts = on;
+  let gateway = await session(hosts.session);
+  let worker: RawConnection | undefined;
+  for (const step of c.steps) {
+    if ('restart' in step) {
+      if (hosts.session !== daemon) throw new Error('a restart step needs the one daemon');
       worker?.socket.destroy();
-    });
+      worker = undefined;
+      gateway.ws.close();
+      await daemon.stop(step.restart);
+      daemon = await startDaemon(DAEMON_ARGS, daemon.runtimeDir);
+      hosts = { session: daemon, worker: daemon };
+      gateway = await session(daemon);
+    } else if ('worker' in step) {
+      worker ??= await rawConnection(hosts.worker);
+      const { seq } = JSON.parse(step.worker.slice(0, -1)).data as { seq: number };
+      worker.socket.write(step.worker);
+      const replies = worker.replies;
+      await eventually(
+        () => replies.find((r) => isObject(r.data) && r.data.seq === seq),
+        15_000,
+        `the answer to worker frame seq ${seq}`,
+      );
+    } else if ('workerExpect' in step) {
+      const replies = worker?.replies ?? [];
+      await eventually(
+        () => replies.find((r) => JSON.stringify(r) === JSON.stringify(step.workerExpect)),
+        15_000,
+        `worker reply ${JSON.stringify(step.workerExpect)}`,
+      );
+    } else if ('wait' in step) {
+      await eventually(
+        () => (gateway.messages.length >= step.wait ? true : undefined),
+        15_000,
+        `${step.wait} messages`,
+      );
+    } else if ('wsHex' in step) {
+      gateway.ws.send(Buffer.from(step.wsHex, 'hex'), { binary: false });
+    } else if ('wsPing' in step) {
+      gateway.ws.ping(Buffer.from(step.wsPing, 'hex'));
+      await eventually(
+        () => gateway.messages.find((m) => isObject(m) && m.$pong === step.wsPing),
+        15_000,
+        `the pong to ping ${step.wsPing}`,
+      );
+    } else {
+      let id: unknown;
+      try {
+        const request: unknown = JSON.parse(step.ws);
+        id = idOf(request);
+        if (isObject(request) && typeof request.method === 'string')
+          gateway.methods.set(id, request.method);
+      } catch {
+        id = undefined;
+      }
+      gateway.ws.send(step.ws);
+      // A request is answered before the next step, so that steps on two sockets keep their order.
+      if (typeof id === 'string' || typeof id === 'number')
+        await eventually(
+          () => gateway.messages.find((m) => idOf(m) === id),
+          15_000,
+          `the reply to request ${id}`,
+        );
+    }
   }
+  if (c.closes !== undefined) {
+    await eventually(() => gateway.closeCode(), 15_000, 'the session to close');
+    expect(gateway.closeCode()).toBe(c.closes);
+    expect(placeheld(c.expect, gateway.messages)).toEqual(c.expect);
+  } else {
+    await eventually(
+      () => (gateway.messages.length >= c.expect.length ? true : undefined),
+      15_000,
+      `${c.expect.length} messages`,
+    );
+    gateway.methods.set(SENTINEL, 'progress/unsubscribe');
+    gateway.ws.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: SENTINEL,
+        method: 'progress/unsubscribe',
+        params: { progressToken: SENTINEL },
+      }),
+    );
+    await eventually(
+      () => gateway.messages.find((m) => idOf(m) === SENTINEL),
+      15_000,
+      'the sentinel reply',
+    );
+    const expected = [...c.expect, { jsonrpc: '2.0', id: SENTINEL, result: {} }];
+    expect(placeheld(expected, gateway.messages)).toEqual(expected);
+    gateway.ws.close();
+  }
+  worker?.socket.destroy();
+}
+
+describe('gateway conformance', () => {
+  for (const c of GATEWAY_CASES.filter((c) => c.across === undefined))
+    it(c.name, () => runGatewayCase(c, { session: daemon, worker: daemon }));
+});
+
+describe.skipIf(natsServer.skip)('gateway conformance across a NATS backplane', () => {
+  beforeAll(() => natsServer.require());
+  let nats: RunningNats;
+  let hosts: CaseHosts;
+
+  beforeAll(async () => {
+    nats = await startNats();
+    const [session, worker] = await Promise.all([
+      startHost(nats.url, 'conformance-b'),
+      startHost(nats.url, 'conformance-a'),
+    ]);
+    hosts = { session, worker };
+  });
+
+  afterAll(async () => {
+    await Promise.all([hosts?.session.stop(), hosts?.worker.stop()]);
+    await nats?.stop();
+  });
+
+  for (const c of GATEWAY_CASES.filter((c) => c.across === 'backplane'))
+    it(c.name, () => runGatewayCase(c, hosts));
 });
 
 describe('the published schemas', () => {
@@ -362,9 +416,13 @@ describe('the published schemas', () => {
     gateway.ws.send('{"jsonrpc":"2.0","id":2,"method":"progress/status"}');
     const reply = (id: number) =>
       eventually(() => gateway.messages.find((m) => idOf(m) === id) as { result: unknown });
-    const list = (await reply(1)).result as { streams: Array<{ startedAt: number }> };
-    // The corpus left streams behind: timestamps are integer milliseconds.
-    expect(list.streams.length).toBeGreaterThan(10);
+    const list = (await reply(1)).result as {
+      streams: Array<{ startedAt: number; state: string }>;
+    };
+    // The gateway cases left active and done streams behind: timestamps are integer milliseconds.
+    expect(new Set(list.streams.map((stream) => stream.state))).toEqual(
+      new Set(['active', 'done']),
+    );
     expect(listResultSchema.safeParse(list).error).toBeUndefined();
     expect(RESULT_SCHEMAS['progress/list']?.safeParse(list).error).toBeUndefined();
     expect(list.streams.every((stream) => Number.isInteger(stream.startedAt))).toBe(true);
