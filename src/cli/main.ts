@@ -40,6 +40,10 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
     load: async () => (await import('./open-command.js')).openCommand,
     summary: "open the daemon's live page of every job in a browser (or --print its URL)",
   },
+  'nats-permissions': {
+    load: async () => (await import('./nats-permissions-command.js')).natsPermissionsCommand,
+    summary: "print a nats-server user's permissions that confine it to one daemon's subjects",
+  },
   tail: {
     load: async () => (await import('./tail-command.js')).tailCommand,
     summary: 'watch streams live in the terminal (or as NDJSON)',

@@ -87,15 +87,22 @@ function journalLine(journal: DaemonStatus['journal']): string {
 /** With a NATS backplane: this daemon's name on it, and each other host with its active streams. */
 function backplaneLines(backplane: DaemonStatus['backplane']): string[] {
   if (backplane === undefined) return [];
+  const connection =
+    backplane.refused !== undefined
+      ? `NOT JOINED: ${backplane.refused}; give this daemon another --nats-name`
+      : backplane.connected
+        ? 'connected to NATS'
+        : 'not connected to NATS (retrying)';
   const lines = [
-    `backplane      ${backplane.name}, ${backplane.connected ? 'connected to NATS' : 'not connected to NATS (retrying)'}` +
+    `backplane      ${backplane.name} (instance ${backplane.instance}), ${connection}` +
       (backplane.invalidMessages > 0
         ? `, ${backplane.invalidMessages} invalid messages ignored`
         : ''),
   ];
   for (const host of backplane.hosts) {
     lines.push(
-      `  host ${host.name.padEnd(16)} ${host.state === 'up' ? 'up  ' : 'lost'}  ${host.activeStreams} active streams`,
+      `  host ${host.name.padEnd(16)} ${host.state === 'up' ? 'up  ' : 'lost'}  ${host.activeStreams} active streams` +
+        (host.instance !== undefined ? `  (instance ${host.instance})` : ''),
     );
   }
   return lines;

@@ -63,10 +63,65 @@ export class BackplaneSubjects {
     return `${this.#prefix}.c.${host}`;
   }
 
+  /** Where a daemon about to join as `host` asks whether a live daemon has that name already. */
+  nameCheckOf(host: string): string {
+    return `${this.#prefix}.n.${host}`;
+  }
+
   /** The JetStream stream that keeps the last message of each stream subject. */
   get store(): string {
     return `${this.#prefix.replaceAll('.', '_')}_streams`;
   }
+}
+
+/**
+ * The `permissions` block of a nats-server user that is the daemon `name` under `prefix`
+ * (docs/BACKPLANE.md, "Security"): it may publish values, dones and heartbeats on its own
+ * subjects only, cancels to any host, and read everything of the prefix. No purge of the store:
+ * a purge takes any subject, so a confined host could erase another's stored values.
+ */
+export function backplanePermissions(prefix: string, name: string): string {
+  const subjects = new BackplaneSubjects(prefix, name);
+  const store = subjects.store;
+  const quoted = (list: readonly string[], indent: string) =>
+    list.map((subject) => `${indent}${JSON.stringify(subject)}`).join(',\n');
+  const publish = [
+    `${prefix}.s.${name}.*`,
+    subjects.heartbeatOf(name),
+    subjects.nameCheckOf(name),
+    subjects.cancelOf('*'),
+    '$JS.API.INFO',
+    `$JS.API.STREAM.CREATE.${store}`,
+    `$JS.API.STREAM.INFO.${store}`,
+    `$JS.API.CONSUMER.CREATE.${store}`,
+    `$JS.API.CONSUMER.CREATE.${store}.>`,
+    `$JS.API.CONSUMER.INFO.${store}.>`,
+    `$JS.API.CONSUMER.DELETE.${store}.>`,
+    `$JS.API.CONSUMER.MSG.NEXT.${store}.>`,
+  ];
+  const subscribe = [
+    subjects.allStreams,
+    subjects.allHeartbeats,
+    subjects.cancelOf(name),
+    subjects.nameCheckOf(name),
+    '_INBOX.>',
+  ];
+  return `permissions: {
+  # made by: mcp-progress nats-permissions --nats-name ${name} --nats-prefix ${prefix}
+  publish: {
+    allow: [
+${quoted(publish, '      ')}
+    ]
+  }
+  subscribe: {
+    allow: [
+${quoted(subscribe, '      ')}
+    ]
+  }
+  # the answer to another daemon's name check goes to its reply subject
+  allow_responses: true
+}
+`;
 }
 
 /** The servers without credentials, and the credentials the URLs carried (NATS clients take them apart). */

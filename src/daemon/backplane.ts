@@ -12,6 +12,7 @@
  * The router on the receiving host takes a value only when it is greater than the
  * last, so a stored value that arrives after a live one is refused, never regressed.
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import {
   type ConnectionOptions,
@@ -35,12 +36,14 @@ import {
   type ProgressToken,
   parseBackplaneCancel,
   parseBackplaneHeartbeat,
+  parseBackplaneNameClaim,
   parseBackplaneStream,
 } from '../protocol/index.js';
 import type { DoneNotification, ProgressNotification } from '../protocol/notifications.js';
+import { BACKPLANE_MAX_HOSTS, BACKPLANE_MAX_STREAMS_PER_HOST } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
 import { BackplaneSubjects, redacted, splitCredentials, tokenSubject } from './backplane-names.js';
-import { MAX_HOSTS, RemoteHosts } from './remote-hosts.js';
+import { RemoteHosts } from './remote-hosts.js';
 import type { ConnectionId, Router } from './router.js';
 
 /** How long the store keeps a stream's last message: past it, a late joiner no longer learns of it. */
@@ -107,6 +110,14 @@ export class Backplane {
   readonly #warned = new Set<ProgressToken>();
   /** Messages from the backplane that failed validation. */
   #invalidMessages = 0;
+  /** This daemon process on the backplane: in its heartbeats and its answers to name checks. */
+  readonly #instance = randomBytes(4).toString('hex');
+  /** When it joined (epoch ms), for its answers to name checks. */
+  #joinedAt = 0;
+  /** Why it did not join: another live daemon has its name. */
+  #refused: string | undefined;
+  /** Instances of other daemons heard using this daemon's name, each logged once. */
+  readonly #namesakes = new Set<string>();
 
   constructor(options: BackplaneOptions, host: BackplaneHost) {
     this.#options = options;
@@ -227,6 +238,17 @@ export class Backplane {
   async #join(nc: NatsConnection): Promise<void> {
     // Watched from the start: a disconnect during the join is not missed.
     void this.#watch(nc);
+    // Before anything is heard or said: a daemon that may not join takes nothing in.
+    const holder = await this.#nameHolder(nc);
+    if (holder !== undefined) {
+      this.#refuse(nc, holder);
+      return;
+    }
+    this.#joinedAt = Date.now();
+    // Only now: two daemons checking the same name at once must not answer each other.
+    nc.subscribe(this.#subjects.nameCheckOf(this.#options.name), {
+      callback: (error, msg) => error || this.#nameCheckIn(msg),
+    });
     await this.#ensureStore(nc);
     // Live subscriptions first, registered at the server (flush), then the stored last values:
     // a value published in between arrives live, and the older stored one is refused as not greater.
@@ -258,6 +280,54 @@ export class Backplane {
 
   get #router(): Router {
     return this.#host.router;
+  }
+
+  /**
+   * Asks on the name-check subject whether a live daemon has this daemon's name: its answer, or
+   * undefined when nobody answers (no responders at once; a dead one's leftover subscription
+   * within a heartbeat interval).
+   */
+  async #nameHolder(nc: NatsConnection): Promise<{ instance: string; since: number } | undefined> {
+    const question = { v: 1, instance: this.#instance, since: Date.now() };
+    try {
+      const answer = await nc.request(
+        this.#subjects.nameCheckOf(this.#options.name),
+        JSON.stringify(question),
+        { timeout: this.#options.heartbeatMs },
+      );
+      return parseBackplaneNameClaim(parseJson(answer.data));
+    } catch (error) {
+      this.#log.debug(`backplane: name check: ${(error as Error).message}`);
+      return undefined;
+    }
+  }
+
+  /** Another live daemon has this name: this one stays local and says which one. */
+  #refuse(nc: NatsConnection, holder: { instance: string; since: number }): void {
+    this.#refused =
+      `another live daemon already joined NATS ${redacted(this.#options.servers)} as ${this.#options.name} ` +
+      `(instance ${holder.instance}, joined ${new Date(holder.since).toISOString()}), prefix ${this.#options.prefix}`;
+    this.#log.error(
+      `backplane: not joining: ${this.#refused}. Two daemons under one name would end each other's streams; ` +
+        'give this one a --nats-name of its own (or stop the other), then restart it. Running locally.',
+    );
+    this.#nc = undefined;
+    this.#connected = false;
+    this.#stopped = true;
+    void nc.close().catch(() => {});
+  }
+
+  /** A daemon about to join under this daemon's name asks: this one is alive, and says so. */
+  #nameCheckIn(msg: Msg): void {
+    const question = parseBackplaneNameClaim(parseJson(msg.data));
+    if (question === undefined || msg.reply === undefined) {
+      this.#invalid(msg.subject, 'not a name check of this backplane');
+      return;
+    }
+    this.#log.warn(
+      `backplane: another daemon (instance ${question.instance}) tried to join as ${this.#options.name}; it was told this one (instance ${this.#instance}) has the name`,
+    );
+    msg.respond(JSON.stringify({ v: 1, instance: this.#instance, since: this.#joinedAt }));
   }
 
   async #watch(nc: NatsConnection): Promise<void> {
@@ -375,16 +445,20 @@ export class Backplane {
     const active = this.#hosts.activeStreams(
       (token) => this.#router.get(token)?.state === 'active',
     );
-    return {
+    const status: BackplaneStatus = {
       name: this.#options.name,
+      instance: this.#instance,
       connected: this.#connected,
       hosts: [...this.#hosts.all()].map((host) => ({
         name: host.name,
         state: host.lost ? 'lost' : 'up',
         activeStreams: active.get(host) ?? 0,
+        ...(host.instance !== undefined && { instance: host.instance }),
       })),
       invalidMessages: this.#invalidMessages,
     };
+    if (this.#refused !== undefined) status.refused = this.#refused;
+    return status;
   }
 
   async stop(): Promise<void> {
@@ -503,7 +577,7 @@ export class Backplane {
     }
     const host = this.#hosts.named(name);
     if (host === undefined) {
-      this.#invalid(subject, `more than ${MAX_HOSTS} hosts`);
+      this.#invalid(subject, tooManyHosts);
       return;
     }
     const owner = this.#hosts.ownerOf(token);
@@ -511,8 +585,14 @@ export class Backplane {
       this.#conflict(token, name, `host ${owner.name} published it first`);
       return;
     }
+    if (!this.#hosts.setOwner(token, host)) {
+      this.#invalid(
+        subject,
+        `host ${name} already has ${BACKPLANE_MAX_STREAMS_PER_HOST} streams here, the most one host may have`,
+      );
+      return;
+    }
     if (ageMs === undefined) this.#hosts.seen(host);
-    this.#hosts.setOwner(token, host);
     this.#apply(host.connection, message, now);
     this.#host.schedule();
   }
@@ -572,17 +652,21 @@ export class Backplane {
 
   #heartbeatIn(msg: Msg): void {
     const name = this.#subjects.heartbeatHost(msg.subject);
-    if (name === this.#options.name) return;
     const heartbeat = parseBackplaneHeartbeat(parseJson(msg.data));
     if (heartbeat === undefined || name === '') {
       this.#invalid(msg.subject, 'not a heartbeat of this backplane');
       return;
     }
-    const host = this.#hosts.named(name);
-    if (host === undefined) {
-      this.#invalid(msg.subject, `more than ${MAX_HOSTS} hosts`);
+    if (name === this.#options.name) {
+      this.#namesake(heartbeat.instance);
       return;
     }
+    const host = this.#hosts.named(name);
+    if (host === undefined) {
+      this.#invalid(msg.subject, tooManyHosts);
+      return;
+    }
+    if (heartbeat.instance !== undefined) host.instance = heartbeat.instance;
     if (heartbeat.state === 'up') this.#hosts.seen(host);
     else this.#hosts.lose(host, 'stopped');
   }
@@ -597,10 +681,26 @@ export class Backplane {
     }
   }
 
+  /**
+   * A heartbeat under this daemon's own name (its own never come back: noEcho): a daemon that
+   * joined in the same instant, past the name check, or one that does not check. Logged once each.
+   */
+  #namesake(instance: string | undefined): void {
+    const other = instance ?? 'unknown';
+    if (other === this.#instance || this.#namesakes.has(other)) return;
+    this.#namesakes.add(other);
+    this.#log.error(
+      `backplane: another daemon (instance ${other}) publishes as ${this.#options.name} too: each would end the other's streams on other hosts; give one of them another --nats-name`,
+    );
+  }
+
   #sendHeartbeat(state: 'up' | 'down', nc = this.#nc): void {
-    nc?.publish(this.#subjects.heartbeatOf(this.#options.name), JSON.stringify({ v: 1, state }));
+    const heartbeat = { v: 1, state, instance: this.#instance };
+    nc?.publish(this.#subjects.heartbeatOf(this.#options.name), JSON.stringify(heartbeat));
   }
 }
+
+const tooManyHosts = `more than ${BACKPLANE_MAX_HOSTS} hosts, all heard recently`;
 
 function parseJson(data: Uint8Array): unknown {
   try {

@@ -518,7 +518,14 @@ export class Daemon {
         return;
       case 'claim':
         if (isClaimFrame(data)) {
-          this.#answer(connection, this.#router.claim(connection.id, data.progressToken), data);
+          // A token another host publishes is refused, not half claimed: that host's workers
+          // get its cancels, and this connection could send it nothing (docs/PROTOCOL.md §7).
+          this.#answer(
+            connection,
+            this.#backplane?.refusal(data.progressToken) ??
+              this.#router.claim(connection.id, data.progressToken),
+            data,
+          );
         } else {
           this.#reject(connection, explainClaimFrame(data));
         }

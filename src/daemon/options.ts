@@ -2,9 +2,12 @@
  * Daemon options: every default in one place, every value checked up front,
  * so that a bad option fails at start with a message naming it.
  */
+
+import { createHash } from 'node:crypto';
 import { accessSync, constants, statSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { hostname } from 'node:os';
+import { hostname, userInfo } from 'node:os';
+import { resolve } from 'node:path';
 import {
   FRAME_TIMEOUT_MS,
   MAX_FRAME_BYTES,
@@ -22,6 +25,8 @@ export { DEFAULT_PORT };
 export const DEFAULT_NATS_PREFIX = 'mcp-progress';
 /** A NATS subject token of safe characters only: no dots, wildcards or spaces. */
 const SUBJECT_TOKEN = /^[A-Za-z0-9_-]+$/;
+/** A --nats-name: a subject token, `@` allowed too (the default is user@host). */
+const NATS_NAME = /^[A-Za-z0-9_@-]+$/;
 export const DEFAULT_HOST = '127.0.0.1';
 
 export interface DaemonOptions {
@@ -388,7 +393,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     kind: 'string',
     value: 'NAME',
     section: 'Backplane (NATS, docs/BACKPLANE.md)',
-    help: 'this host on the backplane, unique among its daemons (default: the host name, characters other than A-Z a-z 0-9 _ - as _)',
+    help: 'this daemon on the backplane, unique among its daemons: A-Z a-z 0-9 _ - @ (default: user@host, other characters as _, then -<6 hex digits> of the runtime dir when it is not the default one); a second live daemon under a name in use is refused',
   },
   {
     name: 'nats-creds',
@@ -497,7 +502,7 @@ export function resolveDaemonOptions(
     secret: input.secret,
     nats: natsServers(input.nats, env),
     natsPrefix: input.natsPrefix ?? DEFAULTS.natsPrefix,
-    natsName: input.natsName ?? hostname().replace(/[^A-Za-z0-9_-]/g, '_'),
+    natsName: input.natsName ?? defaultNatsName(runtimeDir, resolveRuntimeDir(undefined, env)),
     natsCreds: input.natsCreds,
     natsCa: input.natsCa,
   };
@@ -508,8 +513,8 @@ export function resolveDaemonOptions(
       options.natsPrefix,
     );
   }
-  if (!SUBJECT_TOKEN.test(options.natsName)) {
-    invalid('nats-name', 'letters, digits, _ and - only', options.natsName);
+  if (!NATS_NAME.test(options.natsName)) {
+    invalid('nats-name', 'letters, digits, _, - and @ only', options.natsName);
   }
   for (const [name, file] of [
     ['nats-creds', options.natsCreds],
@@ -558,6 +563,28 @@ function isReadableFile(path: string): boolean {
     return statSync(path).isFile();
   } catch {
     return false;
+  }
+}
+
+/**
+ * The default --nats-name: user@host, so the daemons of two users of one host differ, and then
+ * `-` and 6 hex digits of the runtime directory's path when it is not the user's default one, so
+ * two daemons of one user (runtime dirs of their own) differ too, and keep their name when they
+ * restart. Two clones with one user and host name still collide: the name check refuses the second.
+ */
+function defaultNatsName(runtimeDir: string, usersRuntimeDir: string): string {
+  const safe = (text: string) => text.replace(/[^A-Za-z0-9_-]/g, '_');
+  const name = `${safe(userName())}@${safe(hostname())}`;
+  if (resolve(runtimeDir) === resolve(usersRuntimeDir)) return name;
+  return `${name}-${createHash('sha256').update(resolve(runtimeDir)).digest('hex').slice(0, 6)}`;
+}
+
+function userName(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    // No passwd entry (a container's arbitrary uid): the uid names the user.
+    return String(process.getuid?.() ?? 'user');
   }
 }
 

@@ -5,22 +5,22 @@
  * backplane (backplane.ts) feeds it what it hears and asks it who is who.
  */
 import type { ProgressToken } from '../protocol/index.js';
+import { BACKPLANE_MAX_HOSTS, BACKPLANE_MAX_STREAMS_PER_HOST } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
 import type { ConnectionId } from './router.js';
 
 /** A host counts as lost after this many heartbeats were not heard. */
 export const MISSED_HEARTBEATS = 3;
-/**
- * Hosts this daemon keeps track of at most: a program that invents host names on the heartbeat
- * subject cannot grow it without bound (lost hosts with no stream are forgotten).
- */
-export const MAX_HOSTS = 1024;
 
 export interface RemoteHost {
   readonly name: string;
   readonly connection: ConnectionId;
   lastSeen: number;
   lost: boolean;
+  /** The instance its last heartbeat carried (a daemon older than instances sends none). */
+  instance: string | undefined;
+  /** Its tokens in the table (at most BACKPLANE_MAX_STREAMS_PER_HOST). */
+  streams: number;
   /** Ends its active streams as abandoned when it does not come back. */
   graceTimer: NodeJS.Timeout | undefined;
 }
@@ -52,22 +52,62 @@ export class RemoteHosts {
     return this.#nextConnection--;
   }
 
-  /** The host of that name, added when new; undefined when MAX_HOSTS are known already. */
+  /**
+   * The host of that name, added when new. When BACKPLANE_MAX_HOSTS are known, a new host takes
+   * the place of the one heard least recently, if that one is silent (no heartbeat for
+   * MISSED_HEARTBEATS) or lost: its streams end as abandoned. Undefined when every known host
+   * was heard recently: a crowd of invented names cannot push out hosts that are alive.
+   */
   named(name: string): RemoteHost | undefined {
     let host = this.#byName.get(name);
     if (host === undefined) {
-      if (this.#byName.size >= MAX_HOSTS) return undefined;
+      if (this.#byName.size >= BACKPLANE_MAX_HOSTS && !this.#evictOne()) return undefined;
       host = {
         name,
         connection: this.newConnection(),
         lastSeen: this.#options.now(),
         lost: false,
+        instance: undefined,
+        streams: 0,
         graceTimer: undefined,
       };
       this.#byName.set(name, host);
       this.#byConnection.set(host.connection, host);
     }
     return host;
+  }
+
+  /** Forgets the host heard least recently when it is silent or lost; false when none is. */
+  #evictOne(): boolean {
+    const silentSince = this.#silentSince();
+    let oldest: RemoteHost | undefined;
+    for (const host of this.#byName.values()) {
+      if (oldest === undefined || host.lastSeen < oldest.lastSeen) oldest = host;
+    }
+    if (oldest === undefined || (!oldest.lost && oldest.lastSeen >= silentSince)) return false;
+    clearTimeout(oldest.graceTimer);
+    const tokens = this.#tokensOf(oldest);
+    for (const token of tokens) this.#owners.delete(token);
+    this.#byName.delete(oldest.name);
+    this.#byConnection.delete(oldest.connection);
+    this.#options.log.warn(
+      `backplane: forgot host ${oldest.name} (not heard for ${(this.#options.now() - oldest.lastSeen) / 1000} s) to make room for a new one: at most ${BACKPLANE_MAX_HOSTS} hosts`,
+    );
+    if (tokens.length > 0) {
+      this.#options.abandon(
+        tokens,
+        `host ${oldest.name} was not heard from and another host took its place (at most ${BACKPLANE_MAX_HOSTS} hosts on the backplane)`,
+      );
+    }
+    return true;
+  }
+
+  #silentSince(): number {
+    return this.#options.now() - MISSED_HEARTBEATS * this.#options.heartbeatMs;
+  }
+
+  #tokensOf(host: RemoteHost): ProgressToken[] {
+    return [...this.#owners].filter(([, owner]) => owner === host).map(([token]) => token);
   }
 
   /** The host a router connection stands for. */
@@ -80,8 +120,18 @@ export class RemoteHosts {
     return this.#owners.get(token);
   }
 
-  setOwner(token: ProgressToken, host: RemoteHost): void {
+  /**
+   * Records that the host publishes the token; false (nothing recorded) when that would be one
+   * more than BACKPLANE_MAX_STREAMS_PER_HOST tokens of that host.
+   */
+  setOwner(token: ProgressToken, host: RemoteHost): boolean {
+    const owner = this.#owners.get(token);
+    if (owner === host) return true;
+    if (host.streams >= BACKPLANE_MAX_STREAMS_PER_HOST) return false;
+    if (owner !== undefined) owner.streams--;
     this.#owners.set(token, host);
+    host.streams++;
+    return true;
   }
 
   /** How many of each host's tokens `isActive` says are active. */
@@ -118,14 +168,16 @@ export class RemoteHosts {
    * holds are forgotten, and then lost hosts with nothing left.
    */
   review(isKnown: (token: ProgressToken) => boolean): void {
-    const silentSince = this.#options.now() - MISSED_HEARTBEATS * this.#options.heartbeatMs;
+    const silentSince = this.#silentSince();
     for (const host of this.#byName.values()) {
       if (!host.lost && host.lastSeen < silentSince) this.lose(host, 'silent');
     }
     const owners = new Set<RemoteHost>();
     for (const [token, owner] of this.#owners) {
-      if (!isKnown(token)) this.#owners.delete(token);
-      else owners.add(owner);
+      if (!isKnown(token)) {
+        this.#owners.delete(token);
+        owner.streams--;
+      } else owners.add(owner);
     }
     for (const host of this.#byName.values()) {
       if (host.lost && host.graceTimer === undefined && !owners.has(host)) {
@@ -149,7 +201,7 @@ export class RemoteHosts {
     );
     host.graceTimer = setTimeout(() => {
       host.graceTimer = undefined;
-      const tokens = [...this.#owners].filter(([, owner]) => owner === host).map(([t]) => t);
+      const tokens = this.#tokensOf(host);
       this.#options.abandon(
         tokens,
         `host ${host.name} left the backplane (${what}) and did not come back within ${grace / 1000} s`,

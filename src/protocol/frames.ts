@@ -494,7 +494,14 @@ export const daemonStatusSchema = z
     backplane: z
       .strictObject({
         name: z.string().meta({ description: 'This daemon on the backplane (--nats-name).' }),
+        instance: z.string().meta({
+          description: 'This daemon process on the backplane (random at start, in its heartbeats).',
+        }),
         connected: z.boolean().meta({ description: 'Whether it is connected to NATS now.' }),
+        refused: z.string().optional().meta({
+          description:
+            'Why this daemon did not join: another live daemon has its --nats-name (that daemon named). It runs locally.',
+        }),
         hosts: z
           .array(
             z.strictObject({
@@ -504,6 +511,9 @@ export const daemonStatusSchema = z
                   'lost: no heartbeat for 3 intervals, or it said it stopped; its active streams end as abandoned after the grace unless it comes back.',
               }),
               activeStreams: count,
+              instance: z.string().optional().meta({
+                description: 'The instance its last heartbeat carried.',
+              }),
             }),
           )
           .meta({ description: 'The other daemons this one has heard of.' }),
@@ -632,17 +642,46 @@ export const backplaneCancelSchema = z
   .strictObject({ v: versionField, ...cancelParamsSchema.shape })
   .meta({ title: 'backplane cancel (daemon to the daemon of the stream)' });
 
+/** A daemon's instance id: random at each start, so two live daemons under one name differ. */
+const backplaneInstanceField = z
+  .string()
+  .regex(/^[0-9a-f]{8,32}$/)
+  .meta({
+    description:
+      'This daemon process: random lower-case hex made at start. Two live daemons with one --nats-name have two instances, and the second is refused (docs/BACKPLANE.md).',
+  });
+
 /** On <prefix>.h.<host>: the host says it is alive (up) or leaving (down). */
 export const backplaneHeartbeatSchema = z
-  .strictObject({ v: versionField, state: z.enum(['up', 'down']) })
+  .strictObject({
+    v: versionField,
+    state: z.enum(['up', 'down']),
+    instance: backplaneInstanceField.optional(),
+  })
   .meta({ title: 'backplane heartbeat (daemon to daemons)' });
+
+/**
+ * On <prefix>.n.<host>, a request (reply subject set): a daemon about to join as <host> asks
+ * whether a live daemon has that name already; the daemon of that name answers with this.
+ */
+export const backplaneNameClaimSchema = z
+  .strictObject({
+    v: versionField,
+    instance: backplaneInstanceField,
+    since: z.int().min(0).meta({
+      description: 'When that daemon joined the backplane: integer milliseconds since the epoch.',
+    }),
+  })
+  .meta({ title: 'backplane name check (request and answer, daemon to daemon)' });
 
 export type BackplaneStreamMessage = z.infer<typeof backplaneStreamMessageSchema>;
 export type BackplaneCancel = z.infer<typeof backplaneCancelSchema>;
 export type BackplaneHeartbeat = z.infer<typeof backplaneHeartbeatSchema>;
+export type BackplaneNameClaim = z.infer<typeof backplaneNameClaimSchema>;
 const compiledBackplaneStream = z.compile(backplaneStreamMessageSchema);
 const compiledBackplaneCancel = z.compile(backplaneCancelSchema);
 const compiledBackplaneHeartbeat = z.compile(backplaneHeartbeatSchema);
+const compiledBackplaneNameClaim = z.compile(backplaneNameClaimSchema);
 
 /** A backplane stream message, or undefined when it is not one (bad input is ignored, never thrown). */
 export function parseBackplaneStream(value: unknown): BackplaneStreamMessage | undefined {
@@ -657,5 +696,10 @@ export function parseBackplaneCancel(value: unknown): BackplaneCancel | undefine
 
 export function parseBackplaneHeartbeat(value: unknown): BackplaneHeartbeat | undefined {
   const result = compiledBackplaneHeartbeat.safeParse(value);
+  return result.success ? result.data : undefined;
+}
+
+export function parseBackplaneNameClaim(value: unknown): BackplaneNameClaim | undefined {
+  const result = compiledBackplaneNameClaim.safeParse(value);
   return result.success ? result.data : undefined;
 }

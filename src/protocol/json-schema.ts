@@ -4,6 +4,7 @@ import {
   ackSchema,
   backplaneCancelSchema,
   backplaneHeartbeatSchema,
+  backplaneNameClaimSchema,
   backplaneStreamMessageSchema,
   cancelParamsSchema,
   cancelResultSchema,
@@ -67,6 +68,7 @@ export const PUBLISHED_SCHEMAS = {
   'backplane-stream.v1': backplaneStreamMessageSchema,
   'backplane-cancel.v1': backplaneCancelSchema,
   'backplane-heartbeat.v1': backplaneHeartbeatSchema,
+  'backplane-name-claim.v1': backplaneNameClaimSchema,
 } as const;
 
 export type SchemaName = keyof typeof PUBLISHED_SCHEMAS;

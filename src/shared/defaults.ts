@@ -135,3 +135,17 @@ export const MCP_REPLAY_BYTES = 256 * 1024;
 
 /** How long a client of /mcp waits before it reconnects a closed SSE stream (the `retry` field). */
 export const MCP_SSE_RETRY_MS = 1000;
+
+/**
+ * Hosts a daemon keeps track of on one NATS backplane prefix at most (docs/BACKPLANE.md): a
+ * crowd of invented host names cannot grow the table, and when it is full a new host takes the
+ * place of one not heard for 3 heartbeats, never of a host heard recently.
+ */
+export const BACKPLANE_MAX_HOSTS = 64;
+
+/**
+ * Streams one other host of the backplane may hold in a daemon's table at most; with
+ * BACKPLANE_MAX_HOSTS, remote streams take at most 64,000 of the 100,000 of --max-streams,
+ * so this host's own workers always have room.
+ */
+export const BACKPLANE_MAX_STREAMS_PER_HOST = 1000;

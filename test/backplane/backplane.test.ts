@@ -4,6 +4,7 @@
  */
 import { connect as natsConnect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKPLANE_MAX_HOSTS } from '../../src/shared/defaults.js';
 import { cleanupAll, eventually, type RunningDaemon } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
@@ -179,6 +180,36 @@ describe.skipIf(natsServer.skip)('the NATS backplane', () => {
     expect(notificationsOf(onB, token).map((n) => n.params.progress)).toEqual([1, 2]);
   });
 
+  it('a claim of a token another host publishes is refused with token_in_use naming that host', async () => {
+    const token = fresh('claimed-elsewhere');
+    await subscribe(onB, token);
+    worker.send('progress', { v: 1, progressToken: token, progress: 1 });
+    await eventually(() => (notificationsOf(onB, token).length > 0 ? true : undefined));
+    const claimant = await rawWorker(b.info.socket);
+    try {
+      claimant.send('claim', { v: 1, progressToken: token, seq: 7 });
+      const rejected = await claimant.reply((r) => (r.data as { seq?: number }).seq === 7);
+      expect(rejected.type).toBe('rejected');
+      expect(rejected.data).toMatchObject({ code: 'token_in_use', progressToken: token });
+      expect((rejected.data as { message: string }).message).toContain('host host-a');
+      // Not a claimant: a cancel made on B reaches the worker on A, and not this connection.
+      const reply = await onB.request('progress/cancel', { progressToken: token });
+      expect(reply.result).toEqual({ workers: 1 });
+      await worker.reply(
+        (r) =>
+          r.type === 'cancel' && (r.data as { progressToken?: unknown }).progressToken === token,
+      );
+      const own = fresh('own-claim');
+      claimant.send('claim', { v: 1, progressToken: own, seq: 8 });
+      expect((await claimant.reply((r) => (r.data as { seq?: number }).seq === 8)).type).toBe(
+        'ack',
+      );
+      expect(claimant.replies.filter((r) => r.type === 'cancel')).toEqual([]);
+    } finally {
+      claimant.destroy();
+    }
+  });
+
   it('a message another program put on the subjects is ignored, and the daemons go on', async () => {
     const nc = await natsConnect({ servers: nats.url });
     nc.publish('mcp-progress.s.intruder.bm90LWEtdG9rZW4', 'not json');
@@ -210,7 +241,7 @@ describe.skipIf(natsServer.skip)('the NATS backplane', () => {
     const status = (await onB.request('progress/status')).result as {
       backplane: { hosts: unknown[]; invalidMessages: number };
     };
-    expect(status.backplane.hosts.length).toBeLessThanOrEqual(1024);
+    expect(status.backplane.hosts.length).toBeLessThanOrEqual(BACKPLANE_MAX_HOSTS);
     expect(status.backplane.invalidMessages).toBeGreaterThan(50);
   });
 });

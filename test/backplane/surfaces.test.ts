@@ -169,8 +169,12 @@ describe.skipIf(natsServer.skip)('every surface of another host', () => {
       await eventually(() => (output.stdout().includes('1/2') ? true : undefined));
       // tail names its token: the host comes from the list, once it polled it.
       const status = await runCli(['status', '--runtime-dir', c.runtimeDir]);
-      expect(status.stdout).toContain('backplane      desk-c, connected to NATS');
-      expect(status.stdout).toMatch(/host gpu-a +up {4}[1-9]\d* active streams/);
+      expect(status.stdout).toMatch(
+        /backplane {6}desk-c \(instance [0-9a-f]{8}\), connected to NATS/,
+      );
+      expect(status.stdout).toMatch(
+        /host gpu-a +up {4}[1-9]\d* active streams {2}\(instance [0-9a-f]{8}\)/,
+      );
       // desk-c learns of laptop-b from its heartbeat (once a second), which may not have come yet.
       const readStatus = async () =>
         JSON.parse((await runCli(['status', '--json', '--runtime-dir', c.runtimeDir])).stdout) as {

@@ -1,7 +1,8 @@
 /** The backplane's parts that know no NATS: its names on NATS, and the table of the other hosts. */
 import { describe, expect, it } from 'vitest';
 import { BackplaneSubjects, tokenSubject } from '../../src/daemon/backplane-names.js';
-import { MAX_HOSTS, MISSED_HEARTBEATS, RemoteHosts } from '../../src/daemon/remote-hosts.js';
+import { MISSED_HEARTBEATS, RemoteHosts } from '../../src/daemon/remote-hosts.js';
+import { BACKPLANE_MAX_HOSTS, BACKPLANE_MAX_STREAMS_PER_HOST } from '../../src/shared/defaults.js';
 import { createLogger } from '../../src/shared/log.js';
 
 describe('BackplaneSubjects', () => {
@@ -55,14 +56,48 @@ describe('RemoteHosts', () => {
     };
   }
 
-  it('gives each host one connection of its own, never a worker id, and keeps at most MAX_HOSTS', () => {
+  it('gives each host one connection of its own, never a worker id, and keeps at most BACKPLANE_MAX_HOSTS', () => {
     const { hosts } = table();
     const a = hosts.named('a');
     expect(hosts.named('a')).toBe(a);
     expect(a?.connection).toBeLessThan(0);
     expect(hosts.ofConnection(a?.connection ?? 0)).toBe(a);
-    for (let i = 1; i < MAX_HOSTS; i++) expect(hosts.named(`h${i}`)).toBeDefined();
+    for (let i = 1; i < BACKPLANE_MAX_HOSTS; i++) expect(hosts.named(`h${i}`)).toBeDefined();
     expect(hosts.named('one-too-many')).toBeUndefined();
+  });
+
+  it('when full, a new host takes the place of the host heard least long ago only if it is silent', () => {
+    const { hosts, abandoned, advance } = table();
+    const old = hosts.named('old');
+    if (old === undefined) throw new Error('no host');
+    hosts.setOwner('old-job', old);
+    advance(MISSED_HEARTBEATS * 100 + 1);
+    for (let i = 1; i < BACKPLANE_MAX_HOSTS; i++) expect(hosts.named(`h${i}`)).toBeDefined();
+    const real = hosts.named('real-new-host');
+    expect(real).toBeDefined();
+    expect(hosts.ofConnection(old.connection)).toBeUndefined();
+    expect(abandoned).toEqual([
+      { tokens: ['old-job'], reason: expect.stringContaining('host old was not heard from') },
+    ]);
+    // Every host now was heard recently: a crowd of new names pushes none of them out.
+    expect(hosts.named('invented')).toBeUndefined();
+    expect(hosts.named('real-new-host')).toBe(real);
+  });
+
+  it('keeps at most BACKPLANE_MAX_STREAMS_PER_HOST tokens of one host', () => {
+    const { hosts, advance } = table();
+    const a = hosts.named('a');
+    const b = hosts.named('b');
+    if (a === undefined || b === undefined) throw new Error('no host');
+    for (let i = 0; i < BACKPLANE_MAX_STREAMS_PER_HOST; i++)
+      expect(hosts.setOwner(i, a)).toBe(true);
+    expect(hosts.setOwner('one-more', a)).toBe(false);
+    expect(hosts.ownerOf('one-more')).toBeUndefined();
+    expect(hosts.setOwner(0, a)).toBe(true);
+    expect(hosts.setOwner('one-more', b)).toBe(true);
+    advance(1);
+    hosts.review((token) => token !== 0);
+    expect(hosts.setOwner('room-again', a)).toBe(true);
   });
 
   it('a host silent for MISSED_HEARTBEATS is lost, and its tokens are abandoned after the grace', async () => {

@@ -3,6 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { parseOptions } from '../../src/cli/args.js';
 import { DAEMON_COMMAND_OPTIONS, DAEMON_HELP } from '../../src/cli/daemon-command.js';
 import { MCP_HELP, MCP_OPTIONS } from '../../src/cli/mcp-command.js';
+import {
+  NATS_PERMISSIONS_HELP,
+  NATS_PERMISSIONS_OPTIONS,
+} from '../../src/cli/nats-permissions-command.js';
 import { PUBLISH_HELP, PUBLISH_OPTIONS } from '../../src/cli/publish-command.js';
 import { RUN_HELP, RUN_OPTIONS, splitCommand } from '../../src/cli/run-command.js';
 import { SCHEMA_HELP, SCHEMA_OPTIONS } from '../../src/cli/schema-command.js';
@@ -16,6 +20,7 @@ import { type OptionRow, optionsHelp } from '../../src/shared/option-table.js';
 const COMMANDS: Array<[string, readonly OptionRow[], string, number]> = [
   ['daemon', DAEMON_COMMAND_OPTIONS, DAEMON_HELP, 27],
   ['mcp', MCP_OPTIONS, MCP_HELP, 25],
+  ['nats-permissions', NATS_PERMISSIONS_OPTIONS, NATS_PERMISSIONS_HELP, 27],
   ['publish', PUBLISH_OPTIONS, PUBLISH_HELP, 23],
   ['run', RUN_OPTIONS, RUN_HELP, 21],
   ['schema', SCHEMA_OPTIONS, SCHEMA_HELP, 17],
