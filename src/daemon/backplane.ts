@@ -39,6 +39,7 @@ import {
 } from '../protocol/index.js';
 import type { DoneNotification, ProgressNotification } from '../protocol/notifications.js';
 import type { Logger } from '../shared/log.js';
+import { credsRefusal } from './backplane-creds.js';
 import { BackplaneSubjects, redacted, splitCredentials, tokenSubject } from './backplane-names.js';
 import { MAX_HOSTS, RemoteHosts } from './remote-hosts.js';
 import type { ConnectionId, Router } from './router.js';
@@ -161,9 +162,7 @@ export class Backplane {
         this.#warnedUnreachable = true;
         this.#log.warn(
           `backplane: cannot join NATS at ${redacted(this.#options.servers)} (${why}): running locally, retrying every ${RETRY_MS / 1000} s` +
-            (/author|auth/i.test(why)
-              ? '; the server refused the credentials: check the user and password or token in the URL, or --nats-creds'
-              : ''),
+            (/author|auth/i.test(why) ? `; ${this.#refusedCredentials()}` : ''),
         );
       } else {
         this.#log.debug(`backplane: NATS still unreachable (${why})`);
@@ -177,6 +176,21 @@ export class Backplane {
         this.#retry.unref();
       }
     }
+  }
+
+  /** Why the server refused this daemon's credentials, as far as this side can tell. */
+  #refusedCredentials(): string {
+    const file = this.#options.creds;
+    if (file === undefined) {
+      return 'the server refused the credentials: check the user and password or token in the URL, or give --nats-creds';
+    }
+    let creds: string;
+    try {
+      creds = readFileSync(file, 'utf8');
+    } catch (error) {
+      return `--nats-creds ${file} is no longer readable (${(error as Error).message})`;
+    }
+    return credsRefusal(file, creds, Date.now());
   }
 
   #connectionOptions(): ConnectionOptions {

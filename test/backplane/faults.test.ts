@@ -44,6 +44,7 @@ import {
   type RunningNats,
   startNats,
 } from './nats-server.js';
+import { mintOperator } from './operator.js';
 
 /** The configuration docs/BACKPLANE.md gives for one team's prefix, word for word. */
 const PREFIX_PERMISSIONS = readFileSync(join(ROOT, 'docs/backplane-permissions.conf'), 'utf8');
@@ -533,6 +534,45 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
       daemon.stderr().includes('backplane: cannot join NATS') ? true : undefined,
     );
     expect(daemon.stderr()).not.toContain('backplane: joined');
+  });
+
+  it('joins a server in operator mode with a minted creds file; a stranger or expired one is refused with a reason', async () => {
+    const operator = await mintOperator();
+    const server = await nats({ config: operator.config });
+    const [credsA, credsB, stranger, expired] = await Promise.all([
+      operator.user('jwt-a'),
+      operator.user('jwt-b'),
+      operator.user('jwt-stranger', { signer: 'stranger' }),
+      operator.user('jwt-expired', { expiresAt: Date.now() - 60_000 }),
+    ]);
+    const [a, b] = await Promise.all([
+      host(server.url, 'jwt-a', ['--nats-creds', credsA]),
+      host(server.url, 'jwt-b', ['--nats-creds', credsB]),
+    ]);
+    const onB = await session(b);
+    const token = fresh('jwt');
+    await subscribe(onB, token);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await accepted(publisher, 'done', { progressToken: token, status: 'ok' });
+    expect(await doneOf(onB, token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(onB, token)).toEqual([1]);
+
+    const refused = async (creds: string, name: string): Promise<string> => {
+      const daemon = await startDaemon(hostArgs(server.url, name, ['--nats-creds', creds]));
+      open.push(() => daemon.stop());
+      await eventually(() =>
+        daemon.stderr().includes('backplane: cannot join NATS') ? true : undefined,
+      );
+      expect(daemon.stderr()).not.toContain('backplane: joined');
+      return daemon.stderr();
+    };
+    expect(await refused(stranger, 'jwt-stranger')).toMatch(
+      /server refused the credentials in --nats-creds [^\n]*jwt-stranger\.creds[^\n]*account the server trusts/,
+    );
+    expect(await refused(expired, 'jwt-expired')).toMatch(
+      /user JWT in --nats-creds [^\n]*jwt-expired\.creds expired at \d{4}-\d\d-\d\dT[^\n]*mint a new creds file/,
+    );
   });
 });
 
