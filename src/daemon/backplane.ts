@@ -42,6 +42,7 @@ import {
 import type { DoneNotification, ProgressNotification } from '../protocol/notifications.js';
 import { BACKPLANE_MAX_HOSTS, BACKPLANE_MAX_STREAMS_PER_HOST } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
+import { credsRefusal } from './backplane-creds.js';
 import { BackplaneSubjects, redacted, splitCredentials, tokenSubject } from './backplane-names.js';
 import { RemoteHosts } from './remote-hosts.js';
 import type { ConnectionId, Router } from './router.js';
@@ -52,6 +53,17 @@ const STORE_MAX_AGE_MS = 24 * 3_600_000;
 const RETRY_MS = 2000;
 /** A catch-up read that hears nothing for this long is over (the store was purged meanwhile). */
 const CATCH_UP_IDLE_MS = 5000;
+/**
+ * How often the server is asked (a flush: PING, PONG) to confirm the stream messages sent so
+ * far. Until then they are kept, and sent again after a reconnect: one a server that died took
+ * with it is not lost, and one that had arrived is refused as not greater, so none repeats.
+ */
+const CONFIRM_MS = 100;
+/**
+ * The most stream messages kept unconfirmed or unsent while cut off; past it they are dropped
+ * and the (re)join puts only the last value or the end of each stream on the backplane again.
+ */
+const MAX_UNCONFIRMED = 20_000;
 
 export interface BackplaneOptions {
   readonly servers: readonly string[];
@@ -118,6 +130,9 @@ export class Backplane {
   #refused: string | undefined;
   /** Instances of other daemons heard using this daemon's name, each logged once. */
   readonly #namesakes = new Set<string>();
+  /** Stream messages sent since the server last confirmed, and those made while cut off, in order. */
+  #unconfirmed: Array<{ readonly subject: string; readonly data: string }> = [];
+  #confirming: NodeJS.Timeout | undefined;
 
   constructor(options: BackplaneOptions, host: BackplaneHost) {
     this.#options = options;
@@ -172,9 +187,7 @@ export class Backplane {
         this.#warnedUnreachable = true;
         this.#log.warn(
           `backplane: cannot join NATS at ${redacted(this.#options.servers)} (${why}): running locally, retrying every ${RETRY_MS / 1000} s` +
-            (/author|auth/i.test(why)
-              ? '; the server refused the credentials: check the user and password or token in the URL, or --nats-creds'
-              : ''),
+            (/author|auth/i.test(why) ? `; ${this.#refusedCredentials()}` : ''),
         );
       } else {
         this.#log.debug(`backplane: NATS still unreachable (${why})`);
@@ -188,6 +201,21 @@ export class Backplane {
         this.#retry.unref();
       }
     }
+  }
+
+  /** Why the server refused this daemon's credentials, as far as this side can tell. */
+  #refusedCredentials(): string {
+    const file = this.#options.creds;
+    if (file === undefined) {
+      return 'the server refused the credentials: check the user and password or token in the URL, or give --nats-creds';
+    }
+    let creds: string;
+    try {
+      creds = readFileSync(file, 'utf8');
+    } catch (error) {
+      return `--nats-creds ${file} is no longer readable (${(error as Error).message})`;
+    }
+    return credsRefusal(file, creds, Date.now());
   }
 
   #connectionOptions(): ConnectionOptions {
@@ -268,6 +296,9 @@ export class Backplane {
     clearInterval(this.#heartbeat);
     this.#heartbeat = setInterval(() => this.#beat(), this.#options.heartbeatMs);
     this.#heartbeat.unref();
+    clearInterval(this.#confirming);
+    this.#confirming = setInterval(() => void this.#confirm(), CONFIRM_MS);
+    this.#confirming.unref();
     await this.#catchUp(nc);
     this.#joined = true;
     this.#router.removeConnection(this.#adopter, this.#host.now());
@@ -351,16 +382,48 @@ export class Backplane {
   }
 
   async #rejoined(nc: NatsConnection): Promise<void> {
-    // A NATS that restarted on an empty store needs the stream again.
-    await this.#ensureStore(nc);
+    // Live first: what the old server may not have passed on, then every stream's last value.
     await nc.flush();
     this.#connected = true;
     this.#hosts.allSeenNow();
+    this.#resendUnconfirmed(nc);
     this.#republishLocal();
     this.#sendHeartbeat('up');
+    this.#host.schedule();
+    this.#log.info(`backplane: NATS reconnected to ${nc.getServer()}`);
+    // A NATS that restarted on an empty store needs the stream again, and the last values in it;
+    // a cluster that lost its JetStream quorum with the dead server has none: live goes on.
+    try {
+      await this.#ensureStore(nc);
+    } catch (error) {
+      this.#log.warn(
+        `backplane: NATS reconnected but its JetStream is unavailable (${(error as Error).message}): live values go on; a daemon that joins meanwhile cannot catch up`,
+      );
+      return;
+    }
+    this.#republishLocal();
     await this.#catchUp(nc);
     this.#host.schedule();
-    this.#log.info('backplane: NATS reconnected');
+  }
+
+  /** After a reconnect: what the old server may not have passed on, and what was made while cut off. */
+  #resendUnconfirmed(nc: NatsConnection): void {
+    for (const { subject, data } of this.#unconfirmed) nc.publish(subject, data);
+  }
+
+  /** Drops the stream messages the server has seen: those sent before a flush that returned. */
+  async #confirm(): Promise<void> {
+    const nc = this.#nc;
+    if (nc === undefined || !this.#connected || this.#unconfirmed.length === 0) return;
+    const kept = this.#unconfirmed;
+    const sent = kept.length;
+    try {
+      await nc.flush();
+    } catch {
+      return;
+    }
+    // Not when the connection went meanwhile, nor when the list was dropped for a new one.
+    if (nc === this.#nc && this.#connected && kept === this.#unconfirmed) kept.splice(0, sent);
   }
 
   /**
@@ -466,6 +529,7 @@ export class Backplane {
     this.#router.observe(undefined);
     clearTimeout(this.#retry);
     clearInterval(this.#heartbeat);
+    clearInterval(this.#confirming);
     this.#hosts.stop();
     const nc = this.#nc;
     this.#nc = undefined;
@@ -510,13 +574,21 @@ export class Backplane {
       subject = this.#subjects.streamOf(token);
       this.#local.set(token, subject);
     }
-    // Before joining, and while cut off, nothing is sent: the last value or the end of every
-    // local stream is put on the backplane again when it (re)joins.
+    // Before the first join nothing is sent: the join puts the last value or the end of every
+    // local stream on the backplane. Once joined, every message is kept until the server confirms
+    // it, and while cut off it waits to be sent at the reconnect, so a failover loses none.
+    if (!this.#joined && !this.#connected) return;
+    const data = JSON.stringify(message);
+    if (this.#unconfirmed.length >= MAX_UNCONFIRMED) {
+      // Cut off for long: the reconnect sends only each stream's last value or end.
+      this.#unconfirmed = [];
+    }
+    this.#unconfirmed.push({ subject, data });
     if (this.#nc !== undefined && this.#connected) {
       try {
-        this.#nc.publish(subject, JSON.stringify(message));
+        this.#nc.publish(subject, data);
       } catch (error) {
-        // A connection closing under us: the (re)join republishes; the local path goes on.
+        // A connection closing under us: the reconnect sends it again; the local path goes on.
         this.#log.debug(`backplane: could not publish on ${subject}: ${(error as Error).message}`);
       }
     }

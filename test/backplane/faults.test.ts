@@ -44,6 +44,7 @@ import {
   type RunningNats,
   startNats,
 } from './nats-server.js';
+import { mintOperator } from './operator.js';
 
 /** The configuration docs/BACKPLANE.md gives for one team's prefix, word for word. */
 const PREFIX_PERMISSIONS = readFileSync(join(ROOT, 'docs/backplane-permissions.conf'), 'utf8');
@@ -533,6 +534,100 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
       daemon.stderr().includes('backplane: cannot join NATS') ? true : undefined,
     );
     expect(daemon.stderr()).not.toContain('backplane: joined');
+  });
+
+  it('joins a server in operator mode with a minted creds file; a stranger or expired one is refused with a reason', async () => {
+    const operator = await mintOperator();
+    const server = await nats({ config: operator.config });
+    const [credsA, credsB, stranger, expired] = await Promise.all([
+      operator.user('jwt-a'),
+      operator.user('jwt-b'),
+      operator.user('jwt-stranger', { signer: 'stranger' }),
+      operator.user('jwt-expired', { expiresAt: Date.now() - 60_000 }),
+    ]);
+    const [a, b] = await Promise.all([
+      host(server.url, 'jwt-a', ['--nats-creds', credsA]),
+      host(server.url, 'jwt-b', ['--nats-creds', credsB]),
+    ]);
+    const onB = await session(b);
+    const token = fresh('jwt');
+    await subscribe(onB, token);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await accepted(publisher, 'done', { progressToken: token, status: 'ok' });
+    expect(await doneOf(onB, token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(onB, token)).toEqual([1]);
+
+    const refused = async (creds: string, name: string): Promise<string> => {
+      const daemon = await startDaemon(hostArgs(server.url, name, ['--nats-creds', creds]));
+      open.push(() => daemon.stop());
+      await eventually(() =>
+        daemon.stderr().includes('backplane: cannot join NATS') ? true : undefined,
+      );
+      expect(daemon.stderr()).not.toContain('backplane: joined');
+      return daemon.stderr();
+    };
+    expect(await refused(stranger, 'jwt-stranger')).toMatch(
+      /server refused the credentials in --nats-creds [^\n]*jwt-stranger\.creds[^\n]*account the server trusts/,
+    );
+    expect(await refused(expired, 'jwt-expired')).toMatch(
+      /user JWT in --nats-creds [^\n]*jwt-expired\.creds expired at \d{4}-\d\d-\d\dT[^\n]*mint a new creds file/,
+    );
+  });
+
+  it("a cluster of two servers, hosts on different ones: the publishing host's server killed mid-stream, the stream goes on through the other, nothing lost or repeated", async () => {
+    const [port1, port2, route1, route2] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
+    const member = (name: string, route: number, peer: number) =>
+      `server_name: ${name}\ncluster {\n  name: bridge\n  listen: 127.0.0.1:${route}\n  routes: [nats-route://127.0.0.1:${peer}]\n}\n`;
+    const [n1, n2] = await Promise.all([
+      nats({ port: port1, config: member('n1', route1, route2) }),
+      nats({ port: port2, config: member('n2', route2, route1) }),
+    ]);
+    // Both URLs, as a user gives a cluster (--nats takes a comma-separated list).
+    const urls = `${n1.url},${n2.url}`;
+    const serverOf = (daemon: RunningDaemon) =>
+      /backplane: joined NATS \S*:(\d+) /.exec(daemon.stderr())?.[1];
+    const a = await host(urls, 'cluster-a');
+    // The client takes its servers in random order: B starts again until it is on the other one.
+    // Stopped once, at the end, whichever B it is then.
+    let b = await startHost(urls, 'cluster-b');
+    open.push(() => b.stop());
+    for (let tries = 1; serverOf(b) === serverOf(a); tries++) {
+      expect(tries, 'B landed on the same server as A every time').toBeLessThan(12);
+      await b.stop();
+      b = await startHost(urls, 'cluster-b');
+    }
+    const onB = await session(b);
+    const token = fresh('cluster');
+    await subscribe(onB, token);
+    const publisher = await worker(a);
+    const values = Array.from({ length: 60 }, (_, i) => i + 1);
+    for (const progress of values.slice(0, 10)) {
+      await accepted(publisher, 'progress', { progressToken: token, progress });
+    }
+    await sawProgress(onB, token, 10);
+    for (const progress of values.slice(10, 20)) {
+      await accepted(publisher, 'progress', { progressToken: token, progress });
+    }
+    // Values 11 to 20 may still be on their way through A's server when it dies.
+    const killed = serverOf(a) === String(n1.port) ? n1 : n2;
+    killed.child.kill('SIGKILL');
+    for (const progress of values.slice(20)) {
+      await accepted(publisher, 'progress', { progressToken: token, progress });
+    }
+    await accepted(publisher, 'done', { progressToken: token, status: 'ok' });
+    expect(await doneOf(onB, token)).toEqual({ progressToken: token, status: 'ok' });
+    expect(progressOf(onB, token)).toEqual(values);
+    expect(
+      notificationsOf(onB, token).filter((n) => n.method === 'notifications/progress/done'),
+    ).toHaveLength(1);
+    expect(a.stderr()).toMatch(/backplane: NATS reconnected to \S*:(\d+)/);
+    expect(a.stderr()).not.toContain(`reconnected to 127.0.0.1:${killed.port}`);
   });
 });
 
