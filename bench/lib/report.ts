@@ -66,6 +66,21 @@ export function targets(result: SuiteResult): TargetCheck[] {
       target: '>= 0.70',
       met: Number.isFinite(r) ? r >= 0.7 : undefined,
     });
+    if (row.norate !== undefined) {
+      // Issue 25: the rate/ETA estimator may cost at most 3% of ingest (same build without it).
+      const cost = ratio(
+        row.bridge,
+        row.norate,
+        (v: { framesPerSecond: number }) => v.framesPerSecond,
+      );
+      const costPerCpu = perCpuRatio(row.bridge, row.norate);
+      checks.push({
+        name: `ingest, ${publishers} publisher(s): bridge / bridge without rate/ETA`,
+        value: `${cost.toFixed(3)} (${costPerCpu.toFixed(3)} per server CPU-second)`,
+        target: '>= 0.97',
+        met: Number.isFinite(cost) ? cost >= 0.97 : undefined,
+      });
+    }
   }
   if (result.e2e.bridge !== undefined) {
     const r = ratio(

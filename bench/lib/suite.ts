@@ -50,7 +50,10 @@ export const WORKLOADS = [
   'backplane',
 ] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
-export const ALL_SYSTEMS: SystemName[] = ['bridge', 'raw', 'nodeipc', 'nats'];
+export const ALL_SYSTEMS: SystemName[] = ['bridge', 'norate', 'raw', 'nodeipc', 'nats'];
+
+/** Systems that exist for one comparison only: the bridge without rate/ETA runs the ingest workload. */
+const INGEST_ONLY: readonly SystemName[] = ['norate'];
 
 /**
  * The median run's figures, with every run's key figure kept alongside, and
@@ -181,6 +184,8 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     );
     log(skipped.at(-1) ?? '');
   }
+  // Every workload but ingest leaves out the systems that exist for the ingest A/B only.
+  const full = systems.filter((name) => !INGEST_ONLY.includes(name));
   const result: SuiteResult = {
     conditions: {
       date: new Date().toISOString(),
@@ -228,7 +233,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
   if (want('e2e')) {
     log(`end to end, ${sizes.e2ePublishers} publishers -> 1 session`);
     result.e2e = await measureRow(
-      systems,
+      full,
       options.repeat,
       log,
       (name) =>
@@ -245,7 +250,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     for (const rate of sizes.latencyRates) {
       log(`latency at ${rate} frames/s`);
       result.latency[rate] = await measureRow(
-        systems,
+        full,
         options.repeat,
         log,
         (name) => runLatency(name, start, sizes, rate),
@@ -256,7 +261,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
   if (want('fanout')) {
     log(`fan-out, 1 stream -> ${sizes.fanoutSubscribers} sessions`);
     result.fanout = await measureRow(
-      systems,
+      full,
       options.repeat,
       log,
       (name) =>
@@ -282,7 +287,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
   if (want('scale')) {
     log(`scale, ${sizes.scaleWorkers} idle workers and ${sizes.scaleSessions} sessions`);
     result.scale = await measureRow(
-      systems,
+      full,
       1,
       log,
       (name) => runScale(name, start, sizes),
@@ -330,7 +335,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       );
     }
   }
-  const probed = systems.filter((name) => name === 'bridge' || name === 'before');
+  const probed = full.filter((name) => name === 'bridge' || name === 'before');
   if (want('probe') && probed.length > 0) {
     for (const flooders of PROBE_FLOODERS[options.sizeName] ?? PROBE_FLOODERS.full ?? []) {
       log(`flood plus probe, ${flooders} flooding connections`);

@@ -4,7 +4,17 @@
  * nats-server) when it is installed.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -16,12 +26,17 @@ import type { SubscriberTarget, WorkerTarget } from './targets.ts';
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const BIN = join(ROOT, 'bin/mcp-progress');
 
-/** `before` is another build of the bridge (--before DIR), for an A/B of a change in one run. */
-export type SystemName = 'bridge' | 'before' | 'raw' | 'nodeipc' | 'nats';
+/**
+ * `before` is another build of the bridge (--before DIR), for an A/B of a change in one run;
+ * `norate` is this build with its rate/ETA estimator replaced by one that does nothing
+ * (noRateBuild), for the cost of rate and ETA per frame.
+ */
+export type SystemName = 'bridge' | 'before' | 'norate' | 'raw' | 'nodeipc' | 'nats';
 
 export const SYSTEM_LABELS: Record<SystemName, string> = {
   bridge: 'bridge',
   before: 'bridge (before)',
+  norate: 'bridge, no rate/ETA',
   raw: 'raw relay',
   nodeipc: 'node-ipc relay',
   nats: 'NATS',
@@ -82,6 +97,8 @@ export function startSystem(name: SystemName, options: StartOptions): Promise<Ru
     case 'before':
       if (options.beforeRoot === undefined) throw new Error('the before system needs --before DIR');
       return startBridge('before', join(options.beforeRoot, 'bin/mcp-progress'), options);
+    case 'norate':
+      return startBridge('norate', join(noRateBuild(), 'bin/mcp-progress'), options);
     case 'raw':
       return startRelay('raw', 'baselines/raw-relay.ts', options);
     case 'nodeipc':
@@ -180,8 +197,51 @@ export async function startDaemonProcess(
   return { server, info: JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonEndpoints };
 }
 
+let noRateRoot: string | undefined;
+
+/**
+ * A copy of this build (bin/, dist/, package.json; node_modules linked) whose
+ * dist/daemon/rate-estimator.js keeps the real module's exports but replaces
+ * RateEstimator with one that observes nothing and knows no rate or ETA: the
+ * router then does everything else per frame as the product does. Made once
+ * per run; the product has no switch for it.
+ */
+export function noRateBuild(): string {
+  if (noRateRoot !== undefined) return noRateRoot;
+  const root = scratchDir('norate-build');
+  for (const part of ['bin', 'dist', 'package.json']) {
+    cpSync(join(ROOT, part), join(root, part), { recursive: true });
+  }
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
+  const estimator = join(root, 'dist/daemon/rate-estimator.js');
+  const real = readFileSync(estimator, 'utf8');
+  const shape = ['export class RateEstimator', '    observe(', '    rate(', '    etaMs('];
+  const missing = shape.filter((part) => !real.includes(part));
+  if (missing.length > 0) {
+    throw new Error(
+      `bench: dist/daemon/rate-estimator.js no longer has ${missing.map((m) => m.trim()).join(', ')}: update noRateBuild in bench/lib/systems.ts`,
+    );
+  }
+  renameSync(estimator, join(root, 'dist/daemon/rate-estimator.real.js'));
+  writeFileSync(
+    estimator,
+    [
+      '// bench (noRateBuild): the real module, but a RateEstimator that does no work.',
+      "export * from './rate-estimator.real.js';",
+      'export class RateEstimator {',
+      '  observe() {}',
+      '  rate() { return null; }',
+      '  etaMs() { return null; }',
+      '}',
+      '',
+    ].join('\n'),
+  );
+  noRateRoot = root;
+  return root;
+}
+
 async function startBridge(
-  name: 'bridge' | 'before',
+  name: 'bridge' | 'before' | 'norate',
   bin: string,
   options: StartOptions,
 ): Promise<RunningSystem> {

@@ -24,3 +24,9 @@ export {
   type SdkV1RequestContext,
   type SdkV2RequestContext,
 } from './relay.js';
+export {
+  type RelayedTaskHandler,
+  type RelayedWork,
+  type RelayTaskOptions,
+  relayTask,
+} from './relay-task.js';

@@ -429,7 +429,8 @@ export function watchResult(
   return result;
 }
 
-function view(summary: StreamSummary): StreamView {
+/** A daemon stream summary as the MCP tools show it (and relayTask's statusMessage reads it). */
+export function view(summary: StreamSummary): StreamView {
   const out: StreamView = {
     progressToken: summary.progressToken,
     state: summary.state,
@@ -485,7 +486,8 @@ function formatDurationMs(ms: number): string {
   return minutes % 60 === 0 ? `${hours} h` : `${hours} h ${minutes % 60} min`;
 }
 
-function describeStream(stream: StreamView): string {
+/** One line about a stream: where it is, its rate and ETA while active, its message. */
+export function describeStream(stream: StreamView): string {
   const where = amount(stream.progress, stream.total);
   const message = stream.message === undefined ? '' : `: ${stream.message}`;
   const name = `${show(stream.progressToken)}${stream.host === undefined ? '' : ` on host ${stream.host}`}`;

@@ -213,22 +213,45 @@ export async function relayProgress(
   options: RelayOptions = {},
 ): Promise<ProgressRelay> {
   const channel = requestChannelOf(context);
-  const routeKey = `relay-${randomUUID()}`;
-  const warn = (message: string) => {
+  const warn = warningsOf(options);
+  if (channel === undefined) {
+    warn(
+      "progress is not relayed: relayProgress got a context it does not know (expected the tool callback's extra of @modelcontextprotocol/sdk, the ctx of @modelcontextprotocol/server, or a FastMCP context); the tool runs without progress",
+    );
+    return openRelay(undefined, options, warn);
+  }
+  // Without a progress token there is nobody to relay to.
+  const channelFor = channel.send === undefined ? undefined : () => channel;
+  return openRelay(channelFor, options, warn, 'the MCP client cancelled the request');
+}
+
+/** Where a relay's channel comes from: its own gateway client and route key (a task's status reads the daemon). */
+export type ChannelFor = (client: GatewayClient, routeKey: string) => RequestChannel;
+
+/** A warning sink that says each thing once per sink (see warnedSinks). */
+export function warningsOf(options: RelayOptions): (message: string) => void {
+  return (message) => {
     const sink = options.onWarning ?? warnOnStderr;
     if (warnedSinks.has(sink)) return;
     warnedSinks.add(sink);
     sink(message);
   };
+}
+
+/**
+ * A relay into the channel `channelFor` makes, or an inactive one (env only) when there is
+ * no channel or no daemon; never throws. `cancelReason` is what the worker's cancel frame says.
+ */
+export async function openRelay(
+  channelFor: ChannelFor | undefined,
+  options: RelayOptions,
+  warn: (message: string) => void,
+  cancelReason = 'the MCP client cancelled the request',
+): Promise<ProgressRelay> {
+  const routeKey = `relay-${randomUUID()}`;
   const target = await findDaemon(options);
   const env: RelayEnv = { [ENV_SOCKET]: target.socket, [ENV_TOKEN]: routeKey } as RelayEnv;
-  if (channel === undefined) {
-    warn(
-      "progress is not relayed: relayProgress got a context it does not know (expected the tool callback's extra of @modelcontextprotocol/sdk, the ctx of @modelcontextprotocol/server, or a FastMCP context); the tool runs without progress",
-    );
-    return inactive(env, routeKey);
-  }
-  if (channel.send === undefined) return inactive(env, routeKey);
+  if (channelFor === undefined) return inactive(env, routeKey);
   if (target.url === undefined || target.secret === undefined) {
     warn(
       `progress is not relayed: ${target.problem ?? 'no daemon'}; the tool runs without progress`,
@@ -236,7 +259,12 @@ export async function relayProgress(
     return inactive(env, routeKey);
   }
   try {
-    const relay = await activeRelay(channel, env, routeKey, target.gateway, options);
+    const relay = await activeRelay(
+      channelFor,
+      { env, routeKey, cancelReason },
+      target.gateway,
+      options,
+    );
     relay.done.then(() => {
       if (relay.error !== undefined) warn(`progress relaying ended: ${relay.error.message}`);
     });
@@ -308,9 +336,8 @@ async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
 }
 
 async function activeRelay(
-  channel: RequestChannel,
-  env: RelayEnv,
-  routeKey: string,
+  channelFor: ChannelFor,
+  relay: { env: RelayEnv; routeKey: string; cancelReason: string },
   gateway: GatewayClientOptions,
   options: RelayOptions,
 ): Promise<ProgressRelay> {
@@ -330,19 +357,19 @@ async function activeRelay(
     }),
     timeoutMs,
   );
+  const { env, routeKey } = relay;
   let forwarding: Forwarding;
   try {
     forwarding = await forwardProgress(
       client,
       { progressToken: routeKey, minIntervalMs },
-      channel,
+      channelFor(client, routeKey),
       {
         // The client is this relay's own: closing it drops the subscription in the daemon, so
         // there is no unsubscribe to wait for (a daemon that stopped answering cannot hold us).
         release: () => client.close(),
-        // The client cancelled the request (notifications/cancelled): tell the worker, then stop.
-        onAbort: () =>
-          client.cancel(routeKey, 'the MCP client cancelled the request').then(() => {}),
+        // The client cancelled (the request, or the task): tell the worker, then stop.
+        onAbort: () => client.cancel(routeKey, relay.cancelReason).then(() => {}),
       },
     );
   } catch (error) {

@@ -78,6 +78,9 @@ export const DEFAULT_DONE_TIMEOUT_MS = 5000;
 /** How long relayProgress waits for the daemon to connect, and for each answer. */
 export const DEFAULT_RELAY_CONNECT_TIMEOUT_MS = 2000;
 
+/** A relayed task's pollInterval (what a client is told to poll at) and how often relayTask checks it was cancelled. */
+export const DEFAULT_TASK_POLL_INTERVAL_MS = 1000;
+
 /** How long watch_progress waits by default: under the 60 s request timeout most MCP clients use. */
 export const DEFAULT_WATCH_TIMEOUT_MS = 50_000;
 

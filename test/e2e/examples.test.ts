@@ -1,8 +1,15 @@
-/** examples/: `npm run demo`'s script end to end, and the MCP server example (relayProgress). */
+/** examples/: `npm run demo`'s script end to end, and the MCP server examples (relayProgress, relayTask). */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { cleanupAll, collectOutput, ROOT, startDaemon, waitForExit } from '../helpers/daemon.js';
+import {
+  cleanupAll,
+  collectOutput,
+  eventually,
+  ROOT,
+  startDaemon,
+  waitForExit,
+} from '../helpers/daemon.js';
 
 afterAll(() => cleanupAll());
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
@@ -64,5 +71,54 @@ describe('examples/mcp-server.mjs', () => {
     expect(messages.at(-1)).toMatch(/^epochs 2\/2( · |$)/);
     await client.close();
     await daemon.stop();
+  });
+});
+
+describe('examples/mcp-task-server.mjs', () => {
+  it('runs the tool as a task whose statusMessage follows the worker, then completes with the result', async () => {
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
+    const { CallToolResultSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    const { CreateTaskResultSchema } = await import('@modelcontextprotocol/sdk/experimental/tasks');
+    const daemon = await startDaemon();
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [join(ROOT, 'examples/mcp-task-server.mjs')],
+      env: {
+        ...(process.env as Record<string, string>),
+        MCP_PROGRESS_RUNTIME_DIR: daemon.runtimeDir,
+      },
+      stderr: 'pipe',
+    });
+    const client = new Client({ name: 'example-test', version: '0.0.0' });
+    await client.connect(transport);
+    try {
+      const { task } = await client.request(
+        {
+          method: 'tools/call',
+          params: { name: 'train', arguments: { epochs: 2 }, task: { ttl: 60_000 } },
+        },
+        CreateTaskResultSchema,
+      );
+      expect(task.status).toBe('working');
+      const working = await eventually(
+        async () => {
+          const now = await client.experimental.tasks.getTask(task.taskId);
+          return now.status === 'working' && now.statusMessage?.includes('%') ? now : undefined;
+        },
+        30_000,
+        'a statusMessage with a percentage while the task works',
+      );
+      expect(working.statusMessage).toMatch(/^"training" active at \d+\/2 \(\d+%\)/);
+      const result = await client.experimental.tasks.getTaskResult(
+        task.taskId,
+        CallToolResultSchema,
+      );
+      expect(result.content).toEqual([{ type: 'text', text: 'trained 2 epochs' }]);
+      expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe('completed');
+    } finally {
+      await client.close();
+      await daemon.stop();
+    }
   });
 });

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks';
 import { McpServer as McpServerV1 } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
@@ -16,10 +17,13 @@ import {
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
+import type { RelayedTaskHandler } from '../../src/mcp/relay-task.js';
 
 export interface RenderArgs {
   steps: number;
   waitCancel?: boolean | undefined;
+  /** The worker publishes only steps 1..stopAt (of `steps`), then waits for cancel or exits without done. */
+  stopAt?: number | undefined;
 }
 
 export type ExtraV1 = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -33,7 +37,11 @@ export interface HostedServer {
 
 const DESCRIPTION = 'Renders a few frames in a worker process.';
 /** The render tool's arguments, for both SDKs (1.x takes the shape, 2.x the object). */
-const RENDER_INPUT = { steps: z.int().min(1), waitCancel: z.boolean().optional() };
+const RENDER_INPUT = {
+  steps: z.int().min(1),
+  waitCancel: z.boolean().optional(),
+  stopAt: z.int().min(1).optional(),
+};
 const textResult = (text: string) => ({ content: [{ type: 'text' as const, text }] });
 /** A transport of each SDK keyed by a fresh session id, reporting it once initialized. */
 const sessionOptions = (onsessioninitialized: (sessionId: string) => void) => ({
@@ -85,6 +93,44 @@ export function hostV1(render: RenderV1): Promise<HostedServer> {
       await (await sessions.transportFor(request)).handleRequest(request, response);
     },
     () => sessions.closeAll(),
+  );
+}
+
+/**
+ * A server built with @modelcontextprotocol/sdk 1.x whose render tool is a task
+ * (taskSupport "optional", SDK 1.x experimental tasks), one task store for all sessions.
+ */
+export function hostV1Tasks(handler: RelayedTaskHandler<RenderArgs>): Promise<HostedServer> {
+  const taskStore = new InMemoryTaskStore();
+  const sessions = perSession(async (onsessioninitialized) => {
+    const server = new McpServerV1(
+      { name: 'render-server', version: '1.0.0' },
+      {
+        capabilities: { tasks: { requests: { tools: { call: {} } }, cancel: {}, list: {} } },
+        taskStore,
+      },
+    );
+    server.experimental.tasks.registerToolTask(
+      'render',
+      {
+        description: DESCRIPTION,
+        inputSchema: RENDER_INPUT,
+        execution: { taskSupport: 'optional' },
+      },
+      handler,
+    );
+    const transport = new StreamableHTTPServerTransport(sessionOptions(onsessioninitialized));
+    await server.connect(transport);
+    return { transport, close: () => server.close() };
+  });
+  return serveOnLoopback(
+    async (request, response) => {
+      await (await sessions.transportFor(request)).handleRequest(request, response);
+    },
+    async () => {
+      await sessions.closeAll();
+      taskStore.cleanup();
+    },
   );
 }
 

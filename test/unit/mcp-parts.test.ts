@@ -6,8 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { PingRecord, pingRecordOf } from '../../src/mcp/forward.js';
 import { getAnswer, listAnswer, watchResult } from '../../src/mcp/mcp-server.js';
 import { requestChannelOf } from '../../src/mcp/relay.js';
+import { statusMessageOf } from '../../src/mcp/relay-task.js';
 import type { Notification, StreamSummary } from '../../src/protocol/index.js';
-import { RESULT_CONFIRM_TIMEOUT_MS } from '../../src/protocol/limits.js';
+import { MAX_STATUS_MESSAGE_CHARS, RESULT_CONFIRM_TIMEOUT_MS } from '../../src/protocol/limits.js';
 import { PING_WAIT_FLOOR_MS } from '../../src/shared/defaults.js';
 import { SubscriptionLabels } from '../../src/shared/subscription-labels.js';
 
@@ -190,5 +191,49 @@ describe('the tool answers', () => {
       found: true,
       stream: { progressToken: 'job', state: 'active' },
     });
+  });
+});
+
+describe("relayTask's statusMessage", () => {
+  const active: StreamSummary = {
+    progressToken: 'relay-0',
+    state: 'active',
+    subscribers: 1,
+    startedAt: 1000,
+    updatedAt: 4000,
+    last: { progressToken: 'relay-0', progress: 3, total: 12, message: 'encoding' },
+    rate: 1.5,
+    etaMs: 6000,
+  };
+
+  it('is describeStream under the label, never the route key', () => {
+    expect(statusMessageOf(active, 'render')).toBe(
+      '"render" active at 3/12 (25%), 1.5/s, about 6 s left: encoding',
+    );
+  });
+
+  it(`is cut at ${MAX_STATUS_MESSAGE_CHARS} characters, not inside a surrogate pair`, () => {
+    const long = {
+      ...active,
+      last: {
+        ...active.last,
+        progressToken: 'relay-0',
+        progress: 3,
+        message: `${'x'.repeat(150)}😀${'y'.repeat(200)}`,
+      },
+    };
+    const line = statusMessageOf(long, 'render');
+    expect(line).toHaveLength(MAX_STATUS_MESSAGE_CHARS);
+    expect(line.startsWith('"render" active at 3/12 (25%), 1.5/s, about 6 s left: xxx')).toBe(true);
+    const atEmoji = {
+      ...active,
+      last: {
+        ...active.last,
+        progressToken: 'relay-0',
+        progress: 3,
+        message: `${'x'.repeat(145)}😀`,
+      },
+    };
+    expect(statusMessageOf(atEmoji, 'render')).toHaveLength(MAX_STATUS_MESSAGE_CHARS - 1);
   });
 });
