@@ -15,7 +15,7 @@ import { ALL_SYSTEMS, runSuite, WORKLOADS, type WorkloadName } from './lib/suite
 import { ROOT, SYSTEM_LABELS, type SystemName } from './lib/systems.ts';
 import { SIZES } from './lib/workloads.ts';
 
-const HELP = `usage: npm run bench -- [options]\n\nRuns the bridge, its baselines and its peers on this machine, and prints tables with the\ntargets as ratios (bench/README.md says what each workload measures).\n\n  --json               print the full results as JSON instead of tables\n  --quick              shorter runs (same shapes)\n  --smoke              tiny sizes: checks the harness, measures nothing\n  --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe,\n                       backplane\n  --systems a,b        bridge, raw, nodeipc, nats\n  --paths a,b          MCP paths of the startup and mcp workloads: stdio, embedded, relay, telemetry\n  --rates a,b          shapes of the mcp workload: 1000, 10000 (updates/s), burst (default: all)\n  --repeat N           run each throughput and latency measurement N times, report the median\n  --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",\n                       to measure a change against its parent in the same run\n  --profile            write V8 CPU profiles of the servers to bench/results/profiles/\n  --help               this text\n`;
+const HELP = `usage: npm run bench -- [options]\n\nRuns the bridge, its baselines and its peers on this machine, and prints tables with the\ntargets as ratios (bench/README.md says what each workload measures).\n\n  --json               print the full results as JSON instead of tables\n  --quick              shorter runs (same shapes)\n  --smoke              tiny sizes: checks the harness, measures nothing\n  --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe,\n                       backplane\n  --systems a,b        bridge, raw, nodeipc, nats\n  --paths a,b          MCP paths of the startup and mcp workloads: floor, telemetry, embedded, http,\n                       stdio, defaults, relay, sdk (start-up only)\n  --rates a,b          shapes of the mcp workload: 1000, 10000 (updates/s), burst (default: all)\n  --repeat N           run each throughput and latency measurement N times, report the median\n  --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",\n                       to measure a change against its parent in the same run (the MCP paths too)\n  --samples DIR        write the mcp workload's per-update latencies, one file per path and shape\n                       (DIR/<shape>/<path>.tsv: ms since the first update, latency ms)\n  --profile            write V8 CPU profiles of the servers to bench/results/profiles/\n  --help               this text\n`;
 
 function parseOptions() {
   try {
@@ -32,6 +32,7 @@ function parseOptions() {
         profile: { type: 'boolean' },
         repeat: { type: 'string' },
         before: { type: 'string' },
+        samples: { type: 'string' },
       },
     }).values;
   } catch (error) {
@@ -85,6 +86,7 @@ const result = await runSuite({
     ...list<SystemName>(values.systems, ALL_SYSTEMS, 'system'),
   ],
   beforeRoot: values.before,
+  samplesDir: values.samples,
   paths: list<McpPath>(values.paths, MCP_PATHS, 'path'),
   mcpShapes:
     values.rates === undefined

@@ -5,10 +5,12 @@
  * no figure here is compared with a threshold of time or rate.
  */
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backplaneTable } from '../bench/lib/backplane.ts';
-import { MCP_PATHS } from '../bench/lib/mcp-path.ts';
+import { MCP_PATHS, mcpKeys } from '../bench/lib/mcp-path.ts';
 import { mcpTable, table, targets, targetTable } from '../bench/lib/report.ts';
 import { ALL_SYSTEMS, runSuite, type SuiteResult, WORKLOADS } from '../bench/lib/suite.ts';
 import type { SystemName } from '../bench/lib/systems.ts';
@@ -17,8 +19,10 @@ import { natsServer } from './backplane/nats-server.js';
 
 const sizes = SIZES.smoke;
 const BENCH = join(import.meta.dirname, '../bench/run.ts');
+const ROOT = join(import.meta.dirname, '..');
 const log: string[] = [];
 let result: SuiteResult;
+const samplesDir = mkdtempSync(join(tmpdir(), 'bench-smoke-samples-'));
 
 beforeAll(async () => {
   result = await runSuite({
@@ -28,12 +32,16 @@ beforeAll(async () => {
     workloads: WORKLOADS,
     repeat: 1,
     serverExecArgv: [],
+    // This checkout as its own --before build: the MCP paths' A/B runs both, side by side.
+    beforeRoot: ROOT,
+    samplesDir,
     log: (line) => log.push(line),
   });
 }, 600_000);
 
 afterAll(() => {
   if (log.some((line) => line.includes('FAILED'))) console.error(log.join('\n'));
+  rmSync(samplesDir, { recursive: true, force: true });
 });
 
 const nodeSystems: SystemName[] = ['bridge', 'raw', 'nodeipc'];
@@ -119,10 +127,23 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
   it('MCP path: every bridge path delivers in order, the final value before the result, nothing after', () => {
     const shapes = Object.keys(result.mcp);
     expect(shapes).toEqual([...sizes.mcpRates.map(String), 'burst']);
+    const serverRole = { relay: 'relay server', http: 'daemon', floor: 'floor relay' };
     for (const shape of shapes) {
-      for (const path of ['stdio', 'embedded', 'relay'] as const) {
-        const run = ok(result.mcp[shape]?.[path]);
-        const what = `${path}, ${shape}`;
+      for (const key of [
+        'floor',
+        'stdio',
+        'embedded',
+        'http',
+        'defaults',
+        'relay',
+        'stdio@before',
+        'embedded@before',
+        'http@before',
+        'defaults@before',
+      ] as const) {
+        const run = ok(result.mcp[shape]?.[key]);
+        const what = `${key}, ${shape}`;
+        const path = key.replace('@before', '') as keyof typeof serverRole;
         expect(run.errors, what).toEqual([]);
         // A session that falls behind gets the newest value instead of every one (the gate's rule).
         expect(run.measured, what).toBeGreaterThan(0);
@@ -132,12 +153,20 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         expect(run.afterResult, what).toBe(0);
         expect(run.latency.count, what).toBe(run.measured);
         expect(Number.isFinite(run.resultAfterLastUpdateMs), what).toBe(true);
-        expect(run.processes.map((p) => p.role)).toContain(
-          path === 'relay' ? 'relay server' : 'mcp',
-        );
+        expect(run.finalAfterLastUpdateMs, what).toBeLessThanOrEqual(run.resultAfterLastUpdateMs);
+        expect(run.processes.map((p) => p.role)).toContain(serverRole[path] ?? 'mcp');
         for (const p of run.processes)
           expect(Number.isFinite(p.peakRssBytes), `${what} ${p.role}`).toBe(true);
+        // --samples: one line per measured update, its arrival time and latency.
+        const lines = readFileSync(join(samplesDir, shape, `${key}.tsv`), 'utf8')
+          .trim()
+          .split('\n')
+          .slice(1);
+        expect(lines, what).toHaveLength(run.measured);
+        expect(lines[0], what).toMatch(/^0\.000\t\d+\.\d{3}$/);
       }
+      // The floor and the defaults are what every other path is reported against.
+      expect(ok(result.mcp[shape]?.floor).measured).toBe(ok(result.mcp[shape]?.floor).updates);
       // The peer ran the same workload; what it delivered is a figure, not a requirement.
       const peer = ok(result.mcp[shape]?.telemetry);
       expect(peer.notifications, `telemetry, ${shape}`).toBeGreaterThan(0);
@@ -145,7 +174,7 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
   });
 
   it('start-up: every MCP server answers initialize, and its idle memory is read', () => {
-    for (const path of MCP_PATHS) {
+    for (const path of mcpKeys(MCP_PATHS, 'startup', true)) {
       const startup = ok(result.startup[path]);
       expect(startup.startupMs, path).toHaveLength(sizes.startupSpawns);
       const memory = [...startup.idleServerRssBytes, ...startup.idleServerPrivateBytes];

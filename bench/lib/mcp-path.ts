@@ -8,9 +8,15 @@
  *   relay      an SDK 1.x server whose tool forwards with relayProgress (separate daemon)
  *   telemetry  mcp-telemetry-server 0.1.3, tool telemetry_subscribe; the worker uses
  *              mcp-telemetry-sdk (one step event per update, one notification each)
+ *   floor      bench/baselines/mcp-floor.ts: stdio JSON-RPC by hand, socket lines straight to stdout
+ *   http       an SDK 1.x client on the daemon's /mcp (Streamable HTTP): one server process
+ *   defaults   as stdio, at the default coalescing (watch_progress without minIntervalMs)
+ *   sdk        start-up only: a bare SDK 1.x stdio server with three tools
+ *
+ * With --before DIR the bridge's own paths also run from that build, as `<path>@before`.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,22 +39,69 @@ import {
   startSystem,
 } from './systems.ts';
 
-export const MCP_PATHS = ['stdio', 'embedded', 'relay', 'telemetry'] as const;
+export const MCP_PATHS = [
+  'floor',
+  'telemetry',
+  'embedded',
+  'http',
+  'stdio',
+  'defaults',
+  'relay',
+  'sdk',
+] as const;
 export type McpPath = (typeof MCP_PATHS)[number];
-/** The peer the bridge's paths are compared with. */
+/** A path as run: from this build, or (the bridge's own paths) from the --before build. */
+export type McpKey = McpPath | `${McpPath}@before`;
+/** The peer the bridge's paths are compared with, and the floor under them all. */
 export const MCP_PEER: McpPath = 'telemetry';
+export const MCP_FLOOR: McpPath = 'floor';
+/** Paths that have something to start up but no progress tool; and paths with nothing to spawn. */
+const STARTUP_ONLY: readonly McpPath[] = ['sdk'];
+const RUN_ONLY: readonly McpPath[] = ['http', 'defaults'];
+/** The paths that are this project's `bin/mcp-progress`, which --before runs from the other build too. */
+const BRIDGE_BUILD_PATHS: readonly McpPath[] = ['embedded', 'http', 'stdio', 'defaults'];
 
 export const MCP_PATH_LABELS: Record<McpPath, string> = {
-  stdio: 'mcp (daemon)',
-  embedded: 'mcp (embedded)',
-  relay: 'relayProgress',
+  floor: 'floor relay',
   telemetry: 'mcp-telemetry',
+  embedded: 'mcp (embedded)',
+  http: '/mcp (SDK client)',
+  stdio: 'mcp (daemon)',
+  defaults: 'mcp (daemon), defaults',
+  relay: 'relayProgress',
+  sdk: 'bare SDK server',
 };
+
+export function mcpKeyLabel(key: McpKey): string {
+  const { path, before } = splitKey(key);
+  return before ? `${MCP_PATH_LABELS[path]} (before)` : MCP_PATH_LABELS[path];
+}
+
+export function splitKey(key: McpKey): { path: McpPath; before: boolean } {
+  const before = key.endsWith('@before');
+  return { path: (before ? key.slice(0, -'@before'.length) : key) as McpPath, before };
+}
+
+/** The keys a workload runs for the chosen paths: before builds next to their paths. */
+export function mcpKeys(
+  paths: readonly McpPath[],
+  workload: 'startup' | 'mcp',
+  withBefore: boolean,
+): McpKey[] {
+  const skip = workload === 'startup' ? RUN_ONLY : STARTUP_ONLY;
+  return paths
+    .filter((path) => !skip.includes(path))
+    .flatMap((path): McpKey[] =>
+      withBefore && BRIDGE_BUILD_PATHS.includes(path) ? [`${path}@before`, path] : [path],
+    );
+}
 
 const TOKEN = 'bench-1';
 /** Longer than any run; watch_progress allows at most an hour. */
 const WATCH_TIMEOUT_MS = 3_600_000;
 const RELAY_SERVER = join(ROOT, 'bench/load/relay-server.ts');
+const FLOOR_SERVER = join(ROOT, 'bench/baselines/mcp-floor.ts');
+const SDK_SERVER = join(ROOT, 'bench/baselines/sdk-server.ts');
 const TELEMETRY_SERVER = join(
   ROOT,
   'node_modules',
@@ -69,7 +122,7 @@ export interface ProcessFigures {
 }
 
 export interface McpRunResult {
-  path: McpPath;
+  key: McpKey;
   /** 0: a burst, every update at once. */
   ratePerSecond: number;
   updates: number;
@@ -83,6 +136,8 @@ export interface McpRunResult {
   afterResult: number;
   /** From the worker's last update to the tool result at the client. */
   resultAfterLastUpdateMs: number;
+  /** From the worker's last update to its value at the client's onprogress (coalescing shows here). */
+  finalAfterLastUpdateMs: number;
   startupMs: number;
   processes: ProcessFigures[];
   /** The system's own processes (daemon and MCP server; the peer's server), CPU seconds together. */
@@ -93,7 +148,7 @@ export interface McpRunResult {
 }
 
 export interface McpStartupResult {
-  path: McpPath;
+  key: McpKey;
   /** Spawn -> initialize result, each spawn, ms. */
   startupMs: number[];
   /**
@@ -133,48 +188,99 @@ function bridgeEnv(): Record<string, string> {
   return { ...(process.env as Record<string, string>), MCP_PROGRESS_SOCKET: '' };
 }
 
-async function startPath(path: McpPath, execArgv: string[]): Promise<StartedPath> {
-  const needsDaemon = path === 'stdio' || path === 'relay';
+/** Where a path's processes come from: Node flags, and the --before build when the key asks for it. */
+export interface McpRunOptions {
+  execArgv: string[];
+  beforeRoot?: string | undefined;
+  /** A directory to write each run's per-update latency samples to (`--samples DIR`). */
+  samplesDir?: string | undefined;
+}
+
+async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPath> {
+  const { path, before } = splitKey(key);
+  const { execArgv } = options;
+  if (before && options.beforeRoot === undefined) throw new Error(`${key} needs --before DIR`);
+  const bin = before ? join(options.beforeRoot ?? '', 'bin/mcp-progress') : BIN;
+  const needsDaemon =
+    path === 'stdio' || path === 'relay' || path === 'http' || path === 'defaults';
   const daemon = needsDaemon
-    ? await startSystem('bridge', { minIntervalMs: 0, execArgv })
+    ? await startSystem(before ? 'before' : 'bridge', {
+        // The defaults row is the daemon as installed: its own coalescing default.
+        minIntervalMs: path === 'defaults' ? undefined : 0,
+        execArgv,
+        beforeRoot: options.beforeRoot,
+      })
     : undefined;
   const dir = needsDaemon ? undefined : scratchDir(`mcp-${path}`);
   const runtimeDir = daemon?.runtimeDir ?? dir ?? '';
-  const config: McpClientConfig =
-    path === 'telemetry'
-      ? {
-          command: process.execPath,
-          args: [...execArgv, TELEMETRY_SERVER],
-          cwd: runtimeDir,
-          env: process.env as Record<string, string>,
-          tool: 'telemetry_subscribe',
-          toolArgs: { jobId: 'bench', timeoutMs: WATCH_TIMEOUT_MS },
-          routeOnStderr: false,
-        }
-      : path === 'relay'
-        ? {
-            command: process.execPath,
-            args: [...execArgv, RELAY_SERVER],
-            env: { ...bridgeEnv(), MCP_PROGRESS_BENCH_RUNTIME_DIR: runtimeDir },
-            tool: 'relay_job',
-            toolArgs: {},
-            routeOnStderr: true,
-          }
-        : {
-            command: process.execPath,
-            args: [
-              ...execArgv,
-              BIN,
-              'mcp',
-              '--runtime-dir',
-              runtimeDir,
-              ...(path === 'embedded' ? ['--port', '0'] : []),
-            ],
-            env: bridgeEnv(),
-            tool: 'watch_progress',
-            toolArgs: { progressToken: TOKEN, timeoutMs: WATCH_TIMEOUT_MS, minIntervalMs: 0 },
-            routeOnStderr: false,
-          };
+  const watchArgs = { progressToken: TOKEN, timeoutMs: WATCH_TIMEOUT_MS, minIntervalMs: 0 };
+  const bridgeServer = (tool: Record<string, unknown>): McpClientConfig => ({
+    command: process.execPath,
+    args: [
+      ...execArgv,
+      bin,
+      'mcp',
+      '--runtime-dir',
+      runtimeDir,
+      ...(path === 'embedded' ? ['--port', '0'] : []),
+    ],
+    env: bridgeEnv(),
+    tool: 'watch_progress',
+    toolArgs: tool,
+    routeOnStderr: false,
+  });
+  const spawned = (script: string, args: string[], tool: string): McpClientConfig => ({
+    command: process.execPath,
+    args: [...execArgv, script, ...args],
+    cwd: runtimeDir,
+    env: process.env as Record<string, string>,
+    tool,
+    toolArgs: {},
+    routeOnStderr: false,
+  });
+  const floorSocket = join(runtimeDir, 'floor.sock');
+  let config: McpClientConfig;
+  switch (path) {
+    case 'telemetry':
+      config = {
+        ...spawned(TELEMETRY_SERVER, [], 'telemetry_subscribe'),
+        toolArgs: { jobId: 'bench', timeoutMs: WATCH_TIMEOUT_MS },
+      };
+      break;
+    case 'relay':
+      config = {
+        command: process.execPath,
+        args: [...execArgv, RELAY_SERVER],
+        env: { ...bridgeEnv(), MCP_PROGRESS_BENCH_RUNTIME_DIR: runtimeDir },
+        tool: 'relay_job',
+        toolArgs: {},
+        routeOnStderr: true,
+      };
+      break;
+    case 'floor':
+      config = spawned(FLOOR_SERVER, [floorSocket], 'watch');
+      break;
+    case 'sdk':
+      config = spawned(SDK_SERVER, [], 'first');
+      break;
+    case 'http': {
+      const { url, secret } = daemonEndpoints(runtimeDir);
+      config = {
+        ...bridgeServer(watchArgs),
+        http: { url: new URL('/mcp', url.replace(/^ws/, 'http')).href, secret },
+      };
+      break;
+    }
+    case 'defaults':
+      config = bridgeServer({ progressToken: TOKEN, timeoutMs: WATCH_TIMEOUT_MS });
+      break;
+    default:
+      config = bridgeServer(watchArgs);
+  }
+  if (options.samplesDir !== undefined) {
+    mkdirSync(options.samplesDir, { recursive: true });
+    config.samplesPath = join(options.samplesDir, `${key}.tsv`);
+  }
   const client = new Child('load/mcp-client.ts');
   let serverPid: number | undefined;
   const stop = async () => {
@@ -182,37 +288,38 @@ async function startPath(path: McpPath, execArgv: string[]): Promise<StartedPath
     client.send({ type: 'close' });
     await closed.catch(() => {});
     await client.stop(5000);
-    if (serverPid !== undefined) await gone(serverPid);
+    if (serverPid !== undefined && config.http === undefined) await gone(serverPid);
     await daemon?.stop();
     if (dir !== undefined) removeScratch(dir);
   };
   try {
     client.send({ type: 'config', config });
     const ready = await client.nextUnlessFailed<McpClientReady>('ready', 60_000);
-    serverPid = ready.serverPid;
-    const serverRole =
-      path === 'telemetry' ? 'mcp-telemetry-server' : path === 'relay' ? 'relay server' : 'mcp';
-    const system = [
-      ...(daemon === undefined ? [] : [{ role: 'daemon', pid: daemon.pid }]),
-      { role: serverRole, pid: ready.serverPid },
-    ];
+    serverPid = config.http === undefined ? ready.serverPid : daemon?.pid;
+    const serverRole = SERVER_ROLES[path] ?? 'mcp';
+    const system =
+      config.http !== undefined && daemon !== undefined
+        ? [{ role: 'daemon', pid: daemon.pid }]
+        : [
+            ...(daemon === undefined ? [] : [{ role: 'daemon', pid: daemon.pid }]),
+            { role: serverRole, pid: ready.serverPid },
+          ];
     let workerSocket: string | undefined;
     if (path === 'telemetry') workerSocket = join(runtimeDir, '.mcp-telemetry.sock');
-    else if (path === 'stdio' && daemon?.workers.kind === 'unix')
+    else if (path === 'floor') workerSocket = floorSocket;
+    else if (path !== 'relay' && daemon?.workers.kind === 'unix')
       workerSocket = daemon.workers.path;
     else if (path === 'embedded') {
       // connect-or-embed runs before the server answers initialize: daemon.json is there now.
-      const infoPath = join(runtimeDir, 'daemon.json');
-      if (!existsSync(infoPath)) throw new Error(`the embedded daemon wrote no ${infoPath}`);
-      workerSocket = (JSON.parse(readFileSync(infoPath, 'utf8')) as { socket: string }).socket;
+      workerSocket = daemonEndpoints(runtimeDir).socket;
     }
     return {
       client,
       config,
-      ready,
+      ready: { ...ready, serverPid: serverPid ?? ready.serverPid },
       daemon,
       workerSocket,
-      workerKind: path === 'telemetry' ? 'telemetry' : 'bridge',
+      workerKind: path === 'telemetry' ? 'telemetry' : path === 'floor' ? 'floor' : 'bridge',
       system,
       stop,
     };
@@ -222,10 +329,27 @@ async function startPath(path: McpPath, execArgv: string[]): Promise<StartedPath
   }
 }
 
+const SERVER_ROLES: Partial<Record<McpPath, string>> = {
+  telemetry: 'mcp-telemetry-server',
+  relay: 'relay server',
+  floor: 'floor relay',
+  sdk: 'sdk server',
+};
+
+function daemonEndpoints(runtimeDir: string): { socket: string; url: string; secret: string } {
+  const infoPath = join(runtimeDir, 'daemon.json');
+  if (!existsSync(infoPath)) throw new Error(`the daemon wrote no ${infoPath}`);
+  return JSON.parse(readFileSync(infoPath, 'utf8')) as {
+    socket: string;
+    url: string;
+    secret: string;
+  };
+}
+
 /** Spawn -> initialize, and idle memory, `spawns` times. */
 export async function runMcpStartup(
-  path: McpPath,
-  execArgv: string[],
+  key: McpKey,
+  options: McpRunOptions,
   spawns: number,
   settleMs: number,
 ): Promise<McpStartupResult> {
@@ -236,7 +360,7 @@ export async function runMcpStartup(
   let idleDaemonRssBytes = Number.NaN;
   let idleDaemonPrivateBytes = Number.NaN;
   for (let i = 0; i < spawns; i++) {
-    const started = await startPath(path, execArgv);
+    const started = await startPath(key, options);
     startupCpuMs.push(sampleProcess(started.ready.serverPid).cpuSeconds * 1000);
     try {
       // Idle is after start-up's garbage had its chance to go: the figure a host lives with.
@@ -255,7 +379,7 @@ export async function runMcpStartup(
     }
   }
   return {
-    path,
+    key,
     startupMs,
     startupCpuMs,
     idleServerRssBytes,
@@ -290,13 +414,13 @@ export async function runIdleFloor(execArgv: string[], settleMs: number): Promis
 
 /** One run: `updates` updates at `ratePerSecond` (0: a burst), to the tool result. */
 export async function runMcpPath(
-  path: McpPath,
-  execArgv: string[],
+  key: McpKey,
+  options: McpRunOptions,
   updates: number,
   ratePerSecond: number,
   timeoutMs: number,
 ): Promise<McpRunResult> {
-  const started = await startPath(path, execArgv);
+  const started = await startPath(key, options);
   const worker = new Child('load/mcp-worker.ts');
   const { client } = started;
   try {
@@ -345,7 +469,7 @@ export async function runMcpPath(
     const processes = pids.map(({ role }, i) => figures(role, from[i], to[i]));
     const own = processes.slice(2);
     return {
-      path,
+      key,
       ratePerSecond,
       updates,
       latency: result.latency,
@@ -355,6 +479,7 @@ export async function runMcpPath(
       outOfOrder: result.outOfOrder,
       afterResult: result.afterResult,
       resultAfterLastUpdateMs: (result.resultAtUs - sent.lastUpdateUs) / 1000,
+      finalAfterLastUpdateMs: (result.finalAtUs - sent.lastUpdateUs) / 1000,
       startupMs: started.ready.startupMs,
       processes,
       systemCpuSeconds: own.reduce((sum, p) => sum + p.cpuSeconds, 0),

@@ -2,8 +2,11 @@
 import type { LatencySummary } from './stats.ts';
 
 export interface McpWorkerConfig {
-  /** bridge: the Node client on the daemon's socket; telemetry: mcp-telemetry's SDK on its collector. */
-  kind: 'bridge' | 'telemetry';
+  /**
+   * bridge: the Node client on the daemon's socket; telemetry: mcp-telemetry's SDK on its
+   * collector; floor: JSON lines on the floor relay's socket.
+   */
+  kind: 'bridge' | 'telemetry' | 'floor';
   socket: string;
   /** The bridge's token; for the relay it comes later, in a `token` message. */
   token?: string | undefined;
@@ -28,6 +31,10 @@ export interface McpClientConfig {
   toolArgs: Record<string, unknown>;
   /** The server prints `ROUTE {env}` on stderr for the worker (the relay). */
   routeOnStderr: boolean;
+  /** Instead of spawning the command: the daemon's /mcp over Streamable HTTP, with its secret. */
+  http?: { url: string; secret: string } | undefined;
+  /** Write every measured update's latency here: `<ms since the first> <latency ms>` lines. */
+  samplesPath?: string | undefined;
 }
 
 export interface McpClientReady {
@@ -46,6 +53,8 @@ export interface McpClientResult {
   /** The highest n seen, and whether n only ever increased. */
   lastN: number;
   outOfOrder: number;
+  /** When the notification with the highest n arrived, host monotonic microseconds. */
+  finalAtUs: number;
   /** When the tool result arrived, host monotonic microseconds. */
   resultAtUs: number;
   /**

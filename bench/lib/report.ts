@@ -1,10 +1,14 @@
 /** The suite's table (Markdown, readable in a terminal) and the issue's targets, as ratios. */
 import {
+  MCP_FLOOR,
   MCP_PATH_LABELS,
   MCP_PATHS,
   MCP_PEER,
+  type McpKey,
   type McpPath,
   type McpRunResult,
+  type McpStartupResult,
+  mcpKeyLabel,
 } from './mcp-path.ts';
 import { median } from './stats.ts';
 import type { Outcome, SuiteResult } from './suite.ts';
@@ -144,39 +148,96 @@ export function targets(result: SuiteResult): TargetCheck[] {
   return checks;
 }
 
-/** The bridge's `mcp-progress mcp` with a separate daemon: the path compared with the peer. */
-const MCP_BRIDGE: McpPath = 'stdio';
+/** The issue's bounds (27) as ratios to the peer, by path: one process 1.2x, two processes 2x. */
+const MCP_BOUNDS: ReadonlyArray<{ path: McpPath; peerRatio: number }> = [
+  { path: 'embedded', peerRatio: 1.2 },
+  { path: 'http', peerRatio: 1.2 },
+  { path: 'stdio', peerRatio: 2 },
+];
+/** Paths that must deliver every update (coalescing off). */
+const FULL_DELIVERY: readonly McpPath[] = [
+  'floor',
+  'telemetry',
+  'embedded',
+  'http',
+  'stdio',
+  'relay',
+];
 
 function mcpTargets(result: SuiteResult): TargetCheck[] {
   const checks: TargetCheck[] = [];
   const at1k = result.mcp['1000'];
-  const bridge = at1k?.[MCP_BRIDGE];
   const peer = at1k?.[MCP_PEER];
-  if (bridge?.ok && peer?.ok) {
-    const b = bridge.value;
+  if (at1k !== undefined && peer?.ok) {
     const p = peer.value;
+    for (const { path, peerRatio } of MCP_BOUNDS) {
+      const bridge = at1k[path];
+      if (!bridge?.ok) continue;
+      const b = bridge.value;
+      checks.push({
+        name: `MCP path at 1k updates/s: p99, ${MCP_PATH_LABELS[path]} vs ${MCP_PATH_LABELS[MCP_PEER]}`,
+        value: `${ms(b.latency.p99Ms)} vs ${ms(p.latency.p99Ms)} ms (${times(b.latency.p99Ms, p.latency.p99Ms)}x)`,
+        target: `<= ${peerRatio}x the peer`,
+        met: b.latency.p99Ms <= peerRatio * p.latency.p99Ms,
+      });
+      checks.push({
+        name: `MCP path at 1k updates/s: CPU, ${MCP_PATH_LABELS[path]} vs ${MCP_PATH_LABELS[MCP_PEER]}`,
+        value: `${b.systemCpuSeconds.toFixed(2)} vs ${p.systemCpuSeconds.toFixed(2)} s (${times(b.systemCpuSeconds, p.systemCpuSeconds)}x)`,
+        target: `<= ${peerRatio}x the peer`,
+        met: b.systemCpuSeconds <= peerRatio * p.systemCpuSeconds,
+      });
+    }
+    const defaults = at1k.defaults;
+    if (defaults?.ok) {
+      const d = defaults.value;
+      checks.push({
+        name: `MCP path at 1k updates/s: CPU, ${MCP_PATH_LABELS.defaults} vs ${MCP_PATH_LABELS[MCP_PEER]}`,
+        value: `${d.systemCpuSeconds.toFixed(2)} vs ${p.systemCpuSeconds.toFixed(2)} s (${times(d.systemCpuSeconds, p.systemCpuSeconds)}x)`,
+        target: '<= 0.5x the peer',
+        met: d.systemCpuSeconds <= 0.5 * p.systemCpuSeconds,
+      });
+      checks.push({
+        name: `MCP path at 1k updates/s: ${MCP_PATH_LABELS.defaults}, last update -> its value at onprogress`,
+        value: `${ms(d.finalAfterLastUpdateMs)} ms, before the result: ${d.finalArrived ? 'yes' : 'NO'}`,
+        target: '<= 150 ms, yes',
+        met: d.finalArrived && d.finalAfterLastUpdateMs <= 150,
+      });
+    }
+  }
+  const http = at1k?.http;
+  if (http?.ok) {
     checks.push({
-      name: `MCP path at 1k updates/s: p99, ${MCP_PATH_LABELS[MCP_BRIDGE]} vs ${MCP_PATH_LABELS[MCP_PEER]}`,
-      value: `${ms(b.latency.p99Ms)} vs ${ms(p.latency.p99Ms)} ms`,
-      target: '<= the peer',
-      met: b.latency.p99Ms <= p.latency.p99Ms,
-    });
-    checks.push({
-      name: 'MCP path at 1k updates/s: CPU of the system processes together',
-      value: `${b.systemCpuSeconds.toFixed(2)} vs ${p.systemCpuSeconds.toFixed(2)} s`,
-      target: '<= the peer',
-      met: b.systemCpuSeconds <= p.systemCpuSeconds,
+      name: `MCP path at 1k updates/s: peak RSS of ${MCP_PATH_LABELS.http}'s daemon`,
+      value: mib(http.value.systemPeakRssBytes),
+      target: '<= 100 MiB',
+      met: http.value.systemPeakRssBytes <= 100 * MIB,
     });
   }
+  for (const [shape, row] of Object.entries(result.mcp)) {
+    for (const path of FULL_DELIVERY) {
+      const outcome = row[path];
+      if (!outcome?.ok) continue;
+      const v = outcome.value;
+      checks.push({
+        name: `MCP path ${shape === 'burst' ? 'burst' : `at ${rate(Number(shape))}/s`}: ${MCP_PATH_LABELS[path]} delivered every value, the final one, nothing after the result`,
+        value: `${v.measured} / ${v.updates}, final ${v.finalArrived ? 'yes' : 'NO'}, ${v.afterResult} after`,
+        target: 'all, yes, 0',
+        met:
+          v.measured === v.updates && v.finalArrived && v.afterResult === 0 && v.outOfOrder === 0,
+      });
+    }
+  }
+  const bare = result.startup.sdk;
   for (const path of ['embedded', 'stdio'] as const) {
     const startup = result.startup[path];
     if (!startup?.ok) continue;
     const startMs = median(startup.value.startupMs);
+    const bareMs = bare?.ok ? median(bare.value.startupMs) : Number.NaN;
     checks.push({
-      name: `${MCP_PATH_LABELS[path]}: spawn -> initialize result (median of ${startup.value.startupMs.length})`,
-      value: `${startMs.toFixed(0)} ms (server CPU ${median(startup.value.startupCpuMs).toFixed(0)} ms)`,
-      target: '<= 250 ms',
-      met: startMs <= 250,
+      name: `${MCP_PATH_LABELS[path]}: spawn -> initialize result (median of ${startup.value.startupMs.length}) vs ${MCP_PATH_LABELS.sdk}`,
+      value: `${startMs.toFixed(0)} vs ${bareMs.toFixed(0)} ms (${times(startMs, bareMs)}x; server CPU ${median(startup.value.startupCpuMs).toFixed(0)} ms)`,
+      target: '<= 1.15x the bare SDK server',
+      met: Number.isFinite(bareMs) ? startMs <= 1.15 * bareMs : undefined,
     });
     const idle = median(startup.value.idleServerRssBytes);
     checks.push({
@@ -197,6 +258,12 @@ function mcpTargets(result: SuiteResult): TargetCheck[] {
   return checks;
 }
 
+/** value / base, two decimals. */
+function times(value: number, base: number): string {
+  const r = value / base;
+  return Number.isFinite(r) ? r.toFixed(2) : 'n/a';
+}
+
 /** The idle floor beside the daemon's figure: what any Node process that listens as it does holds. */
 function floorNote(result: SuiteResult): string {
   const floor = result.idleFloor;
@@ -208,110 +275,101 @@ function mib(bytes: number): string {
   return Number.isFinite(bytes) ? (bytes / MIB).toFixed(0) : 'n/a';
 }
 
-function peerRatio(
-  row: Partial<Record<McpPath, Outcome<McpRunResult>>>,
+/** `value (a.bx floor, c.dx peer)`: a figure with its ratios to the floor and the peer of the same row. */
+function withRatios(
+  row: Partial<Record<McpKey, Outcome<McpRunResult>>>,
+  key: McpKey,
   figure: (value: McpRunResult) => number,
+  show: (value: number) => string,
 ): string {
-  const bridge = row[MCP_BRIDGE];
-  const peer = row[MCP_PEER];
-  if (!bridge?.ok || !peer?.ok) return '';
-  const value = figure(bridge.value) / figure(peer.value);
-  return Number.isFinite(value) ? value.toFixed(2) : '';
+  return cell(row[key], (value) => {
+    const own = figure(value);
+    const against = (other: McpPath) => {
+      const base = row[other];
+      return other === key || !base?.ok
+        ? ''
+        : `${times(own, figure(base.value))}x ${other === MCP_FLOOR ? 'floor' : 'peer'}`;
+    };
+    const ratios = [against(MCP_FLOOR), against(MCP_PEER)].filter((text) => text !== '');
+    return ratios.length === 0 ? show(own) : `${show(own)} (${ratios.join(', ')})`;
+  });
 }
 
-/** The MCP-path table: each path beside the peer, and the bridge's ratio to it. */
+/**
+ * The MCP-path table: each path (and its --before build) beside the floor and
+ * the peer, the p99, CPU and peak RSS with their ratios to both.
+ */
 export function mcpTable(result: SuiteResult): string {
-  const paths = MCP_PATHS.filter(
-    (path) =>
-      result.startup[path] !== undefined ||
-      Object.values(result.mcp).some((shape) => shape[path] !== undefined),
+  const present = new Set<string>([
+    ...Object.keys(result.startup),
+    ...Object.values(result.mcp).flatMap((shape) => Object.keys(shape)),
+  ]);
+  const keys = MCP_PATHS.flatMap((path): McpKey[] => [`${path}@before`, path]).filter((key) =>
+    present.has(key),
   );
-  if (paths.length === 0) return '';
-  const header = [
-    'MCP path',
-    ...paths.map((path) => MCP_PATH_LABELS[path]),
-    `${MCP_PATH_LABELS[MCP_BRIDGE]} / ${MCP_PATH_LABELS[MCP_PEER]}`,
-  ];
+  if (keys.length === 0) return '';
+  const header = ['MCP path', ...keys.map(mcpKeyLabel)];
   const lines = [row(header), row(header.map(() => '---'))];
   for (const [key, shape] of Object.entries(result.mcp)) {
     const sample = Object.values(shape).find((outcome) => outcome?.ok);
     const updates = sample?.ok ? sample.value.updates : 0;
     const label =
       key === 'burst' ? `burst of ${rate(updates)}` : `${rate(updates)} at ${rate(Number(key))}/s`;
-    const add = (
-      what: string,
-      show: (value: McpRunResult) => string,
-      figure?: (value: McpRunResult) => number,
-    ) => {
-      lines.push(
-        row([
-          `${label}: ${what}`,
-          ...paths.map((path) => cell(shape[path], show)),
-          figure === undefined ? '' : peerRatio(shape, figure),
-        ]),
-      );
+    const add = (what: string, cells: (key: McpKey) => string) => {
+      lines.push(row([`${label}: ${what}`, ...keys.map(cells)]));
     };
-    add(
-      'update -> onprogress p50 / p99 / p99.9 (ms)',
-      (v) => `${ms(v.latency.p50Ms)} / ${ms(v.latency.p99Ms)} / ${ms(v.latency.p999Ms)}`,
-      (v) => v.latency.p99Ms,
+    add('update -> onprogress p50 / p99 / p99.9 (ms)', (k) =>
+      cell(
+        shape[k],
+        (v) => `${ms(v.latency.p50Ms)} / ${ms(v.latency.p99Ms)} / ${ms(v.latency.p999Ms)}`,
+      ),
     );
-    add(
-      'delivered / updates, final value before the result, after the result',
-      (v) =>
-        `${v.measured} / ${v.updates}, ${v.finalArrived ? 'yes' : 'NO'}, ${v.afterResult}${v.outOfOrder ? `, ${v.outOfOrder} out of order` : ''}`,
+    add('p99 against the floor and the peer', (k) =>
+      withRatios(shape, k, (v) => v.latency.p99Ms, ms),
     );
-    add(
-      'last update -> tool result (ms)',
-      (v) => ms(v.resultAfterLastUpdateMs),
-      (v) => v.resultAfterLastUpdateMs,
+    add('delivered / updates, final value before the result, after the result', (k) =>
+      cell(
+        shape[k],
+        (v) =>
+          `${v.measured} / ${v.updates}, ${v.finalArrived ? 'yes' : 'NO'}, ${v.afterResult}${v.outOfOrder ? `, ${v.outOfOrder} out of order` : ''}`,
+      ),
     );
-    add(
-      'CPU s: system processes (all, with worker and client)',
-      (v) =>
-        `${v.systemCpuSeconds.toFixed(2)} (${v.processes.reduce((sum, p) => sum + p.cpuSeconds, 0).toFixed(2)})`,
-      (v) => v.systemCpuSeconds,
+    add('last update -> its value at onprogress; -> tool result (ms)', (k) =>
+      cell(shape[k], (v) => `${ms(v.finalAfterLastUpdateMs)}; ${ms(v.resultAfterLastUpdateMs)}`),
     );
-    add(
-      'peak RSS MiB, each process',
-      (v) => v.processes.map((p) => `${p.role} ${mib(p.peakRssBytes)}`).join(', '),
-      (v) => v.systemPeakRssBytes,
+    add('CPU s of the system processes, against the floor and the peer', (k) =>
+      withRatios(
+        shape,
+        k,
+        (v) => v.systemCpuSeconds,
+        (value) => value.toFixed(2),
+      ),
+    );
+    add('CPU s of every process (worker and client too)', (k) =>
+      cell(shape[k], (v) => v.processes.reduce((sum, p) => sum + p.cpuSeconds, 0).toFixed(2)),
+    );
+    add('peak RSS MiB, each process', (k) =>
+      cell(shape[k], (v) => v.processes.map((p) => `${p.role} ${mib(p.peakRssBytes)}`).join(', ')),
     );
   }
   if (Object.keys(result.startup).length > 0) {
+    const startupRow = (what: string, show: (value: McpStartupResult) => string) =>
+      row([what, ...keys.map((key) => cell(result.startup[key], show))]);
     lines.push(
-      row([
+      startupRow(
         'spawn -> initialize result, median (ms); server CPU by then (ms)',
-        ...paths.map((path) =>
-          cell(
-            result.startup[path],
-            (v) => `${median(v.startupMs).toFixed(0)}; ${median(v.startupCpuMs).toFixed(0)}`,
-          ),
-        ),
-        '',
-      ]),
-      row([
+        (v) => `${median(v.startupMs).toFixed(0)}; ${median(v.startupCpuMs).toFixed(0)}`,
+      ),
+      startupRow(
         'idle RSS (MiB): server; separate daemon',
-        ...paths.map((path) =>
-          cell(
-            result.startup[path],
-            (v) =>
-              `${mib(median(v.idleServerRssBytes))}${Number.isFinite(v.idleDaemonRssBytes) ? `; ${mib(v.idleDaemonRssBytes)}` : ''}`,
-          ),
-        ),
-        '',
-      ]),
-      row([
+        (v) =>
+          `${mib(median(v.idleServerRssBytes))}${Number.isFinite(v.idleDaemonRssBytes) ? `; ${mib(v.idleDaemonRssBytes)}` : ''}`,
+      ),
+      startupRow(
         'idle private memory, RssAnon (MiB): server; separate daemon',
-        ...paths.map((path) =>
-          cell(
-            result.startup[path],
-            (v) =>
-              `${mib(median(v.idleServerPrivateBytes))}${Number.isFinite(v.idleDaemonPrivateBytes) ? `; ${mib(v.idleDaemonPrivateBytes)}` : ''}`,
-          ),
-        ),
-        '',
-      ]),
+        (v) =>
+          `${mib(median(v.idleServerPrivateBytes))}${Number.isFinite(v.idleDaemonPrivateBytes) ? `; ${mib(v.idleDaemonPrivateBytes)}` : ''}`,
+      ),
     );
   }
   return lines.join('\n');

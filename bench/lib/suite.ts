@@ -4,6 +4,7 @@
  * hurts them alike. A failed run is recorded, not fatal.
  */
 import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
 import {
   BACKPLANE_RATES,
   type BackplanePath,
@@ -14,9 +15,11 @@ import { type FloodProbeResult, PROBE_FLOODERS, runFloodProbe } from './flood-pr
 import {
   type IdleFloor,
   MCP_PATHS,
+  type McpKey,
   type McpPath,
   type McpRunResult,
   type McpStartupResult,
+  mcpKeys,
   runIdleFloor,
   runMcpPath,
   runMcpStartup,
@@ -78,6 +81,8 @@ export interface SuiteOptions {
   mcpShapes?: readonly string[] | undefined;
   /** Another build of the bridge to run beside this one as `before`. */
   beforeRoot?: string | undefined;
+  /** Write the MCP workload's per-update latency samples under this directory, one file per run. */
+  samplesDir?: string | undefined;
   log: (line: string) => void;
 }
 
@@ -102,11 +107,11 @@ export interface SuiteResult {
   flood: Partial<Record<SystemName, Outcome<FloodResult>>>;
   scale: Partial<Record<SystemName, Outcome<ScaleResult>>>;
   /** Spawn -> initialize and idle memory of each MCP path's server. */
-  startup: Partial<Record<McpPath, Outcome<McpStartupResult>>>;
+  startup: Partial<Record<McpKey, Outcome<McpStartupResult>>>;
   /** A bare Node process listening as an idle daemon must: the floor under idle memory. */
   idleFloor?: { ok: true; value: IdleFloor } | { ok: false; error: string };
   /** The MCP path, keyed by offered rate ("1000", "10000") or "burst". */
-  mcp: Record<string, Partial<Record<McpPath, Outcome<McpRunResult>>>>;
+  mcp: Record<string, Partial<Record<McpKey, Outcome<McpRunResult>>>>;
   /** Flood plus probe (bench/lib/flood-probe.ts), by number of flooding connections. */
   probe: Record<number, Partial<Record<SystemName, Outcome<FloodProbeResult>>>>;
   /** Across hosts over NATS against the local path (bench/lib/backplane.ts), by offered rate. */
@@ -298,11 +303,16 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
   if (want('startup')) {
     log(`MCP server start-up and idle memory, ${sizes.startupSpawns} spawns each`);
     result.startup = await measureRow(
-      paths,
+      mcpKeys(paths, 'startup', options.beforeRoot !== undefined),
       1,
       log,
-      (path) =>
-        runMcpStartup(path, options.serverExecArgv, sizes.startupSpawns, sizes.startupSettleMs),
+      (key) =>
+        runMcpStartup(
+          key,
+          { execArgv: options.serverExecArgv, beforeRoot: options.beforeRoot },
+          sizes.startupSpawns,
+          sizes.startupSettleMs,
+        ),
       (value) => median(value.startupMs),
     );
     result.idleFloor = await runIdleFloor(options.serverExecArgv, sizes.startupSettleMs).then(
@@ -325,12 +335,20 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
           ? `MCP path, a burst of ${shape.updates} updates`
           : `MCP path, ${shape.updates} updates at ${shape.rate}/s`,
       );
+      const samplesDir =
+        options.samplesDir === undefined ? undefined : join(options.samplesDir, shape.key);
       result.mcp[shape.key] = await measureRow(
-        paths,
+        mcpKeys(paths, 'mcp', options.beforeRoot !== undefined),
         options.repeat,
         log,
-        (path) =>
-          runMcpPath(path, options.serverExecArgv, shape.updates, shape.rate, sizes.mcpTimeoutMs),
+        (key) =>
+          runMcpPath(
+            key,
+            { execArgv: options.serverExecArgv, beforeRoot: options.beforeRoot, samplesDir },
+            shape.updates,
+            shape.rate,
+            sizes.mcpTimeoutMs,
+          ),
         (value) => value.latency.p99Ms,
       );
     }

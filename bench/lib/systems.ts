@@ -43,8 +43,8 @@ export const SYSTEM_LABELS: Record<SystemName, string> = {
 };
 
 export interface StartOptions {
-  /** The bridge's default coalescing interval (subscribers also ask explicitly). */
-  minIntervalMs: number;
+  /** The bridge's default coalescing interval (subscribers also ask explicitly); undefined: its own default. */
+  minIntervalMs: number | undefined;
   /** Node flags for the server process, e.g. --cpu-prof. */
   execArgv: string[];
   /** A checkout whose bin/ and dist/ run as the `before` system. */
@@ -253,8 +253,9 @@ async function startBridge(
     [
       '--log-level',
       'warn',
-      '--min-interval-ms',
-      String(options.minIntervalMs),
+      ...(options.minIntervalMs === undefined
+        ? []
+        : ['--min-interval-ms', String(options.minIntervalMs)]),
       // Throughput runs hold a backlog while the subscriber catches up; the publisher's window bounds it.
       '--max-session-buffer-bytes',
       String(1024 * 1024 * 1024),

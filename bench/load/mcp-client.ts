@@ -4,8 +4,12 @@
  * handler. It times spawn -> `initialize` result, and each measured update
  * from the worker's stamp to `onprogress`.
  */
+
+import { writeFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { type Message, onParentMessage, toParent } from '../lib/child.ts';
 import { nowUs } from '../lib/frames.ts';
@@ -22,7 +26,48 @@ let rawProgressAfterResult = 0;
 let lateDropped = 0;
 const errors: string[] = [];
 
+/** The daemon's /mcp, one session over Streamable HTTP: the server process is the daemon. */
+async function startHttp(http: { url: string; secret: string }): Promise<void> {
+  const transport = new StreamableHTTPClientTransport(new URL(http.url), {
+    requestInit: { headers: { Authorization: `Bearer ${http.secret}` } },
+  });
+  const made = newClient();
+  const startedUs = nowUs();
+  await made.connect(transport);
+  const startupMs = (nowUs() - startedUs) / 1000;
+  countAfterResult(transport);
+  client = made;
+  toParent({ type: 'ready', serverPid: -1, startupMs });
+}
+
+function newClient(): Client {
+  const made = new Client({ name: 'mcp-progress-bench', version: '0.0.0' });
+  made.onerror = (error) => {
+    // The SDK 1.x client drops progress read together with the result (typescript-sdk#2580):
+    // such a notification arrived after its request's progress handler was gone.
+    if (error.message.includes('unknown token')) lateDropped++;
+    else errors.push(error.message);
+  };
+  return made;
+}
+
+/** Progress that reaches the transport once the result is in: counted, then passed on. */
+function countAfterResult(transport: Transport): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message: JSONRPCMessage) => {
+    if (
+      result !== undefined &&
+      'method' in message &&
+      message.method === 'notifications/progress'
+    ) {
+      rawProgressAfterResult++;
+    }
+    deliver?.(message);
+  };
+}
+
 async function start(config: McpClientConfig): Promise<void> {
+  if (config.http !== undefined) return startHttp(config.http);
   const transport = new StdioClientTransport({
     command: config.command,
     args: config.args,
@@ -43,13 +88,7 @@ async function start(config: McpClientConfig): Promise<void> {
       if (line.startsWith('ROUTE ')) toParent({ type: 'route', env: JSON.parse(line.slice(6)) });
     }
   });
-  const made = new Client({ name: 'mcp-progress-bench', version: '0.0.0' });
-  made.onerror = (error) => {
-    // The SDK 1.x client drops progress read together with the result (typescript-sdk#2580):
-    // such a notification arrived after its request's progress handler was gone.
-    if (error.message.includes('unknown token')) lateDropped++;
-    else errors.push(error.message);
-  };
+  const made = newClient();
   const startedUs = nowUs();
   try {
     await made.connect(transport);
@@ -57,17 +96,7 @@ async function start(config: McpClientConfig): Promise<void> {
     throw new Error(`${(error as Error).message}; server stderr: ${stderrTail}`);
   }
   const startupMs = (nowUs() - startedUs) / 1000;
-  const deliver = transport.onmessage;
-  transport.onmessage = (message: JSONRPCMessage) => {
-    if (
-      result !== undefined &&
-      'method' in message &&
-      message.method === 'notifications/progress'
-    ) {
-      rawProgressAfterResult++;
-    }
-    deliver?.(message);
-  };
+  countAfterResult(transport);
   client = made;
   toParent({ type: 'ready', serverPid: transport.pid ?? -1, startupMs });
 }
@@ -75,9 +104,12 @@ async function start(config: McpClientConfig): Promise<void> {
 async function call(config: McpClientConfig): Promise<void> {
   if (client === undefined) throw new Error('call before ready');
   const latencies = new SampleList();
+  // When each measured update arrived, for --samples: latency against time shows warm-up and bursts.
+  const arrivals = new SampleList();
   let notifications = 0;
   let measured = 0;
   let lastN = 0;
+  let finalAtUs = Number.NaN;
   let outOfOrder = 0;
   let first = true;
   const reply = await client.callTool(
@@ -96,17 +128,23 @@ async function call(config: McpClientConfig): Promise<void> {
         if (stamp === null) return;
         measured++;
         latencies.push(atUs - Number(stamp[2]));
+        arrivals.push(atUs);
         const n = Number(stamp[1]);
         if (n <= lastN) outOfOrder++;
-        else lastN = n;
+        else {
+          lastN = n;
+          finalAtUs = atUs;
+        }
       },
     },
   );
+  if (config.samplesPath !== undefined) writeSamples(config.samplesPath, arrivals, latencies);
   result = {
     type: 'result',
     measured,
     notifications,
     lastN,
+    finalAtUs,
     outOfOrder,
     resultAtUs: nowUs(),
     afterResult: 0,
@@ -115,6 +153,20 @@ async function call(config: McpClientConfig): Promise<void> {
     errors,
   };
   toParent({ type: 'called' });
+}
+
+/** `<ms since the first measured update> <latency ms>`, one line per update, in arrival order. */
+function writeSamples(path: string, arrivals: SampleList, latencies: SampleList): void {
+  const at = arrivals.values();
+  const latency = latencies.values();
+  const first = at[0] ?? 0;
+  const lines = ['# ms_since_first\tlatency_ms'];
+  for (let i = 0; i < at.length; i++) {
+    lines.push(
+      `${(((at[i] ?? 0) - first) / 1000).toFixed(3)}\t${((latency[i] ?? 0) / 1000).toFixed(3)}`,
+    );
+  }
+  writeFileSync(path, `${lines.join('\n')}\n`);
 }
 
 onParentMessage((message: Message) => {

@@ -8,6 +8,8 @@
  * says the client saw one (`go`): neither system is asked to replay what was
  * sent before the tool call subscribed.
  */
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { type Message, onParentMessage, toParent } from '../lib/child.ts';
 import { nowUs } from '../lib/frames.ts';
 import type { McpWorkerConfig, McpWorkerDone } from '../lib/mcp-targets.ts';
@@ -55,6 +57,21 @@ async function telemetrySink(socketPath: string): Promise<Sink> {
   };
 }
 
+/** The floor relay's worker: one JSON line per update on its socket, no acks. */
+async function floorSink(socketPath: string): Promise<Sink> {
+  const socket = connect({ path: socketPath });
+  await once(socket, 'connect');
+  return {
+    update: (n, message) => {
+      socket.write(`${JSON.stringify({ progress: warmups + n, message })}\n`);
+    },
+    async done() {
+      socket.end('{"done":true}\n');
+      await once(socket, 'close');
+    },
+  };
+}
+
 function warmUp(): void {
   warmups++;
   sink?.update(0, `warmup ${warmups}`);
@@ -97,7 +114,9 @@ onParentMessage((message: Message) => {
       config = message.config as McpWorkerConfig;
       (config.kind === 'bridge'
         ? bridgeSink(config.socket, config.token ?? '')
-        : telemetrySink(config.socket)
+        : config.kind === 'floor'
+          ? floorSink(config.socket)
+          : telemetrySink(config.socket)
       ).then(
         (made) => {
           sink = made;

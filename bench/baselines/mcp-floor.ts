@@ -1,0 +1,129 @@
+/**
+ * Baseline: the floor of the MCP path, its equivalent of the raw relay. A
+ * stdio MCP server written by hand (newline-delimited JSON-RPC, no SDK, no
+ * checks) with one tool, `watch`: while a call runs, every line a worker
+ * writes to its Unix socket (`{"progress":n,"message":"..."}`) goes straight
+ * to stdout as `notifications/progress` under the call's progressToken, one
+ * write per read; `{"done":true}` ends the call with its result. Frames that
+ * come while no call runs are dropped, as neither system replays them.
+ *
+ * Before the result it pings the client and waits for the answer: the SDK 1.x
+ * client loses progress read in one chunk with the result (typescript-sdk#2580),
+ * and answers a ping only once what it read before was dispatched. The bridge
+ * does the same (src/protocol/limits.ts, RESULT_GAP_MS), so the floor is correct too.
+ *
+ * The socket path is its first argument; it listens before reading stdin, so
+ * the socket is there once `initialize` is answered.
+ */
+import { rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+
+const socketPath = process.argv[2];
+if (socketPath === undefined) throw new Error('usage: mcp-floor.ts SOCKET_PATH');
+
+interface Request {
+  id?: number | string;
+  method?: string;
+  params?: { protocolVersion?: string; _meta?: { progressToken?: number | string } };
+}
+
+let call: { id: number | string; token: string } | undefined;
+/** The id of the result-confirming ping, and the call it ends. */
+const CONFIRM_ID = 'floor-confirm';
+let ending: { id: number | string } | undefined;
+
+function reply(id: number | string, result: unknown): string {
+  return `${JSON.stringify({ jsonrpc: '2.0', id, result })}\n`;
+}
+
+function answer(request: Request): void {
+  const { id, method } = request;
+  if (id === undefined) return;
+  if (id === CONFIRM_ID && method === undefined) {
+    if (ending !== undefined)
+      process.stdout.write(reply(ending.id, { content: [{ type: 'text', text: 'done' }] }));
+    ending = undefined;
+    return;
+  }
+  switch (method) {
+    case 'initialize':
+      process.stdout.write(
+        reply(id, {
+          protocolVersion: request.params?.protocolVersion ?? '2025-06-18',
+          capabilities: { tools: {} },
+          serverInfo: { name: 'mcp-floor', version: '0.0.0' },
+        }),
+      );
+      return;
+    case 'tools/list':
+      process.stdout.write(
+        reply(id, {
+          tools: [
+            { name: 'watch', description: 'Relays the worker.', inputSchema: { type: 'object' } },
+          ],
+        }),
+      );
+      return;
+    case 'tools/call':
+      // The token is written into each notification as it is: JSON of a string or a number.
+      call = { id, token: JSON.stringify(request.params?._meta?.progressToken ?? null) };
+      return;
+    case 'ping':
+      process.stdout.write(reply(id, {}));
+      return;
+    default:
+      process.stdout.write(
+        `${JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32601, message: `no method ${method}` } })}\n`,
+      );
+  }
+}
+
+function lines(onLine: (line: string) => void): (text: string) => void {
+  let tail = '';
+  return (text) => {
+    const combined = tail === '' ? text : tail + text;
+    let start = 0;
+    let end = combined.indexOf('\n');
+    while (end !== -1) {
+      if (end > start) onLine(combined.slice(start, end));
+      start = end + 1;
+      end = combined.indexOf('\n', start);
+    }
+    tail = combined.slice(start);
+  };
+}
+
+const server = createServer((socket) => {
+  socket.setEncoding('utf8');
+  let out = '';
+  const split = lines((line) => {
+    const frame = JSON.parse(line) as { progress?: number; message?: string; done?: boolean };
+    if (call === undefined) return;
+    if (frame.done === true) {
+      out += `${JSON.stringify({ jsonrpc: '2.0', id: CONFIRM_ID, method: 'ping' })}\n`;
+      ending = { id: call.id };
+      call = undefined;
+      return;
+    }
+    out += `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":${call.token},"progress":${frame.progress},"message":${JSON.stringify(frame.message ?? '')}}}\n`;
+  });
+  socket.on('data', (text: string) => {
+    split(text);
+    if (out === '') return;
+    process.stdout.write(out);
+    out = '';
+  });
+  socket.on('error', () => {});
+});
+
+rmSync(socketPath, { force: true });
+server.listen(socketPath, () => {
+  process.stdin.setEncoding('utf8');
+  process.stdin.on(
+    'data',
+    lines((line) => answer(JSON.parse(line) as Request)),
+  );
+});
+// A host that closes stdin or sends SIGTERM is done with us; exiting this way also writes --cpu-prof.
+process.stdin.once('end', () => process.exit(0));
+process.once('SIGTERM', () => process.exit(0));
