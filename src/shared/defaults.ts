@@ -135,3 +135,20 @@ export const MCP_REPLAY_BYTES = 256 * 1024;
 
 /** How long a client of /mcp waits before it reconnects a closed SSE stream (the `retry` field). */
 export const MCP_SSE_RETRY_MS = 1000;
+
+/**
+ * MCP tasks (watch_progress called as a task) live in the daemon's task table. A task is kept
+ * this long after it was created unless the client asks for another TTL, which is capped at
+ * MAX_TASK_TTL_MS; MCP clients poll `tasks/get` about every TASK_POLL_INTERVAL_MS.
+ */
+export const DEFAULT_TASK_TTL_MS = 10 * 60_000;
+export const MAX_TASK_TTL_MS = 24 * 3_600_000;
+export const TASK_POLL_INTERVAL_MS = 1000;
+
+/**
+ * Tasks one daemon keeps alive at once (terminal ones included, until their TTL). Past it
+ * task/create evicts the oldest terminal task, and refuses with too_many_tasks when none is.
+ * A task holds its id, token and the watched stream's summary: at most about 6 KiB each
+ * (a 4 KiB message), so the table stays under 60 MiB at the cap, typically under 5 MiB.
+ */
+export const MAX_LIVE_TASKS = 10_000;
