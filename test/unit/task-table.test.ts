@@ -11,7 +11,7 @@ const OPTIONS: TaskTableOptions = {
 };
 
 function setup(options: Partial<TaskTableOptions> = {}) {
-  const router = new Router({ ...DEFAULT_ROUTER_OPTIONS, retentionMs: 1000 });
+  const router = new Router({ ...DEFAULT_ROUTER_OPTIONS, retentionMs: 1000 }, () => {});
   let ids = 0;
   const tasks = new TaskTable({ ...OPTIONS, ...options }, () => `task-${++ids}`);
   router.observeEnds((ended, now) => tasks.streamEnded(ended, now));
