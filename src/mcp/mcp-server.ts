@@ -6,7 +6,11 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
+  type CallToolRequest,
   EmptyResultSchema,
+  ErrorCode,
+  McpError,
+  RELATED_TASK_META_KEY,
   type ServerNotification,
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -37,6 +41,7 @@ import {
 import { type Forwarding, forwardProgress, PingRecord, type RequestChannel } from './forward.js';
 import type { ConfirmDelivery, SendProgress } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
+import { DaemonTaskStore } from './tasks.js';
 
 export { type WatchResult, watchResult };
 
@@ -137,12 +142,34 @@ export const SERVER_INSTRUCTIONS =
 
 /** The SDK 1.x server, for the 2025 revisions (initialize). The 2026-07-28 one is in modern-server.ts. */
 export function createProgressMcpServer(options: ProgressServerOptions): McpServer {
-  const server = new McpServer(
+  let server: McpServer | undefined;
+  const tasks = new DaemonTaskStore(options.source, async (notification, relatedTask) => {
+    // The _meta is written here, not given as the SDK's relatedTask option: with that option
+    // SDK 1.32.2 queues the notification for tasks/result instead of sending it now.
+    const params =
+      relatedTask === undefined
+        ? notification.params
+        : {
+            ...notification.params,
+            _meta: {
+              ...(notification.params._meta as object | undefined),
+              [RELATED_TASK_META_KEY]: { taskId: relatedTask },
+            },
+          };
+    await server?.server.notification({ ...notification, params } as ServerNotification);
+  });
+  server = new McpServer(
     { name: SERVER_NAME, version: VERSION },
-    { instructions: SERVER_INSTRUCTIONS },
+    {
+      instructions: SERVER_INSTRUCTIONS,
+      // 2025-11-25 tasks (SEP-1686): watch_progress may be called as a task; the store is the daemon's.
+      capabilities: { tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
+      taskStore: tasks,
+    },
   );
   // One server per client session (stdio, or one /mcp session): what its client answers is remembered here.
-  for (const tool of progressTools(options, new PingRecord())) {
+  const tools = progressTools(options, new PingRecord());
+  for (const tool of tools) {
     server.registerTool(tool.name, tool.config, (args: Record<string, unknown>, extra: Extra) =>
       tool.run(args, {
         progressToken: extra._meta?.progressToken,
@@ -152,7 +179,76 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       }),
     );
   }
+  serveWatchAsTask(server, tasks, tools, options.defaultMinIntervalMs ?? DEFAULT_MIN_INTERVAL_MS);
+  const close = server.close.bind(server);
+  server.close = async () => {
+    await tasks.close();
+    await close();
+  };
   return server;
+}
+
+type RawHandler = (request: { method: string; params?: unknown }, extra: Extra) => Promise<unknown>;
+
+/**
+ * watch_progress with `execution.taskSupport: "optional"`. SDK 1.32.2's McpServer ties that
+ * setting to registerToolTask, whose plain calls are its own polling of the task: a plain
+ * watch_progress would lose its progress notifications and its timeout. So the tool stays a
+ * plain tool, and the server's tools/list and tools/call handlers are wrapped: the list says
+ * "optional", and a call with `params.task` creates the daemon's task and answers at once.
+ */
+function serveWatchAsTask(
+  server: McpServer,
+  tasks: DaemonTaskStore,
+  tools: readonly ProgressTool[],
+  defaultMinIntervalMs: number,
+): void {
+  const watchInput = z.object(
+    tools.find((tool) => tool.name === WATCH_TOOL)?.config.inputSchema ?? {},
+  );
+  // The handlers the SDK registered (Protocol keeps them by method; there is no public getter).
+  const handlers = (server.server as unknown as { _requestHandlers: Map<string, RawHandler> })
+    ._requestHandlers;
+  const list = handlers.get('tools/list');
+  const call = handlers.get('tools/call');
+  if (list === undefined || call === undefined) {
+    throw new Error(
+      'the MCP SDK registered no tools/list or tools/call handler: its version is not the one this server was written for',
+    );
+  }
+  handlers.set('tools/list', async (request, extra) => {
+    const result = (await list(request, extra)) as {
+      tools: Array<{ name: string; execution?: object }>;
+    };
+    for (const tool of result.tools)
+      if (tool.name === WATCH_TOOL) tool.execution = { taskSupport: 'optional' };
+    return result;
+  });
+  handlers.set('tools/call', async (request, extra) => {
+    const params = request.params as CallToolRequest['params'] | undefined;
+    if (params?.task === undefined || params.name !== WATCH_TOOL) return call(request, extra);
+    const args = watchInput.safeParse(params.arguments ?? {});
+    if (!args.success) {
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `watch_progress: invalid arguments: ${args.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`,
+      );
+    }
+    const input = args.data as { progressToken: ProgressToken; minIntervalMs?: number };
+    const ttl = params.task.ttl;
+    const task = await tasks.createTask(
+      ttl === undefined ? {} : { ttl },
+      extra.requestId,
+      request as CallToolRequest,
+    );
+    await tasks.follow(
+      task,
+      input.progressToken,
+      params._meta?.progressToken,
+      input.minIntervalMs ?? defaultMinIntervalMs,
+    );
+    return { task };
+  });
 }
 
 /**
@@ -168,13 +264,15 @@ export function progressTools(
   return [watchTool(source, defaultMinIntervalMs, pings), listTool(source), getTool(source)];
 }
 
+const WATCH_TOOL = 'watch_progress';
+
 function watchTool(
   source: ProgressSource,
   defaultMinIntervalMs: number,
   pings: PingRecord,
 ): ProgressTool {
   return {
-    name: 'watch_progress',
+    name: WATCH_TOOL,
     config: {
       title: 'Watch a job until it finishes',
       description:
