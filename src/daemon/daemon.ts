@@ -29,6 +29,12 @@ import {
   explainProgressFrame,
   type FrameRejection,
 } from '../protocol/validate.js';
+import {
+  DEFAULT_TASK_TTL_MS,
+  MAX_LIVE_TASKS,
+  MAX_TASK_TTL_MS,
+  TASK_POLL_INTERVAL_MS,
+} from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
@@ -67,6 +73,7 @@ import {
 } from './runtime-dir.js';
 import { TickScheduler } from './scheduler.js';
 import { SessionHub } from './sessions.js';
+import { TaskTable } from './task-table.js';
 import { IngressServer, type WorkerConnection } from './worker-socket.js';
 
 /** An MCP session over HTTP with no request for this long is closed. */
@@ -108,6 +115,16 @@ export class Daemon {
   /** The live page's cookies and tickets, and its stream (one session per browser tab). */
   readonly #pageAccess: PageAccess;
   readonly #pageFeed: PageFeed;
+  /** MCP tasks: daemon state, so that any `mcp-progress mcp` process or /mcp session can answer for one. */
+  readonly #tasks = new TaskTable(
+    {
+      defaultTtlMs: DEFAULT_TASK_TTL_MS,
+      maxTtlMs: MAX_TASK_TTL_MS,
+      maxTasks: MAX_LIVE_TASKS,
+      pollIntervalMs: TASK_POLL_INTERVAL_MS,
+    },
+    () => randomBytes(16).toString('base64url'),
+  );
 
   private constructor(options: DaemonOptions, log: Logger, bindPath: string) {
     this.options = options;
@@ -131,6 +148,7 @@ export class Daemon {
       log,
     );
     this.#router = new Router(options.router, this.#hub.deliver);
+    this.#router.observeEnds((ended, now) => this.#tasks.streamEnded(ended, now));
     this.#scheduler = new TickScheduler(
       this.#router,
       () => this.now(),
@@ -410,6 +428,23 @@ export class Daemon {
     },
     cancel: (token, reason) => this.#cancel(token, reason),
     status: () => this.status(),
+    createTask: (params) =>
+      this.#tasks.create(
+        params.progressToken,
+        params.ttlMs,
+        this.backend.get(params.progressToken),
+        this.now(),
+      ),
+    getTask: (taskId) => this.#tasks.get(taskId, this.backend.get, this.now()),
+    cancelTask: (taskId, reason) => {
+      const cancelled = this.#tasks.cancel(taskId, reason, this.backend.get, this.now());
+      if (cancelled === undefined) return { task: undefined, workers: 0 };
+      const workers = cancelled.wasWorking
+        ? this.#cancel(cancelled.task.progressToken, cancelled.task.reason)
+        : 0;
+      return { task: cancelled.task, workers };
+    },
+    listTasks: (after, limit) => this.#tasks.list(after, limit, this.backend.get, this.now()),
   };
 
   /** `askers`: connections that asked for this status, which are not workers and are not counted. */

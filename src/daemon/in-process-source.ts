@@ -3,12 +3,18 @@
  * backend and in-process sessions of its hub, with no socket in between.
  */
 
-import type { ProgressSession, ProgressSource } from '../mcp/progress-source.js';
+import type { ProgressSession, ProgressSource, TaskCancelled } from '../mcp/progress-source.js';
 import type { ListParams, ListResult, ProgressToken, StreamSummary } from '../protocol/frames.js';
 import { MAX_LIST_LIMIT } from '../protocol/limits.js';
+import type {
+  TaskCreateParams,
+  TaskListParams,
+  TaskListResult,
+  TaskRecord,
+} from '../protocol/tasks.js';
 import { BridgeError } from '../shared/errors.js';
 import { SubscriptionLabels } from '../shared/subscription-labels.js';
-import { cursorPosition, listCursor } from './list-cursor.js';
+import { cursorPosition, listCursor, taskCursor, taskCursorPosition } from './list-cursor.js';
 import type { GatewayBackend } from './rpc.js';
 import type { LocalReceiver, LocalSession } from './sessions.js';
 
@@ -75,6 +81,34 @@ export class LocalProgressSource implements ProgressSource {
 
   async cancel(token: ProgressToken, reason?: string): Promise<number> {
     return this.#backend.cancel(token, reason);
+  }
+
+  async createTask(params: TaskCreateParams): Promise<TaskRecord> {
+    const outcome = this.#backend.createTask(params);
+    if (!outcome.ok) throw new BridgeError(outcome.code, outcome.message);
+    return outcome.task as TaskRecord;
+  }
+
+  async getTask(taskId: string): Promise<TaskRecord | undefined> {
+    return this.#backend.getTask(taskId);
+  }
+
+  async cancelTask(taskId: string, reason?: string): Promise<TaskCancelled> {
+    return this.#backend.cancelTask(taskId, reason);
+  }
+
+  async listTasks(params: TaskListParams = {}): Promise<TaskListResult> {
+    const after = params.cursor === undefined ? undefined : taskCursorPosition(params.cursor);
+    if (after === null) {
+      throw new BridgeError(
+        'invalid_option',
+        `not a cursor of task/list: ${JSON.stringify(params.cursor)}; pass the nextCursor of the previous page, or none for the first page`,
+      );
+    }
+    const page = this.#backend.listTasks(after, params.limit ?? MAX_LIST_LIMIT);
+    return page.next === undefined
+      ? { tasks: page.tasks }
+      : { tasks: page.tasks, nextCursor: taskCursor(page.next) };
   }
 
   async close(): Promise<void> {

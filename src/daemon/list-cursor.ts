@@ -29,3 +29,14 @@ export function cursorPosition(
   }
   return position;
 }
+
+/** A task/list cursor: `t` and the creation order of the last task of the page. */
+export function taskCursor(order: number): string {
+  return `t${order}`;
+}
+
+/** A task/list cursor's creation order, or null when the text is not one. */
+export function taskCursorPosition(cursor: string): number | null {
+  const match = /^t(0|[1-9][0-9]{0,15})$/.exec(cursor);
+  return match === null ? null : Number(match[1]);
+}

@@ -183,6 +183,7 @@ export class Router {
   /** No active stream can reach its TTL before this time. */
   #idleCheckAt = Number.POSITIVE_INFINITY;
   #observer: StreamObserver | undefined;
+  #endObserver: ((ended: StreamSummary, now: number) => void) | undefined;
 
   constructor(options: RouterOptions, deliver: DeliverySink) {
     this.#options = options;
@@ -192,6 +193,11 @@ export class Router {
   /** Sets the one observer of accepted values and ends (the backplane), or removes it. */
   observe(observer: StreamObserver | undefined): void {
     this.#observer = observer;
+  }
+
+  /** Sets the one listener told of each stream's end, with its summary then (the task table). */
+  observeEnds(listener: ((ended: StreamSummary, now: number) => void) | undefined): void {
+    this.#endObserver = listener;
   }
 
   /** A worker's `progress` frame. */
@@ -754,6 +760,7 @@ export class Router {
     const done = doneNotification(params);
     stream.done = done;
     this.#observer?.(connection, done, stream.last);
+    this.#endObserver?.(summarise(stream), now);
     this.#activeStreams--;
     for (const connection of stream.publishers) this.#published.get(connection)?.delete(stream);
     stream.publishers.clear();

@@ -20,12 +20,20 @@ import {
   type SubscribeParams,
   subscribeAllParamsSchema,
   subscribeParamsSchema,
+  type TaskCreateParams,
+  type TaskListResult,
+  type TaskRecord,
+  taskCancelParamsSchema,
+  taskCreateParamsSchema,
+  taskGetParamsSchema,
+  taskListParamsSchema,
   unsubscribeParamsSchema,
 } from '../protocol/index.js';
 import { utf8ByteLength } from '../protocol/limits.js';
 import { describe, isPlainObject } from '../protocol/validate.js';
-import { cursorPosition, listCursor } from './list-cursor.js';
+import { cursorPosition, listCursor, taskCursor, taskCursorPosition } from './list-cursor.js';
 import type { Outcome, StreamPage, SubscribeRefusal } from './router.js';
+import type { TaskPage } from './task-table.js';
 
 export type SessionId = number;
 
@@ -50,6 +58,16 @@ export interface GatewayBackend {
   /** Sends `cancel` to the workers of the stream; returns how many were told. */
   cancel(token: ProgressToken, reason: string | undefined): number;
   status(): object;
+  /** A task watching the stream of `params.progressToken` (the daemon's task table). */
+  createTask(params: TaskCreateParams): Outcome<'too_many_tasks'> & { task?: TaskRecord };
+  getTask(taskId: string): TaskRecord | undefined;
+  /** Cancels a working task and tells its stream's workers; returns how many were told. */
+  cancelTask(
+    taskId: string,
+    reason: string | undefined,
+  ): { task: TaskRecord | undefined; workers: number };
+  /** Tasks after creation order `after`, at most `limit`. */
+  listTasks(after: number | undefined, limit: number): TaskPage;
 }
 
 /**
@@ -148,6 +166,52 @@ const METHODS: Record<string, Method<z.ZodType>> = {
     params: noParamsSchema,
     usage: '{} or no params',
     run: (backend) => ({ result: backend.status() }),
+  }),
+  'task/create': method({
+    params: taskCreateParamsSchema,
+    usage: '{"progressToken": string | integer, "ttlMs"?: integer >= 1}',
+    run(backend, _session, params) {
+      const outcome = backend.createTask(params);
+      return outcome.ok && outcome.task !== undefined
+        ? { result: { task: outcome.task } }
+        : {
+            error: outcome.ok ? 'internal_error' : outcome.code,
+            message: outcome.ok ? 'no task' : outcome.message,
+          };
+    },
+  }),
+  'task/get': method({
+    params: taskGetParamsSchema,
+    usage: '{"taskId": string}',
+    run(backend, _session, params) {
+      const task = backend.getTask(params.taskId);
+      return { result: task === undefined ? {} : { task } };
+    },
+  }),
+  'task/cancel': method({
+    params: taskCancelParamsSchema,
+    usage: '{"taskId": string, "reason"?: string}',
+    run(backend, _session, params) {
+      const { task, workers } = backend.cancelTask(params.taskId, params.reason);
+      return { result: task === undefined ? { workers } : { task, workers } };
+    },
+  }),
+  'task/list': method({
+    params: taskListParamsSchema,
+    usage: `{"cursor"?: string (a nextCursor), "limit"?: integer 1..${MAX_LIST_LIMIT}} or no params`,
+    run(backend, _session, params) {
+      const after = params?.cursor === undefined ? undefined : taskCursorPosition(params.cursor);
+      if (after === null) {
+        return {
+          error: 'invalid_params',
+          message: `task/list: params.cursor: not a cursor of task/list (got ${JSON.stringify(params?.cursor)}); pass the nextCursor of the previous page, or no cursor for the first page`,
+        };
+      }
+      const page = backend.listTasks(after, params?.limit ?? MAX_LIST_LIMIT);
+      const result: TaskListResult = { tasks: page.tasks };
+      if (page.next !== undefined) result.nextCursor = taskCursor(page.next);
+      return { result };
+    },
   }),
 } as Record<string, Method<z.ZodType>>;
 

@@ -30,6 +30,16 @@ import {
   PROGRESS_METHOD,
 } from '../protocol/notifications.js';
 import {
+  type TaskCreateParams,
+  type TaskListParams,
+  type TaskListResult,
+  type TaskRecord,
+  taskCancelResultSchema,
+  taskCreateResultSchema,
+  taskGetResultSchema,
+  taskListResultSchema,
+} from '../protocol/tasks.js';
+import {
   backoffDelayMs,
   CLOSE_LINGER_MS,
   DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS,
@@ -235,6 +245,33 @@ export class GatewayClient {
       cancelResultSchema,
     );
     return result.workers;
+  }
+
+  /** A task in the daemon's table watching a stream (task/create). */
+  async createTask(params: TaskCreateParams): Promise<TaskRecord> {
+    return (await this.#call('task/create', params, taskCreateResultSchema)).task;
+  }
+
+  /** A task by its id, or undefined when the daemon has none (never created, or expired). */
+  async getTask(taskId: string): Promise<TaskRecord | undefined> {
+    return (await this.#call('task/get', { taskId }, taskGetResultSchema)).task;
+  }
+
+  /** Cancels a working task: the daemon tells its stream's workers. */
+  cancelTask(
+    taskId: string,
+    reason?: string,
+  ): Promise<{ task?: TaskRecord | undefined; workers: number }> {
+    return this.#call(
+      'task/cancel',
+      reason === undefined ? { taskId } : { taskId, reason },
+      taskCancelResultSchema,
+    );
+  }
+
+  /** One page of the daemon's tasks, oldest first. */
+  listTasks(params: TaskListParams = {}): Promise<TaskListResult> {
+    return this.#call('task/list', params, taskListResultSchema);
   }
 
   /** A request whose result is checked against its schema: a mismatch is a bad_reply, never a cast. */

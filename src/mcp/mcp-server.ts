@@ -6,14 +6,16 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
+  type CallToolRequest,
   EmptyResultSchema,
+  ErrorCode,
+  McpError,
+  RELATED_TASK_META_KEY,
   type ServerNotification,
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 import {
-  type DoneParams,
-  type ProgressParams,
   type ProgressToken,
   progressTokenSchema,
   type StreamSummary,
@@ -26,10 +28,23 @@ import {
   DEFAULT_MIN_INTERVAL_MS,
   DEFAULT_WATCH_TIMEOUT_MS,
 } from '../shared/defaults.js';
+import { BridgeError } from '../shared/errors.js';
 import { VERSION } from '../shared/version.js';
+import {
+  describeStream,
+  describeWatch,
+  show,
+  streamView,
+  view,
+  type WatchResult,
+  watchResult,
+} from './describe.js';
 import { type Forwarding, forwardProgress, PingRecord, type RequestChannel } from './forward.js';
 import type { ConfirmDelivery, SendProgress } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
+import { DaemonTaskStore } from './tasks.js';
+
+export { type WatchResult, watchResult };
 
 export const SERVER_NAME = 'mcp-progress-bridge';
 
@@ -47,38 +62,6 @@ type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 const tokenInput = progressTokenSchema.describe(
   'The progressToken the job publishes under: a string, or an integer. "7" and 7 are different tokens.',
 );
-
-/** One stream as the tools report it: flat, so a model reads it at a glance. */
-const streamView = z.object({
-  progressToken: progressTokenSchema,
-  state: streamStateSchema.describe(
-    'waiting: nothing published yet; active: running; done: finished (kept for a while after)',
-  ),
-  progress: z.number().optional().describe('The last progress value'),
-  total: z.number().optional().describe('The total, when the job knows it'),
-  message: z
-    .string()
-    .optional()
-    .describe('The done message when done, else the last progress message'),
-  status: streamEndStatusSchema.optional().describe('How the job ended, when it is done'),
-  startedAt: z.number().describe('When the stream started, in milliseconds since the epoch'),
-  updatedAt: z.number().describe('When the stream last changed, in milliseconds since the epoch'),
-  durationMs: z.number().optional().describe('From start to done, when it is done'),
-  rate: z
-    .number()
-    .optional()
-    .describe('While running: progress units per second, smoothed over about 15 s, when known'),
-  etaMs: z
-    .number()
-    .optional()
-    .describe('While running: estimated milliseconds until progress reaches total, when known'),
-  host: z
-    .string()
-    .optional()
-    .describe('With a NATS backplane: the host whose worker publishes the stream'),
-});
-
-type StreamView = z.infer<typeof streamView>;
 
 const watchOutput = {
   progressToken: progressTokenSchema,
@@ -160,12 +143,34 @@ export const SERVER_INSTRUCTIONS =
 
 /** The SDK 1.x server, for the 2025 revisions (initialize). The 2026-07-28 one is in modern-server.ts. */
 export function createProgressMcpServer(options: ProgressServerOptions): McpServer {
-  const server = new McpServer(
+  let server: McpServer | undefined;
+  const tasks = new DaemonTaskStore(options.source, async (notification, relatedTask) => {
+    // The _meta is written here, not given as the SDK's relatedTask option: with that option
+    // SDK 1.32.2 queues the notification for tasks/result instead of sending it now.
+    const params =
+      relatedTask === undefined
+        ? notification.params
+        : {
+            ...notification.params,
+            _meta: {
+              ...(notification.params._meta as object | undefined),
+              [RELATED_TASK_META_KEY]: { taskId: relatedTask },
+            },
+          };
+    await server?.server.notification({ ...notification, params } as ServerNotification);
+  });
+  server = new McpServer(
     { name: SERVER_NAME, version: VERSION },
-    { instructions: SERVER_INSTRUCTIONS },
+    {
+      instructions: SERVER_INSTRUCTIONS,
+      // 2025-11-25 tasks (SEP-1686): watch_progress may be called as a task; the store is the daemon's.
+      capabilities: { tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
+      taskStore: tasks,
+    },
   );
   // One server per client session (stdio, or one /mcp session): what its client answers is remembered here.
-  for (const tool of progressTools(options, new PingRecord())) {
+  const tools = progressTools(options, new PingRecord());
+  for (const tool of tools) {
     server.registerTool(tool.name, tool.config, (args: Record<string, unknown>, extra: Extra) =>
       tool.run(args, {
         progressToken: extra._meta?.progressToken,
@@ -175,7 +180,77 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
       }),
     );
   }
+  serveWatchAsTask(server, tasks, tools, options.defaultMinIntervalMs ?? DEFAULT_MIN_INTERVAL_MS);
+  const close = server.close.bind(server);
+  server.close = async () => {
+    await tasks.close();
+    await close();
+  };
   return server;
+}
+
+type RawHandler = (request: { method: string; params?: unknown }, extra: Extra) => Promise<unknown>;
+
+/**
+ * watch_progress with `execution.taskSupport: "optional"`. SDK 1.32.2's McpServer ties that
+ * setting to registerToolTask, whose plain calls are its own polling of the task: a plain
+ * watch_progress would lose its progress notifications and its timeout. So the tool stays a
+ * plain tool, and the server's tools/list and tools/call handlers are wrapped: the list says
+ * "optional", and a call with `params.task` creates the daemon's task and answers at once.
+ */
+function serveWatchAsTask(
+  server: McpServer,
+  tasks: DaemonTaskStore,
+  tools: readonly ProgressTool[],
+  defaultMinIntervalMs: number,
+): void {
+  const watchInput = z.object(
+    tools.find((tool) => tool.name === WATCH_TOOL)?.config.inputSchema ?? {},
+  );
+  // The handlers the SDK registered (Protocol keeps them by method; there is no public getter).
+  const handlers = (server.server as unknown as { _requestHandlers: Map<string, RawHandler> })
+    ._requestHandlers;
+  const list = handlers.get('tools/list');
+  const call = handlers.get('tools/call');
+  if (list === undefined || call === undefined) {
+    throw new BridgeError(
+      'sdk_mismatch',
+      'the MCP SDK registered no tools/list or tools/call handler: install the @modelcontextprotocol/sdk version package.json pins (npm ci)',
+    );
+  }
+  handlers.set('tools/list', async (request, extra) => {
+    const result = (await list(request, extra)) as {
+      tools: Array<{ name: string; execution?: object }>;
+    };
+    for (const tool of result.tools)
+      if (tool.name === WATCH_TOOL) tool.execution = { taskSupport: 'optional' };
+    return result;
+  });
+  handlers.set('tools/call', async (request, extra) => {
+    const params = request.params as CallToolRequest['params'] | undefined;
+    if (params?.task === undefined || params.name !== WATCH_TOOL) return call(request, extra);
+    const args = watchInput.safeParse(params.arguments ?? {});
+    if (!args.success) {
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `watch_progress: invalid arguments: ${args.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`,
+      );
+    }
+    const input = args.data as { progressToken: ProgressToken; minIntervalMs?: number };
+    const ttl = params.task.ttl;
+    const task = await tasks.createTask(
+      ttl === undefined ? {} : { ttl },
+      extra.requestId,
+      request as CallToolRequest,
+    );
+    await tasks.follow(
+      task,
+      input.progressToken,
+      params._meta?.progressToken,
+      input.minIntervalMs ?? defaultMinIntervalMs,
+    );
+    return { task };
+  });
 }
 
 /**
@@ -191,13 +266,15 @@ export function progressTools(
   return [watchTool(source, defaultMinIntervalMs, pings), listTool(source), getTool(source)];
 }
 
+const WATCH_TOOL = 'watch_progress';
+
 function watchTool(
   source: ProgressSource,
   defaultMinIntervalMs: number,
   pings: PingRecord,
 ): ProgressTool {
   return {
-    name: 'watch_progress',
+    name: WATCH_TOOL,
     config: {
       title: 'Watch a job until it finishes',
       description:
@@ -326,21 +403,6 @@ export function getAnswer(token: ProgressToken, summary: StreamSummary | undefin
   };
 }
 
-/** A type alias, not an interface: the SDK wants an index-signature-compatible object. */
-export type WatchResult = {
-  progressToken: ProgressToken;
-  state: StreamView['state'];
-  timedOut: boolean;
-  progress?: number;
-  total?: number;
-  message?: string;
-  status?: DoneParams['status'];
-  durationMs?: number;
-  rate?: number;
-  etaMs?: number;
-  updates: number;
-};
-
 /** The request a tool call came in, as the forwarding loop sends into it. */
 function requestChannel(request: ToolRequest, pings: PingRecord): RequestChannel {
   const callerToken = request.progressToken;
@@ -396,123 +458,4 @@ async function watch(
     summary,
     forwarding.updates,
   );
-}
-
-/** What watch_progress answers, from what it received and what the daemon has now. */
-export function watchResult(
-  token: ProgressToken,
-  last: ProgressParams | undefined,
-  done: DoneParams | undefined,
-  summary: StreamSummary | undefined,
-  updates = 0,
-): WatchResult {
-  const result: WatchResult = {
-    progressToken: token,
-    state: done !== undefined ? 'done' : (summary?.state ?? 'waiting'),
-    timedOut: done === undefined,
-    updates,
-  };
-  const lastValue = last ?? summary?.last;
-  if (lastValue !== undefined) {
-    result.progress = lastValue.progress;
-    if (lastValue.total !== undefined) result.total = lastValue.total;
-    if (lastValue.message !== undefined) result.message = lastValue.message;
-  }
-  if (done !== undefined) {
-    result.status = done.status;
-    if (done.message !== undefined) result.message = done.message;
-    if (summary?.state === 'done') result.durationMs = summary.updatedAt - summary.startedAt;
-  } else if (summary?.state === 'active') {
-    if (typeof summary.rate === 'number') result.rate = summary.rate;
-    if (typeof summary.etaMs === 'number') result.etaMs = summary.etaMs;
-  }
-  return result;
-}
-
-/** A daemon stream summary as the MCP tools show it (and relayTask's statusMessage reads it). */
-export function view(summary: StreamSummary): StreamView {
-  const out: StreamView = {
-    progressToken: summary.progressToken,
-    state: summary.state,
-    startedAt: summary.startedAt,
-    updatedAt: summary.updatedAt,
-  };
-  if (summary.last !== undefined) {
-    out.progress = summary.last.progress;
-    if (summary.last.total !== undefined) out.total = summary.last.total;
-    if (summary.last.message !== undefined) out.message = summary.last.message;
-  }
-  if (summary.status !== undefined) out.status = summary.status;
-  if (summary.message !== undefined) out.message = summary.message;
-  if (summary.state === 'done') out.durationMs = summary.updatedAt - summary.startedAt;
-  if (typeof summary.rate === 'number') out.rate = summary.rate;
-  if (typeof summary.etaMs === 'number') out.etaMs = summary.etaMs;
-  if (summary.host !== undefined) out.host = summary.host;
-  return out;
-}
-
-function show(token: ProgressToken): string {
-  return JSON.stringify(token);
-}
-
-function amount(progress: number | undefined, total: number | undefined): string {
-  if (progress === undefined) return 'no progress yet';
-  if (total === undefined) return `at ${progress}`;
-  const percent = total > 0 ? ` (${Math.floor((progress / total) * 100)}%)` : '';
-  return `at ${progress}/${total}${percent}`;
-}
-
-/** ", 2.5/s, about 1 min 20 s left" for a running job, from what is known of it. */
-function pace(rate: number | undefined, etaMs: number | undefined): string {
-  const parts: string[] = [];
-  if (rate !== undefined) parts.push(`${formatRate(rate)}/s`);
-  if (etaMs !== undefined) parts.push(`about ${formatDurationMs(etaMs)} left`);
-  return parts.length === 0 ? '' : `, ${parts.join(', ')}`;
-}
-
-function formatRate(rate: number): string {
-  if (rate >= 100) return String(Math.round(rate));
-  return String(Number(rate.toPrecision(2)));
-}
-
-/** A duration a person reads at a glance: 45 s, 3 min 20 s, 2 h 5 min. */
-function formatDurationMs(ms: number): string {
-  const seconds = Math.round(ms / 1000);
-  if (seconds < 60) return `${seconds} s`;
-  const minutes = Math.floor(seconds / 60);
-  if (minutes < 60)
-    return seconds % 60 === 0 ? `${minutes} min` : `${minutes} min ${seconds % 60} s`;
-  const hours = Math.floor(minutes / 60);
-  return minutes % 60 === 0 ? `${hours} h` : `${hours} h ${minutes % 60} min`;
-}
-
-/** One line about a stream: where it is, its rate and ETA while active, its message. */
-export function describeStream(stream: StreamView): string {
-  const where = amount(stream.progress, stream.total);
-  const message = stream.message === undefined ? '' : `: ${stream.message}`;
-  const name = `${show(stream.progressToken)}${stream.host === undefined ? '' : ` on host ${stream.host}`}`;
-  if (stream.state === 'done') {
-    const took = stream.durationMs === undefined ? '' : ` after ${seconds(stream.durationMs)}`;
-    return `${name} done (${stream.status}) ${where}${took}${message}`;
-  }
-  const running = stream.state === 'active' ? pace(stream.rate, stream.etaMs) : '';
-  return `${name} ${stream.state} ${where}${running}${message}`;
-}
-
-function describeWatch(result: WatchResult): string {
-  const where = amount(result.progress, result.total);
-  const message = result.message === undefined ? '' : `: ${result.message}`;
-  if (!result.timedOut) {
-    const took = result.durationMs === undefined ? '' : ` after ${seconds(result.durationMs)}`;
-    return `Job ${show(result.progressToken)} is done (${result.status}) ${where}${took}${message}.`;
-  }
-  const state =
-    result.state === 'waiting'
-      ? 'has not started yet'
-      : `is still running ${where}${pace(result.rate, result.etaMs)}`;
-  return `Job ${show(result.progressToken)} ${state}${message}. Stopped watching at the timeout; call watch_progress again to keep watching.`;
-}
-
-function seconds(ms: number): string {
-  return `${(ms / 1000).toFixed(1)} s`;
 }

@@ -17,6 +17,12 @@ import type {
   StreamSummary,
   SubscribeParams,
 } from '../protocol/frames.js';
+import type {
+  TaskCreateParams,
+  TaskListParams,
+  TaskListResult,
+  TaskRecord,
+} from '../protocol/tasks.js';
 import { BridgeError } from '../shared/errors.js';
 
 export interface ProgressSubscription {
@@ -44,9 +50,20 @@ export interface ProgressSource {
   get(token: ProgressToken): Promise<StreamSummary | undefined>;
   /** Sends `cancel` to the stream's workers; returns how many were told. */
   cancel(token: ProgressToken, reason?: string): Promise<number>;
+  /** The daemon's task table (task/create, task/get, task/cancel, task/list). */
+  createTask(params: TaskCreateParams): Promise<TaskRecord>;
+  getTask(taskId: string): Promise<TaskRecord | undefined>;
+  cancelTask(taskId: string, reason?: string): Promise<TaskCancelled>;
+  listTasks(params?: TaskListParams): Promise<TaskListResult>;
   close(): Promise<void>;
   /** True when the daemon this source reads from is gone (not connected); a source in-process never is. */
   readonly lost?: boolean;
+}
+
+/** What task/cancel answers: the task (absent when the daemon has none) and the workers told. */
+export interface TaskCancelled {
+  task?: TaskRecord | undefined;
+  workers: number;
 }
 
 /** A running daemon, reached over its WebSocket; daemon.json is re-read at every reconnect. */
@@ -91,6 +108,22 @@ export class RemoteProgressSource implements ProgressSource {
 
   cancel(token: ProgressToken, reason?: string): Promise<number> {
     return this.#shared.cancel(token, reason);
+  }
+
+  createTask(params: TaskCreateParams): Promise<TaskRecord> {
+    return this.#shared.createTask(params);
+  }
+
+  getTask(taskId: string): Promise<TaskRecord | undefined> {
+    return this.#shared.getTask(taskId);
+  }
+
+  cancelTask(taskId: string, reason?: string): Promise<TaskCancelled> {
+    return this.#shared.cancelTask(taskId, reason);
+  }
+
+  listTasks(params?: TaskListParams): Promise<TaskListResult> {
+    return this.#shared.listTasks(params);
   }
 
   /**
@@ -176,6 +209,22 @@ export class RecoveringProgressSource implements ProgressSource {
 
   cancel(token: ProgressToken, reason?: string): Promise<number> {
     return this.#run((source) => source.cancel(token, reason));
+  }
+
+  createTask(params: TaskCreateParams): Promise<TaskRecord> {
+    return this.#run((source) => source.createTask(params));
+  }
+
+  getTask(taskId: string): Promise<TaskRecord | undefined> {
+    return this.#run((source) => source.getTask(taskId));
+  }
+
+  cancelTask(taskId: string, reason?: string): Promise<TaskCancelled> {
+    return this.#run((source) => source.cancelTask(taskId, reason));
+  }
+
+  listTasks(params?: TaskListParams): Promise<TaskListResult> {
+    return this.#run((source) => source.listTasks(params));
   }
 
   async close(): Promise<void> {

@@ -16,14 +16,13 @@ import type {
 import type { RequestTaskStore } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { CallToolResult, GetTaskResult } from '@modelcontextprotocol/sdk/types.js';
 import type { DoneParams, StreamSummary } from '../protocol/frames.js';
-import { MAX_STATUS_MESSAGE_CHARS, shorten } from '../protocol/limits.js';
-import { DEFAULT_TASK_POLL_INTERVAL_MS } from '../shared/defaults.js';
+import { TASK_POLL_INTERVAL_MS } from '../shared/defaults.js';
+import { describeStream, fitStatusMessage, view } from './describe.js';
 import { PingRecord, type RequestChannel } from './forward.js';
-import { describeStream, view } from './mcp-server.js';
 import { openRelay, type ProgressRelay, type RelayOptions, warningsOf } from './relay.js';
 
 export interface RelayTaskOptions extends RelayOptions {
-  /** The pollInterval the task announces, and how often the relay checks it was cancelled (default {@link DEFAULT_TASK_POLL_INTERVAL_MS}). */
+  /** The pollInterval the task announces, and how often the relay checks it was cancelled (default {@link TASK_POLL_INTERVAL_MS}). */
   readonly pollIntervalMs?: number | undefined;
   /** What the statusMessage calls the job (default "job"): the worker's route key means nothing to a user. */
   readonly label?: string | undefined;
@@ -49,7 +48,7 @@ export function relayTask<Args>(
   work: RelayedWork<Args>,
   options: RelayTaskOptions = {},
 ): RelayedTaskHandler<Args> {
-  const pollInterval = options.pollIntervalMs ?? DEFAULT_TASK_POLL_INTERVAL_MS;
+  const pollInterval = options.pollIntervalMs ?? TASK_POLL_INTERVAL_MS;
   return {
     async createTask(args, extra) {
       const store = extra.taskStore;
@@ -147,10 +146,7 @@ function statusChannel(
 
 /** describeStream's line for the stream, within MAX_STATUS_MESSAGE_CHARS. */
 export function statusMessageOf(summary: StreamSummary, label: string): string {
-  return shorten(
-    describeStream({ ...view(summary), progressToken: label }),
-    MAX_STATUS_MESSAGE_CHARS,
-  );
+  return fitStatusMessage(describeStream({ ...view(summary), progressToken: label }));
 }
 
 async function isOver(store: RequestTaskStore, taskId: string): Promise<boolean> {
@@ -197,7 +193,7 @@ function endingOf(
 }
 
 function failed(reason: string): Ending {
-  const statusMessage = shorten(reason, MAX_STATUS_MESSAGE_CHARS);
+  const statusMessage = fitStatusMessage(reason);
   return {
     status: 'failed',
     statusMessage,

@@ -53,6 +53,7 @@ export const RPC_ERRORS = {
   invalid_params: { code: -32602, meaning: 'the params are missing, of the wrong type or unknown' },
   too_many_subscriptions: { code: -32001, meaning: 'the session is at its subscription cap' },
   too_many_streams: { code: -32002, meaning: 'the daemon is at its stream cap' },
+  too_many_tasks: { code: -32003, meaning: 'the daemon is at its cap of live tasks' },
   internal_error: {
     code: -32603,
     meaning: 'the daemon failed on the request (a bug: please report it)',

@@ -48,7 +48,7 @@ function rules(...names: RuleBeyondSchema[]): { [RULES_KEYWORD]: RuleBeyondSchem
 }
 
 /** A string of at most `maxBytes` UTF-8 bytes, and well-formed Unicode (no lone surrogate). */
-function utf8Text(maxBytes: number, description: string, minLength = 0) {
+export function utf8Text(maxBytes: number, description: string, minLength = 0) {
   const text = minLength > 0 ? z.string().min(minLength) : z.string();
   const rule = `at most ${maxBytes} UTF-8 bytes, with no lone surrogate`;
   return (

@@ -4,5 +4,6 @@ export * from './json-schema.js';
 export * from './limits.js';
 export * from './notification-guards.js';
 export * from './notifications.js';
+export * from './tasks.js';
 export * from './validate.js';
 export * from './wire.js';

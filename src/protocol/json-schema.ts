@@ -32,6 +32,16 @@ import {
   unsubscribeAllObjectSchema,
   unsubscribeParamsSchema,
 } from './frames.js';
+import {
+  taskCancelParamsSchema,
+  taskCancelResultSchema,
+  taskCreateParamsSchema,
+  taskCreateResultSchema,
+  taskGetParamsSchema,
+  taskGetResultSchema,
+  taskListPageParamsSchema,
+  taskListResultSchema,
+} from './tasks.js';
 
 /** File name (without .json) -> schema. The names are part of the published contract. */
 export const PUBLISHED_SCHEMAS = {
@@ -61,6 +71,14 @@ export const PUBLISHED_SCHEMAS = {
   'list-result.v1': listResultSchema,
   'get-params.v1': getParamsSchema,
   'get-result.v1': getResultSchema,
+  'task-create-params.v1': taskCreateParamsSchema,
+  'task-create-result.v1': taskCreateResultSchema,
+  'task-get-params.v1': taskGetParamsSchema,
+  'task-get-result.v1': taskGetResultSchema,
+  'task-cancel-params.v1': taskCancelParamsSchema,
+  'task-cancel-result.v1': taskCancelResultSchema,
+  'task-list-params.v1': taskListPageParamsSchema,
+  'task-list-result.v1': taskListResultSchema,
   'journal-line.v1': journalLineSchema,
   'status.v1': daemonStatusSchema,
   'jsonrpc-error.v1': rpcErrorSchema,
@@ -83,6 +101,10 @@ export const RESULT_SCHEMA_NAMES = {
   'progress/get': 'get-result.v1',
   'progress/cancel': 'cancel-result.v1',
   'progress/status': 'status.v1',
+  'task/create': 'task-create-result.v1',
+  'task/get': 'task-get-result.v1',
+  'task/cancel': 'task-cancel-result.v1',
+  'task/list': 'task-list-result.v1',
 } as const satisfies Record<string, SchemaName>;
 
 export function jsonSchema(name: SchemaName): Record<string, unknown> {

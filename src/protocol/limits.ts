@@ -124,5 +124,8 @@ export const RESULT_CONFIRM_TIMEOUT_MS = 2000;
 /** How long a gateway client waits for the daemon to answer one request by default. */
 export const DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS = 10_000;
 
-/** The longest task statusMessage the bridge writes: Claude Code cuts a progress message at 200 characters, and hosts show statusMessage in the same place. */
-export const MAX_STATUS_MESSAGE_CHARS = 200;
+/**
+ * The longest task statusMessage the bridge writes, in UTF-16 units: Claude Code cuts a
+ * progress message at 200 characters, and hosts show statusMessage in the same place.
+ */
+export const MAX_STATUS_MESSAGE_CHARS = 199;

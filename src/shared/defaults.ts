@@ -78,9 +78,6 @@ export const DEFAULT_DONE_TIMEOUT_MS = 5000;
 /** How long relayProgress waits for the daemon to connect, and for each answer. */
 export const DEFAULT_RELAY_CONNECT_TIMEOUT_MS = 2000;
 
-/** A relayed task's pollInterval (what a client is told to poll at) and how often relayTask checks it was cancelled. */
-export const DEFAULT_TASK_POLL_INTERVAL_MS = 1000;
-
 /** How long watch_progress waits by default: under the 60 s request timeout most MCP clients use. */
 export const DEFAULT_WATCH_TIMEOUT_MS = 50_000;
 
@@ -152,3 +149,21 @@ export const BACKPLANE_MAX_HOSTS = 64;
  * so this host's own workers always have room.
  */
 export const BACKPLANE_MAX_STREAMS_PER_HOST = 1000;
+
+/**
+ * MCP tasks (watch_progress called as a task) live in the daemon's task table. A task is kept
+ * this long after it was created unless the client asks for another TTL, which is capped at
+ * MAX_TASK_TTL_MS; MCP clients poll `tasks/get` about every TASK_POLL_INTERVAL_MS, which is
+ * also a relayed task's default pollInterval and how often relayTask checks it was cancelled.
+ */
+export const DEFAULT_TASK_TTL_MS = 10 * 60_000;
+export const MAX_TASK_TTL_MS = 24 * 3_600_000;
+export const TASK_POLL_INTERVAL_MS = 1000;
+
+/**
+ * Tasks one daemon keeps alive at once (terminal ones included, until their TTL). Past it
+ * task/create evicts the oldest terminal task, and refuses with too_many_tasks when none is.
+ * A task holds its id, token and the watched stream's summary: at most about 6 KiB each
+ * (a 4 KiB message), so the table stays under 60 MiB at the cap, typically under 5 MiB.
+ */
+export const MAX_LIVE_TASKS = 10_000;

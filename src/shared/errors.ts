@@ -58,6 +58,7 @@ export const LOCAL_ERRORS = {
   client_went_away: 'an HTTP client closed its connection before its request was complete',
   event_not_kept:
     'an SSE client resumed (Last-Event-ID) after an event /mcp no longer keeps: it sends its request again',
+  sdk_mismatch: 'the installed MCP SDK lacks what this server relies on (another version)',
   // The command line.
   usage: 'the command line is wrong (exit code 2)',
 } as const;

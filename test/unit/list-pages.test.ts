@@ -32,6 +32,10 @@ function backendOf(router: Router, maxBytes: number): GatewayBackend {
     get: (token) => router.get(token),
     cancel: () => 0,
     status: () => ({}),
+    createTask: () => ({ ok: false, code: 'too_many_tasks', message: 'no tasks here' }),
+    getTask: () => undefined,
+    cancelTask: () => ({ task: undefined, workers: 0 }),
+    listTasks: () => ({ tasks: [], next: undefined }),
   };
 }
 

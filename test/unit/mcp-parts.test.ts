@@ -212,7 +212,7 @@ describe("relayTask's statusMessage", () => {
     );
   });
 
-  it(`is cut at ${MAX_STATUS_MESSAGE_CHARS} characters, not inside a surrogate pair`, () => {
+  it(`is cut to ${MAX_STATUS_MESSAGE_CHARS} UTF-16 units with an ellipsis, not inside a surrogate pair`, () => {
     const long = {
       ...active,
       last: {
@@ -224,6 +224,7 @@ describe("relayTask's statusMessage", () => {
     };
     const line = statusMessageOf(long, 'render');
     expect(line).toHaveLength(MAX_STATUS_MESSAGE_CHARS);
+    expect(line.endsWith('…')).toBe(true);
     expect(line.startsWith('"render" active at 3/12 (25%), 1.5/s, about 6 s left: xxx')).toBe(true);
     const atEmoji = {
       ...active,
@@ -231,7 +232,7 @@ describe("relayTask's statusMessage", () => {
         ...active.last,
         progressToken: 'relay-0',
         progress: 3,
-        message: `${'x'.repeat(145)}😀`,
+        message: `${'x'.repeat(143)}😀z`,
       },
     };
     expect(statusMessageOf(atEmoji, 'render')).toHaveLength(MAX_STATUS_MESSAGE_CHARS - 1);

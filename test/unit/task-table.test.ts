@@ -1,0 +1,124 @@
+/** The daemon's task table, fed by a real router: statuses follow the stream, TTL and cap hold. */
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
+import { TaskTable, type TaskTableOptions } from '../../src/daemon/task-table.js';
+
+const OPTIONS: TaskTableOptions = {
+  defaultTtlMs: 10_000,
+  maxTtlMs: 60_000,
+  maxTasks: 3,
+  pollIntervalMs: 1000,
+};
+
+function setup(options: Partial<TaskTableOptions> = {}) {
+  const router = new Router({ ...DEFAULT_ROUTER_OPTIONS, retentionMs: 1000 }, () => {});
+  let ids = 0;
+  const tasks = new TaskTable({ ...OPTIONS, ...options }, () => `task-${++ids}`);
+  router.observeEnds((ended, now) => tasks.streamEnded(ended, now));
+  const streamOf = (token: string | number) => router.get(token);
+  const create = (token: string, now: number, ttlMs?: number) => {
+    const outcome = tasks.create(token, ttlMs, router.get(token), now);
+    if (!outcome.ok || outcome.task === undefined) throw new Error('not created');
+    return outcome.task;
+  };
+  return { router, tasks, streamOf, create };
+}
+
+describe('TaskTable', () => {
+  it('is working while the stream runs and completed on done ok, with the final summary', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const task = create('job', 0);
+    expect(task).toMatchObject({ status: 'working', ttlMs: 10_000, pollIntervalMs: 1000 });
+    expect(task.stream).toBeUndefined();
+    router.publish(1, { v: 1, progressToken: 'job', progress: 5, total: 10 }, 10);
+    expect(tasks.get(task.taskId, streamOf, 20)).toMatchObject({
+      status: 'working',
+      stream: { state: 'active', last: { progress: 5, total: 10 } },
+    });
+    router.finish(1, { v: 1, progressToken: 'job', status: 'ok', message: 'all done' }, 30);
+    // Kept past the router's retention: the task holds the stream's last summary itself.
+    router.tick(5000);
+    expect(router.get('job')).toBeUndefined();
+    expect(tasks.get(task.taskId, streamOf, 5000)).toMatchObject({
+      status: 'completed',
+      updatedAt: 30,
+      stream: { state: 'done', status: 'ok', message: 'all done', last: { progress: 5 } },
+    });
+  });
+
+  it('fails on done error and on abandoned, with the reason', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const failing = create('bad', 0);
+    const left = create('left', 0);
+    router.publish(1, { v: 1, progressToken: 'bad', progress: 1 }, 1);
+    router.publish(2, { v: 1, progressToken: 'left', progress: 1 }, 1);
+    router.finish(1, { v: 1, progressToken: 'bad', status: 'error', message: 'disk full' }, 2);
+    router.abandon('left', 'the host went away', 3);
+    expect(tasks.get(failing.taskId, streamOf, 4)).toMatchObject({
+      status: 'failed',
+      reason: 'disk full',
+    });
+    expect(tasks.get(left.taskId, streamOf, 4)).toMatchObject({
+      status: 'failed',
+      reason: 'the host went away',
+    });
+  });
+
+  it('cancels a working task once, and a terminal task stays as it is', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const task = create('c', 0);
+    router.publish(1, { v: 1, progressToken: 'c', progress: 1 }, 1);
+    expect(tasks.cancel(task.taskId, 'enough', streamOf, 2)).toMatchObject({
+      wasWorking: true,
+      task: { status: 'cancelled', reason: 'enough' },
+    });
+    router.finish(1, { v: 1, progressToken: 'c', status: 'ok' }, 3);
+    expect(tasks.get(task.taskId, streamOf, 4)).toMatchObject({ status: 'cancelled' });
+    expect(tasks.cancel(task.taskId, undefined, streamOf, 5)?.wasWorking).toBe(false);
+  });
+
+  it('takes the outcome of a stream that ended before the task was created', () => {
+    const { router, create } = setup();
+    router.publish(1, { v: 1, progressToken: 'early', progress: 1 }, 1);
+    router.finish(1, { v: 1, progressToken: 'early', status: 'cancelled' }, 2);
+    expect(create('early', 3)).toMatchObject({ status: 'cancelled', updatedAt: 3 });
+  });
+
+  it('forgets a task at its TTL, capped at the maximum', () => {
+    const { tasks, streamOf, create } = setup();
+    const short = create('a', 0, 500);
+    const long = create('b', 0, 10_000_000);
+    expect(long.ttlMs).toBe(60_000);
+    expect(tasks.get(short.taskId, streamOf, 499)).toBeDefined();
+    expect(tasks.get(short.taskId, streamOf, 500)).toBeUndefined();
+    expect(tasks.get(long.taskId, streamOf, 59_999)).toBeDefined();
+    expect(tasks.get(long.taskId, streamOf, 60_000)).toBeUndefined();
+    expect(tasks.size).toBe(0);
+  });
+
+  it('at the cap, evicts the oldest terminal task, and refuses when every task is working', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const first = create('x', 0);
+    create('y', 0);
+    create('z', 0);
+    expect(tasks.create('w', undefined, undefined, 1)).toMatchObject({
+      ok: false,
+      code: 'too_many_tasks',
+    });
+    router.publish(1, { v: 1, progressToken: 'x', progress: 1 }, 1);
+    router.finish(1, { v: 1, progressToken: 'x', status: 'ok' }, 2);
+    expect(tasks.create('w', undefined, undefined, 3).ok).toBe(true);
+    expect(tasks.get(first.taskId, streamOf, 3)).toBeUndefined();
+    expect(tasks.size).toBe(3);
+  });
+
+  it('lists in creation order, page by page', () => {
+    const { tasks, streamOf, create } = setup();
+    const ids = ['p', 'q', 'r'].map((token) => create(token, 0).taskId);
+    const first = tasks.list(undefined, 2, streamOf, 1);
+    expect(first.tasks.map((task) => task.taskId)).toEqual(ids.slice(0, 2));
+    const second = tasks.list(first.next, 2, streamOf, 1);
+    expect(second.tasks.map((task) => task.taskId)).toEqual(ids.slice(2));
+    expect(second.next).toBeUndefined();
+  });
+});
