@@ -336,6 +336,11 @@ class Tail {
   /** Following every stream through progress/subscribeAll (else by listing them). */
   #followsAll = false;
   #listed = false;
+  /**
+   * With followAll, the notifications of a stream not shown yet, held while progress/get says
+   * which host it is on, so that its first line names the host as every later one does.
+   */
+  readonly #awaitingHost = new Map<ProgressToken, Notification[]>();
 
   constructor(
     client: GatewayClient,
@@ -384,7 +389,7 @@ class Tail {
     try {
       await this.#client.subscribeAll(
         { minIntervalMs: this.#minIntervalMs },
-        (n) => this.#received(n),
+        (n) => this.#receivedFromAll(n),
         fallBack,
       );
       this.#followsAll = true;
@@ -427,6 +432,28 @@ class Tail {
       if (stream.host !== undefined) hosts.set(stream.progressToken, stream.host);
     for (const { token, startedAt } of follow)
       await this.follow(token, startedAt, hosts.get(token));
+  }
+
+  #receivedFromAll(notification: Notification): void {
+    const token = notification.params.progressToken;
+    const held = this.#awaitingHost.get(token);
+    if (held !== undefined) {
+      held.push(notification);
+      return;
+    }
+    if (this.#model.get(token) !== undefined) {
+      this.#received(notification);
+      return;
+    }
+    this.#awaitingHost.set(token, [notification]);
+    const release = (stream: StreamSummary | undefined) => {
+      const notifications = this.#awaitingHost.get(token) ?? [];
+      this.#awaitingHost.delete(token);
+      this.#model.follow(token, stream?.startedAt);
+      if (stream?.host !== undefined) this.#model.setHost(token, stream.host);
+      for (const next of notifications) this.#received(next);
+    };
+    this.#client.get(token).then(release, () => release(undefined));
   }
 
   #received(notification: Notification): void {
