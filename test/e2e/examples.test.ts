@@ -15,6 +15,25 @@ afterAll(() => cleanupAll());
 // Each test starts several real processes; on a machine shared with other test runs that can take long.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 60_000 });
 
+/** A daemon, and an SDK 1.x client connected over stdio to examples/`file` using that daemon. */
+async function exampleServer(file: string) {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
+  const daemon = await startDaemon();
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [join(ROOT, 'examples', file)],
+    env: {
+      ...(process.env as Record<string, string>),
+      MCP_PROGRESS_RUNTIME_DIR: daemon.runtimeDir,
+    },
+    stderr: 'pipe',
+  });
+  const client = new Client({ name: 'example-test', version: '0.0.0' });
+  await client.connect(transport);
+  return { daemon, client };
+}
+
 describe('the demo', () => {
   it('starts its own daemon, runs two example workers, tails them to the end, and exits 0', async () => {
     const child = spawn(process.execPath, [join(ROOT, 'examples/demo.mjs'), '--fast'], {
@@ -41,20 +60,7 @@ describe('the demo', () => {
 
 describe('examples/mcp-server.mjs', () => {
   it("relays the Python worker's progress to the MCP client that called the tool", async () => {
-    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
-    const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
-    const daemon = await startDaemon();
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [join(ROOT, 'examples/mcp-server.mjs')],
-      env: {
-        ...(process.env as Record<string, string>),
-        MCP_PROGRESS_RUNTIME_DIR: daemon.runtimeDir,
-      },
-      stderr: 'pipe',
-    });
-    const client = new Client({ name: 'example-test', version: '0.0.0' });
-    await client.connect(transport);
+    const { daemon, client } = await exampleServer('mcp-server.mjs');
     const progress: number[] = [];
     const messages: Array<string | undefined> = [];
     const result = await client.callTool({ name: 'train', arguments: { epochs: 2 } }, undefined, {
@@ -76,22 +82,9 @@ describe('examples/mcp-server.mjs', () => {
 
 describe('examples/mcp-task-server.mjs', () => {
   it('runs the tool as a task whose statusMessage follows the worker, then completes with the result', async () => {
-    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
-    const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
     const { CallToolResultSchema } = await import('@modelcontextprotocol/sdk/types.js');
     const { CreateTaskResultSchema } = await import('@modelcontextprotocol/sdk/experimental/tasks');
-    const daemon = await startDaemon();
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [join(ROOT, 'examples/mcp-task-server.mjs')],
-      env: {
-        ...(process.env as Record<string, string>),
-        MCP_PROGRESS_RUNTIME_DIR: daemon.runtimeDir,
-      },
-      stderr: 'pipe',
-    });
-    const client = new Client({ name: 'example-test', version: '0.0.0' });
-    await client.connect(transport);
+    const { daemon, client } = await exampleServer('mcp-task-server.mjs');
     try {
       const { task } = await client.request(
         {
