@@ -132,11 +132,23 @@ const CLIENTS = [
 ];
 
 describe.each(CLIENTS)('relayTask in an SDK 1.x server, called by the $name', ({ connect }) => {
-  it('the task is created at once, its statusMessage follows the worker, and cancel reaches it', async () => {
+  /** A task server (hostV1Tasks) with an SDK client on it, for one test; both closed after it. */
+  async function withTaskServer(
+    test: (context: { records: WorkerRecord[]; client: TaskClient }) => Promise<void>,
+  ): Promise<void> {
     const records: WorkerRecord[] = [];
     const server = await hostV1Tasks(renderTask(records));
     const client = await connect(server.url);
     try {
+      await test({ records, client });
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  }
+
+  it('the task is created at once, its statusMessage follows the worker, and cancel reaches it', () =>
+    withTaskServer(async ({ records, client }) => {
       const task = await client.callAsTask({ steps: 4, stopAt: 2, waitCancel: true });
       expect(task).toMatchObject({ status: 'working', pollInterval: 50 });
       const following = await eventually(
@@ -166,17 +178,10 @@ describe.each(CLIENTS)('relayTask in an SDK 1.x server, called by the $name', ({
       });
       expect(await record.exited).toBe(0);
       expect((await client.get(task.taskId)).status).toBe('cancelled');
-    } finally {
-      await client.close();
-      await server.close();
-    }
-  });
+    }));
 
-  it('completes with the tool result; a plain call gets the same result', async () => {
-    const records: WorkerRecord[] = [];
-    const server = await hostV1Tasks(renderTask(records));
-    const client = await connect(server.url);
-    try {
+  it('completes with the tool result; a plain call gets the same result', () =>
+    withTaskServer(async ({ client }) => {
       const task = await client.callAsTask({ steps: 3 });
       const result = await client.result(task.taskId);
       expect(textOf(result)).toBe('rendered 3 frames');
@@ -186,17 +191,10 @@ describe.each(CLIENTS)('relayTask in an SDK 1.x server, called by the $name', ({
       expect(done.statusMessage).toMatch(/^"job" done \(ok\) at 3\/3 \(100%\) after .+: step 3$/);
       const plain = await client.call({ steps: 3 });
       expect(plain.content).toEqual(result.content);
-    } finally {
-      await client.close();
-      await server.close();
-    }
-  });
+    }));
 
-  it('fails, with the reason, when the worker leaves without done (abandoned)', async () => {
-    const records: WorkerRecord[] = [];
-    const server = await hostV1Tasks(renderTask(records));
-    const client = await connect(server.url);
-    try {
+  it('fails, with the reason, when the worker leaves without done (abandoned)', () =>
+    withTaskServer(async ({ client }) => {
       const task = await client.callAsTask({ steps: 4, stopAt: 1 });
       const result = await client.result(task.taskId);
       expect(result.isError).toBe(true);
@@ -204,9 +202,5 @@ describe.each(CLIENTS)('relayTask in an SDK 1.x server, called by the $name', ({
       const failed = await client.get(task.taskId);
       expect(failed.status).toBe('failed');
       expect(failed.statusMessage).toMatch(/^the worker ended abandoned/);
-    } finally {
-      await client.close();
-      await server.close();
-    }
-  });
+    }));
 });
