@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import random
 import select
 import socket as _socket
 import stat
@@ -52,7 +53,19 @@ ENV_RUNTIME_DIR = "MCP_PROGRESS_RUNTIME_DIR"
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 4096
 FORM_FEED = b"\x0c"
-BACKOFF_SECONDS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
+# Reconnect waits (src/shared/defaults.ts RECONNECT_BACKOFF and backoffDelayMs): 50 ms doubling
+# to 2 s, of which a random half is taken off, so that the many workers a daemon restart drops
+# at once do not all come back in the same millisecond.
+BACKOFF_FIRST_SECONDS = 0.05
+BACKOFF_MAX_SECONDS = 2.0
+
+
+def backoff_delay(attempt: int, rand: Callable[[], float] = random.random) -> float:
+    """The wait before retry ``attempt`` (0-based): between half the step and the step."""
+    step = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** min(max(0, attempt), 30))
+    return step / 2 + rand() * step / 2
+
+
 #: How long done() waits for a first connection when the client never had one (no daemon runs).
 NEVER_CONNECTED_GRACE_SECONDS = 0.25
 # A done refused journal_failed (the daemon's journal could not take it; it was not applied) is
@@ -82,6 +95,13 @@ def default_socket_path(env: Optional[Dict[str, str]] = None) -> str:
     if env.get(ENV_SOCKET):
         return env[ENV_SOCKET]
     runtime_dir = env.get(ENV_RUNTIME_DIR)
+    if runtime_dir and not os.path.isabs(runtime_dir):
+        # Relative, the socket would depend on each process's working directory (as in the daemon).
+        raise ValueError(
+            "$%s is %s, a relative path: every process would look for the daemon somewhere else, "
+            "by its working directory. Set it to an absolute path, such as %s"
+            % (ENV_RUNTIME_DIR, json.dumps(runtime_dir), json.dumps(os.path.abspath(runtime_dir)))
+        )
     if not runtime_dir:
         xdg = env.get("XDG_RUNTIME_DIR")
         if xdg:
@@ -122,8 +142,15 @@ class Progress:
         if token is not None and (isinstance(token, bool) or not isinstance(token, (str, int)) or token == ""):
             log.warning("mcp-progress: token %r is not a non-empty string or an integer; progress is off", token)
             token = None
+        socket_path = socket
+        if not socket_path:
+            try:
+                socket_path = default_socket_path()
+            except ValueError as error:
+                log.warning("mcp-progress: %s; progress is off", error)
+                token, socket_path = None, ""
         self.token: Optional[Token] = token
-        self.socket_path: str = socket or default_socket_path()
+        self.socket_path: str = socket_path
         #: Called (on the client's thread) with the reason when the stream is cancelled.
         self.on_cancel: Optional[CancelCallback] = on_cancel
         self._interval = max(0.0, float(interval))
@@ -364,7 +391,7 @@ class Progress:
             if sock is None:
                 if self._refused and not backed_off:
                     # Refused as malformed: reconnect with backoff, not at once.
-                    delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
+                    delay = backoff_delay(attempt)
                     attempt += 1
                     if give_up_at is not None:
                         delay = min(delay, max(0.0, give_up_at - now))
@@ -373,7 +400,7 @@ class Progress:
                     continue
                 sock = self._connect()
                 if sock is None:
-                    delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
+                    delay = backoff_delay(attempt)
                     attempt += 1
                     if give_up_at is not None:
                         delay = min(delay, max(0.0, give_up_at - now))

@@ -3,12 +3,13 @@
  * a real daemon and watched through a real gateway connection. Both clients
  * promise the same behaviour, so the same scenarios run against each.
  */
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Daemon } from '../../src/daemon/daemon.js';
 import { DEFAULT_MIN_INTERVAL_MS } from '../../src/shared/defaults.js';
 import { silentLogger } from '../../src/shared/log.js';
-import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
+import { cleanupAll, eventually, ROOT, startDaemon, tempDir } from '../helpers/daemon.js';
 import {
   type DrivenWorker,
   killWorkers,
@@ -21,6 +22,7 @@ import {
   type Received,
   useWatchedBridge,
 } from '../helpers/gateway.js';
+import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());
@@ -410,5 +412,53 @@ describe.each(CLIENTS)('the $name client, refused a frame as malformed', ({ star
     await expectDelivered(worker, true);
     expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
     expect(progressOf(gateway.notifications, token)).toEqual([]);
+  });
+});
+
+describe('the Python client, on its own', () => {
+  const python = (code: string, env: Record<string, string>) =>
+    spawnSync(PYTHON, [...PYTHON_ARGS, '-c', `import sys\nsys.path.insert(0, ".")\n${code}`], {
+      // Isolated mode (-I) leaves the working directory off sys.path: the client's folder is put on it.
+      cwd: join(ROOT, 'clients/python'),
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+    });
+
+  it('turns progress off, saying why and how to fix it, for a relative $MCP_PROGRESS_RUNTIME_DIR', () => {
+    const run = python(
+      'import mcp_progress\nwith mcp_progress.Progress() as p:\n    p.update(1)\nprint(p.token)',
+      {
+        MCP_PROGRESS_RUNTIME_DIR: 'relative/dir',
+        MCP_PROGRESS_TOKEN: 'rel',
+        MCP_PROGRESS_SOCKET: '',
+      },
+    );
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout.trim()).toBe('None');
+    expect(run.stderr).toContain('$MCP_PROGRESS_RUNTIME_DIR is "relative/dir", a relative path');
+    expect(run.stderr).toContain(`such as "${join(ROOT, 'clients/python/relative/dir')}"`);
+    expect(run.stderr).toContain('progress is off');
+  });
+
+  it('waits between reconnects as the Node client does: a random part of each doubling step taken off', () => {
+    const run = python(
+      [
+        'import json, mcp_progress',
+        'waits = [[mcp_progress.backoff_delay(a) for _ in range(200)] for a in range(8)]',
+        'print(json.dumps(waits))',
+      ].join('\n'),
+      {},
+    );
+    expect(run.status, run.stderr).toBe(0);
+    const waits = JSON.parse(run.stdout) as number[][];
+    for (const [attempt, samples] of waits.entries()) {
+      const step = Math.min(2000, 50 * 2 ** attempt) / 1000;
+      for (const wait of samples) {
+        expect(wait).toBeGreaterThanOrEqual(step / 2);
+        expect(wait).toBeLessThanOrEqual(step);
+      }
+      // Jitter: 200 draws are not all one value.
+      expect(new Set(samples).size).toBeGreaterThan(100);
+    }
   });
 });
