@@ -175,9 +175,14 @@ describe('GET /events', () => {
       };
       // Batches of 500 jobs of 4 KB each, until the kernel's buffers are full and the cap passes.
       for (let round = 1; round <= 40 && !(await slowClosed()); round++) {
-        for (let i = 0; i < 500; i++)
-          publisher.send('progress', { v: 1, progressToken: `big-${i}`, progress: round, message });
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        for (let i = 0; i < 500; i++) {
+          const frame = { v: 1, progressToken: `big-${i}`, progress: round, message };
+          // The batch's last frame asks for an ack: the next check comes once the daemon took it all.
+          publisher.send('progress', i === 499 ? { ...frame, seq: round } : frame);
+        }
+        await publisher.reply(
+          (reply) => reply.type === 'ack' && (reply.data as { seq?: number }).seq === round,
+        );
       }
       expect(await slowClosed()).toBe(true);
       await reader.ended;
