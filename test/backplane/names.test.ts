@@ -147,8 +147,18 @@ describe.skipIf(natsServer.skip)('backplane names', () => {
     expect(first.stderr()).toContain('tried to join as twin');
 
     // The first one's stream goes on, and is not ended on the other hosts: past the grace, a
-    // value and its done still arrive, and nothing was abandoned.
-    await new Promise((resolve) => setTimeout(resolve, GRACE_MS * 2));
+    // value and its done still arrive, and nothing was abandoned. A control stream whose worker
+    // leaves now is abandoned one grace later: once the watcher sees that, the grace has passed.
+    const controlToken = fresh('twin-control');
+    await subscribe(onWatcher, controlToken);
+    const control = await worker(first);
+    control.send('progress', { v: 1, progressToken: controlToken, progress: 1 });
+    await sawProgress(onWatcher, controlToken, 1);
+    control.destroy();
+    expect(await doneOf(onWatcher, controlToken)).toMatchObject({ status: 'abandoned' });
+    expect(notificationsOf(onWatcher, token).map((n) => n.method)).toEqual([
+      'notifications/progress',
+    ]);
     publisher.send('progress', { v: 1, progressToken: token, progress: 7, total: 10 });
     publisher.send('done', { v: 1, progressToken: token, status: 'ok' });
     expect(await doneOf(onWatcher, token)).toMatchObject({ status: 'ok' });
