@@ -33,10 +33,14 @@ export function countRun(testModules: readonly TestModule[]): RunCounts {
   return { passed, failed, skipped, brokenModules };
 }
 
-/** A test that did not run because its describe failed (a beforeAll that threw) failed too. */
+/**
+ * A test that did not run because its describe failed outside its tests (a beforeAll that threw)
+ * failed too. A describe that failed only through one of its tests does not make the tests a
+ * `-t` filter left out failures: they are skipped.
+ */
 function failedAround(test: TestCase): boolean {
   for (let parent = test.parent; parent.type === 'suite'; parent = parent.parent) {
-    if (parent.state() === 'failed') return true;
+    if (parent.errors().length > 0) return true;
   }
   return false;
 }

@@ -90,6 +90,18 @@ describe('the count reporter', () => {
     );
   });
 
+  it('counts the tests of a describe whose beforeAll threw as failed', async () => {
+    const run = await vitest(['set-up-throws.fixture.ts'], false);
+    expect(run.code, run.output).toBe(1);
+    expect(run.output).toMatch(/^0 passed, 2 failed, 0 skipped$/m);
+  });
+
+  it('counts a test a -t filter left out as skipped, beside a failed one of its describe', async () => {
+    const run = await vitest(['filtered.fixture.ts', '-t', 'fails when chosen'], false);
+    expect(run.code, run.output).toBe(1);
+    expect(run.output).toMatch(/^0 passed, 1 failed, 1 skipped$/m);
+  });
+
   it('counts a failed test as failed', async () => {
     const run = await vitest(['fails.fixture.ts'], false);
     expect(run.code, run.output).toBe(1);
