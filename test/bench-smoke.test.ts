@@ -293,6 +293,17 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         new RegExp(`^${expected.toFixed(2)} `),
       );
     }
+    // A run without the raw relay (--systems bridge,norate) prints no ratio to it, not NaN.
+    const withoutRaw = targets({
+      ...result,
+      ingest: Object.fromEntries(
+        Object.entries(result.ingest).map(([publishers, { raw: _raw, ...row }]) => [
+          publishers,
+          row,
+        ]),
+      ),
+    });
+    expect(withoutRaw.map((check) => check.value).join('\n')).not.toContain('NaN');
     expect(mcpTable(result)).toContain('update -> onprogress p50 / p99 / p99.9 (ms)');
     expect(() => JSON.stringify(result)).not.toThrow();
   });

@@ -62,14 +62,17 @@ function ratio(
 export function targets(result: SuiteResult): TargetCheck[] {
   const checks: TargetCheck[] = [];
   for (const [publishers, row] of Object.entries(result.ingest)) {
-    const r = ratio(row.bridge, row.raw, (v: { framesPerSecond: number }) => v.framesPerSecond);
-    const perCpu = perCpuRatio(row.bridge, row.raw);
-    checks.push({
-      name: `ingest, ${publishers} publisher(s): bridge / raw relay`,
-      value: `${r.toFixed(2)} (${perCpu.toFixed(2)} per server CPU-second)`,
-      target: '>= 0.70',
-      met: Number.isFinite(r) ? r >= 0.7 : undefined,
-    });
+    // A run without the raw relay (--systems bridge,norate) has no such ratio to print.
+    if (row.raw !== undefined) {
+      const r = ratio(row.bridge, row.raw, (v: { framesPerSecond: number }) => v.framesPerSecond);
+      const perCpu = perCpuRatio(row.bridge, row.raw);
+      checks.push({
+        name: `ingest, ${publishers} publisher(s): bridge / raw relay`,
+        value: `${r.toFixed(2)} (${perCpu.toFixed(2)} per server CPU-second)`,
+        target: '>= 0.70',
+        met: Number.isFinite(r) ? r >= 0.7 : undefined,
+      });
+    }
     if (row.norate !== undefined) {
       // Issue 25: the rate/ETA estimator may cost at most 3% of ingest (same build without it).
       const cost = ratio(
