@@ -296,7 +296,11 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
       90_000,
       'every daemon to be ready or gone',
     );
-    expect(settled.ready).toHaveLength(1);
+    // Every daemon's stderr with the count: a second winner (seen once, under load) says how.
+    expect(
+      settled.ready.length,
+      daemons.map((d, i) => `daemon ${i} (exit ${d.child.exitCode}):\n${d.stderr()}`).join('\n'),
+    ).toBe(1);
     for (const loser of settled.gone) expect(loser.stderr()).toMatch(/already running/);
     for (const d of settled.ready) d.child.kill('SIGKILL');
     await Promise.all(exits);
