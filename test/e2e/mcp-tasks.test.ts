@@ -1,80 +1,14 @@
 /**
  * watch_progress as a 2025-11-25 task (SEP-1686), driven by a raw JSON-RPC client over the
- * stdio of the real `mcp-progress mcp`, with real workers on the daemon's socket.
+ * stdio of the real `mcp-progress mcp` and over the daemon's /mcp (a session, with its GET
+ * stream), with real workers on the daemon's socket. Each scenario runs over both.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  BIN,
-  cleanupAll,
-  eventually,
-  type RunningDaemon,
-  startDaemon,
-  waitForExit,
-} from '../helpers/daemon.js';
-import { type RawWorker, rawWorker } from '../helpers/worker.js';
+import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { RAW_TRANSPORTS, type RawMcp, type RawMessage } from '../helpers/raw-mcp.js';
+import { publishingWorker, type RawWorker } from '../helpers/worker.js';
 
 const RELATED = 'io.modelcontextprotocol/related-task';
-
-interface Message {
-  id?: number;
-  method?: string;
-  params?: Record<string, unknown> & { _meta?: Record<string, unknown> };
-  result?: Record<string, unknown> & { _meta?: Record<string, unknown> };
-  error?: { code: number; message: string };
-}
-
-/** A raw newline-delimited JSON-RPC client of one `mcp-progress mcp` process. */
-interface RawStdio {
-  readonly child: ChildProcess;
-  readonly received: Message[];
-  request(method: string, params?: unknown): Promise<Message>;
-  close(): Promise<void>;
-}
-
-async function rawStdio(runtimeDir: string): Promise<RawStdio> {
-  const child = spawn(process.execPath, [BIN, 'mcp', '--runtime-dir', runtimeDir], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...process.env, MCP_PROGRESS_SOCKET: '' },
-  });
-  const received: Message[] = [];
-  let buffer = '';
-  child.stdout?.setEncoding('utf8').on('data', (text: string) => {
-    buffer += text;
-    let newline = buffer.indexOf('\n');
-    while (newline !== -1) {
-      const line = buffer.slice(0, newline).trim();
-      buffer = buffer.slice(newline + 1);
-      if (line !== '') received.push(JSON.parse(line) as Message);
-      newline = buffer.indexOf('\n');
-    }
-  });
-  let nextId = 1;
-  const client: RawStdio = {
-    child,
-    received,
-    async request(method, params) {
-      const id = nextId++;
-      child.stdin?.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
-      return eventually(() => received.find((m) => m.id === id && !('method' in m)), 30_000);
-    },
-    async close() {
-      child.stdin?.end();
-      child.kill('SIGTERM');
-      await waitForExit(child);
-    },
-  };
-  const init = await client.request('initialize', {
-    protocolVersion: '2025-11-25',
-    capabilities: {},
-    clientInfo: { name: 'raw-tasks', version: '0' },
-  });
-  if (init.error !== undefined) throw new Error(init.error.message);
-  child.stdin?.write(
-    `${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`,
-  );
-  return client;
-}
 
 let daemon: RunningDaemon;
 let counter = 0;
@@ -89,7 +23,7 @@ afterAll(async () => {
 });
 
 /** Starts a task of watch_progress on `t`, with `label` as the caller's progressToken. */
-async function startTask(mcp: RawStdio, t: string, label: string) {
+async function startTask(mcp: RawMcp, t: string, label: string) {
   const reply = await mcp.request('tools/call', {
     name: 'watch_progress',
     arguments: { progressToken: t, minIntervalMs: 0 },
@@ -105,29 +39,28 @@ async function startTask(mcp: RawStdio, t: string, label: string) {
   };
 }
 
-async function getTask(mcp: RawStdio, taskId: string) {
+async function getTask(mcp: RawMcp, taskId: string) {
   const reply = await mcp.request('tasks/get', { taskId });
   expect(reply.error).toBeUndefined();
   return reply.result as { status: string; statusMessage: string; taskId: string };
 }
 
-function progressFor(mcp: RawStdio, label: string): Message[] {
+function progressFor(mcp: RawMcp, label: string): RawMessage[] {
   return mcp.received.filter(
     (m) => m.method === 'notifications/progress' && m.params?.progressToken === label,
   );
 }
 
-async function publishing(t: string): Promise<RawWorker> {
-  const worker = await rawWorker(daemon.info.socket);
-  worker.send('progress', { v: 1, progressToken: t, progress: 0, total: 100, message: 'starting' });
-  return worker;
+function publishing(t: string): Promise<RawWorker> {
+  return publishingWorker(daemon.info.socket, t);
 }
 
-describe('watch_progress as a 2025-11-25 task over stdio', () => {
+describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', (transport) => {
+  const connect = () => transport.connect(daemon, '2025-11-25');
+
   it('declares tasks and marks watch_progress optional', async () => {
-    const mcp = await rawStdio(daemon.runtimeDir);
-    const init = mcp.received.find((m) => m.id === 1);
-    expect(init?.result?.capabilities).toMatchObject({
+    const mcp = await connect();
+    expect(mcp.opening.result?.capabilities).toMatchObject({
       tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
     });
     const tools = (await mcp.request('tools/list')).result?.tools as Array<{
@@ -141,7 +74,7 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
   });
 
   it('creates a task at once, follows the stream in statusMessage, forwards progress until completed, and returns the plain result', async () => {
-    const mcp = await rawStdio(daemon.runtimeDir);
+    const mcp = await connect();
     const t = token('ok');
     const worker = await publishing(t);
     const task = await startTask(mcp, t, 'label-ok');
@@ -207,7 +140,7 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
   });
 
   it('cancel reaches the worker, answers cancelled, and stops the progress', async () => {
-    const mcp = await rawStdio(daemon.runtimeDir);
+    const mcp = await connect();
     const t = token('cancel');
     const worker = await publishing(t);
     const task = await startTask(mcp, t, 'label-cancel');
@@ -227,7 +160,7 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
   });
 
   it('fails with the reason when the worker is abandoned', async () => {
-    const mcp = await rawStdio(daemon.runtimeDir);
+    const mcp = await connect();
     const t = token('abandoned');
     const worker = await publishing(t);
     const task = await startTask(mcp, t, 'label-abandoned');
@@ -241,13 +174,13 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
     await mcp.close();
   });
 
-  it('a new mcp process answers for a task the previous one created', async () => {
-    const first = await rawStdio(daemon.runtimeDir);
+  it('a new client (over stdio: a new mcp process) answers for a task the previous one created', async () => {
+    const first = await connect();
     const t = token('restart');
     const worker = await publishing(t);
     const task = await startTask(first, t, 'label-restart');
     await first.close();
-    const second = await rawStdio(daemon.runtimeDir);
+    const second = await connect();
     expect(await getTask(second, task.taskId)).toMatchObject({ status: 'working' });
     const listed = (await second.request('tasks/list')).result?.tasks as Array<{ taskId: string }>;
     expect(listed.map((listedTask) => listedTask.taskId)).toContain(task.taskId);

@@ -52,3 +52,16 @@ export async function rawWorker(socketPath: string): Promise<RawWorker> {
     destroy: () => socket.destroy(),
   };
 }
+
+/** A raw worker that has published a first value (0 of 100, "starting") on `token`. */
+export async function publishingWorker(socketPath: string, token: string): Promise<RawWorker> {
+  const worker = await rawWorker(socketPath);
+  worker.send('progress', {
+    v: 1,
+    progressToken: token,
+    progress: 0,
+    total: 100,
+    message: 'starting',
+  });
+  return worker;
+}
