@@ -204,9 +204,7 @@ function serveWatchAsTask(
   tools: readonly ProgressTool[],
   defaultMinIntervalMs: number,
 ): void {
-  const watchInput = z.object(
-    tools.find((tool) => tool.name === WATCH_TOOL)?.config.inputSchema ?? {},
-  );
+  const watchArguments = watchTaskArguments(tools);
   // The handlers the SDK registered (Protocol keeps them by method; there is no public getter).
   const handlers = (server.server as unknown as { _requestHandlers: Map<string, RawHandler> })
     ._requestHandlers;
@@ -229,14 +227,8 @@ function serveWatchAsTask(
   handlers.set('tools/call', async (request, extra) => {
     const params = request.params as CallToolRequest['params'] | undefined;
     if (params?.task === undefined || params.name !== WATCH_TOOL) return call(request, extra);
-    const args = watchInput.safeParse(params.arguments ?? {});
-    if (!args.success) {
-      throw new McpError(
-        ErrorCode.InvalidParams,
-        `watch_progress: invalid arguments: ${args.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`,
-      );
-    }
-    const input = args.data as { progressToken: ProgressToken; minIntervalMs?: number };
+    const input = watchArguments(params.arguments);
+    if (typeof input === 'string') throw new McpError(ErrorCode.InvalidParams, input);
     const ttl = params.task.ttl;
     const task = await tasks.createTask(
       ttl === undefined ? {} : { ttl },
@@ -253,6 +245,29 @@ function serveWatchAsTask(
   });
 }
 
+/** The arguments of watch_progress called as a task, as its tool checks them. */
+export interface WatchTaskArguments {
+  readonly progressToken: ProgressToken;
+  readonly minIntervalMs?: number;
+}
+
+/**
+ * Checks the arguments of a watch_progress call made as a task (the SDK checks a plain call's):
+ * the arguments, or what is wrong with them, for the caller's SDK to answer as invalid params.
+ */
+export function watchTaskArguments(
+  tools: readonly ProgressTool[],
+): (args: unknown) => WatchTaskArguments | string {
+  const watchInput = z.object(
+    tools.find((tool) => tool.name === WATCH_TOOL)?.config.inputSchema ?? {},
+  );
+  return (args) => {
+    const parsed = watchInput.safeParse(args ?? {});
+    if (parsed.success) return parsed.data as unknown as WatchTaskArguments;
+    return `watch_progress: invalid arguments: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`;
+  };
+}
+
 /**
  * The tools, defined once for every revision the server speaks. `pings` is
  * what this server's one client has shown about answering pings.
@@ -266,7 +281,7 @@ export function progressTools(
   return [watchTool(source, defaultMinIntervalMs, pings), listTool(source), getTool(source)];
 }
 
-const WATCH_TOOL = 'watch_progress';
+export const WATCH_TOOL = 'watch_progress';
 
 function watchTool(
   source: ProgressSource,

@@ -80,7 +80,7 @@ export function taskToolResult(record: TaskRecord) {
   };
 }
 
-function unknownTask(taskId: string): BridgeError {
+export function unknownTask(taskId: string): BridgeError {
   return new BridgeError(
     'invalid_option',
     `no task ${JSON.stringify(taskId)}: it was never created or its TTL passed (tasks/list shows the tasks the daemon keeps)`,
