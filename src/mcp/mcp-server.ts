@@ -39,7 +39,7 @@ import {
   type WatchResult,
   watchResult,
 } from './describe.js';
-import { type Forwarding, forwardProgress, PingRecord, type RequestChannel } from './forward.js';
+import { forwardOnOwnSession, PingRecord, type RequestChannel } from './forward.js';
 import type { ConfirmDelivery, SendProgress } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 import { DaemonTaskStore } from './tasks.js';
@@ -205,17 +205,9 @@ function serveWatchAsTask(
   defaultMinIntervalMs: number,
 ): void {
   const watchArguments = watchTaskArguments(tools);
-  // The handlers the SDK registered (Protocol keeps them by method; there is no public getter).
-  const handlers = (server.server as unknown as { _requestHandlers: Map<string, RawHandler> })
-    ._requestHandlers;
+  const handlers = sdkRequestHandlers<RawHandler>(server.server, '@modelcontextprotocol/sdk');
   const list = handlers.get('tools/list');
   const call = handlers.get('tools/call');
-  if (list === undefined || call === undefined) {
-    throw new BridgeError(
-      'sdk_mismatch',
-      'the MCP SDK registered no tools/list or tools/call handler: install the @modelcontextprotocol/sdk version package.json pins (npm ci)',
-    );
-  }
   handlers.set('tools/list', async (request, extra) => {
     const result = (await list(request, extra)) as {
       tools: Array<{ name: string; execution?: object }>;
@@ -243,6 +235,30 @@ function serveWatchAsTask(
     );
     return { task };
   });
+}
+
+/**
+ * The request handlers an MCP SDK registered, by method, to wrap one: the 1.x Protocol and the
+ * 2.x server's keep them alike, with no public getter. A missing one is another SDK version
+ * than package.json pins (`sdk`): sdk_mismatch.
+ */
+export function sdkRequestHandlers<Handler>(protocol: object, sdk: string) {
+  const handlers = (protocol as { _requestHandlers?: Map<string, Handler> })._requestHandlers;
+  return {
+    get(method: string): Handler {
+      const handler = handlers?.get(method);
+      if (handler === undefined) {
+        throw new BridgeError(
+          'sdk_mismatch',
+          `${sdk} registered no ${method} handler: install the version package.json pins (npm ci)`,
+        );
+      }
+      return handler;
+    },
+    set(method: string, handler: Handler): void {
+      handlers?.set(method, handler);
+    },
+  };
 }
 
 /** The arguments of watch_progress called as a task, as its tool checks them. */
@@ -441,19 +457,11 @@ async function watch(
   channel: RequestChannel,
   request: { token: ProgressToken; timeoutMs: number; minIntervalMs: number },
 ): Promise<WatchResult> {
-  const session = await source.openSession();
-  let forwarding: Forwarding;
-  try {
-    forwarding = await forwardProgress(
-      session,
-      { progressToken: request.token, minIntervalMs: request.minIntervalMs },
-      channel,
-      { release: () => session.close() },
-    );
-  } catch (error) {
-    await session.close();
-    throw error;
-  }
+  const forwarding = await forwardOnOwnSession(
+    source,
+    { progressToken: request.token, minIntervalMs: request.minIntervalMs },
+    channel,
+  );
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, request.timeoutMs);

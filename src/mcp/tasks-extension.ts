@@ -24,12 +24,16 @@ import {
   SUBSCRIPTION_ID_META_KEY,
 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
-import type { ProgressToken } from '../protocol/frames.js';
 import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
 import { MAX_LISTENED_TASKS, TASK_STATUS_MIN_INTERVAL_MS } from '../shared/defaults.js';
-import { BridgeError } from '../shared/errors.js';
-import { type Forwarding, forwardProgress, PingRecord } from './forward.js';
-import { type ProgressTool, WATCH_TOOL, watchTaskArguments } from './mcp-server.js';
+import type { BridgeError } from '../shared/errors.js';
+import { type Forwarding, forwardOnOwnSession, outsideRequest } from './forward.js';
+import {
+  type ProgressTool,
+  sdkRequestHandlers,
+  WATCH_TOOL,
+  watchTaskArguments,
+} from './mcp-server.js';
 import type { ProgressSource } from './progress-source.js';
 import { mcpTask, taskToolResult, unknownTask } from './tasks.js';
 
@@ -113,16 +117,8 @@ export function serveTasksExtension(
   listens: TaskListens,
 ): void {
   const watchArguments = watchTaskArguments(tools);
-  // The handler the SDK registered (Protocol keeps them by method; there is no public getter).
-  const handlers = (server.server as unknown as { _requestHandlers: Map<string, RawHandler> })
-    ._requestHandlers;
+  const handlers = sdkRequestHandlers<RawHandler>(server.server, '@modelcontextprotocol/server');
   const call = handlers.get('tools/call');
-  if (call === undefined) {
-    throw new BridgeError(
-      'sdk_mismatch',
-      'the MCP server package registered no tools/call handler: install the @modelcontextprotocol/server version package.json pins (npm ci)',
-    );
-  }
   handlers.set('tools/call', async (request, ctx) => {
     const params = request.params as { name?: unknown; arguments?: unknown } | undefined;
     // The server decides; a client that did not declare the extension never gets a task.
@@ -363,29 +359,12 @@ export class TaskListens {
       const now = await this.#source.getTask(record.taskId);
       if (now !== undefined) await listener.tell(now);
     };
-    const session = await this.#source.openSession();
-    let forwarding: Forwarding;
-    try {
-      forwarding = await forwardProgress(
-        session,
-        {
-          progressToken: record.progressToken as ProgressToken,
-          minIntervalMs: TASK_STATUS_MIN_INTERVAL_MS,
-        },
-        // Nothing is forwarded as progress: each update only prompts a look at the task.
-        {
-          label: undefined,
-          send: tellNow,
-          ping: undefined,
-          pings: new PingRecord(),
-          signal: undefined,
-        },
-        { release: () => session.close() },
-      );
-    } catch (error) {
-      await session.close();
-      throw error;
-    }
+    const forwarding = await forwardOnOwnSession(
+      this.#source,
+      { progressToken: record.progressToken, minIntervalMs: TASK_STATUS_MIN_INTERVAL_MS },
+      // Nothing is forwarded as progress: each update only prompts a look at the task.
+      outsideRequest(undefined, tellNow),
+    );
     if (!listener.setForwarding(record.taskId, forwarding)) {
       await forwarding.stop();
       return;

@@ -22,7 +22,7 @@ import {
   view,
   watchResult,
 } from './describe.js';
-import { type Forwarding, forwardProgress, PingRecord } from './forward.js';
+import { type Forwarding, forwardOnOwnSession, outsideRequest } from './forward.js';
 import type { SendProgress } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 
@@ -179,27 +179,13 @@ export class DaemonTaskStore implements TaskStore {
     minIntervalMs: number,
   ): Promise<void> {
     if (TERMINAL_TASK_STATUSES.has(task.status as TaskRecord['status'])) return;
-    const session = await this.#source.openSession();
     const send: SendProgress = (notification) =>
       this.#send(notification as { method: string; params: Record<string, unknown> }, task.taskId);
-    let forwarding: Forwarding;
-    try {
-      forwarding = await forwardProgress(
-        session,
-        { progressToken: token, minIntervalMs },
-        {
-          label,
-          send: label === undefined ? undefined : send,
-          ping: undefined,
-          pings: new PingRecord(),
-          signal: undefined,
-        },
-        { release: () => session.close() },
-      );
-    } catch (error) {
-      await session.close();
-      throw error;
-    }
+    const forwarding = await forwardOnOwnSession(
+      this.#source,
+      { progressToken: token, minIntervalMs },
+      outsideRequest(label, label === undefined ? undefined : send),
+    );
     this.#followers.set(task.taskId, forwarding);
     forwarding.ended
       .then(async (end) => {

@@ -9,14 +9,21 @@ import { httpBase, postMcp, waitForSubscribers } from '../helpers/mcp.js';
 import { NEWEST_REVISION } from '../helpers/mcp-v2.js';
 import {
   CLIENT_CAPABILITIES,
+  progressFor,
   RAW_HTTP,
   RAW_STDIO,
   RAW_TRANSPORTS,
   type RawMcp,
   type RawMessage,
   TASKS_EXTENSION,
+  taskOnJob,
 } from '../helpers/raw-mcp.js';
-import { publishingWorker, type RawWorker } from '../helpers/worker.js';
+import {
+  publishingWorker,
+  publishSteadily,
+  type RawWorker,
+  steadyJobResult,
+} from '../helpers/worker.js';
 
 const WITH_TASKS = { [CLIENT_CAPABILITIES]: { extensions: { [TASKS_EXTENSION]: {} } } };
 const WITHOUT_TASKS = { [CLIENT_CAPABILITIES]: {} };
@@ -101,13 +108,22 @@ async function listen(mcp: RawMcp, taskIds: string[]): Promise<{ id: number; ack
   return { id, ack };
 }
 
-function progressFor(mcp: RawMcp, label: string): RawMessage[] {
-  return mcp.received.filter(
-    (m) => m.method === 'notifications/progress' && m.params?.progressToken === label,
-  );
+/**
+ * After one more listen's acknowledgement (a round trip): listen `id` was told `status` once, and
+ * last; and no progress notification came at all, though the call carried a progressToken
+ * (not under the caller's token, nor on a listen stream).
+ */
+async function expectEndedWith(mcp: RawMcp, id: number, taskId: string, status: string) {
+  await listen(mcp, [taskId]);
+  const statuses = told(mcp, id, taskId).map((now) => now.status);
+  expect(statuses.at(-1)).toBe(status);
+  expect(statuses.filter((one) => one === status)).toHaveLength(1);
+  expect(mcp.received.filter((m) => m.method === 'notifications/progress')).toEqual([]);
 }
 
 describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', (transport) => {
+  const jobTask = async (what: string) =>
+    taskOnJob(await connect(), daemon.info.socket, token(what), `label-${what}`, startTask);
   const connect = () => transport.connect(daemon, NEWEST_REVISION);
 
   it('server/discover lists the tasks extension', async () => {
@@ -145,10 +161,7 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
   });
 
   it('creates a task; its statusMessage follows the stream with percentage and ETA, with no progress notification; completed with the plain result inlined; nothing after', async () => {
-    const mcp = await connect();
-    const t = token('ok');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-ok');
+    const { mcp, t, worker, task, end } = await jobTask('ok');
     expect(task).toMatchObject({
       resultType: 'task',
       status: 'working',
@@ -159,17 +172,9 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     expect((await getTask(mcp, task.taskId)).status).toBe('working');
     const { id, ack } = await listen(mcp, [task.taskId]);
     expect(ack.params?.notifications).toEqual({ taskIds: [task.taskId] });
-    // Steady values, so that the daemon knows a rate and an ETA.
-    for (let step = 1; step <= 4; step++) {
-      worker.send('progress', {
-        v: 1,
-        progressToken: t,
-        progress: step * 10,
-        total: 100,
-        message: `step ${step}`,
-      });
-      await taskWhen(mcp, task.taskId, (now) => now.statusMessage.includes(`step ${step}`));
-    }
+    await publishSteadily(worker, t, 4, (step) =>
+      taskWhen(mcp, task.taskId, (now) => now.statusMessage.includes(`step ${step}`)),
+    );
     const running = await taskWhen(mcp, task.taskId, (now) => now.statusMessage.includes('left'));
     expect(running).toMatchObject({ status: 'working', resultType: 'complete' });
     expect(running.statusMessage).toContain('(40%)');
@@ -186,37 +191,18 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     // The result a plain call returns for the same stream, inlined.
     expect(completed.result).toMatchObject({
       content: [{ type: 'text', text: expect.stringContaining('is done (ok)') }],
-      structuredContent: {
-        progressToken: t,
-        state: 'done',
-        status: 'ok',
-        message: 'rendered',
-        timedOut: false,
-        progress: 40,
-        total: 100,
-      },
+      structuredContent: steadyJobResult(t, 4),
     });
     const last = await eventually(() =>
       told(mcp, id, task.taskId).find((now) => now.status === 'completed'),
     );
     expect(last.result).toEqual(completed.result);
-    // One more listen's acknowledgement, then: nothing after the terminal status, and no
-    // progress notification ever, though the call carried a progressToken.
-    await listen(mcp, [task.taskId]);
-    const statuses = told(mcp, id, task.taskId).map((now) => now.status);
-    expect(statuses.at(-1)).toBe('completed');
-    expect(statuses.filter((status) => status === 'completed')).toHaveLength(1);
-    // None at all: not under the caller's token, nor on the listen stream.
-    expect(mcp.received.filter((m) => m.method === 'notifications/progress')).toEqual([]);
-    worker.destroy();
-    await mcp.close();
+    await expectEndedWith(mcp, id, task.taskId, 'completed');
+    await end();
   });
 
   it('tasks/cancel reaches the worker and the task is cancelled before it answers; nothing after', async () => {
-    const mcp = await connect();
-    const t = token('cancel');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-cancel');
+    const { mcp, t, worker, task, end } = await jobTask('cancel');
     const { id } = await listen(mcp, [task.taskId]);
     await eventually(() => (told(mcp, id, task.taskId).length > 0 ? true : undefined));
     const cancelled = await mcp.request('tasks/cancel', { taskId: task.taskId, _meta: WITH_TASKS });
@@ -240,20 +226,12 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
       const stream = content.stream;
       return stream?.state === 'done' ? true : undefined;
     });
-    await listen(mcp, [task.taskId]);
-    const after = told(mcp, id, task.taskId);
-    expect(after.at(-1)?.status).toBe('cancelled');
-    expect(after.filter((now) => now.status === 'cancelled')).toHaveLength(1);
-    expect(mcp.received.filter((m) => m.method === 'notifications/progress')).toEqual([]);
-    worker.destroy();
-    await mcp.close();
+    await expectEndedWith(mcp, id, task.taskId, 'cancelled');
+    await end();
   });
 
   it('fails with the reason when the worker is abandoned', async () => {
-    const mcp = await connect();
-    const t = token('abandoned');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-abandoned');
+    const { mcp, worker, task, end } = await jobTask('abandoned');
     const { id } = await listen(mcp, [task.taskId]);
     worker.destroy();
     const failed = await taskWhen(mcp, task.taskId, (now) => now.status === 'failed');
@@ -266,7 +244,7 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
       told(mcp, id, task.taskId).find((now) => now.status === 'failed'),
     );
     expect(pushed.error).toEqual(failed.error);
-    await mcp.close();
+    await end();
   });
 
   it('answers the extension methods as the spec says: unknown task, tasks/result gone, listen needs the extension', async () => {

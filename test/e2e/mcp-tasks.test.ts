@@ -5,8 +5,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
-import { RAW_TRANSPORTS, type RawMcp, type RawMessage } from '../helpers/raw-mcp.js';
-import { publishingWorker, type RawWorker } from '../helpers/worker.js';
+import { progressFor, RAW_TRANSPORTS, type RawMcp, taskOnJob } from '../helpers/raw-mcp.js';
+import {
+  publishingWorker,
+  publishSteadily,
+  type RawWorker,
+  steadyJobResult,
+} from '../helpers/worker.js';
 
 const RELATED = 'io.modelcontextprotocol/related-task';
 
@@ -45,17 +50,13 @@ async function getTask(mcp: RawMcp, taskId: string) {
   return reply.result as { status: string; statusMessage: string; taskId: string };
 }
 
-function progressFor(mcp: RawMcp, label: string): RawMessage[] {
-  return mcp.received.filter(
-    (m) => m.method === 'notifications/progress' && m.params?.progressToken === label,
-  );
-}
-
 function publishing(t: string): Promise<RawWorker> {
   return publishingWorker(daemon.info.socket, t);
 }
 
 describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', (transport) => {
+  const jobTask = async (what: string) =>
+    taskOnJob(await connect(), daemon.info.socket, token(what), `label-${what}`, startTask);
   const connect = () => transport.connect(daemon, '2025-11-25');
 
   it('declares tasks and marks watch_progress optional', async () => {
@@ -74,27 +75,16 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', 
   });
 
   it('creates a task at once, follows the stream in statusMessage, forwards progress until completed, and returns the plain result', async () => {
-    const mcp = await connect();
-    const t = token('ok');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-ok');
+    const { mcp, t, worker, task, end } = await jobTask('ok');
     expect(task).toMatchObject({ status: 'working', ttl: 120_000, pollInterval: 1000 });
-    // Steady values, so that the daemon knows a rate and an ETA.
-    for (let step = 1; step <= 4; step++) {
-      worker.send('progress', {
-        v: 1,
-        progressToken: t,
-        progress: step * 10,
-        total: 100,
-        message: `step ${step}`,
-      });
+    await publishSteadily(worker, t, 4, async (step) => {
       await eventually(() =>
         progressFor(mcp, 'label-ok').some((m) => m.params?.progress === step * 10)
           ? true
           : undefined,
       );
       await new Promise((resolve) => setImmediate(resolve));
-    }
+    });
     const forwarded = progressFor(mcp, 'label-ok');
     expect(forwarded.at(-1)?.params?._meta?.[RELATED]).toEqual({ taskId: task.taskId });
     const running = await eventually(async () => {
@@ -109,14 +99,7 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', 
     worker.send('done', { v: 1, progressToken: t, status: 'ok', message: 'rendered' });
     const final = await result;
     expect(final.result).toMatchObject({
-      structuredContent: {
-        progressToken: t,
-        state: 'done',
-        status: 'ok',
-        message: 'rendered',
-        timedOut: false,
-        progress: 40,
-      },
+      structuredContent: steadyJobResult(t, 4),
       _meta: { [RELATED]: { taskId: task.taskId } },
     });
     const status = await eventually(() =>
@@ -135,15 +118,11 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', 
           (m) => m.method === 'notifications/progress' && m.params?.progressToken === 'label-ok',
         ),
     ).toEqual([]);
-    worker.destroy();
-    await mcp.close();
+    await end();
   });
 
   it('cancel reaches the worker, answers cancelled, and stops the progress', async () => {
-    const mcp = await connect();
-    const t = token('cancel');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-cancel');
+    const { mcp, t, worker, task, end } = await jobTask('cancel');
     const cancelled = await mcp.request('tasks/cancel', { taskId: task.taskId });
     expect(cancelled.result).toMatchObject({ taskId: task.taskId, status: 'cancelled' });
     const cancel = await worker.reply((envelope) => envelope.type === 'cancel');
@@ -155,15 +134,11 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', 
       (await getTask(mcp, task.taskId)).statusMessage.includes('50/100') ? undefined : true,
     );
     expect(progressFor(mcp, 'label-cancel').length).toBe(before);
-    worker.destroy();
-    await mcp.close();
+    await end();
   });
 
   it('fails with the reason when the worker is abandoned', async () => {
-    const mcp = await connect();
-    const t = token('abandoned');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-abandoned');
+    const { mcp, worker, task, end } = await jobTask('abandoned');
     await eventually(() => (progressFor(mcp, 'label-abandoned').length > 0 ? true : undefined));
     worker.destroy();
     const failed = await eventually(async () => {
@@ -171,7 +146,7 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', 
       return now.status === 'failed' ? now : undefined;
     });
     expect(failed.statusMessage).toMatch(/abandoned/);
-    await mcp.close();
+    await end();
   });
 
   it('a new client (over stdio: a new mcp process) answers for a task the previous one created', async () => {

@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { BIN, eventually, type RunningDaemon, waitForExit } from './daemon.js';
 import { httpBase, postMcp } from './mcp.js';
 import { NEWEST_REVISION } from './mcp-v2.js';
+import { publishingWorker, type RawWorker } from './worker.js';
 
 export type Revision = '2025-11-25' | typeof NEWEST_REVISION;
 
@@ -77,6 +78,38 @@ const OPENING = {
   [NEWEST_REVISION]: { method: 'server/discover', params: {} },
 } as const;
 
+/** Sends the opening request of `revision` and returns its answer (an error answer throws). */
+async function open(
+  received: RawMessage[],
+  send: RawMcp['send'],
+  revision: Revision,
+): Promise<RawMessage> {
+  const opening = await answerTo(
+    received,
+    send(OPENING[revision].method, OPENING[revision].params),
+  );
+  if (opening.error !== undefined) throw new Error(opening.error.message);
+  return opening;
+}
+
+/** What every raw client has, from what it received and how it sends. */
+function connected(received: RawMessage[], opening: RawMessage, send: RawMcp['send']) {
+  return {
+    received,
+    opening,
+    send,
+    request: (method: string, params?: Record<string, unknown>) =>
+      answerTo(received, send(method, params)),
+  };
+}
+
+/** Progress notifications under `label` among what `mcp` received. */
+export function progressFor(mcp: RawMcp, label: string): RawMessage[] {
+  return mcp.received.filter(
+    (m) => m.method === 'notifications/progress' && m.params?.progressToken === label,
+  );
+}
+
 /** `mcp-progress mcp` on the daemon's runtime dir, spoken to as newline-delimited JSON-RPC. */
 export const RAW_STDIO: RawTransport = {
   name: 'stdio',
@@ -106,17 +139,10 @@ export const RAW_STDIO: RawTransport = {
       write({ jsonrpc: '2.0', id, method, ...(sent === undefined ? {} : { params: sent }) });
       return id;
     };
-    const opening = await answerTo(
-      received,
-      send(OPENING[revision].method, OPENING[revision].params),
-    );
-    if (opening.error !== undefined) throw new Error(opening.error.message);
+    const opening = await open(received, send, revision);
     if (revision === '2025-11-25') write({ jsonrpc: '2.0', method: 'notifications/initialized' });
     return {
-      received,
-      opening,
-      send,
-      request: (method, params) => answerTo(received, send(method, params)),
+      ...connected(received, opening, send),
       async cancelRequest(id) {
         const params = { requestId: id };
         write({
@@ -233,15 +259,9 @@ export const RAW_HTTP: RawTransport = {
       read(postMcp(url, body, requestHeaders, AbortSignal.any([stream.signal, closeAll.signal])));
       return id;
     };
-    const opening =
-      initialized ??
-      (await answerTo(received, send(OPENING[revision].method, OPENING[revision].params)));
-    if (opening.error !== undefined) throw new Error(opening.error.message);
+    const opening = initialized ?? (await open(received, send, revision));
     return {
-      received,
-      opening,
-      send,
-      request: (method, params) => answerTo(received, send(method, params)),
+      ...connected(received, opening, send),
       async cancelRequest(id) {
         streams.get(id)?.abort();
       },
@@ -254,3 +274,35 @@ export const RAW_HTTP: RawTransport = {
 };
 
 export const RAW_TRANSPORTS: RawTransport[] = [RAW_STDIO, RAW_HTTP];
+
+/** A task test's parts: a raw client, a worker publishing on `t`, and a task of watch_progress on it. */
+export interface TaskOnJob<Task> {
+  readonly mcp: RawMcp;
+  readonly t: string;
+  readonly worker: RawWorker;
+  readonly task: Task;
+  /** Ends the worker (if still there) and the client. */
+  end(): Promise<void>;
+}
+
+/** Starts a worker on `t` (the daemon's `socket`), then a task on it by `start` with `label`. */
+export async function taskOnJob<Task>(
+  mcp: RawMcp,
+  socket: string,
+  t: string,
+  label: string,
+  start: (mcp: RawMcp, t: string, label: string) => Promise<Task>,
+): Promise<TaskOnJob<Task>> {
+  const worker = await publishingWorker(socket, t);
+  const task = await start(mcp, t, label);
+  return {
+    mcp,
+    t,
+    worker,
+    task,
+    async end() {
+      worker.destroy();
+      await mcp.close();
+    },
+  };
+}
