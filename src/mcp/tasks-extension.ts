@@ -25,9 +25,13 @@ import {
 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
-import { MAX_LISTENED_TASKS, TASK_STATUS_MIN_INTERVAL_MS } from '../shared/defaults.js';
+import {
+  MAX_LISTENED_TASKS,
+  TASK_POLL_INTERVAL_MS,
+  TASK_STATUS_MIN_INTERVAL_MS,
+} from '../shared/defaults.js';
 import type { BridgeError } from '../shared/errors.js';
-import { type Forwarding, forwardOnOwnSession, outsideRequest } from './forward.js';
+import { forwardOnOwnSession, outsideRequest } from './forward.js';
 import {
   type ProgressTool,
   sdkRequestHandlers,
@@ -146,15 +150,12 @@ export function serveTasksExtension(
     await listens.changed(task);
     return {};
   });
-  // Never input_required, so no input is outstanding: an update of a known task is acknowledged.
-  server.server.setRequestHandler(
-    'tasks/update',
-    { params: taskIdParams.extend({ inputResponses: z.record(z.string(), z.unknown()) }) },
-    async ({ taskId }) => {
-      await known(taskId);
-      return {};
-    },
-  );
+  // Never input_required, so no input is outstanding: an update of a known task is acknowledged
+  // (its inputResponses, which the SDK lifts out of the params, are ignored, as the spec says).
+  server.server.setRequestHandler('tasks/update', { params: taskIdParams }, async ({ taskId }) => {
+    await known(taskId);
+    return {};
+  });
 }
 
 /** A subscriptions/listen request that asks for task notifications, as read off the wire. */
@@ -201,7 +202,8 @@ export type WriteListen = (message: ListenMessage) => Promise<void>;
 interface Followed {
   told: string | undefined;
   ended: boolean;
-  forwarding: Forwarding | undefined;
+  /** Stops following the task (its stream, and the look every poll interval). */
+  stop: (() => Promise<void>) | undefined;
 }
 
 /** One subscriptions/listen stream for tasks: its tasks, each told until its end, then nothing. */
@@ -221,17 +223,18 @@ class TaskListener {
   }
 
   add(taskId: string): void {
-    this.#tasks.set(taskId, { told: undefined, ended: false, forwarding: undefined });
+    this.#tasks.set(taskId, { told: undefined, ended: false, stop: undefined });
   }
 
   follows(taskId: string): boolean {
     return this.#tasks.has(taskId);
   }
 
-  setForwarding(taskId: string, forwarding: Forwarding): boolean {
+  /** Keeps how to stop following `taskId`; false (stop now) when it is no longer followed. */
+  setFollow(taskId: string, stop: () => Promise<void>): boolean {
     const followed = this.#tasks.get(taskId);
     if (followed === undefined || followed.ended || this.#closed) return false;
-    followed.forwarding = forwarding;
+    followed.stop = stop;
     return true;
   }
 
@@ -246,7 +249,7 @@ class TaskListener {
     if (TERMINAL_TASK_STATUSES.has(record.status)) {
       followed.ended = true;
       // Not awaited: the follow may be the caller (its send), and its stop waits for that send.
-      followed.forwarding?.stop().catch(() => {});
+      followed.stop?.().catch(() => {});
     }
     await this.send(TASK_STATUS_NOTIFICATION, params);
   }
@@ -263,7 +266,7 @@ class TaskListener {
   async close(graceful = false): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const follows = [...this.#tasks.values()].map((followed) => followed.forwarding?.stop());
+    const follows = [...this.#tasks.values()].map((followed) => followed.stop?.());
     await Promise.all(follows).catch(() => {});
     if (graceful) {
       await this.#write({
@@ -355,9 +358,12 @@ export class TaskListens {
   async #follow(listener: TaskListener, record: TaskRecord): Promise<void> {
     await listener.tell(record);
     if (TERMINAL_TASK_STATUSES.has(record.status)) return;
+    let poll: NodeJS.Timeout | undefined;
     const tellNow = async (): Promise<void> => {
       const now = await this.#source.getTask(record.taskId);
-      if (now !== undefined) await listener.tell(now);
+      // A task past its TTL is gone from the daemon: nothing more to look at.
+      if (now === undefined) clearInterval(poll);
+      else await listener.tell(now);
     };
     const forwarding = await forwardOnOwnSession(
       this.#source,
@@ -365,13 +371,21 @@ export class TaskListens {
       // Nothing is forwarded as progress: each update only prompts a look at the task.
       outsideRequest(undefined, tellNow),
     );
-    if (!listener.setForwarding(record.taskId, forwarding)) {
+    // What the stream does not show (a cancel made through another process) is seen at the
+    // next look: one every poll interval, the pace a polling client would see it at.
+    poll = setInterval(() => tellNow().catch(() => {}), TASK_POLL_INTERVAL_MS);
+    poll.unref();
+    const stop = async () => {
+      clearInterval(poll);
       await forwarding.stop();
+    };
+    if (!listener.setFollow(record.taskId, stop)) {
+      await stop();
       return;
     }
     forwarding.ended
       .then(async () => {
-        await forwarding.stop();
+        await stop();
         await tellNow();
       })
       .catch(() => {});

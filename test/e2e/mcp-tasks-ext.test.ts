@@ -247,10 +247,15 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     await end();
   });
 
-  it('answers the extension methods as the spec says: unknown task, tasks/result gone, listen needs the extension', async () => {
-    const mcp = await connect();
+  it('answers the extension methods as the spec says: unknown task, tasks/update acknowledged, tasks/result gone, listen needs the extension', async () => {
+    const { mcp, task, end } = await jobTask('methods');
     const unknown = await mcp.request('tasks/get', { taskId: 'no-such-task', _meta: WITH_TASKS });
     expect(unknown.error?.code).toBe(-32602);
+    const update = { inputResponses: {}, _meta: WITH_TASKS };
+    const updated = await mcp.request('tasks/update', { taskId: task.taskId, ...update });
+    expect(updated.result).toMatchObject({ resultType: 'complete' });
+    const notUpdated = await mcp.request('tasks/update', { taskId: 'no-such-task', ...update });
+    expect(notUpdated.error?.code).toBe(-32602);
     const result = await mcp.request('tasks/result', { taskId: 'no-such-task' });
     expect(result.error?.code).toBe(-32601);
     const refused = await mcp.request('subscriptions/listen', {
@@ -261,12 +266,12 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
       code: -32021,
       data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
     });
-    await mcp.close();
+    await end();
   });
 });
 
 describe('2026-07-28 tasks are the daemon’s', () => {
-  it('a task created over stdio is answered over /mcp and by a new mcp process, and cancelled from /mcp', async () => {
+  it('a task created over stdio is answered over /mcp and by a new mcp process, and cancelled from /mcp, which that process’s listen stream is told', async () => {
     const t = token('shared');
     const worker = await publishing(t);
     const first = await RAW_STDIO.connect(daemon, NEWEST_REVISION);
@@ -276,6 +281,8 @@ describe('2026-07-28 tasks are the daemon’s', () => {
     expect(await getTask(http, task.taskId)).toMatchObject({ status: 'working' });
     const second = await RAW_STDIO.connect(daemon, NEWEST_REVISION);
     expect(await getTask(second, task.taskId)).toMatchObject({ status: 'working' });
+    const { id } = await listen(second, [task.taskId]);
+    await eventually(() => (told(second, id, task.taskId).length > 0 ? true : undefined));
     const cancelled = await http.request('tasks/cancel', {
       taskId: task.taskId,
       _meta: WITH_TASKS,
@@ -283,6 +290,10 @@ describe('2026-07-28 tasks are the daemon’s', () => {
     expect(cancelled.error).toBeUndefined();
     await worker.reply((envelope) => envelope.type === 'cancel');
     expect(await getTask(second, task.taskId)).toMatchObject({ status: 'cancelled' });
+    // Another process's cancel: the stream shows nothing of it, the next look does.
+    await eventually(() =>
+      told(second, id, task.taskId).some((now) => now.status === 'cancelled') ? true : undefined,
+    );
     worker.destroy();
     await second.close();
     await http.close();
