@@ -39,7 +39,7 @@ import {
   watchTaskArguments,
 } from './mcp-server.js';
 import type { ProgressSource } from './progress-source.js';
-import { mcpTask, taskToolResult, unknownTask } from './tasks.js';
+import { mcpTask, taskChangedAt, taskToolResult, unknownTask } from './tasks.js';
 
 /** The extension's identifier, in server/discover and in a request's client capabilities. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -201,6 +201,8 @@ export type WriteListen = (message: ListenMessage) => Promise<void>;
 /** What one listened task has had: the last status and statusMessage told, and its follow. */
 interface Followed {
   told: string | undefined;
+  /** When the task told last had changed (ms): an older look, answered late, is not told. */
+  toldChangedAt: number;
   ended: boolean;
   /** Stops following the task (its stream, and the look every poll interval). */
   stop: (() => Promise<void>) | undefined;
@@ -223,7 +225,7 @@ class TaskListener {
   }
 
   add(taskId: string): void {
-    this.#tasks.set(taskId, { told: undefined, ended: false, stop: undefined });
+    this.#tasks.set(taskId, { told: undefined, toldChangedAt: 0, ended: false, stop: undefined });
   }
 
   follows(taskId: string): boolean {
@@ -242,10 +244,14 @@ class TaskListener {
   async tell(record: TaskRecord): Promise<void> {
     const followed = this.#tasks.get(record.taskId);
     if (followed === undefined || followed.ended || this.#closed) return;
+    // The stream and the poll both look: the later answer may carry the earlier state.
+    const changedAt = taskChangedAt(record);
+    if (changedAt < followed.toldChangedAt) return;
     const params = detailedTask(record);
     const told = `${record.status}\n${String(params.statusMessage)}`;
     if (told === followed.told) return;
     followed.told = told;
+    followed.toldChangedAt = changedAt;
     if (TERMINAL_TASK_STATUSES.has(record.status)) {
       followed.ended = true;
       // Not awaited: the follow may be the caller (its send), and its stop waits for that send.

@@ -45,9 +45,14 @@ export function statusMessage(record: TaskRecord): string {
   return fitStatusMessage(text);
 }
 
+/** When the task last changed (ms since the epoch): its status, or its stream. */
+export function taskChangedAt(record: TaskRecord): number {
+  return Math.max(record.updatedAt, record.stream?.updatedAt ?? 0);
+}
+
 /** The daemon's task as MCP's Task. */
 export function mcpTask(record: TaskRecord): Task {
-  const changedAt = Math.max(record.updatedAt, record.stream?.updatedAt ?? 0);
+  const changedAt = taskChangedAt(record);
   return {
     taskId: record.taskId,
     status: record.status,

@@ -247,6 +247,29 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     await end();
   });
 
+  it('a listen the client ended is told nothing more, while another listen of the task is', async () => {
+    const { mcp, worker, task, t, end } = await jobTask('unlisten');
+    const ended = await listen(mcp, [task.taskId]);
+    const open = await listen(mcp, [task.taskId]);
+    await eventually(() =>
+      told(mcp, ended.id, task.taskId).length > 0 && told(mcp, open.id, task.taskId).length > 0
+        ? true
+        : undefined,
+    );
+    await mcp.cancelRequest(ended.id);
+    // A request after the cancel: over stdio the cancel was read before it.
+    await getTask(mcp, task.taskId);
+    const before = told(mcp, ended.id, task.taskId).length;
+    worker.send('progress', { v: 1, progressToken: t, progress: 70, total: 100, message: 'later' });
+    await eventually(() =>
+      told(mcp, open.id, task.taskId).some((now) => now.statusMessage.includes('later'))
+        ? true
+        : undefined,
+    );
+    expect(told(mcp, ended.id, task.taskId)).toHaveLength(before);
+    await end();
+  });
+
   it('answers the extension methods as the spec says: unknown task, tasks/update acknowledged, tasks/result gone, listen needs the extension', async () => {
     const { mcp, task, end } = await jobTask('methods');
     const unknown = await mcp.request('tasks/get', { taskId: 'no-such-task', _meta: WITH_TASKS });
