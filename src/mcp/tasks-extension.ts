@@ -71,14 +71,19 @@ function declaresTasks(meta: unknown): boolean {
   return typeof extensions === 'object' && extensions !== null && TASKS_EXTENSION in extensions;
 }
 
+/** The daemon's task as the extension's Task (a task-creation result is this, and resultType). */
+function extensionTask(record: TaskRecord): Record<string, unknown> {
+  const { ttl, pollInterval, ...task } = mcpTask(record);
+  return { ...task, ttlMs: ttl, pollIntervalMs: pollInterval };
+}
+
 /**
  * The daemon's task as the extension's detailed task (tasks/get, notifications/tasks): the
  * plain watch_progress result inlined once completed; once failed, the reason as a JSON-RPC
  * error whose data still carries that result (a plain call would have returned it).
  */
 export function detailedTask(record: TaskRecord): Record<string, unknown> {
-  const { ttl, pollInterval, ...task } = mcpTask(record);
-  const detailed = { ...task, ttlMs: ttl, pollIntervalMs: pollInterval };
+  const detailed = extensionTask(record);
   if (record.status === 'completed') return { ...detailed, result: taskToolResult(record) };
   if (record.status === 'failed') {
     return {
@@ -133,7 +138,7 @@ export function serveTasksExtension(
     if (typeof input === 'string') throw new ProtocolError(ProtocolErrorCode.InvalidParams, input);
     // Answered once the daemon holds the task: a tasks/get for it resolves from now on.
     const record = await source.createTask({ progressToken: input.progressToken });
-    return { ...detailedTask(record), resultType: 'task' };
+    return { ...extensionTask(record), resultType: 'task' };
   });
   const known = async (taskId: string): Promise<TaskRecord> => {
     const record = await source.getTask(taskId);

@@ -247,6 +247,20 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     await end();
   });
 
+  it('a task of a job already done is created completed, its result only in tasks/get', async () => {
+    const { mcp, task: first, t, worker, end } = await jobTask('finished');
+    worker.send('done', { v: 1, progressToken: t, status: 'ok', message: 'rendered' });
+    await taskWhen(mcp, first.taskId, (now) => now.status === 'completed');
+    const task = await startTask(mcp, t, 'label-finished-again');
+    // A task-creation result is a Task: no result inlined there.
+    expect(task).toMatchObject({ resultType: 'task', status: 'completed' });
+    expect(task).not.toHaveProperty('result');
+    expect((await getTask(mcp, task.taskId)).result).toMatchObject({
+      structuredContent: { progressToken: t, state: 'done', status: 'ok' },
+    });
+    await end();
+  });
+
   it('a listen the client ended is told nothing more, while another listen of the task is', async () => {
     const { mcp, worker, task, t, end } = await jobTask('unlisten');
     const ended = await listen(mcp, [task.taskId]);
