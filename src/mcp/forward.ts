@@ -35,7 +35,7 @@ import {
   INITIAL_FORWARD_STATE,
 } from './forward-state.js';
 import { type ConfirmDelivery, ProgressSends, type SendProgress } from './progress-sends.js';
-import type { ProgressSession } from './progress-source.js';
+import type { ProgressSession, ProgressSource } from './progress-source.js';
 
 /**
  * What one MCP client has shown about answering the server's pings. A client
@@ -288,4 +288,33 @@ export async function forwardProgress(
       return stopped.promise;
     },
   };
+}
+
+/**
+ * Forwards `stream` into `channel` over a session of its own: opened here, closed when
+ * forwarding stops, or at once when subscribing fails.
+ */
+export async function forwardOnOwnSession(
+  source: Pick<ProgressSource, 'openSession'>,
+  stream: { progressToken: ProgressToken; minIntervalMs: number },
+  channel: RequestChannel,
+): Promise<Forwarding> {
+  const session = await source.openSession();
+  try {
+    return await forwardProgress(session, stream, channel, { release: () => session.close() });
+  } catch (error) {
+    await session.close();
+    throw error;
+  }
+}
+
+/**
+ * A channel outside any MCP request (a task outlives its call): no ping before a result, no
+ * cancel; `send` undefined: updates are only counted.
+ */
+export function outsideRequest(
+  label: ProgressToken | undefined,
+  send: SendProgress | undefined,
+): RequestChannel {
+  return { label, send, ping: undefined, pings: new PingRecord(), signal: undefined };
 }

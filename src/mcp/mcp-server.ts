@@ -39,7 +39,7 @@ import {
   type WatchResult,
   watchResult,
 } from './describe.js';
-import { type Forwarding, forwardProgress, PingRecord, type RequestChannel } from './forward.js';
+import { forwardOnOwnSession, PingRecord, type RequestChannel } from './forward.js';
 import type { ConfirmDelivery, SendProgress } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 import { DaemonTaskStore } from './tasks.js';
@@ -204,20 +204,10 @@ function serveWatchAsTask(
   tools: readonly ProgressTool[],
   defaultMinIntervalMs: number,
 ): void {
-  const watchInput = z.object(
-    tools.find((tool) => tool.name === WATCH_TOOL)?.config.inputSchema ?? {},
-  );
-  // The handlers the SDK registered (Protocol keeps them by method; there is no public getter).
-  const handlers = (server.server as unknown as { _requestHandlers: Map<string, RawHandler> })
-    ._requestHandlers;
+  const watchArguments = watchTaskArguments(tools);
+  const handlers = sdkRequestHandlers<RawHandler>(server.server, '@modelcontextprotocol/sdk');
   const list = handlers.get('tools/list');
   const call = handlers.get('tools/call');
-  if (list === undefined || call === undefined) {
-    throw new BridgeError(
-      'sdk_mismatch',
-      'the MCP SDK registered no tools/list or tools/call handler: install the @modelcontextprotocol/sdk version package.json pins (npm ci)',
-    );
-  }
   handlers.set('tools/list', async (request, extra) => {
     const result = (await list(request, extra)) as {
       tools: Array<{ name: string; execution?: object }>;
@@ -229,14 +219,8 @@ function serveWatchAsTask(
   handlers.set('tools/call', async (request, extra) => {
     const params = request.params as CallToolRequest['params'] | undefined;
     if (params?.task === undefined || params.name !== WATCH_TOOL) return call(request, extra);
-    const args = watchInput.safeParse(params.arguments ?? {});
-    if (!args.success) {
-      throw new McpError(
-        ErrorCode.InvalidParams,
-        `watch_progress: invalid arguments: ${args.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`,
-      );
-    }
-    const input = args.data as { progressToken: ProgressToken; minIntervalMs?: number };
+    const input = watchArguments(params.arguments);
+    if (typeof input === 'string') throw new McpError(ErrorCode.InvalidParams, input);
     const ttl = params.task.ttl;
     const task = await tasks.createTask(
       ttl === undefined ? {} : { ttl },
@@ -254,6 +238,53 @@ function serveWatchAsTask(
 }
 
 /**
+ * The request handlers an MCP SDK registered, by method, to wrap one: the 1.x Protocol and the
+ * 2.x server's keep them alike, with no public getter. A missing one is another SDK version
+ * than package.json pins (`sdk`): sdk_mismatch.
+ */
+export function sdkRequestHandlers<Handler>(protocol: object, sdk: string) {
+  const handlers = (protocol as { _requestHandlers?: Map<string, Handler> })._requestHandlers;
+  return {
+    get(method: string): Handler {
+      const handler = handlers?.get(method);
+      if (handler === undefined) {
+        throw new BridgeError(
+          'sdk_mismatch',
+          `${sdk} registered no ${method} handler: install the version package.json pins (npm ci)`,
+        );
+      }
+      return handler;
+    },
+    set(method: string, handler: Handler): void {
+      handlers?.set(method, handler);
+    },
+  };
+}
+
+/** The arguments of watch_progress called as a task, as its tool checks them. */
+export interface WatchTaskArguments {
+  readonly progressToken: ProgressToken;
+  readonly minIntervalMs?: number;
+}
+
+/**
+ * Checks the arguments of a watch_progress call made as a task (the SDK checks a plain call's):
+ * the arguments, or what is wrong with them, for the caller's SDK to answer as invalid params.
+ */
+export function watchTaskArguments(
+  tools: readonly ProgressTool[],
+): (args: unknown) => WatchTaskArguments | string {
+  const watchInput = z.object(
+    tools.find((tool) => tool.name === WATCH_TOOL)?.config.inputSchema ?? {},
+  );
+  return (args) => {
+    const parsed = watchInput.safeParse(args ?? {});
+    if (parsed.success) return parsed.data as unknown as WatchTaskArguments;
+    return `watch_progress: invalid arguments: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`;
+  };
+}
+
+/**
  * The tools, defined once for every revision the server speaks. `pings` is
  * what this server's one client has shown about answering pings.
  */
@@ -266,7 +297,7 @@ export function progressTools(
   return [watchTool(source, defaultMinIntervalMs, pings), listTool(source), getTool(source)];
 }
 
-const WATCH_TOOL = 'watch_progress';
+export const WATCH_TOOL = 'watch_progress';
 
 function watchTool(
   source: ProgressSource,
@@ -426,19 +457,11 @@ async function watch(
   channel: RequestChannel,
   request: { token: ProgressToken; timeoutMs: number; minIntervalMs: number },
 ): Promise<WatchResult> {
-  const session = await source.openSession();
-  let forwarding: Forwarding;
-  try {
-    forwarding = await forwardProgress(
-      session,
-      { progressToken: request.token, minIntervalMs: request.minIntervalMs },
-      channel,
-      { release: () => session.close() },
-    );
-  } catch (error) {
-    await session.close();
-    throw error;
-  }
+  const forwarding = await forwardOnOwnSession(
+    source,
+    { progressToken: request.token, minIntervalMs: request.minIntervalMs },
+    channel,
+  );
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, request.timeoutMs);

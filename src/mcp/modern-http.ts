@@ -8,19 +8,35 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
 import type { ProgressServerOptions } from './mcp-server.js';
 import { createModernProgressMcpServer } from './modern-server.js';
+import {
+  type ListenMessage,
+  refusedListen,
+  type TaskListenRequest,
+  TaskListens,
+  taskListenRequest,
+} from './tasks-extension.js';
 
 export class ModernMcpHttp {
   readonly #handler: McpHttpHandler;
+  /** Every task listen stream of /mcp: a cancel on any request is told to them all. */
+  readonly #listens: TaskListens;
 
   constructor(options: ProgressServerOptions) {
+    this.#listens = new TaskListens(options.source);
     // 'reject': http-sessions.ts keeps serving the 2025 revisions with their sessions.
-    this.#handler = createMcpHandler(() => createModernProgressMcpServer(options), {
+    this.#handler = createMcpHandler(() => createModernProgressMcpServer(options, this.#listens), {
       legacy: 'reject',
     });
   }
 
   /** Answers one POST whose body the caller already read and parsed. */
   async serve(request: IncomingMessage, response: ServerResponse, body: unknown): Promise<void> {
+    // The 2.x entry serves subscriptions/listen itself and knows no task ids: such a listen is ours.
+    const listen = taskListenRequest(body);
+    if (listen !== undefined) {
+      this.#listen(listen, response);
+      return;
+    }
     // A client that goes away mid tools/call aborts its watch (and the subscription) at once.
     const gone = new AbortController();
     response.once('close', () => {
@@ -64,7 +80,34 @@ export class ModernMcpHttp {
   }
 
   async close(): Promise<void> {
+    await this.#listens.close();
     await this.#handler.close();
+  }
+
+  /** Serves a listen for tasks as the POST's SSE stream, until the client closes it. */
+  #listen(listen: TaskListenRequest, response: ServerResponse): void {
+    if (!listen.declared) {
+      // As the 2.x entry answers a missing capability: 400 with the JSON-RPC error.
+      response.writeHead(400, { 'content-type': 'application/json' });
+      response.end(JSON.stringify(refusedListen(listen)));
+      return;
+    }
+    response.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+    });
+    const write = async (message: ListenMessage): Promise<void> => {
+      if (response.destroyed || response.writableEnded) throw new Error('the listen stream closed');
+      if (!response.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`)) {
+        await writable(response);
+      }
+      // The graceful end (the listen's result) closes the stream.
+      if ('result' in message) response.end();
+    };
+    const gone = new AbortController();
+    response.once('close', () => gone.abort());
+    this.#listens.listen(listen, write, gone.signal).catch(() => response.destroy());
   }
 }
 

@@ -3,6 +3,7 @@
  * 2026-07-28 revision: they open with server/discover instead of initialize
  * and carry their version and capabilities in every request's _meta, with
  * no session. The 2025 revisions stay on the SDK 1.x server (mcp-server.ts).
+ * watch_progress is also a task here, through the tasks extension (tasks-extension.ts).
  */
 import { McpServer, type ServerContext } from '@modelcontextprotocol/server';
 import { VERSION } from '../shared/version.js';
@@ -13,20 +14,51 @@ import {
   SERVER_NAME,
   type ToolRequest,
 } from './mcp-server.js';
+import {
+  serveTasksExtension,
+  TASKS_EXTENSION_CAPABILITIES,
+  TaskListens,
+} from './tasks-extension.js';
 
-export function createModernProgressMcpServer(options: ProgressServerOptions): McpServer {
+/** The listen streams of each server that owns its own (one per stdio connection). */
+const ownListens = new WeakMap<McpServer, TaskListens>();
+
+/**
+ * A 2.x server of the tools. `listens`: the task listen streams it tells of its cancels, when
+ * they outlive it (/mcp builds a server per request); none: its own, ended when it closes.
+ */
+export function createModernProgressMcpServer(
+  options: ProgressServerOptions,
+  listens?: TaskListens,
+): McpServer {
   const server = new McpServer(
     { name: SERVER_NAME, version: VERSION },
-    { instructions: SERVER_INSTRUCTIONS },
+    { instructions: SERVER_INSTRUCTIONS, capabilities: TASKS_EXTENSION_CAPABILITIES },
   );
-  for (const tool of progressTools(options)) {
+  const tools = progressTools(options);
+  for (const tool of tools) {
     server.registerTool(
       tool.name,
       tool.config,
       (args: Record<string, unknown>, ctx: ServerContext) => tool.run(args, modernRequest(ctx)),
     );
   }
+  const taskListens = listens ?? new TaskListens(options.source);
+  serveTasksExtension(server, options.source, tools, taskListens);
+  if (listens === undefined) {
+    ownListens.set(server, taskListens);
+    const close = server.close.bind(server);
+    server.close = async () => {
+      await taskListens.close();
+      await close();
+    };
+  }
   return server;
+}
+
+/** The task listen streams a server made by createModernProgressMcpServer serves on its own. */
+export function taskListensOf(server: McpServer): TaskListens | undefined {
+  return ownListens.get(server);
 }
 
 function modernRequest(ctx: ServerContext): ToolRequest {

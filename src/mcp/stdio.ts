@@ -91,14 +91,45 @@ async function connectByRevision(
     await server.connect(handover);
     return () => server.close();
   }
-  const { serveStdio: serveByRevision } = await import('@modelcontextprotocol/server/stdio');
+  const [{ serveStdio: serveByRevision }, { taskListensOf }, { taskListenRequest }] =
+    await Promise.all([
+      import('@modelcontextprotocol/server/stdio'),
+      import('./modern-server.js'),
+      import('./tasks-extension.js'),
+    ]);
+  // Built before the entry reads anything, so that a listen for tasks is never the entry's:
+  // the 2.x entry serves subscriptions/listen itself and knows no task ids.
+  const instance = await modern();
+  const listens = taskListensOf(instance);
+  if (listens !== undefined) {
+    handover.intercept = (message) => {
+      const listen = taskListenRequest(message);
+      if (listen !== undefined) {
+        listens.listen(listen, (out) => handover.send(out as JSONRPCMessage)).catch(() => {});
+        return true;
+      }
+      const cancelled = cancelledRequestId(message);
+      // A cancel of a listen of ours is ours; any other goes on to the entry.
+      return cancelled !== undefined && listens.cancel(cancelled);
+    };
+  }
   const handle = serveByRevision(
     // Should the 2.x entry pin a 2025 instance on this connection after all (a client that
     // falls back to initialize), the 1.x server serves it: the entry only connects and closes it.
-    ({ era }) => (era === 'modern' ? modern() : (server as unknown as ModernMcpServer)),
+    ({ era }) => (era === 'modern' ? instance : (server as unknown as ModernMcpServer)),
     { transport: handover },
   );
-  return () => handle.close();
+  return async () => {
+    await listens?.close();
+    await handle.close();
+  };
+}
+
+/** The request a notifications/cancelled names, if `message` is one. */
+function cancelledRequestId(message: JSONRPCMessage): string | number | undefined {
+  if (!('method' in message) || message.method !== 'notifications/cancelled') return undefined;
+  const requestId = (message.params as { requestId?: unknown } | undefined)?.requestId;
+  return typeof requestId === 'string' || typeof requestId === 'number' ? requestId : undefined;
 }
 
 /**
@@ -109,6 +140,8 @@ class Handover implements Transport {
   onmessage?: ((message: JSONRPCMessage) => void) | undefined;
   onclose?: (() => void) | undefined;
   onerror?: ((error: Error) => void) | undefined;
+  /** Sees each message first; true: it was served there, the connected side never sees it. */
+  intercept: ((message: JSONRPCMessage) => boolean) | undefined = undefined;
   readonly first: JSONRPCMessage;
   readonly #wire: StdioServerTransport;
   readonly #held: JSONRPCMessage[];
@@ -119,7 +152,7 @@ class Handover implements Transport {
     this.#held = held;
     this.first = held[0] as JSONRPCMessage;
     wire.onmessage = (message) => {
-      if (this.#live) this.onmessage?.(message);
+      if (this.#live) this.#deliver(message);
       else this.#held.push(message);
     };
     wire.onerror = (error) => this.onerror?.(error);
@@ -148,9 +181,14 @@ class Handover implements Transport {
   async start(): Promise<void> {
     // The connecting side set its handlers before start: deliver what was held, in order.
     queueMicrotask(() => {
-      while (this.#held.length > 0) this.onmessage?.(this.#held.shift() as JSONRPCMessage);
+      while (this.#held.length > 0) this.#deliver(this.#held.shift() as JSONRPCMessage);
       this.#live = true;
     });
+  }
+
+  #deliver(message: JSONRPCMessage): void {
+    if (this.intercept?.(message) === true) return;
+    this.onmessage?.(message);
   }
 
   send(message: JSONRPCMessage, _options?: TransportSendOptions): Promise<void> {

@@ -22,7 +22,7 @@ import {
   view,
   watchResult,
 } from './describe.js';
-import { type Forwarding, forwardProgress, PingRecord } from './forward.js';
+import { type Forwarding, forwardOnOwnSession, outsideRequest } from './forward.js';
 import type { SendProgress } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 
@@ -45,9 +45,14 @@ export function statusMessage(record: TaskRecord): string {
   return fitStatusMessage(text);
 }
 
+/** When the task last changed (ms since the epoch): its status, or its stream. */
+export function taskChangedAt(record: TaskRecord): number {
+  return Math.max(record.updatedAt, record.stream?.updatedAt ?? 0);
+}
+
 /** The daemon's task as MCP's Task. */
 export function mcpTask(record: TaskRecord): Task {
-  const changedAt = Math.max(record.updatedAt, record.stream?.updatedAt ?? 0);
+  const changedAt = taskChangedAt(record);
   return {
     taskId: record.taskId,
     status: record.status,
@@ -80,7 +85,7 @@ export function taskToolResult(record: TaskRecord) {
   };
 }
 
-function unknownTask(taskId: string): BridgeError {
+export function unknownTask(taskId: string): BridgeError {
   return new BridgeError(
     'invalid_option',
     `no task ${JSON.stringify(taskId)}: it was never created or its TTL passed (tasks/list shows the tasks the daemon keeps)`,
@@ -179,27 +184,13 @@ export class DaemonTaskStore implements TaskStore {
     minIntervalMs: number,
   ): Promise<void> {
     if (TERMINAL_TASK_STATUSES.has(task.status as TaskRecord['status'])) return;
-    const session = await this.#source.openSession();
     const send: SendProgress = (notification) =>
       this.#send(notification as { method: string; params: Record<string, unknown> }, task.taskId);
-    let forwarding: Forwarding;
-    try {
-      forwarding = await forwardProgress(
-        session,
-        { progressToken: token, minIntervalMs },
-        {
-          label,
-          send: label === undefined ? undefined : send,
-          ping: undefined,
-          pings: new PingRecord(),
-          signal: undefined,
-        },
-        { release: () => session.close() },
-      );
-    } catch (error) {
-      await session.close();
-      throw error;
-    }
+    const forwarding = await forwardOnOwnSession(
+      this.#source,
+      { progressToken: token, minIntervalMs },
+      outsideRequest(label, label === undefined ? undefined : send),
+    );
     this.#followers.set(task.taskId, forwarding);
     forwarding.ended
       .then(async (end) => {

@@ -167,3 +167,11 @@ export const TASK_POLL_INTERVAL_MS = 1000;
  * (a 4 KiB message), so the table stays under 60 MiB at the cap, typically under 5 MiB.
  */
 export const MAX_LIVE_TASKS = 10_000;
+
+/**
+ * A `subscriptions/listen` stream of the 2026-07-28 tasks extension follows at most this many
+ * task ids (more are left out of its acknowledgement), and tells each task's statusMessage at
+ * most once per TASK_STATUS_MIN_INTERVAL_MS: a status change (the task's end) goes out at once.
+ */
+export const MAX_LISTENED_TASKS = 100;
+export const TASK_STATUS_MIN_INTERVAL_MS = 250;

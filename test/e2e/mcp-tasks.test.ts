@@ -1,80 +1,19 @@
 /**
  * watch_progress as a 2025-11-25 task (SEP-1686), driven by a raw JSON-RPC client over the
- * stdio of the real `mcp-progress mcp`, with real workers on the daemon's socket.
+ * stdio of the real `mcp-progress mcp` and over the daemon's /mcp (a session, with its GET
+ * stream), with real workers on the daemon's socket. Each scenario runs over both.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { progressFor, RAW_TRANSPORTS, type RawMcp, taskOnJob } from '../helpers/raw-mcp.js';
 import {
-  BIN,
-  cleanupAll,
-  eventually,
-  type RunningDaemon,
-  startDaemon,
-  waitForExit,
-} from '../helpers/daemon.js';
-import { type RawWorker, rawWorker } from '../helpers/worker.js';
+  publishingWorker,
+  publishSteadily,
+  type RawWorker,
+  steadyJobResult,
+} from '../helpers/worker.js';
 
 const RELATED = 'io.modelcontextprotocol/related-task';
-
-interface Message {
-  id?: number;
-  method?: string;
-  params?: Record<string, unknown> & { _meta?: Record<string, unknown> };
-  result?: Record<string, unknown> & { _meta?: Record<string, unknown> };
-  error?: { code: number; message: string };
-}
-
-/** A raw newline-delimited JSON-RPC client of one `mcp-progress mcp` process. */
-interface RawStdio {
-  readonly child: ChildProcess;
-  readonly received: Message[];
-  request(method: string, params?: unknown): Promise<Message>;
-  close(): Promise<void>;
-}
-
-async function rawStdio(runtimeDir: string): Promise<RawStdio> {
-  const child = spawn(process.execPath, [BIN, 'mcp', '--runtime-dir', runtimeDir], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...process.env, MCP_PROGRESS_SOCKET: '' },
-  });
-  const received: Message[] = [];
-  let buffer = '';
-  child.stdout?.setEncoding('utf8').on('data', (text: string) => {
-    buffer += text;
-    let newline = buffer.indexOf('\n');
-    while (newline !== -1) {
-      const line = buffer.slice(0, newline).trim();
-      buffer = buffer.slice(newline + 1);
-      if (line !== '') received.push(JSON.parse(line) as Message);
-      newline = buffer.indexOf('\n');
-    }
-  });
-  let nextId = 1;
-  const client: RawStdio = {
-    child,
-    received,
-    async request(method, params) {
-      const id = nextId++;
-      child.stdin?.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
-      return eventually(() => received.find((m) => m.id === id && !('method' in m)), 30_000);
-    },
-    async close() {
-      child.stdin?.end();
-      child.kill('SIGTERM');
-      await waitForExit(child);
-    },
-  };
-  const init = await client.request('initialize', {
-    protocolVersion: '2025-11-25',
-    capabilities: {},
-    clientInfo: { name: 'raw-tasks', version: '0' },
-  });
-  if (init.error !== undefined) throw new Error(init.error.message);
-  child.stdin?.write(
-    `${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`,
-  );
-  return client;
-}
 
 let daemon: RunningDaemon;
 let counter = 0;
@@ -89,7 +28,7 @@ afterAll(async () => {
 });
 
 /** Starts a task of watch_progress on `t`, with `label` as the caller's progressToken. */
-async function startTask(mcp: RawStdio, t: string, label: string) {
+async function startTask(mcp: RawMcp, t: string, label: string) {
   const reply = await mcp.request('tools/call', {
     name: 'watch_progress',
     arguments: { progressToken: t, minIntervalMs: 0 },
@@ -105,29 +44,24 @@ async function startTask(mcp: RawStdio, t: string, label: string) {
   };
 }
 
-async function getTask(mcp: RawStdio, taskId: string) {
+async function getTask(mcp: RawMcp, taskId: string) {
   const reply = await mcp.request('tasks/get', { taskId });
   expect(reply.error).toBeUndefined();
   return reply.result as { status: string; statusMessage: string; taskId: string };
 }
 
-function progressFor(mcp: RawStdio, label: string): Message[] {
-  return mcp.received.filter(
-    (m) => m.method === 'notifications/progress' && m.params?.progressToken === label,
-  );
+function publishing(t: string): Promise<RawWorker> {
+  return publishingWorker(daemon.info.socket, t);
 }
 
-async function publishing(t: string): Promise<RawWorker> {
-  const worker = await rawWorker(daemon.info.socket);
-  worker.send('progress', { v: 1, progressToken: t, progress: 0, total: 100, message: 'starting' });
-  return worker;
-}
+describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', (transport) => {
+  const jobTask = async (what: string) =>
+    taskOnJob(await connect(), daemon.info.socket, token(what), `label-${what}`, startTask);
+  const connect = () => transport.connect(daemon, '2025-11-25');
 
-describe('watch_progress as a 2025-11-25 task over stdio', () => {
   it('declares tasks and marks watch_progress optional', async () => {
-    const mcp = await rawStdio(daemon.runtimeDir);
-    const init = mcp.received.find((m) => m.id === 1);
-    expect(init?.result?.capabilities).toMatchObject({
+    const mcp = await connect();
+    expect(mcp.opening.result?.capabilities).toMatchObject({
       tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
     });
     const tools = (await mcp.request('tools/list')).result?.tools as Array<{
@@ -141,27 +75,16 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
   });
 
   it('creates a task at once, follows the stream in statusMessage, forwards progress until completed, and returns the plain result', async () => {
-    const mcp = await rawStdio(daemon.runtimeDir);
-    const t = token('ok');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-ok');
+    const { mcp, t, worker, task, end } = await jobTask('ok');
     expect(task).toMatchObject({ status: 'working', ttl: 120_000, pollInterval: 1000 });
-    // Steady values, so that the daemon knows a rate and an ETA.
-    for (let step = 1; step <= 4; step++) {
-      worker.send('progress', {
-        v: 1,
-        progressToken: t,
-        progress: step * 10,
-        total: 100,
-        message: `step ${step}`,
-      });
+    await publishSteadily(worker, t, 4, async (step) => {
       await eventually(() =>
         progressFor(mcp, 'label-ok').some((m) => m.params?.progress === step * 10)
           ? true
           : undefined,
       );
       await new Promise((resolve) => setImmediate(resolve));
-    }
+    });
     const forwarded = progressFor(mcp, 'label-ok');
     expect(forwarded.at(-1)?.params?._meta?.[RELATED]).toEqual({ taskId: task.taskId });
     const running = await eventually(async () => {
@@ -176,14 +99,7 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
     worker.send('done', { v: 1, progressToken: t, status: 'ok', message: 'rendered' });
     const final = await result;
     expect(final.result).toMatchObject({
-      structuredContent: {
-        progressToken: t,
-        state: 'done',
-        status: 'ok',
-        message: 'rendered',
-        timedOut: false,
-        progress: 40,
-      },
+      structuredContent: steadyJobResult(t, 4),
       _meta: { [RELATED]: { taskId: task.taskId } },
     });
     const status = await eventually(() =>
@@ -202,15 +118,11 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
           (m) => m.method === 'notifications/progress' && m.params?.progressToken === 'label-ok',
         ),
     ).toEqual([]);
-    worker.destroy();
-    await mcp.close();
+    await end();
   });
 
   it('cancel reaches the worker, answers cancelled, and stops the progress', async () => {
-    const mcp = await rawStdio(daemon.runtimeDir);
-    const t = token('cancel');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-cancel');
+    const { mcp, t, worker, task, end } = await jobTask('cancel');
     const cancelled = await mcp.request('tasks/cancel', { taskId: task.taskId });
     expect(cancelled.result).toMatchObject({ taskId: task.taskId, status: 'cancelled' });
     const cancel = await worker.reply((envelope) => envelope.type === 'cancel');
@@ -222,15 +134,11 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
       (await getTask(mcp, task.taskId)).statusMessage.includes('50/100') ? undefined : true,
     );
     expect(progressFor(mcp, 'label-cancel').length).toBe(before);
-    worker.destroy();
-    await mcp.close();
+    await end();
   });
 
   it('fails with the reason when the worker is abandoned', async () => {
-    const mcp = await rawStdio(daemon.runtimeDir);
-    const t = token('abandoned');
-    const worker = await publishing(t);
-    const task = await startTask(mcp, t, 'label-abandoned');
+    const { mcp, worker, task, end } = await jobTask('abandoned');
     await eventually(() => (progressFor(mcp, 'label-abandoned').length > 0 ? true : undefined));
     worker.destroy();
     const failed = await eventually(async () => {
@@ -238,16 +146,16 @@ describe('watch_progress as a 2025-11-25 task over stdio', () => {
       return now.status === 'failed' ? now : undefined;
     });
     expect(failed.statusMessage).toMatch(/abandoned/);
-    await mcp.close();
+    await end();
   });
 
-  it('a new mcp process answers for a task the previous one created', async () => {
-    const first = await rawStdio(daemon.runtimeDir);
+  it('a new client (over stdio: a new mcp process) answers for a task the previous one created', async () => {
+    const first = await connect();
     const t = token('restart');
     const worker = await publishing(t);
     const task = await startTask(first, t, 'label-restart');
     await first.close();
-    const second = await rawStdio(daemon.runtimeDir);
+    const second = await connect();
     expect(await getTask(second, task.taskId)).toMatchObject({ status: 'working' });
     const listed = (await second.request('tasks/list')).result?.tasks as Array<{ taskId: string }>;
     expect(listed.map((listedTask) => listedTask.taskId)).toContain(task.taskId);

@@ -52,3 +52,51 @@ export async function rawWorker(socketPath: string): Promise<RawWorker> {
     destroy: () => socket.destroy(),
   };
 }
+
+/** A raw worker that has published a first value (0 of 100, "starting") on `token`. */
+export async function publishingWorker(socketPath: string, token: string): Promise<RawWorker> {
+  const worker = await rawWorker(socketPath);
+  worker.send('progress', {
+    v: 1,
+    progressToken: token,
+    progress: 0,
+    total: 100,
+    message: 'starting',
+  });
+  return worker;
+}
+
+/**
+ * Publishes steady values on `token` (step N: N*10 of 100, "step N"), each once the one before
+ * was `seen`: the daemon then knows a rate and an ETA.
+ */
+export async function publishSteadily(
+  worker: RawWorker,
+  token: string,
+  steps: number,
+  seen: (step: number) => Promise<unknown>,
+): Promise<void> {
+  for (let step = 1; step <= steps; step++) {
+    worker.send('progress', {
+      v: 1,
+      progressToken: token,
+      progress: step * 10,
+      total: 100,
+      message: `step ${step}`,
+    });
+    await seen(step);
+  }
+}
+
+/** The structuredContent a watch_progress result has for a steady job of `steps` done ok, "rendered". */
+export function steadyJobResult(token: string, steps: number) {
+  return {
+    progressToken: token,
+    state: 'done',
+    status: 'ok',
+    message: 'rendered',
+    timedOut: false,
+    progress: steps * 10,
+    total: 100,
+  };
+}

@@ -1,0 +1,404 @@
+/**
+ * watch_progress as a task on the 2026-07-28 revision, through the tasks extension
+ * (`io.modelcontextprotocol/tasks`, SEP-2663), on the @modelcontextprotocol/server 2.x server,
+ * which has the extension's method names but no task runtime. As for 2025-11-25 (tasks.ts),
+ * the task is the daemon's: any `mcp-progress mcp` process, or /mcp, answers for any task.
+ *
+ * What the spec asks and what is done here (README, docs/COMPATIBILITY.md):
+ * - server/discover lists the extension; a tools/call of watch_progress answers a task
+ *   (`resultType: "task"`) only when that request's client capabilities list it;
+ * - tasks/get answers the detailed task: the plain call's result inlined once completed,
+ *   the reason as a JSON-RPC error once failed; tasks/cancel cancels in the daemon (which
+ *   tells the worker) before it answers; tasks/update has nothing to take (never input_required);
+ * - no progress notification is sent for a task: its statusMessage is the progress;
+ * - `subscriptions/listen` with `notifications.taskIds` gets `notifications/tasks` (the 2.x
+ *   entries serve the listen method themselves, so the transports hand such a listen here).
+ */
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  type McpServer,
+  MissingRequiredClientCapabilityError,
+  ProtocolError,
+  ProtocolErrorCode,
+  type ServerContext,
+  SUBSCRIPTION_ID_META_KEY,
+} from '@modelcontextprotocol/server';
+import * as z from 'zod';
+import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
+import {
+  MAX_LISTENED_TASKS,
+  TASK_POLL_INTERVAL_MS,
+  TASK_STATUS_MIN_INTERVAL_MS,
+} from '../shared/defaults.js';
+import type { BridgeError } from '../shared/errors.js';
+import { forwardOnOwnSession, outsideRequest } from './forward.js';
+import {
+  type ProgressTool,
+  sdkRequestHandlers,
+  WATCH_TOOL,
+  watchTaskArguments,
+} from './mcp-server.js';
+import type { ProgressSource } from './progress-source.js';
+import { mcpTask, taskChangedAt, taskToolResult, unknownTask } from './tasks.js';
+
+/** The extension's identifier, in server/discover and in a request's client capabilities. */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+/** What a subscriptions/listen stream is told when a task changes (SEP-2663; not 2025's .../status). */
+export const TASK_STATUS_NOTIFICATION = 'notifications/tasks';
+const LISTEN_METHOD = 'subscriptions/listen';
+const LISTEN_ACKNOWLEDGED = 'notifications/subscriptions/acknowledged';
+
+/** The capabilities server/discover shows for the extension (an empty object: no settings). */
+export const TASKS_EXTENSION_CAPABILITIES = { extensions: { [TASKS_EXTENSION]: {} } };
+
+type RequestId = string | number;
+
+/** A JSON-RPC message this module writes to a listen stream. */
+export type ListenMessage = {
+  jsonrpc: '2.0';
+  method?: string;
+  id?: RequestId;
+  params?: Record<string, unknown>;
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string; data?: unknown };
+};
+
+/** Whether a request's `_meta` envelope (or its lifted form) lists the tasks extension. */
+function declaresTasks(meta: unknown): boolean {
+  if (typeof meta !== 'object' || meta === null) return false;
+  const capabilities = (meta as Record<string, unknown>)[CLIENT_CAPABILITIES_META_KEY];
+  const extensions = (capabilities as { extensions?: unknown } | undefined)?.extensions;
+  return typeof extensions === 'object' && extensions !== null && TASKS_EXTENSION in extensions;
+}
+
+/** The daemon's task as the extension's Task (a task-creation result is this, and resultType). */
+function extensionTask(record: TaskRecord): Record<string, unknown> {
+  const { ttl, pollInterval, ...task } = mcpTask(record);
+  return { ...task, ttlMs: ttl, pollIntervalMs: pollInterval };
+}
+
+/**
+ * The daemon's task as the extension's detailed task (tasks/get, notifications/tasks): the
+ * plain watch_progress result inlined once completed; once failed, the reason as a JSON-RPC
+ * error whose data still carries that result (a plain call would have returned it).
+ */
+export function detailedTask(record: TaskRecord): Record<string, unknown> {
+  const detailed = extensionTask(record);
+  if (record.status === 'completed') return { ...detailed, result: taskToolResult(record) };
+  if (record.status === 'failed') {
+    return {
+      ...detailed,
+      error: {
+        code: ProtocolErrorCode.InternalError,
+        message: record.reason ?? 'the job failed',
+        data: { result: taskToolResult(record) },
+      },
+    };
+  }
+  return detailed;
+}
+
+function missingTasksCapability(): MissingRequiredClientCapabilityError {
+  return new MissingRequiredClientCapabilityError(
+    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+    `declare the ${TASKS_EXTENSION} extension in the request's client capabilities to listen for tasks`,
+  );
+}
+
+/** A BridgeError of the daemon's task table, as the invalid-params error the client is answered. */
+function invalidParams(error: BridgeError): ProtocolError {
+  return new ProtocolError(ProtocolErrorCode.InvalidParams, error.message);
+}
+
+const taskIdParams = z.object({ taskId: z.string().min(1) });
+
+type RawHandler = (request: { params?: unknown }, ctx: ServerContext) => Promise<unknown>;
+
+/**
+ * Serves the extension on one 2.x server: lists it for server/discover (the caller passes
+ * TASKS_EXTENSION_CAPABILITIES to the server), answers watch_progress with a task when asked,
+ * and the extension's methods. `listens` hears of cancels made here.
+ */
+export function serveTasksExtension(
+  server: McpServer,
+  source: ProgressSource,
+  tools: readonly ProgressTool[],
+  listens: TaskListens,
+): void {
+  const watchArguments = watchTaskArguments(tools);
+  const handlers = sdkRequestHandlers<RawHandler>(server.server, '@modelcontextprotocol/server');
+  const call = handlers.get('tools/call');
+  handlers.set('tools/call', async (request, ctx) => {
+    const params = request.params as { name?: unknown; arguments?: unknown } | undefined;
+    // The server decides; a client that did not declare the extension never gets a task.
+    if (params?.name !== WATCH_TOOL || !declaresTasks(ctx.mcpReq.envelope)) {
+      return call(request, ctx);
+    }
+    const input = watchArguments(params.arguments);
+    if (typeof input === 'string') throw new ProtocolError(ProtocolErrorCode.InvalidParams, input);
+    // Answered once the daemon holds the task: a tasks/get for it resolves from now on.
+    const record = await source.createTask({ progressToken: input.progressToken });
+    return { ...extensionTask(record), resultType: 'task' };
+  });
+  const known = async (taskId: string): Promise<TaskRecord> => {
+    const record = await source.getTask(taskId);
+    if (record === undefined) throw invalidParams(unknownTask(taskId));
+    return record;
+  };
+  server.server.setRequestHandler('tasks/get', { params: taskIdParams }, async ({ taskId }) =>
+    detailedTask(await known(taskId)),
+  );
+  server.server.setRequestHandler('tasks/cancel', { params: taskIdParams }, async ({ taskId }) => {
+    // The daemon marks the task cancelled and tells its workers before this answers.
+    const { task } = await source.cancelTask(taskId);
+    if (task === undefined) throw invalidParams(unknownTask(taskId));
+    await listens.changed(task);
+    return {};
+  });
+  // Never input_required, so no input is outstanding: an update of a known task is acknowledged
+  // (its inputResponses, which the SDK lifts out of the params, are ignored, as the spec says).
+  server.server.setRequestHandler('tasks/update', { params: taskIdParams }, async ({ taskId }) => {
+    await known(taskId);
+    return {};
+  });
+}
+
+/** A subscriptions/listen request that asks for task notifications, as read off the wire. */
+export interface TaskListenRequest {
+  readonly id: RequestId;
+  readonly taskIds: readonly string[];
+  /** Whether its client capabilities list the tasks extension (else it is refused, -32021). */
+  readonly declared: boolean;
+}
+
+/**
+ * The listen request in `message` when it asks for `notifications.taskIds`; any other message
+ * (a listen for list changes included) is the 2.x entry's to serve.
+ */
+export function taskListenRequest(message: unknown): TaskListenRequest | undefined {
+  if (typeof message !== 'object' || message === null) return undefined;
+  const { method, id, params } = message as { method?: unknown; id?: unknown; params?: unknown };
+  if (method !== LISTEN_METHOD || (typeof id !== 'string' && typeof id !== 'number'))
+    return undefined;
+  const { notifications, _meta } = (params ?? {}) as { notifications?: unknown; _meta?: unknown };
+  const taskIds = (notifications as { taskIds?: unknown } | undefined)?.taskIds;
+  if (!Array.isArray(taskIds)) return undefined;
+  return {
+    id,
+    taskIds: taskIds.filter((taskId): taskId is string => typeof taskId === 'string'),
+    declared: declaresTasks(_meta),
+  };
+}
+
+/** The error a listen request without the extension declared is answered with (-32021). */
+export function refusedListen(request: TaskListenRequest): ListenMessage {
+  const error = missingTasksCapability();
+  return {
+    jsonrpc: '2.0',
+    id: request.id,
+    error: { code: error.code, message: error.message, data: error.data },
+  };
+}
+
+/** Writes one message to a listen stream; a rejection ends that listen. */
+export type WriteListen = (message: ListenMessage) => Promise<void>;
+
+/** What one listened task has had: the last status and statusMessage told, and its follow. */
+interface Followed {
+  told: string | undefined;
+  /** When the task told last had changed (ms): an older look, answered late, is not told. */
+  toldChangedAt: number;
+  ended: boolean;
+  /** Stops following the task (its stream, and the look every poll interval). */
+  stop: (() => Promise<void>) | undefined;
+}
+
+/** One subscriptions/listen stream for tasks: its tasks, each told until its end, then nothing. */
+class TaskListener {
+  readonly subscriptionId: RequestId;
+  readonly #write: WriteListen;
+  readonly #tasks = new Map<string, Followed>();
+  #closed = false;
+
+  constructor(subscriptionId: RequestId, write: WriteListen) {
+    this.subscriptionId = subscriptionId;
+    this.#write = write;
+  }
+
+  get taskIds(): string[] {
+    return [...this.#tasks.keys()];
+  }
+
+  add(taskId: string): void {
+    this.#tasks.set(taskId, { told: undefined, toldChangedAt: 0, ended: false, stop: undefined });
+  }
+
+  follows(taskId: string): boolean {
+    return this.#tasks.has(taskId);
+  }
+
+  /** Keeps how to stop following `taskId`; false (stop now) when it is no longer followed. */
+  setFollow(taskId: string, stop: () => Promise<void>): boolean {
+    const followed = this.#tasks.get(taskId);
+    if (followed === undefined || followed.ended || this.#closed) return false;
+    followed.stop = stop;
+    return true;
+  }
+
+  /** Tells the task as it is now, once per change; after its end, nothing more of it. */
+  async tell(record: TaskRecord): Promise<void> {
+    const followed = this.#tasks.get(record.taskId);
+    if (followed === undefined || followed.ended || this.#closed) return;
+    // The stream and the poll both look: the later answer may carry the earlier state.
+    const changedAt = taskChangedAt(record);
+    if (changedAt < followed.toldChangedAt) return;
+    const params = detailedTask(record);
+    const told = `${record.status}\n${String(params.statusMessage)}`;
+    if (told === followed.told) return;
+    followed.told = told;
+    followed.toldChangedAt = changedAt;
+    if (TERMINAL_TASK_STATUSES.has(record.status)) {
+      followed.ended = true;
+      // Not awaited: the follow may be the caller (its send), and its stop waits for that send.
+      followed.stop?.().catch(() => {});
+    }
+    await this.send(TASK_STATUS_NOTIFICATION, params);
+  }
+
+  async send(method: string, params: Record<string, unknown>): Promise<void> {
+    await this.#write({
+      jsonrpc: '2.0',
+      method,
+      params: { ...params, _meta: { [SUBSCRIPTION_ID_META_KEY]: this.subscriptionId } },
+    }).catch(() => this.close());
+  }
+
+  /** Ends the listen; `graceful`: with the empty listen result the spec ends a stream with. */
+  async close(graceful = false): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const follows = [...this.#tasks.values()].map((followed) => followed.stop?.());
+    await Promise.all(follows).catch(() => {});
+    if (graceful) {
+      await this.#write({
+        jsonrpc: '2.0',
+        id: this.subscriptionId,
+        result: {
+          resultType: 'complete',
+          _meta: { [SUBSCRIPTION_ID_META_KEY]: this.subscriptionId },
+        },
+      }).catch(() => {});
+    }
+  }
+}
+
+/**
+ * The listen streams for tasks of one server process (a stdio connection, or /mcp): each task
+ * listened to is told at once, then on each change of its statusMessage (coalesced) and of its
+ * status, from its stream; a cancel made through this process is told before tasks/cancel answers.
+ */
+export class TaskListens {
+  readonly #source: ProgressSource;
+  readonly #listeners = new Set<TaskListener>();
+  #closed = false;
+
+  constructor(source: ProgressSource) {
+    this.#source = source;
+  }
+
+  /**
+   * Serves `request` on `write`: the acknowledgement (naming the tasks the daemon knows, at most
+   * MAX_LISTENED_TASKS), then each task now, then its changes, until cancel(), `ended` (HTTP:
+   * the client closed the stream) or close().
+   */
+  async listen(request: TaskListenRequest, write: WriteListen, ended?: AbortSignal): Promise<void> {
+    if (!request.declared) {
+      await write(refusedListen(request));
+      return;
+    }
+    const listener = new TaskListener(request.id, write);
+    const records: TaskRecord[] = [];
+    for (const taskId of new Set(request.taskIds)) {
+      if (records.length >= MAX_LISTENED_TASKS) break;
+      const record = await this.#source.getTask(taskId);
+      if (record === undefined) continue;
+      listener.add(taskId);
+      records.push(record);
+    }
+    if (this.#closed || ended?.aborted === true) return;
+    this.#listeners.add(listener);
+    ended?.addEventListener('abort', () => this.#end(listener), { once: true });
+    await listener.send(LISTEN_ACKNOWLEDGED, { notifications: { taskIds: listener.taskIds } });
+    await Promise.all(records.map((record) => this.#follow(listener, record)));
+  }
+
+  /**
+   * The client ended the listen `id` (stdio: notifications/cancelled): nothing more is written
+   * to it. False when `id` is no listen of these.
+   */
+  cancel(id: RequestId): boolean {
+    const listener = [...this.#listeners].find((one) => one.subscriptionId === id);
+    if (listener === undefined) return false;
+    this.#end(listener);
+    return true;
+  }
+
+  #end(listener: TaskListener): void {
+    this.#listeners.delete(listener);
+    listener.close().catch(() => {});
+  }
+
+  /** A task changed in this process: every listener of it is told now. */
+  async changed(record: TaskRecord): Promise<void> {
+    await Promise.all(
+      [...this.#listeners]
+        .filter((listener) => listener.follows(record.taskId))
+        .map((listener) => listener.tell(record)),
+    );
+  }
+
+  /** Ends every listen gracefully (the server is going away). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const listeners = [...this.#listeners];
+    this.#listeners.clear();
+    await Promise.all(listeners.map((listener) => listener.close(true)));
+  }
+
+  /** Tells the task now, then follows its stream: each update and its end re-read the task. */
+  async #follow(listener: TaskListener, record: TaskRecord): Promise<void> {
+    await listener.tell(record);
+    if (TERMINAL_TASK_STATUSES.has(record.status)) return;
+    let poll: NodeJS.Timeout | undefined;
+    const tellNow = async (): Promise<void> => {
+      const now = await this.#source.getTask(record.taskId);
+      // A task past its TTL is gone from the daemon: nothing more to look at.
+      if (now === undefined) clearInterval(poll);
+      else await listener.tell(now);
+    };
+    const forwarding = await forwardOnOwnSession(
+      this.#source,
+      { progressToken: record.progressToken, minIntervalMs: TASK_STATUS_MIN_INTERVAL_MS },
+      // Nothing is forwarded as progress: each update only prompts a look at the task.
+      outsideRequest(undefined, tellNow),
+    );
+    // What the stream does not show (a cancel made through another process) is seen at the
+    // next look: one every poll interval, the pace a polling client would see it at.
+    poll = setInterval(() => tellNow().catch(() => {}), TASK_POLL_INTERVAL_MS);
+    poll.unref();
+    const stop = async () => {
+      clearInterval(poll);
+      await forwarding.stop();
+    };
+    if (!listener.setFollow(record.taskId, stop)) {
+      await stop();
+      return;
+    }
+    forwarding.ended
+      .then(async () => {
+        await stop();
+        await tellNow();
+      })
+      .catch(() => {});
+  }
+}

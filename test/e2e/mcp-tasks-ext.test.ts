@@ -1,0 +1,373 @@
+/**
+ * watch_progress as a 2026-07-28 task, through the tasks extension (io.modelcontextprotocol/tasks,
+ * SEP-2663), driven by a raw JSON-RPC client over the stdio of the real `mcp-progress mcp` and
+ * over the daemon's /mcp, with real workers on the daemon's socket. Each scenario runs over both.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { httpBase, postMcp, waitForSubscribers } from '../helpers/mcp.js';
+import { NEWEST_REVISION } from '../helpers/mcp-v2.js';
+import {
+  CLIENT_CAPABILITIES,
+  progressFor,
+  RAW_HTTP,
+  RAW_STDIO,
+  RAW_TRANSPORTS,
+  type RawMcp,
+  type RawMessage,
+  TASKS_EXTENSION,
+  taskOnJob,
+} from '../helpers/raw-mcp.js';
+import {
+  publishingWorker,
+  publishSteadily,
+  type RawWorker,
+  steadyJobResult,
+} from '../helpers/worker.js';
+
+const WITH_TASKS = { [CLIENT_CAPABILITIES]: { extensions: { [TASKS_EXTENSION]: {} } } };
+const WITHOUT_TASKS = { [CLIENT_CAPABILITIES]: {} };
+const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
+
+let daemon: RunningDaemon;
+let counter = 0;
+const token = (what: string) => `mcp-task-ext-${what}-${process.pid}-${++counter}`;
+
+beforeAll(async () => {
+  daemon = await startDaemon(['--abandon-grace-ms', '0']);
+});
+afterAll(async () => {
+  await daemon?.stop();
+  cleanupAll();
+});
+
+interface DetailedTask {
+  taskId: string;
+  status: string;
+  statusMessage: string;
+  ttlMs: number;
+  pollIntervalMs: number;
+  createdAt: string;
+  lastUpdatedAt: string;
+  resultType?: string;
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string; data?: unknown };
+}
+
+function publishing(t: string): Promise<RawWorker> {
+  return publishingWorker(daemon.info.socket, t);
+}
+
+/** watch_progress on `t` with the extension declared and `label` as the caller's progressToken. */
+async function startTask(mcp: RawMcp, t: string, label: string): Promise<DetailedTask> {
+  const reply = await mcp.request('tools/call', {
+    name: 'watch_progress',
+    arguments: { progressToken: t, minIntervalMs: 0 },
+    _meta: { ...WITH_TASKS, progressToken: label },
+  });
+  expect(reply.error).toBeUndefined();
+  return reply.result as unknown as DetailedTask;
+}
+
+async function getTask(mcp: RawMcp, taskId: string): Promise<DetailedTask> {
+  const reply = await mcp.request('tasks/get', { taskId, _meta: WITH_TASKS });
+  expect(reply.error).toBeUndefined();
+  return reply.result as unknown as DetailedTask;
+}
+
+/** Polls tasks/get until `holds` (the spec's way to follow a task); fails when it never does. */
+function taskWhen(mcp: RawMcp, taskId: string, holds: (task: DetailedTask) => boolean) {
+  return eventually(async () => {
+    const task = await getTask(mcp, taskId);
+    return holds(task) ? task : undefined;
+  });
+}
+
+/** A task's status notifications on listen `id`: notifications/tasks (SEP-2663), or .../status. */
+function told(mcp: RawMcp, id: number, taskId: string): DetailedTask[] {
+  return mcp.received
+    .filter(
+      (m) =>
+        (m.method === 'notifications/tasks' || m.method === 'notifications/tasks/status') &&
+        m.params?._meta?.[SUBSCRIPTION_ID] === id &&
+        m.params?.taskId === taskId,
+    )
+    .map((m) => m.params as unknown as DetailedTask);
+}
+
+/** Opens a listen for `taskIds` and waits for its acknowledgement. */
+async function listen(mcp: RawMcp, taskIds: string[]): Promise<{ id: number; ack: RawMessage }> {
+  const id = mcp.send('subscriptions/listen', { notifications: { taskIds }, _meta: WITH_TASKS });
+  const ack = await eventually(() =>
+    mcp.received.find(
+      (m) =>
+        m.method === 'notifications/subscriptions/acknowledged' &&
+        m.params?._meta?.[SUBSCRIPTION_ID] === id,
+    ),
+  );
+  return { id, ack };
+}
+
+/**
+ * After one more listen's acknowledgement (a round trip): listen `id` was told `status` once, and
+ * last; and no progress notification came at all, though the call carried a progressToken
+ * (not under the caller's token, nor on a listen stream).
+ */
+async function expectEndedWith(mcp: RawMcp, id: number, taskId: string, status: string) {
+  await listen(mcp, [taskId]);
+  const statuses = told(mcp, id, taskId).map((now) => now.status);
+  expect(statuses.at(-1)).toBe(status);
+  expect(statuses.filter((one) => one === status)).toHaveLength(1);
+  expect(mcp.received.filter((m) => m.method === 'notifications/progress')).toEqual([]);
+}
+
+describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', (transport) => {
+  const jobTask = async (what: string) =>
+    taskOnJob(await connect(), daemon.info.socket, token(what), `label-${what}`, startTask);
+  const connect = () => transport.connect(daemon, NEWEST_REVISION);
+
+  it('server/discover lists the tasks extension', async () => {
+    const mcp = await connect();
+    expect(mcp.opening.result?.capabilities).toMatchObject({
+      extensions: { [TASKS_EXTENSION]: {} },
+    });
+    await mcp.close();
+  });
+
+  it('a call that does not declare the extension gets the plain result, with its progress', async () => {
+    const mcp = await connect();
+    const t = token('plain');
+    const worker = await publishing(t);
+    const call = mcp.request('tools/call', {
+      name: 'watch_progress',
+      arguments: { progressToken: t, minIntervalMs: 0 },
+      _meta: { ...WITHOUT_TASKS, progressToken: 'label-plain' },
+    });
+    await waitForSubscribers(daemon.info, t);
+    worker.send('progress', { v: 1, progressToken: t, progress: 10, total: 100 });
+    await eventually(() => (progressFor(mcp, 'label-plain').length > 0 ? true : undefined));
+    worker.send('done', { v: 1, progressToken: t, status: 'ok', message: 'rendered' });
+    const reply = await call;
+    expect(reply.result?.resultType).toBe('complete');
+    expect(reply.result).not.toHaveProperty('taskId');
+    expect(reply.result?.structuredContent).toMatchObject({
+      progressToken: t,
+      state: 'done',
+      status: 'ok',
+      message: 'rendered',
+    });
+    worker.destroy();
+    await mcp.close();
+  });
+
+  it('creates a task; its statusMessage follows the stream with percentage and ETA, with no progress notification; completed with the plain result inlined; nothing after', async () => {
+    const { mcp, t, worker, task, end } = await jobTask('ok');
+    expect(task).toMatchObject({
+      resultType: 'task',
+      status: 'working',
+      ttlMs: expect.any(Number),
+      pollIntervalMs: 1000,
+    });
+    // Created before it answered: tasks/get knows it at once.
+    expect((await getTask(mcp, task.taskId)).status).toBe('working');
+    const { id, ack } = await listen(mcp, [task.taskId]);
+    expect(ack.params?.notifications).toEqual({ taskIds: [task.taskId] });
+    await publishSteadily(worker, t, 4, (step) =>
+      taskWhen(mcp, task.taskId, (now) => now.statusMessage.includes(`step ${step}`)),
+    );
+    const running = await taskWhen(mcp, task.taskId, (now) => now.statusMessage.includes('left'));
+    expect(running).toMatchObject({ status: 'working', resultType: 'complete' });
+    expect(running.statusMessage).toContain('(40%)');
+    expect(running.statusMessage.length).toBeLessThan(200);
+    expect(running).not.toHaveProperty('result');
+    // The listen stream is told the statusMessage as it changes.
+    await eventually(() =>
+      told(mcp, id, task.taskId).some((now) => now.statusMessage.includes('(40%)'))
+        ? true
+        : undefined,
+    );
+    worker.send('done', { v: 1, progressToken: t, status: 'ok', message: 'rendered' });
+    const completed = await taskWhen(mcp, task.taskId, (now) => now.status === 'completed');
+    // The result a plain call returns for the same stream, inlined.
+    expect(completed.result).toMatchObject({
+      content: [{ type: 'text', text: expect.stringContaining('is done (ok)') }],
+      structuredContent: steadyJobResult(t, 4),
+    });
+    const last = await eventually(() =>
+      told(mcp, id, task.taskId).find((now) => now.status === 'completed'),
+    );
+    expect(last.result).toEqual(completed.result);
+    await expectEndedWith(mcp, id, task.taskId, 'completed');
+    await end();
+  });
+
+  it('tasks/cancel reaches the worker and the task is cancelled before it answers; nothing after', async () => {
+    const { mcp, t, worker, task, end } = await jobTask('cancel');
+    const { id } = await listen(mcp, [task.taskId]);
+    await eventually(() => (told(mcp, id, task.taskId).length > 0 ? true : undefined));
+    const cancelled = await mcp.request('tasks/cancel', { taskId: task.taskId, _meta: WITH_TASKS });
+    expect(cancelled.error).toBeUndefined();
+    expect(cancelled.result).toMatchObject({ resultType: 'complete' });
+    expect(await getTask(mcp, task.taskId)).toMatchObject({ status: 'cancelled' });
+    const cancel = await worker.reply((envelope) => envelope.type === 'cancel');
+    expect(cancel.data).toMatchObject({ progressToken: t });
+    await eventually(() =>
+      told(mcp, id, task.taskId).some((now) => now.status === 'cancelled') ? true : undefined,
+    );
+    // The worker goes on and ends: the daemon has it, the cancelled task tells nothing more.
+    worker.send('progress', { v: 1, progressToken: t, progress: 50, total: 100 });
+    worker.send('done', { v: 1, progressToken: t, status: 'ok' });
+    await eventually(async () => {
+      const read = await mcp.request('tools/call', {
+        name: 'get_progress',
+        arguments: { progressToken: t },
+      });
+      const content = (read.result?.structuredContent ?? {}) as { stream?: { state?: string } };
+      const stream = content.stream;
+      return stream?.state === 'done' ? true : undefined;
+    });
+    await expectEndedWith(mcp, id, task.taskId, 'cancelled');
+    await end();
+  });
+
+  it('fails with the reason when the worker is abandoned', async () => {
+    const { mcp, worker, task, end } = await jobTask('abandoned');
+    const { id } = await listen(mcp, [task.taskId]);
+    worker.destroy();
+    const failed = await taskWhen(mcp, task.taskId, (now) => now.status === 'failed');
+    expect(failed.statusMessage).toMatch(/abandoned/);
+    // The reason, as the JSON-RPC error SEP-2663 puts on a failed task.
+    expect(failed.error?.code).toBe(-32603);
+    expect(failed.statusMessage).toContain(failed.error?.message);
+    expect(failed).not.toHaveProperty('result');
+    const pushed = await eventually(() =>
+      told(mcp, id, task.taskId).find((now) => now.status === 'failed'),
+    );
+    expect(pushed.error).toEqual(failed.error);
+    await end();
+  });
+
+  it('a task of a job already done is created completed, its result only in tasks/get', async () => {
+    const { mcp, task: first, t, worker, end } = await jobTask('finished');
+    worker.send('done', { v: 1, progressToken: t, status: 'ok', message: 'rendered' });
+    await taskWhen(mcp, first.taskId, (now) => now.status === 'completed');
+    const task = await startTask(mcp, t, 'label-finished-again');
+    // A task-creation result is a Task: no result inlined there.
+    expect(task).toMatchObject({ resultType: 'task', status: 'completed' });
+    expect(task).not.toHaveProperty('result');
+    expect((await getTask(mcp, task.taskId)).result).toMatchObject({
+      structuredContent: { progressToken: t, state: 'done', status: 'ok' },
+    });
+    await end();
+  });
+
+  it('a listen the client ended is told nothing more, while another listen of the task is', async () => {
+    const { mcp, worker, task, t, end } = await jobTask('unlisten');
+    const ended = await listen(mcp, [task.taskId]);
+    const open = await listen(mcp, [task.taskId]);
+    await eventually(() =>
+      told(mcp, ended.id, task.taskId).length > 0 && told(mcp, open.id, task.taskId).length > 0
+        ? true
+        : undefined,
+    );
+    await mcp.cancelRequest(ended.id);
+    // A request after the cancel: over stdio the cancel was read before it.
+    await getTask(mcp, task.taskId);
+    const before = told(mcp, ended.id, task.taskId).length;
+    worker.send('progress', { v: 1, progressToken: t, progress: 70, total: 100, message: 'later' });
+    await eventually(() =>
+      told(mcp, open.id, task.taskId).some((now) => now.statusMessage.includes('later'))
+        ? true
+        : undefined,
+    );
+    expect(told(mcp, ended.id, task.taskId)).toHaveLength(before);
+    await end();
+  });
+
+  it('answers the extension methods as the spec says: unknown task, tasks/update acknowledged, tasks/result gone, listen needs the extension', async () => {
+    const { mcp, task, end } = await jobTask('methods');
+    const unknown = await mcp.request('tasks/get', { taskId: 'no-such-task', _meta: WITH_TASKS });
+    expect(unknown.error?.code).toBe(-32602);
+    const update = { inputResponses: {}, _meta: WITH_TASKS };
+    const updated = await mcp.request('tasks/update', { taskId: task.taskId, ...update });
+    expect(updated.result).toMatchObject({ resultType: 'complete' });
+    const notUpdated = await mcp.request('tasks/update', { taskId: 'no-such-task', ...update });
+    expect(notUpdated.error?.code).toBe(-32602);
+    const result = await mcp.request('tasks/result', { taskId: 'no-such-task' });
+    expect(result.error?.code).toBe(-32601);
+    const refused = await mcp.request('subscriptions/listen', {
+      notifications: { taskIds: ['no-such-task'] },
+      _meta: WITHOUT_TASKS,
+    });
+    expect(refused.error).toMatchObject({
+      code: -32021,
+      data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+    });
+    await end();
+  });
+});
+
+describe('2026-07-28 tasks are the daemon’s', () => {
+  it('a task created over stdio is answered over /mcp and by a new mcp process, and cancelled from /mcp, which that process’s listen stream is told', async () => {
+    const t = token('shared');
+    const worker = await publishing(t);
+    const first = await RAW_STDIO.connect(daemon, NEWEST_REVISION);
+    const task = await startTask(first, t, 'label-shared');
+    await first.close();
+    const http = await RAW_HTTP.connect(daemon, NEWEST_REVISION);
+    expect(await getTask(http, task.taskId)).toMatchObject({ status: 'working' });
+    const second = await RAW_STDIO.connect(daemon, NEWEST_REVISION);
+    expect(await getTask(second, task.taskId)).toMatchObject({ status: 'working' });
+    const { id } = await listen(second, [task.taskId]);
+    await eventually(() => (told(second, id, task.taskId).length > 0 ? true : undefined));
+    const cancelled = await http.request('tasks/cancel', {
+      taskId: task.taskId,
+      _meta: WITH_TASKS,
+    });
+    expect(cancelled.error).toBeUndefined();
+    await worker.reply((envelope) => envelope.type === 'cancel');
+    expect(await getTask(second, task.taskId)).toMatchObject({ status: 'cancelled' });
+    // Another process's cancel: the stream shows nothing of it, the next look does.
+    await eventually(() =>
+      told(second, id, task.taskId).some((now) => now.status === 'cancelled') ? true : undefined,
+    );
+    worker.destroy();
+    await second.close();
+    await http.close();
+  });
+
+  it('/mcp honours Mcp-Name: a tasks/get whose header names another task is refused', async () => {
+    const t = token('name');
+    const worker = await publishing(t);
+    const http = await RAW_HTTP.connect(daemon, NEWEST_REVISION);
+    const task = await startTask(http, t, 'label-name');
+    const body = (taskId: string) => ({
+      jsonrpc: '2.0',
+      id: 99,
+      method: 'tasks/get',
+      params: {
+        taskId,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': NEWEST_REVISION,
+          'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' },
+          ...WITH_TASKS,
+        },
+      },
+    });
+    const headers = (name: string) => ({
+      authorization: `Bearer ${daemon.info.secret}`,
+      'mcp-protocol-version': NEWEST_REVISION,
+      'mcp-method': 'tasks/get',
+      'mcp-name': name,
+    });
+    const url = `${httpBase(daemon.info)}/mcp`;
+    const wrong = await postMcp(url, body(task.taskId), headers('another-task'));
+    expect(wrong.status).toBe(400);
+    expect(((await wrong.json()) as RawMessage).error?.code).toBe(-32020);
+    const right = await postMcp(url, body(task.taskId), headers(task.taskId));
+    expect(right.status).toBe(200);
+    await right.text();
+    worker.destroy();
+    await http.close();
+  });
+});
