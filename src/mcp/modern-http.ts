@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
+import { BridgeError } from '../shared/errors.js';
 import type { ProgressServerOptions } from './mcp-server.js';
 import { createModernProgressMcpServer } from './modern-server.js';
 import {
@@ -98,7 +99,8 @@ export class ModernMcpHttp {
       connection: 'keep-alive',
     });
     const write = async (message: ListenMessage): Promise<void> => {
-      if (response.destroyed || response.writableEnded) throw new Error('the listen stream closed');
+      if (response.destroyed || response.writableEnded)
+        throw new BridgeError('client_went_away', 'the listen stream closed: the client went away');
       if (!response.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`)) {
         await writable(response);
       }
