@@ -41,7 +41,15 @@ export const BACKPLANE_RATES: Record<string, number[]> = {
   smoke: [200],
 };
 
-export type BackplanePath = 'local' | 'backplane';
+/** `backplane (before)`: the same two hosts on the build of `--before DIR`, in the same run. */
+export type BackplanePath = 'local' | 'backplane' | 'backplane (before)';
+
+/** The paths of one row: the before build's backplane too when there is one. */
+export function backplanePaths(beforeRoot: string | undefined): BackplanePath[] {
+  return beforeRoot === undefined
+    ? ['local', 'backplane']
+    : ['local', 'backplane', 'backplane (before)'];
+}
 
 export interface BackplaneResult {
   path: BackplanePath;
@@ -97,10 +105,15 @@ async function startNatsServer(): Promise<{ url: string; pid: number; stop(): Pr
 }
 
 /** A daemon on the backplane, ready once it has joined. */
-async function startHost(options: StartOptions, url: string, name: string): Promise<Daemon> {
+async function startHost(
+  bin: string,
+  options: StartOptions,
+  url: string,
+  name: string,
+): Promise<Daemon> {
   const runtimeDir = scratchDir(`backplane-${name}`);
   const { server, info } = await startDaemonProcess(
-    BIN,
+    bin,
     options,
     runtimeDir,
     [
@@ -156,16 +169,17 @@ export async function runBackplane(
       const nats = await startNatsServer();
       stops.push(() => nats.stop());
       natsPid = nats.pid;
+      const bin = path === 'backplane' ? BIN : beforeBin(options);
       [a, b] = await Promise.all([
-        startHost(options, nats.url, 'bench-a'),
-        startHost(options, nats.url, 'bench-b'),
+        startHost(bin, options, nats.url, 'bench-a'),
+        startHost(bin, options, nats.url, 'bench-b'),
       ]);
       stops.push(
         () => a.stop(),
         () => b.stop(),
       );
     }
-    const run = `${path}-${process.pid}-${Date.now()}`;
+    const run = `${path.replace(/\W+/g, '-')}-${process.pid}-${Date.now()}`;
     const tokens = Array.from({ length: sizes.e2ePublishers }, (_, i) => `${run}-${i + 1}`);
     const sub = await load('load/subscriber.ts', {
       target: b.subscribers,
@@ -241,6 +255,11 @@ export async function runBackplane(
   }
 }
 
+function beforeBin(options: StartOptions): string {
+  if (options.beforeRoot === undefined) throw new Error('backplane (before) needs --before DIR');
+  return join(options.beforeRoot, 'bin/mcp-progress');
+}
+
 type Outcome = { ok: true; value: BackplaneResult } | { ok: false; error: string };
 
 /** The workload's table: per rate, the local path and the backplane, and what the backplane adds. */
@@ -255,7 +274,7 @@ export function backplaneTable(
   const ms = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(2)} ms`);
   const us = (value: number) => (Number.isNaN(value) ? '-' : `${value.toFixed(1)} µs`);
   for (const [offered, row] of Object.entries(rows)) {
-    for (const path of ['local', 'backplane'] as const) {
+    for (const path of ['local', 'backplane', 'backplane (before)'] as const) {
       const outcome = row[path];
       if (outcome === undefined) continue;
       if (!outcome.ok) {
@@ -270,11 +289,14 @@ export function backplaneTable(
       );
     }
     const local = row.local;
-    const cross = row.backplane;
-    if (local?.ok && cross?.ok) {
-      lines.push(
-        `| p99 added by the backplane | ${offered} | | ${ms(cross.value.p99Ms - local.value.p99Ms)} | | | | | | |`,
-      );
+    for (const path of ['backplane', 'backplane (before)'] as const) {
+      const cross = row[path];
+      if (local?.ok && cross?.ok) {
+        const what = path === 'backplane' ? 'the backplane' : 'the backplane (before)';
+        lines.push(
+          `| p99 added by ${what} | ${offered} | | ${ms(cross.value.p99Ms - local.value.p99Ms)} | | | | | | |`,
+        );
+      }
     }
   }
   return lines.join('\n');

@@ -9,6 +9,7 @@ import {
   BACKPLANE_RATES,
   type BackplanePath,
   type BackplaneResult,
+  backplanePaths,
   runBackplane,
 } from './backplane.ts';
 import { type FloodProbeResult, PROBE_FLOODERS, runFloodProbe } from './flood-probe.ts';
@@ -374,7 +375,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       for (const rate of BACKPLANE_RATES[options.sizeName] ?? BACKPLANE_RATES.full ?? []) {
         log(`across hosts over NATS at ${rate} frames/s, against the local path`);
         result.backplane[rate] = await measureRow(
-          ['local', 'backplane'] as const,
+          backplanePaths(options.beforeRoot),
           options.repeat,
           log,
           (path) => runBackplane(path, start, sizes, rate),

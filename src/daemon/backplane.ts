@@ -131,8 +131,15 @@ export class Backplane {
   /** Instances of other daemons heard using this daemon's name, each logged once. */
   readonly #namesakes = new Set<string>();
   /** Stream messages sent since the server last confirmed, and those made while cut off, in order. */
-  #unconfirmed: Array<{ readonly subject: string; readonly data: string }> = [];
+  #unconfirmed: StreamMessage[] = [];
   #confirming: NodeJS.Timeout | undefined;
+  /**
+   * Stream messages of this turn of the event loop, handed to the client together once the poll
+   * phase has read every worker socket that was ready: one write to NATS for all of them, not one
+   * per socket read (the client writes at the end of each microtask queue, so once per read).
+   */
+  #outbox: StreamMessage[] = [];
+  #outboxImmediate: NodeJS.Immediate | undefined;
 
   constructor(options: BackplaneOptions, host: BackplaneHost) {
     this.#options = options;
@@ -408,13 +415,37 @@ export class Backplane {
 
   /** After a reconnect: what the old server may not have passed on, and what was made while cut off. */
   #resendUnconfirmed(nc: NatsConnection): void {
+    // The outbox's messages are among the unconfirmed: sent here, they must not go twice.
+    this.#outbox = [];
     for (const { subject, data } of this.#unconfirmed) nc.publish(subject, data);
+  }
+
+  /** Hands this turn's stream messages to the client, in order; it writes them in one go. */
+  #publishOutbox(): void {
+    clearImmediate(this.#outboxImmediate);
+    this.#outboxImmediate = undefined;
+    const outbox = this.#outbox;
+    if (outbox.length === 0) return;
+    this.#outbox = [];
+    const nc = this.#nc;
+    // Cut off meanwhile: they are among the unconfirmed, which the reconnect sends.
+    if (nc === undefined || !this.#connected) return;
+    for (const { subject, data } of outbox) {
+      try {
+        nc.publish(subject, data);
+      } catch (error) {
+        // A connection closing under us: the reconnect sends it again; the local path goes on.
+        this.#log.debug(`backplane: could not publish on ${subject}: ${(error as Error).message}`);
+      }
+    }
   }
 
   /** Drops the stream messages the server has seen: those sent before a flush that returned. */
   async #confirm(): Promise<void> {
     const nc = this.#nc;
     if (nc === undefined || !this.#connected || this.#unconfirmed.length === 0) return;
+    // The flush confirms only what went before its PING.
+    this.#publishOutbox();
     const kept = this.#unconfirmed;
     const sent = kept.length;
     try {
@@ -531,6 +562,8 @@ export class Backplane {
     clearInterval(this.#heartbeat);
     clearInterval(this.#confirming);
     this.#hosts.stop();
+    // The last values and dones before the stop go out before the `down`.
+    this.#publishOutbox();
     const nc = this.#nc;
     this.#nc = undefined;
     if (nc === undefined) return;
@@ -583,15 +616,12 @@ export class Backplane {
       // Cut off for long: the reconnect sends only each stream's last value or end.
       this.#unconfirmed = [];
     }
-    this.#unconfirmed.push({ subject, data });
-    if (this.#nc !== undefined && this.#connected) {
-      try {
-        this.#nc.publish(subject, data);
-      } catch (error) {
-        // A connection closing under us: the reconnect sends it again; the local path goes on.
-        this.#log.debug(`backplane: could not publish on ${subject}: ${(error as Error).message}`);
-      }
-    }
+    const entry = { subject, data };
+    this.#unconfirmed.push(entry);
+    if (this.#nc === undefined || !this.#connected) return;
+    this.#outbox.push(entry);
+    // setImmediate runs after the poll phase, in which libuv read every other ready socket.
+    this.#outboxImmediate ??= setImmediate(() => this.#publishOutbox());
   }
 
   #forgetLocal(token: ProgressToken): void {
@@ -770,6 +800,11 @@ export class Backplane {
     const heartbeat = { v: 1, state, instance: this.#instance };
     nc?.publish(this.#subjects.heartbeatOf(this.#options.name), JSON.stringify(heartbeat));
   }
+}
+
+interface StreamMessage {
+  readonly subject: string;
+  readonly data: string;
 }
 
 const tooManyHosts = `more than ${BACKPLANE_MAX_HOSTS} hosts, all heard recently`;

@@ -92,7 +92,11 @@ export interface CuttableLink {
   close(): Promise<void>;
 }
 
-export async function cuttableLink(targetPort: number): Promise<CuttableLink> {
+/** `fromClient`, when given, sees each chunk the daemon sends, as the relay read it. */
+export async function cuttableLink(
+  targetPort: number,
+  fromClient?: (chunk: Buffer) => void,
+): Promise<CuttableLink> {
   const port = await freePort();
   const sockets = new Set<Socket>();
   let server: Server | undefined;
@@ -105,6 +109,7 @@ export async function cuttableLink(targetPort: number): Promise<CuttableLink> {
           socket.on('close', () => sockets.delete(socket));
           socket.on('error', () => {});
         }
+        if (fromClient !== undefined) client.on('data', fromClient);
         client.pipe(upstream).pipe(client);
         client.on('close', () => upstream.destroy());
         upstream.on('close', () => client.destroy());
