@@ -17,6 +17,7 @@ import {
   type RawMessage,
   TASKS_EXTENSION,
   taskOnJob,
+  untilStream,
 } from '../helpers/raw-mcp.js';
 import {
   publishingWorker,
@@ -230,15 +231,7 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     // The worker goes on and ends: the daemon has it, the cancelled task tells nothing more.
     worker.send('progress', { v: 1, progressToken: t, progress: 50, total: 100 });
     worker.send('done', { v: 1, progressToken: t, status: 'ok' });
-    await eventually(async () => {
-      const read = await mcp.request('tools/call', {
-        name: 'get_progress',
-        arguments: { progressToken: t },
-      });
-      const content = (read.result?.structuredContent ?? {}) as { stream?: { state?: string } };
-      const stream = content.stream;
-      return stream?.state === 'done' ? true : undefined;
-    });
+    await untilStream(mcp, t, (stream) => stream.state === 'done');
     await expectEndedWith(mcp, id, task.taskId, 'cancelled');
     await end();
   });

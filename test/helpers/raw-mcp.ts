@@ -118,6 +118,24 @@ export function progressFor(mcp: RawMcp, label: string): RawMessage[] {
   );
 }
 
+/** Calls get_progress on `t` through `mcp` until the daemon's stream of it `holds`. */
+export function untilStream(
+  mcp: RawMcp,
+  t: string,
+  holds: (stream: { state?: string; progress?: number }) => boolean,
+): Promise<true> {
+  return eventually(async () => {
+    const read = await mcp.request('tools/call', {
+      name: 'get_progress',
+      arguments: { progressToken: t },
+    });
+    const content = (read.result?.structuredContent ?? {}) as {
+      stream?: { state?: string; progress?: number };
+    };
+    return content.stream !== undefined && holds(content.stream) ? true : undefined;
+  });
+}
+
 /** `mcp-progress mcp` on the daemon's runtime dir, spoken to as newline-delimited JSON-RPC. */
 export const RAW_STDIO: RawTransport = {
   name: 'stdio',
