@@ -6,7 +6,11 @@
  * (@modelcontextprotocol/client 2.4.0 has no tasks API: docs/COMPATIBILITY.md.)
  */
 import type { ResponseMessage } from '@modelcontextprotocol/sdk/shared/responseMessage.js';
-import { CallToolResultSchema, type Progress } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema,
+  type Progress,
+  RELATED_TASK_META_KEY,
+} from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TASK_TTL_MS, TASK_POLL_INTERVAL_MS } from '../../src/shared/defaults.js';
 import { eventually } from '../helpers/daemon.js';
@@ -14,6 +18,7 @@ import { daemonForFile } from '../helpers/file-daemon.js';
 import {
   connectHttp,
   connectStdio,
+  progressParams,
   type TappedClient,
   unknownTokenErrors,
 } from '../helpers/mcp.js';
@@ -157,6 +162,12 @@ describe.each(TRANSPORTS)('watch_progress as a task, by the $name', (transport) 
     const values = streamed.progress.map((p) => p.progress);
     expect(values.filter((v) => v > 0)).toEqual([10, 20, 30, 40]);
     expect(unknownTokenErrors(mcp)).toEqual([]);
+    // Each names its task (io.modelcontextprotocol/related-task).
+    const related = progressParams(mcp.received).map((params) => params._meta);
+    expect(related.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(related.map((meta) => JSON.stringify(meta)))).toEqual(
+      new Set([JSON.stringify({ [RELATED_TASK_META_KEY]: { taskId: task.taskId } })]),
+    );
     // notifications/tasks/status said completed, and no progress came after it.
     const statusAt = mcp.received.findIndex(
       (m) =>
