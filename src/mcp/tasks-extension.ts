@@ -11,8 +11,9 @@
  *   the reason as a JSON-RPC error once failed; tasks/cancel cancels in the daemon (which
  *   tells the worker) before it answers; tasks/update has nothing to take (never input_required);
  * - no progress notification is sent for a task: its statusMessage is the progress;
- * - `subscriptions/listen` with `notifications.taskIds` gets `notifications/tasks` (the 2.x
- *   entries serve the listen method themselves, so the transports hand such a listen here).
+ * - `subscriptions/listen` with `notifications.taskIds` gets `notifications/tasks` until each
+ *   task is terminal, then the listen's result ends it (the 2.x entries serve the listen method
+ *   themselves, so the transports hand such a listen here).
  */
 import {
   CLIENT_CAPABILITIES_META_KEY,
