@@ -11,8 +11,9 @@
  *   the reason as a JSON-RPC error once failed; tasks/cancel cancels in the daemon (which
  *   tells the worker) before it answers; tasks/update has nothing to take (never input_required);
  * - no progress notification is sent for a task: its statusMessage is the progress;
- * - `subscriptions/listen` with `notifications.taskIds` gets `notifications/tasks` (the 2.x
- *   entries serve the listen method themselves, so the transports hand such a listen here).
+ * - `subscriptions/listen` with `notifications.taskIds` gets `notifications/tasks` until each
+ *   task is terminal, then the listen's result ends it (the 2.x entries serve the listen method
+ *   themselves, so the transports hand such a listen here).
  */
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -217,12 +218,15 @@ interface Followed {
 class TaskListener {
   readonly subscriptionId: RequestId;
   readonly #write: WriteListen;
+  /** Called once every task of this listen has been told its end: nothing more can be told. */
+  readonly #finished: () => void;
   readonly #tasks = new Map<string, Followed>();
   #closed = false;
 
-  constructor(subscriptionId: RequestId, write: WriteListen) {
+  constructor(subscriptionId: RequestId, write: WriteListen, finished: () => void) {
     this.subscriptionId = subscriptionId;
     this.#write = write;
+    this.#finished = finished;
   }
 
   get taskIds(): string[] {
@@ -257,15 +261,19 @@ class TaskListener {
     if (told === followed.told) return;
     followed.told = told;
     followed.toldChangedAt = changedAt;
-    if (TERMINAL_TASK_STATUSES.has(record.status)) {
+    const terminal = TERMINAL_TASK_STATUSES.has(record.status);
+    if (terminal) {
       followed.ended = true;
       // Not awaited: the follow may be the caller (its send), and its stop waits for that send.
       followed.stop?.().catch(() => {});
     }
     await this.send(TASK_STATUS_NOTIFICATION, params);
+    if (terminal && [...this.#tasks.values()].every((one) => one.ended)) this.#finished();
   }
 
   async send(method: string, params: Record<string, unknown>): Promise<void> {
+    // Once the listen has ended (its result written, or the client gone) nothing more is written.
+    if (this.#closed) return;
     await this.#write({
       jsonrpc: '2.0',
       method,
@@ -309,14 +317,19 @@ export class TaskListens {
   /**
    * Serves `request` on `write`: the acknowledgement (naming the tasks the daemon knows, at most
    * MAX_LISTENED_TASKS), then each task now, then its changes, until cancel(), `ended` (HTTP:
-   * the client closed the stream) or close().
+   * the client closed the stream), close(), or every task has been told its end (then the
+   * listen's result ends it: over HTTP its stream closes).
    */
   async listen(request: TaskListenRequest, write: WriteListen, ended?: AbortSignal): Promise<void> {
     if (!request.declared) {
       await write(refusedListen(request));
       return;
     }
-    const listener = new TaskListener(request.id, write);
+    // Once every task it listens to has ended, the listen ends too, gracefully (its result, as
+    // the subscriptions pattern lets a server end one on its own): nothing can follow.
+    const listener: TaskListener = new TaskListener(request.id, write, () =>
+      this.#end(listener, true),
+    );
     const records: TaskRecord[] = [];
     for (const taskId of new Set(request.taskIds)) {
       if (records.length >= MAX_LISTENED_TASKS) break;
@@ -330,6 +343,8 @@ export class TaskListens {
     ended?.addEventListener('abort', () => this.#end(listener), { once: true });
     await listener.send(LISTEN_ACKNOWLEDGED, { notifications: { taskIds: listener.taskIds } });
     await Promise.all(records.map((record) => this.#follow(listener, record)));
+    // No task the daemon knows: the acknowledgement said so, and nothing more will come.
+    if (records.length === 0) this.#end(listener, true);
   }
 
   /**
@@ -343,9 +358,9 @@ export class TaskListens {
     return true;
   }
 
-  #end(listener: TaskListener): void {
+  #end(listener: TaskListener, graceful = false): void {
     this.#listeners.delete(listener);
-    listener.close().catch(() => {});
+    listener.close(graceful).catch(() => {});
   }
 
   /** A task changed in this process: every listener of it is told now. */

@@ -17,6 +17,7 @@ import {
   type RawMessage,
   TASKS_EXTENSION,
   taskOnJob,
+  untilStream,
 } from '../helpers/raw-mcp.js';
 import {
   publishingWorker,
@@ -84,15 +85,17 @@ function taskWhen(mcp: RawMcp, taskId: string, holds: (task: DetailedTask) => bo
 }
 
 /** A task's status notifications on listen `id`: notifications/tasks (SEP-2663), or .../status. */
+function toldMessages(mcp: RawMcp, id: number, taskId: string): RawMessage[] {
+  return mcp.received.filter(
+    (m) =>
+      (m.method === 'notifications/tasks' || m.method === 'notifications/tasks/status') &&
+      m.params?._meta?.[SUBSCRIPTION_ID] === id &&
+      m.params?.taskId === taskId,
+  );
+}
+
 function told(mcp: RawMcp, id: number, taskId: string): DetailedTask[] {
-  return mcp.received
-    .filter(
-      (m) =>
-        (m.method === 'notifications/tasks' || m.method === 'notifications/tasks/status') &&
-        m.params?._meta?.[SUBSCRIPTION_ID] === id &&
-        m.params?.taskId === taskId,
-    )
-    .map((m) => m.params as unknown as DetailedTask);
+  return toldMessages(mcp, id, taskId).map((m) => m.params as unknown as DetailedTask);
 }
 
 /** Opens a listen for `taskIds` and waits for its acknowledgement. */
@@ -108,16 +111,27 @@ async function listen(mcp: RawMcp, taskIds: string[]): Promise<{ id: number; ack
   return { id, ack };
 }
 
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+
 /**
- * After one more listen's acknowledgement (a round trip): listen `id` was told `status` once, and
- * last; and no progress notification came at all, though the call carried a progressToken
- * (not under the caller's token, nor on a listen stream).
+ * Listen `id` (of `taskId` only) ended right after telling `status`: the server ends a listen
+ * once every task it listens to is terminal, so it is read to its end (over HTTP, its stream's;
+ * over stdio, its result and one round trip more). Between the terminal notification and the
+ * listen's result nothing came; and no progress notification came at all, though the call
+ * carried a progressToken (not under the caller's token, nor on a listen stream).
  */
 async function expectEndedWith(mcp: RawMcp, id: number, taskId: string, status: string) {
-  await listen(mcp, [taskId]);
-  const statuses = told(mcp, id, taskId).map((now) => now.status);
-  expect(statuses.at(-1)).toBe(status);
-  expect(statuses.filter((one) => one === status)).toHaveLength(1);
+  const end = await mcp.ended(id);
+  expect(end.result).toMatchObject({ resultType: 'complete', _meta: { [SUBSCRIPTION_ID]: id } });
+  await getTask(mcp, taskId);
+  const onListen = mcp.received.filter(
+    (m) => (m.params?._meta ?? m.result?._meta)?.[SUBSCRIPTION_ID] === id,
+  );
+  const terminal = toldMessages(mcp, id, taskId).filter((m) =>
+    TERMINAL.has(String(m.params?.status)),
+  );
+  expect(terminal.map((m) => m.params?.status)).toEqual([status]);
+  expect(onListen.slice(onListen.indexOf(terminal[0] as RawMessage) + 1)).toEqual([end]);
   expect(mcp.received.filter((m) => m.method === 'notifications/progress')).toEqual([]);
 }
 
@@ -217,15 +231,7 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     // The worker goes on and ends: the daemon has it, the cancelled task tells nothing more.
     worker.send('progress', { v: 1, progressToken: t, progress: 50, total: 100 });
     worker.send('done', { v: 1, progressToken: t, status: 'ok' });
-    await eventually(async () => {
-      const read = await mcp.request('tools/call', {
-        name: 'get_progress',
-        arguments: { progressToken: t },
-      });
-      const content = (read.result?.structuredContent ?? {}) as { stream?: { state?: string } };
-      const stream = content.stream;
-      return stream?.state === 'done' ? true : undefined;
-    });
+    await untilStream(mcp, t, (stream) => stream.state === 'done');
     await expectEndedWith(mcp, id, task.taskId, 'cancelled');
     await end();
   });
@@ -244,6 +250,7 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
       told(mcp, id, task.taskId).find((now) => now.status === 'failed'),
     );
     expect(pushed.error).toEqual(failed.error);
+    await expectEndedWith(mcp, id, task.taskId, 'failed');
     await end();
   });
 
@@ -284,7 +291,7 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     await end();
   });
 
-  it('answers the extension methods as the spec says: unknown task, tasks/update acknowledged, tasks/result gone, listen needs the extension', async () => {
+  it('answers the extension methods as the spec says: unknown task, tasks/update acknowledged, tasks/result gone, listen needs the extension and ends at once with no task known', async () => {
     const { mcp, task, end } = await jobTask('methods');
     const unknown = await mcp.request('tasks/get', { taskId: 'no-such-task', _meta: WITH_TASKS });
     expect(unknown.error?.code).toBe(-32602);
@@ -303,6 +310,10 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
       code: -32021,
       data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
     });
+    // A listen of no task the daemon knows: acknowledged with none, then ended (nothing can come).
+    const none = await listen(mcp, ['no-such-task']);
+    expect(none.ack.params?.notifications).toEqual({ taskIds: [] });
+    expect((await mcp.ended(none.id)).result).toMatchObject({ resultType: 'complete' });
     await end();
   });
 });

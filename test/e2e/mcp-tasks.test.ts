@@ -5,7 +5,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
-import { progressFor, RAW_TRANSPORTS, type RawMcp, taskOnJob } from '../helpers/raw-mcp.js';
+import {
+  progressFor,
+  RAW_TRANSPORTS,
+  type RawMcp,
+  taskOnJob,
+  untilStream,
+} from '../helpers/raw-mcp.js';
 import {
   publishingWorker,
   publishSteadily,
@@ -129,10 +135,9 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', 
     expect(cancel.data).toMatchObject({ progressToken: t });
     const before = progressFor(mcp, 'label-cancel').length;
     worker.send('progress', { v: 1, progressToken: t, progress: 50, total: 100 });
-    // A get after the value: the daemon has it, yet the cancelled task forwards nothing.
-    await eventually(async () =>
-      (await getTask(mcp, task.taskId)).statusMessage.includes('50/100') ? undefined : true,
-    );
+    // A read after the value (the cancelled task's statusMessage stays as at the cancel): the
+    // daemon has it, yet the cancelled task forwards nothing.
+    await untilStream(mcp, t, (stream) => stream.progress === 50);
     expect(progressFor(mcp, 'label-cancel').length).toBe(before);
     await end();
   });

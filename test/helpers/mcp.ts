@@ -197,6 +197,13 @@ export function textOf(result: object): string {
   return content?.[0]?.text ?? '';
 }
 
+/** The errors an SDK 1.x client reported for progress under a token it did not know. */
+export function unknownTokenErrors(client: Pick<TappedClient, 'errors'>): string[] {
+  return client.errors
+    .map((error) => error.message)
+    .filter((message) => message.includes('unknown token'));
+}
+
 /**
  * What the SDK client's onprogress saw: every expected value, in order, and no
  * progress reported as an unknown token. The SDK 1.x client dispatches a
@@ -211,10 +218,10 @@ export function expectSeenInOrder(
   expected: number[],
   token: string | number,
 ): void {
-  const unknownTokens = client.errors
-    .map((error) => error.message)
-    .filter((message) => message.includes('unknown token'));
-  expect(unknownTokens, `progress under ${JSON.stringify(token)} reported as unknown`).toEqual([]);
+  expect(
+    unknownTokenErrors(client),
+    `progress under ${JSON.stringify(token)} reported as unknown`,
+  ).toEqual([]);
   expect(seen).toEqual(expected);
 }
 

@@ -33,6 +33,11 @@ export interface RawMcp {
   send(method: string, params?: Record<string, unknown>): number;
   /** Ends a request sent with send(): notifications/cancelled on stdio; over HTTP, its stream closes. */
   cancelRequest(id: number): Promise<void>;
+  /**
+   * Waits for the end of a request sent with send(): its answer, and over HTTP its stream read
+   * to the end (so every message the server wrote to it is in `received`). Returns the answer.
+   */
+  ended(id: number): Promise<RawMessage>;
   close(): Promise<void>;
 }
 
@@ -58,13 +63,16 @@ function envelope(params: Record<string, unknown> | undefined): Record<string, u
   };
 }
 
-function answerTo(received: RawMessage[], id: number): Promise<RawMessage> {
+function answerTo(received: RawMessage[], id: number, timeoutMs = 30_000): Promise<RawMessage> {
   return eventually(
     () => received.find((m) => m.id === id && m.method === undefined),
-    30_000,
+    timeoutMs,
     `the answer to request ${id}`,
   );
 }
+
+/** How long ended() waits for the answer that ends a request (a listen the server should end). */
+const END_TIMEOUT_MS = 10_000;
 
 const OPENING = {
   '2025-11-25': {
@@ -110,6 +118,24 @@ export function progressFor(mcp: RawMcp, label: string): RawMessage[] {
   );
 }
 
+/** Calls get_progress on `t` through `mcp` until the daemon's stream of it `holds`. */
+export function untilStream(
+  mcp: RawMcp,
+  t: string,
+  holds: (stream: { state?: string; progress?: number }) => boolean,
+): Promise<true> {
+  return eventually(async () => {
+    const read = await mcp.request('tools/call', {
+      name: 'get_progress',
+      arguments: { progressToken: t },
+    });
+    const content = (read.result?.structuredContent ?? {}) as {
+      stream?: { state?: string; progress?: number };
+    };
+    return content.stream !== undefined && holds(content.stream) ? true : undefined;
+  });
+}
+
 /** `mcp-progress mcp` on the daemon's runtime dir, spoken to as newline-delimited JSON-RPC. */
 export const RAW_STDIO: RawTransport = {
   name: 'stdio',
@@ -143,6 +169,7 @@ export const RAW_STDIO: RawTransport = {
     if (revision === '2025-11-25') write({ jsonrpc: '2.0', method: 'notifications/initialized' });
     return {
       ...connected(received, opening, send),
+      ended: (id) => answerTo(received, id, END_TIMEOUT_MS),
       async cancelRequest(id) {
         const params = { requestId: id };
         write({
@@ -207,13 +234,16 @@ export const RAW_HTTP: RawTransport = {
     const received: RawMessage[] = [];
     const streams = new Map<number, AbortController>();
     const reading = new Set<Promise<void>>();
-    const read = (response: Promise<Response>) => {
+    /** The read of each request's response, by its id. */
+    const reads = new Map<number, Promise<void>>();
+    const read = (response: Promise<Response>): Promise<void> => {
       const done = response
         .then((answer) => readMessages(answer, (message) => received.push(message)))
         // A stream this client closed ends its read.
         .catch(() => {})
         .finally(() => reading.delete(done));
       reading.add(done);
+      return done;
     };
     let headers: Record<string, string> = { ...auth, 'mcp-protocol-version': NEWEST_REVISION };
     const closeAll = new AbortController();
@@ -256,7 +286,8 @@ export const RAW_HTTP: RawTransport = {
         };
       }
       const body = { jsonrpc: '2.0', id, method, ...(sent === undefined ? {} : { params: sent }) };
-      read(postMcp(url, body, requestHeaders, AbortSignal.any([stream.signal, closeAll.signal])));
+      const signal = AbortSignal.any([stream.signal, closeAll.signal]);
+      reads.set(id, read(postMcp(url, body, requestHeaders, signal)));
       return id;
     };
     const opening = initialized ?? (await open(received, send, revision));
@@ -264,6 +295,12 @@ export const RAW_HTTP: RawTransport = {
       ...connected(received, opening, send),
       async cancelRequest(id) {
         streams.get(id)?.abort();
+      },
+      async ended(id) {
+        const answer = await answerTo(received, id, END_TIMEOUT_MS);
+        // The answer is the stream's last message: the server closes it after.
+        await reads.get(id);
+        return answer;
       },
       async close() {
         closeAll.abort();
