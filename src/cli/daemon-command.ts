@@ -1,5 +1,6 @@
 import { Daemon } from '../daemon/daemon.js';
 import { DAEMON_FLAGS, type OptionSpec, optionsInput } from '../daemon/options.js';
+import { EXIT_AFTER_STOP_MS } from '../shared/defaults.js';
 import type { LogLevel } from '../shared/log.js';
 import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { type OptionValues, parseOptions } from './args.js';
@@ -44,13 +45,19 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
     finish = resolve;
   });
   const stopNow = (running: Daemon) =>
-    running.stop().then(
-      () => finish(0),
-      (error: Error) => {
-        io.err(`mcp-progress error: stop failed: ${error.message}\n`);
-        finish(1);
-      },
-    );
+    running
+      .stop()
+      .then(
+        () => 0,
+        (error: Error) => {
+          io.err(`mcp-progress error: stop failed: ${error.message}\n`);
+          return 1;
+        },
+      )
+      .then((code) => {
+        finish(code);
+        exitIfHeld(code, io);
+      });
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalled) {
       io.err(`mcp-progress: second ${signal}, exiting at once\n`);
@@ -68,6 +75,20 @@ export async function daemonCommand(argv: string[], io: Io): Promise<number> {
   }
   if (signalled) stopNow(daemon);
   return finished;
+}
+
+/**
+ * The daemon has stopped and removed its files; a process still alive a moment later is held
+ * by something a library left running (unref'd, this timer fires only then): it exits anyway.
+ */
+function exitIfHeld(code: number, io: Io): void {
+  setTimeout(() => {
+    const held = process.getActiveResourcesInfo().filter((name) => name !== 'TTYWrap');
+    io.err(
+      `mcp-progress warn: stopped, but the process was still held (${held.join(', ')}): exiting\n`,
+    );
+    process.exit(code);
+  }, EXIT_AFTER_STOP_MS).unref();
 }
 
 function startDaemon(values: OptionValues<readonly OptionRow[]>): Promise<Daemon> {

@@ -29,6 +29,13 @@ export const RECONNECT_BACKOFF: Backoff = { firstMs: 50, maxMs: 2000 };
 /** Between connects refused with EAGAIN (the daemon's queue of connects is full): short, it is there. */
 export const BUSY_CONNECT_BACKOFF: Backoff = { firstMs: 5, maxMs: 250 };
 
+/**
+ * How long `mcp-progress daemon` waits, once its daemon has stopped, for the process to end by
+ * itself before it exits anyway: a library's leftover timer (nats.js's JetStream retries) must
+ * not keep a stopped daemon alive.
+ */
+export const EXIT_AFTER_STOP_MS = 1000;
+
 /** How long a one-shot worker-socket request (`publish`, `status`) waits for its answer. */
 export const DEFAULT_SOCKET_REQUEST_TIMEOUT_MS = 5000;
 
