@@ -33,8 +33,12 @@ export class BoundedEventStore implements EventStore {
   }
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+    return this.keep(streamId, message, JSON.stringify(message).length);
+  }
+
+  /** storeEvent at once, for a caller that has the message's JSON already (`bytes`: its length). */
+  keep(streamId: StreamId, message: JSONRPCMessage, bytes: number): EventId {
     const id = `${streamId}:${++this.#next}`;
-    const bytes = JSON.stringify(message).length;
     this.#events.set(id, { streamId, message, bytes });
     this.#bytes += bytes;
     for (const [oldest, kept] of this.#events) {
