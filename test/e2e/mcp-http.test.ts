@@ -2,7 +2,6 @@
  * The daemon's /mcp over Streamable HTTP: the endpoint's checks. The watch, disconnect and stop
  * scenarios, for every client and transport, are in mcp-transports.test.ts.
  */
-import { get } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { daemonForFile } from '../helpers/file-daemon.js';
 import {
@@ -12,6 +11,8 @@ import {
   postMcp,
   publishWhenWatched,
   RAW_INITIALIZE,
+  resumeSse,
+  watchCall,
 } from '../helpers/mcp.js';
 
 const daemon = daemonForFile();
@@ -66,20 +67,7 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     const url = `${httpBase(daemon.info)}/mcp`;
     const session = await openRawSession(url, { authorization: `Bearer ${daemon.info.secret}` });
     const token = 'resume-after-progress';
-    const call = postMcp(
-      url,
-      {
-        jsonrpc: '2.0',
-        id: 7,
-        method: 'tools/call',
-        params: {
-          name: 'watch_progress',
-          arguments: { progressToken: token, minIntervalMs: 0, timeoutMs: 30_000 },
-          _meta: { progressToken: 'caller' },
-        },
-      },
-      session,
-    );
+    const call = postMcp(url, watchCall(7, token, 30_000), session);
     await publishWhenWatched(daemon.info, token, 3);
     const body = await (await call).text();
     const events = [...body.matchAll(/event: message\nid: (\S+)\ndata: (.*)\n\n/g)].map(
@@ -89,36 +77,7 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     expect(progress.map((event) => JSON.parse(event.data).params.progress)).toEqual([1, 2, 3]);
     expect(events.at(-1)?.data).toContain('"id":7');
     // The stream "dropped" after the first progress event: the client asks again from there.
-    const resumed = await new Promise<string>((resolve, reject) => {
-      const target = new URL(url);
-      const request = get(
-        {
-          host: target.hostname,
-          port: target.port,
-          path: target.pathname,
-          headers: {
-            ...session,
-            accept: 'text/event-stream',
-            'last-event-id': progress[0]?.id ?? '',
-          },
-        },
-        (response) => {
-          let text = '';
-          response.setEncoding('utf8');
-          response.on('data', (chunk: string) => {
-            text += chunk;
-            if (text.includes('"id":7')) {
-              response.destroy();
-              resolve(text);
-            }
-          });
-          response.on('end', () =>
-            reject(new Error(`the replay ended without the result: ${text}`)),
-          );
-        },
-      );
-      request.on('error', reject);
-    });
+    const resumed = await resumeSse(url, session, progress[0]?.id ?? '', '"id":7');
     expect(resumed).toBe(
       events
         .slice(events.indexOf(progress[0] as (typeof events)[number]) + 1)
