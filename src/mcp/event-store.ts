@@ -22,8 +22,10 @@ interface Kept {
 export class BoundedEventStore implements EventStore {
   readonly #maxEvents: number;
   readonly #maxBytes: number;
-  /** In the order they were stored. */
   readonly #events = new Map<EventId, Kept>();
+  /** The ids of #events in the order they were stored, the oldest at #head: evicting is no iteration. */
+  #order: EventId[] = [];
+  #head = 0;
   #bytes = 0;
   #next = 0;
 
@@ -33,15 +35,27 @@ export class BoundedEventStore implements EventStore {
   }
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+    return this.keep(streamId, message, JSON.stringify(message).length);
+  }
+
+  /** storeEvent at once, for a caller that has the message's JSON already (`bytes`: its length). */
+  keep(streamId: StreamId, message: JSONRPCMessage, bytes: number): EventId {
     const id = `${streamId}:${++this.#next}`;
-    const bytes = JSON.stringify(message).length;
     this.#events.set(id, { streamId, message, bytes });
+    this.#order.push(id);
     this.#bytes += bytes;
-    for (const [oldest, kept] of this.#events) {
-      if (this.#events.size <= this.#maxEvents && this.#bytes <= this.#maxBytes) break;
-      if (oldest === id) break;
+    // The newest stays, whatever its size.
+    while (
+      (this.#events.size > this.#maxEvents || this.#bytes > this.#maxBytes) &&
+      this.#head < this.#order.length - 1
+    ) {
+      const oldest = this.#order[this.#head++] as EventId;
+      this.#bytes -= this.#events.get(oldest)?.bytes ?? 0;
       this.#events.delete(oldest);
-      this.#bytes -= kept.bytes;
+    }
+    if (this.#head > this.#maxEvents) {
+      this.#order = this.#order.slice(this.#head);
+      this.#head = 0;
     }
     return id;
   }
@@ -62,6 +76,7 @@ export class BoundedEventStore implements EventStore {
       );
     }
     let after = false;
+    // The Map keeps insertion order: the order they were stored.
     for (const [id, kept] of this.#events) {
       if (id === lastEventId) after = true;
       // A priming event carries no message: nothing to send again.

@@ -216,11 +216,12 @@ export class McpHttpSessions {
       defaultMinIntervalMs: this.#options.defaultMinIntervalMs,
     });
     let registered = false;
+    const events = new BoundedEventStore(MCP_REPLAY_EVENTS, MCP_REPLAY_BYTES);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       enableJsonResponse: false,
       // Priming events with an id and `retry` on every POST stream (SEP-1699), and a bounded replay.
-      eventStore: new BoundedEventStore(MCP_REPLAY_EVENTS, MCP_REPLAY_BYTES),
+      eventStore: events,
       retryInterval: MCP_SSE_RETRY_MS,
       onsessioninitialized: (id) => {
         registered = true;
@@ -256,7 +257,7 @@ export class McpHttpSessions {
       grant.close();
     };
     await server.connect(transport);
-    countSent(session);
+    sendCounted(session, events);
     await this.#serve(session, request, response, body);
     // Anything but a good initialize leaves no session behind.
     if (!registered) await this.#end(session);
@@ -324,17 +325,75 @@ export class McpHttpSessions {
   }
 }
 
-/** Counts, per response, the bytes of each SSE event the SDK sends on it. */
-function countSent(session: McpSession): void {
+/**
+ * The parts of SDK 1.x's web-standard transport (exact-pinned) that its send() uses for a
+ * notification of a request: the request's SSE stream and the streams a client may resume.
+ */
+interface SdkStreams {
+  readonly _requestToStreamMapping: Map<string | number, string>;
+  readonly _streamMapping: Map<
+    string,
+    {
+      controller?: { enqueue(chunk: Uint8Array): void };
+      encoder?: { encode(text: string): Uint8Array };
+    }
+  >;
+  readonly _resumableStreams: Set<string>;
+}
+
+/** The SDK transport's streams, or undefined if they are not where this version keeps them. */
+export function sdkStreams(transport: StreamableHTTPServerTransport): SdkStreams | undefined {
+  const inner = (transport as unknown as { _webStandardTransport?: Partial<SdkStreams> })
+    ._webStandardTransport;
+  return inner?._requestToStreamMapping instanceof Map &&
+    inner._streamMapping instanceof Map &&
+    inner._resumableStreams instanceof Set
+    ? (inner as SdkStreams)
+    : undefined;
+}
+
+/**
+ * Counts, per response, the bytes of each SSE event the SDK sends on it; and sends a request's
+ * notifications (progress) onto its SSE stream as the SDK's send() would (stored for
+ * Last-Event-ID, then the same event on the same stream), without its per-message cost: it
+ * checks every message against two zod schemas, failing (with issues built) for each
+ * notification, awaits the store and serialises the message again. Anything else, or a request
+ * with no stream, goes through the SDK.
+ */
+function sendCounted(session: McpSession, events: BoundedEventStore): void {
   const transport = session.transport;
   const send = transport.send.bind(transport);
+  const streams = sdkStreams(transport);
   transport.send = (message, options) => {
     const requestId =
       options?.relatedRequestId ??
       ('id' in message && !('method' in message) ? (message.id as string | number) : undefined);
     const response = requestId === undefined ? undefined : session.streams.get(requestId);
     const outgoing = response === undefined ? undefined : session.responses.get(response);
-    // The SDK's SSE event: "event: message\ndata: <json>\n\n" (no id: the daemon keeps no event store).
+    const streamId =
+      streams === undefined || requestId === undefined || 'id' in message || !('method' in message)
+        ? undefined
+        : streams._requestToStreamMapping.get(requestId);
+    if (streams !== undefined && streamId !== undefined) {
+      const json = JSON.stringify(message);
+      // Kept even when the stream is gone, for the client that resumes it.
+      const eventId = events.keep(streamId, message, json.length);
+      const stream = streams._streamMapping.get(streamId);
+      if (stream?.controller !== undefined && stream.encoder !== undefined) {
+        try {
+          const event = stream.encoder.encode(`event: message\nid: ${eventId}\ndata: ${json}\n\n`);
+          stream.controller.enqueue(event);
+          streams._resumableStreams.add(streamId);
+          if (outgoing !== undefined) outgoing.sent += event.byteLength;
+        } catch (error) {
+          // The stream closed: as the SDK's writeSSEEvent, reported and not thrown.
+          transport.onerror?.(error as Error);
+        }
+      }
+      return Promise.resolve();
+    }
+    // The SDK's SSE event: "event: message\nid: <id>\ndata: <json>\n\n" (the id is counted when
+    // it reaches the response, as a baseline move).
     if (outgoing !== undefined)
       outgoing.sent += Buffer.byteLength(JSON.stringify(message)) + SSE_EVENT_FRAMING_BYTES;
     return send(message, options);

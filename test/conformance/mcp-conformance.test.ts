@@ -6,7 +6,6 @@
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { get } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -18,7 +17,7 @@ import {
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { initializeText, MCP_POST_HEADERS } from '../helpers/mcp.js';
+import { initializeText, MCP_POST_HEADERS, resumeSse } from '../helpers/mcp.js';
 import { httpAsk } from '../helpers/page.js';
 
 const SUITE = join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
@@ -143,37 +142,12 @@ describe('@modelcontextprotocol/conformance against /mcp', () => {
     expect(priming).toBeDefined();
     expect(result).not.toBeNull();
     // The stream "dropped" after its priming event: the client asks again from there.
-    const replayed = await new Promise<string>((resolve, reject) => {
-      const url = new URL(mcpUrl);
-      const request = get(
-        {
-          host: url.hostname,
-          port: url.port,
-          path: `${url.pathname}${url.search}`,
-          headers: {
-            ...headers,
-            accept: 'text/event-stream',
-            'mcp-session-id': session,
-            'last-event-id': priming ?? '',
-          },
-        },
-        (response) => {
-          let text = '';
-          response.setEncoding('utf8');
-          response.on('data', (chunk: string) => {
-            text += chunk;
-            if (text.includes('"tools"')) {
-              response.destroy();
-              resolve(text);
-            }
-          });
-          response.on('end', () =>
-            reject(new Error(`the replay ended without the result: ${text}`)),
-          );
-        },
-      );
-      request.on('error', reject);
-    });
+    const replayed = await resumeSse(
+      mcpUrl,
+      { ...headers, 'mcp-session-id': session },
+      priming ?? '',
+      '"tools"',
+    );
     expect(replayed).toContain(`id: ${result?.[1]}\ndata: ${result?.[2]}`);
   });
 });

@@ -4,7 +4,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { daemonForFile } from '../helpers/file-daemon.js';
-import { httpBase, MCP_POST_HEADERS, postMcp, RAW_INITIALIZE } from '../helpers/mcp.js';
+import {
+  httpBase,
+  MCP_POST_HEADERS,
+  openRawSession,
+  postMcp,
+  publishWhenWatched,
+  RAW_INITIALIZE,
+  resumeSse,
+  watchCall,
+} from '../helpers/mcp.js';
 
 const daemon = daemonForFile();
 
@@ -52,5 +61,28 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     );
     expect(response.status).toBe(404);
     expect(await response.json()).toMatchObject({ error: { message: /initialize a new session/ } });
+  });
+
+  it("keeps a watch's progress events for Last-Event-ID: a client resuming after one gets the rest and the result", async () => {
+    const url = `${httpBase(daemon.info)}/mcp`;
+    const session = await openRawSession(url, { authorization: `Bearer ${daemon.info.secret}` });
+    const token = 'resume-after-progress';
+    const call = postMcp(url, watchCall(7, token, 30_000), session);
+    await publishWhenWatched(daemon.info, token, 3);
+    const body = await (await call).text();
+    const events = [...body.matchAll(/event: message\nid: (\S+)\ndata: (.*)\n\n/g)].map(
+      ([, id, data]) => ({ id: id ?? '', data: data ?? '' }),
+    );
+    const progress = events.filter((event) => event.data.includes('notifications/progress'));
+    expect(progress.map((event) => JSON.parse(event.data).params.progress)).toEqual([1, 2, 3]);
+    expect(events.at(-1)?.data).toContain('"id":7');
+    // The stream "dropped" after the first progress event: the client asks again from there.
+    const resumed = await resumeSse(url, session, progress[0]?.id ?? '', '"id":7');
+    expect(resumed).toBe(
+      events
+        .slice(events.indexOf(progress[0] as (typeof events)[number]) + 1)
+        .map((event) => `event: message\nid: ${event.id}\ndata: ${event.data}\n\n`)
+        .join(''),
+    );
   });
 });

@@ -1,5 +1,6 @@
 /** Real MCP SDK clients for the tests, with a tap on the raw messages they receive. */
 import { spawn } from 'node:child_process';
+import { get } from 'node:http';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -278,4 +279,54 @@ export async function openRawSession(
     await postMcp(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, inSession)
   ).text();
   return inSession;
+}
+
+/** A tools/call of watch_progress on `token`, every update forwarded, under the caller's token. */
+export function watchCall(id: number, token: string, timeoutMs: number): object {
+  return {
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: {
+      name: 'watch_progress',
+      arguments: { progressToken: token, minIntervalMs: 0, timeoutMs },
+      _meta: { progressToken: 'caller' },
+    },
+  };
+}
+
+/**
+ * A GET that resumes an SSE stream after `lastEventId` (a client whose stream dropped); the
+ * text replayed, once it includes `until`.
+ */
+export function resumeSse(
+  url: string,
+  headers: Record<string, string>,
+  lastEventId: string,
+  until: string,
+): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const target = new URL(url);
+    const request = get(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: `${target.pathname}${target.search}`,
+        headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastEventId },
+      },
+      (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          text += chunk;
+          if (text.includes(until)) {
+            response.destroy();
+            resolve(text);
+          }
+        });
+        response.on('end', () => reject(new Error(`the replay ended without ${until}: ${text}`)));
+      },
+    );
+    request.on('error', reject);
+  });
 }

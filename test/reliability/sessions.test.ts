@@ -18,6 +18,7 @@ import {
   postMcp,
   RAW_INITIALIZE,
   type TappedClient,
+  watchCall,
 } from '../helpers/mcp.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 
@@ -196,20 +197,7 @@ describe('an /mcp client that stops reading its SSE stream', () => {
     const healthy = await connectGateway(daemon.info);
     await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
     // The watch's SSE response is never read: its bytes pile up in the daemon unless it is capped.
-    const stalled = await postRaw(
-      daemon.info,
-      {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: {
-          name: 'watch_progress',
-          arguments: { progressToken: token, minIntervalMs: 0, timeoutMs: 600_000 },
-          _meta: { progressToken: 'caller' },
-        },
-      },
-      inSession,
-    );
+    const stalled = await postRaw(daemon.info, watchCall(1, token, 600_000), inSession);
     stalled.pause();
     await eventually(async () => ((await statusOf(worker)).subscriptions === 2 ? true : undefined));
     const before = await statusOf(worker);

@@ -2,8 +2,11 @@
  * The parts of the MCP side that need no daemon: what a client has shown
  * about pings, the label table of a session, and the tools' answers.
  */
+
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { describe, expect, it } from 'vitest';
 import { PingRecord, pingRecordOf } from '../../src/mcp/forward.js';
+import { sdkStreams } from '../../src/mcp/http-sessions.js';
 import { getAnswer, listAnswer, watchResult } from '../../src/mcp/mcp-server.js';
 import { requestChannelOf } from '../../src/mcp/relay.js';
 import { statusMessageOf } from '../../src/mcp/relay-task.js';
@@ -236,5 +239,12 @@ describe("relayTask's statusMessage", () => {
       },
     };
     expect(statusMessageOf(atEmoji, 'render')).toHaveLength(MAX_STATUS_MESSAGE_CHARS - 1);
+  });
+});
+
+describe("/mcp's direct progress sends", () => {
+  it("find the SDK transport's SSE streams where the pinned SDK keeps them (else every send pays its checks)", () => {
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => 'id' });
+    expect(sdkStreams(transport)).toBeDefined();
   });
 });
