@@ -674,6 +674,36 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
       'B to exit after SIGTERM',
     );
 
+    // The same in a process of its own that goes on after Daemon.stop(): no timer of the catch-up
+    // is left (nats.js's ordered consumer left one retrying; a stop leaves others unref'd at most).
+    const script = `
+      const { Daemon } = await import(${JSON.stringify(join(ROOT, 'dist/daemon/daemon.js'))});
+      const silent = { error() {}, warn() {}, info() {}, debug() {} };
+      const daemon = await Daemon.start(${JSON.stringify({ runtimeDir: tempDir(), port: 0, nats: [as('mute')], natsName: 'mute-c' })}, silent);
+      console.log('started');
+      process.stdin.once('data', async () => {
+        process.stdin.destroy();
+        await daemon.stop();
+        console.log('after stop: ' + JSON.stringify(process.getActiveResourcesInfo()));
+        process.exit(0);
+      });`;
+    const before = violations();
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    open.push(() => child.kill('SIGKILL'));
+    const output = collectOutput(child);
+    await eventually(
+      () => (violations() > before ? true : undefined),
+      15_000,
+      `the refused request of the child (${output.stdout()}${output.stderr()})`,
+    );
+    child.stdin?.write('stop\n');
+    await waitForExit(child);
+    const resources = /after stop: (.*)/.exec(output.stdout())?.[1];
+    expect(resources, output.stderr()).toBeDefined();
+    expect(JSON.parse(resources as string)).not.toContain('Timeout');
+
     // Left running: it gives up, says so once, joins, and live values reach it.
     const b = await host(as('mute'), 'mute-b');
     expect(b.stderr().match(/cannot catch up from the JetStream store/g)).toHaveLength(1);
