@@ -820,6 +820,11 @@ class StoreRead {
   #consumer: string | undefined;
   /** Messages of the last pull not yet delivered. */
   #owed = 0;
+  /**
+   * Stored messages still to read of those there were when the consumer was made: values stored
+   * after it arrive live too, so a store written to without pause does not make it read for ever.
+   */
+  #remaining = 0;
 
   constructor(
     nc: NatsConnection,
@@ -902,7 +907,7 @@ class StoreRead {
     }
     this.#take(msg.subject, msg.data, Date.now() - stored.epochMs);
     if (this.#ended) return;
-    if (stored.pending === 0) this.#end(undefined);
+    if (stored.pending === 0 || --this.#remaining <= 0) this.#end(undefined);
     else if (--this.#owed === 0) this.#pull();
   }
 
@@ -924,7 +929,9 @@ class StoreRead {
       return;
     }
     this.#consumer = answer.name;
-    if (answer.num_pending === 0) this.#end(undefined);
+    // Not a count (a server that does not say): read until a message says none is pending.
+    this.#remaining = typeof answer.num_pending === 'number' ? answer.num_pending : Infinity;
+    if (this.#remaining === 0) this.#end(undefined);
     else this.#pull();
   }
 
