@@ -17,16 +17,16 @@ import { readFileSync } from 'node:fs';
 import {
   type ConnectionOptions,
   connect,
+  createInbox,
   credsAuthenticator,
-  DeliverPolicy,
   DiscardPolicy,
   type JetStreamManager,
-  type JsMsg,
   type Msg,
   type NatsConnection,
   nanos,
   RetentionPolicy,
   StorageType,
+  type Subscription,
 } from 'nats';
 import {
   type BackplaneStreamMessage,
@@ -51,8 +51,15 @@ import type { ConnectionId, Router } from './router.js';
 const STORE_MAX_AGE_MS = 24 * 3_600_000;
 /** Between two connection attempts while NATS is unreachable at start. */
 const RETRY_MS = 2000;
-/** A catch-up read that hears nothing for this long is over (the store was purged meanwhile). */
+/**
+ * A catch-up that waits this long for JetStream (the consumer it asked for, or the next stored
+ * message) gives up with a warning: a cluster without JetStream quorum does not answer.
+ */
 const CATCH_UP_IDLE_MS = 5000;
+/** How many stored messages a catch-up asks for at a time. */
+const CATCH_UP_BATCH = 256;
+/** The JetStream API's subjects (no domain: the daemon uses the default). */
+const JS_API = '$JS.API';
 /**
  * How often the server is asked (a flush: PING, PONG) to confirm the stream messages sent so
  * far. Until then they are kept, and sent again after a reconnect: one a server that died took
@@ -108,8 +115,8 @@ export class Backplane {
   #heartbeat: NodeJS.Timeout | undefined;
   /** Whether the first join is done: only it adopts what an earlier daemon of this host left. */
   #joined = false;
-  /** Bumped at each catch-up, so an older one still reading stops. */
-  #catchUps = 0;
+  /** The catch-up under way: a stop, or the catch-up of a reconnect, cancels it. */
+  #catchUpRead: StoreRead | undefined;
   /** This daemon's tokens, active or done, while its router keeps them: the subject of each. */
   readonly #local = new Map<ProgressToken, string>();
   /**
@@ -307,6 +314,7 @@ export class Backplane {
     this.#confirming = setInterval(() => void this.#confirm(), CONFIRM_MS);
     this.#confirming.unref();
     await this.#catchUp(nc);
+    if (this.#stopped) return;
     this.#joined = true;
     this.#router.removeConnection(this.#adopter, this.#host.now());
     this.#host.schedule();
@@ -458,31 +466,23 @@ export class Backplane {
   }
 
   /**
-   * Reads the last stored message of every stream subject once (an ordered consumer, last per
-   * subject), then stops: live messages come on the plain subscription.
+   * Reads the last stored message of every stream subject once, then stops: live messages come on
+   * the plain subscription. Never longer than JetStream keeps answering (StoreRead), and an
+   * earlier catch-up still reading ends first, leaving nothing behind.
    */
   async #catchUp(nc: NatsConnection): Promise<void> {
-    const run = ++this.#catchUps;
-    const info = await this.#jsm?.streams.info(this.#subjects.store);
-    if (info === undefined || info.state.messages === 0) return;
-    const consumer = await nc.jetstream().consumers.get(this.#subjects.store, {
-      // One subject as a string: nats-server before 2.10 (Debian's) has no filter_subjects list.
-      filterSubjects: this.#subjects.allStreams,
-      deliver_policy: DeliverPolicy.LastPerSubject,
-    });
-    const messages = await consumer.consume();
-    let idle = setTimeout(() => messages.stop(), CATCH_UP_IDLE_MS);
-    try {
-      for await (const msg of messages) {
-        clearTimeout(idle);
-        if (run !== this.#catchUps || this.#stopped) break;
-        this.#storedIn(msg);
-        if (msg.info.pending === 0) break;
-        idle = setTimeout(() => messages.stop(), CATCH_UP_IDLE_MS);
-      }
-    } finally {
-      clearTimeout(idle);
-      messages.stop();
+    this.#catchUpRead?.cancel();
+    if (this.#stopped) return;
+    const read = new StoreRead(nc, this.#subjects.store, this.#subjects.allStreams, (s, d, age) =>
+      this.#streamIn(s, d, age),
+    );
+    this.#catchUpRead = read;
+    const failure = await read.done;
+    if (this.#catchUpRead === read) this.#catchUpRead = undefined;
+    if (failure !== undefined && !this.#stopped) {
+      this.#log.warn(
+        `backplane: cannot catch up from the JetStream store ${this.#subjects.store} (${failure}): live values go on; the values stored before are not read until the next reconnect`,
+      );
     }
   }
 
@@ -561,6 +561,7 @@ export class Backplane {
     clearTimeout(this.#retry);
     clearInterval(this.#heartbeat);
     clearInterval(this.#confirming);
+    this.#catchUpRead?.cancel();
     this.#hosts.stop();
     // The last values and dones before the stop go out before the `down`.
     this.#publishOutbox();
@@ -631,11 +632,6 @@ export class Backplane {
     if (subject !== undefined && this.#connected) {
       this.#jsm?.streams.purge(this.#subjects.store, { filter: subject }).catch(() => {});
     }
-  }
-
-  #storedIn(msg: JsMsg): void {
-    const epochMs = msg.info.timestampNanos / 1e6;
-    this.#streamIn(msg.subject, msg.data, Date.now() - epochMs);
   }
 
   /**
@@ -800,6 +796,182 @@ export class Backplane {
     const heartbeat = { v: 1, state, instance: this.#instance };
     nc?.publish(this.#subjects.heartbeatOf(this.#options.name), JSON.stringify(heartbeat));
   }
+}
+
+/**
+ * One read of the store's last message per stream subject: an ephemeral pull consumer (deliver
+ * policy last_per_subject, no acks) made with one request, then read in batches, every answer on
+ * one inbox subscription, under one timer. JetStream silent or refusing for CATCH_UP_IDLE_MS ends
+ * it with the reason; cancel() ends it at once. Either way nothing of it remains: nats.js's
+ * ordered consumer, by contrast, retries making its consumer for minutes while JetStream cannot
+ * answer (a cluster without quorum), and neither its stop nor the connection's close ends that.
+ */
+class StoreRead {
+  /** Why it gave up, or undefined: read to the end, or cancelled. */
+  readonly done: Promise<string | undefined>;
+  readonly #nc: NatsConnection;
+  readonly #store: string;
+  readonly #take: (subject: string, data: Uint8Array, ageMs: number) => void;
+  readonly #inbox = createInbox();
+  readonly #sub: Subscription;
+  #finish: (failure: string | undefined) => void = () => {};
+  #ended = false;
+  #timer: NodeJS.Timeout | undefined;
+  #consumer: string | undefined;
+  /** Messages of the last pull not yet delivered. */
+  #owed = 0;
+  /**
+   * Stored messages still to read of those there were when the consumer was made: values stored
+   * after it arrive live too, so a store written to without pause does not make it read for ever.
+   */
+  #remaining = 0;
+
+  constructor(
+    nc: NatsConnection,
+    store: string,
+    filter: string,
+    take: (subject: string, data: Uint8Array, ageMs: number) => void,
+  ) {
+    this.#nc = nc;
+    this.#store = store;
+    this.#take = take;
+    this.done = new Promise((resolve) => {
+      this.#finish = resolve;
+    });
+    this.#sub = nc.subscribe(`${this.#inbox}.*`, {
+      callback: (error, msg) => (error ? this.#end(error.message) : this.#in(msg)),
+    });
+    const request = {
+      stream_name: store,
+      config: {
+        deliver_policy: 'last_per_subject',
+        ack_policy: 'none',
+        // One subject: nats-server before 2.10 (Debian's) has no filter_subjects list.
+        filter_subject: filter,
+        inactive_threshold: nanos(CATCH_UP_IDLE_MS),
+        mem_storage: true,
+        num_replicas: 1,
+      },
+    };
+    this.#send(
+      `${JS_API}.CONSUMER.CREATE.${store}`,
+      request,
+      'c',
+      'no answer to the consumer request',
+    );
+  }
+
+  cancel(): void {
+    this.#end(undefined);
+  }
+
+  #send(subject: string, body: object, reply: string, silence: string): void {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(
+      () => this.#end(`${silence} within ${CATCH_UP_IDLE_MS / 1000} s`),
+      CATCH_UP_IDLE_MS,
+    );
+    this.#timer.unref();
+    try {
+      this.#nc.publish(subject, JSON.stringify(body), { reply: `${this.#inbox}.${reply}` });
+    } catch (error) {
+      this.#end((error as Error).message);
+    }
+  }
+
+  #pull(): void {
+    if (this.#consumer === undefined) return;
+    this.#owed = CATCH_UP_BATCH;
+    // The server ends a pull it cannot fill before this; the timer is for a server gone silent.
+    const body = { batch: CATCH_UP_BATCH, expires: nanos(CATCH_UP_IDLE_MS - 1000) };
+    this.#send(
+      `${JS_API}.CONSUMER.MSG.NEXT.${this.#store}.${this.#consumer}`,
+      body,
+      'm',
+      'no stored message',
+    );
+  }
+
+  #in(msg: Msg): void {
+    if (this.#ended) return;
+    if (msg.subject.endsWith('.c')) {
+      this.#created(msg);
+      return;
+    }
+    const stored = msg.reply === undefined ? undefined : storedMeta(msg.reply);
+    if (stored === undefined) {
+      // A status of the pull: 404 or 408, nothing (more) to read; anything else, a failure.
+      const code = msg.headers?.code ?? 0;
+      this.#end(code === 404 || code === 408 ? undefined : statusOf(msg));
+      return;
+    }
+    this.#take(msg.subject, msg.data, Date.now() - stored.epochMs);
+    if (this.#ended) return;
+    if (stored.pending === 0 || --this.#remaining <= 0) this.#end(undefined);
+    else if (--this.#owed === 0) this.#pull();
+  }
+
+  /** JetStream's answer to the consumer request: the consumer, or why not. */
+  #created(msg: Msg): void {
+    if (msg.headers?.code !== undefined && msg.data.length === 0) {
+      this.#end(statusOf(msg));
+      return;
+    }
+    const answer = parseJson(msg.data) as
+      | { name?: unknown; num_pending?: unknown; error?: { code?: unknown; description?: unknown } }
+      | undefined;
+    if (answer?.error !== undefined || typeof answer?.name !== 'string') {
+      this.#end(
+        answer?.error === undefined
+          ? 'JetStream gave no consumer'
+          : `JetStream: ${String(answer.error.description)} (${String(answer.error.code)})`,
+      );
+      return;
+    }
+    this.#consumer = answer.name;
+    // Not a count (a server that does not say): read until a message says none is pending.
+    this.#remaining = typeof answer.num_pending === 'number' ? answer.num_pending : Infinity;
+    if (this.#remaining === 0) this.#end(undefined);
+    else this.#pull();
+  }
+
+  #end(failure: string | undefined): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    clearTimeout(this.#timer);
+    try {
+      this.#sub.unsubscribe();
+      // Its inactive threshold would remove it too; this is sooner. No reply: nothing waits for it.
+      if (this.#consumer !== undefined && !this.#nc.isClosed()) {
+        this.#nc.publish(`${JS_API}.CONSUMER.DELETE.${this.#store}.${this.#consumer}`);
+      }
+    } catch {
+      // The connection is closing: the server drops both.
+    }
+    this.#finish(failure);
+  }
+}
+
+/**
+ * The stream's time (epoch ms) and the messages still to come, from a stored message's reply
+ * subject: `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ns>.<pending>`, or with a
+ * domain and an account hash after ACK (and a token at the end) from newer servers.
+ */
+function storedMeta(reply: string): { epochMs: number; pending: number } | undefined {
+  const tokens = reply.split('.');
+  if (tokens[0] !== '$JS' || tokens[1] !== 'ACK') return undefined;
+  const at = tokens.length === 9 ? 7 : tokens.length >= 11 ? 9 : -1;
+  if (at < 0) return undefined;
+  const nanoseconds = Number(tokens[at]);
+  const pending = Number(tokens[at + 1]);
+  if (!Number.isFinite(nanoseconds) || !Number.isInteger(pending)) return undefined;
+  return { epochMs: nanoseconds / 1e6, pending };
+}
+
+function statusOf(msg: Msg): string {
+  const code = msg.headers?.code ?? 0;
+  if (code === 503) return 'no responders: JetStream is not running there';
+  return `JetStream: ${msg.headers?.description || 'status'} (${code})`;
 }
 
 interface StreamMessage {

@@ -276,3 +276,61 @@ describe.skipIf(natsServer.skip)('a host that dies', () => {
     await b.stop();
   });
 });
+
+describe.skipIf(natsServer.skip)('a late joiner and a large store', () => {
+  beforeAll(() => natsServer.require());
+  let nats: RunningNats;
+  afterAll(async () => {
+    await nats?.stop();
+    cleanupAll();
+  });
+
+  it('reads every stream of a store larger than one pull of the catch-up, each at its end and last value', async () => {
+    nats = await startNats();
+    const a = await startHost(nats, 'host-a');
+    // 600 finished streams of a host "many", two values each: the store keeps the last of each.
+    const count = 600;
+    const tokens = Array.from({ length: count }, (_, i) => `many-${process.pid}-${i}`);
+    const subject = (token: string) =>
+      `mcp-progress.s.many.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
+    const nc = await natsConnect({ servers: nats.url });
+    for (const token of tokens) {
+      nc.publish(
+        subject(token),
+        JSON.stringify({ v: 1, kind: 'progress', params: { progressToken: token, progress: 1 } }),
+      );
+      nc.publish(
+        subject(token),
+        JSON.stringify({
+          v: 1,
+          kind: 'done',
+          params: { progressToken: token, status: 'ok' },
+          last: { progressToken: token, progress: 2 },
+        }),
+      );
+    }
+    await nc.flush();
+    const jsm = await nc.jetstreamManager();
+    await eventually(async () =>
+      (await jsm.streams.info('mcp-progress_streams')).state.messages === count ? true : undefined,
+    );
+    await nc.close();
+
+    const c = await startHost(nats, 'host-c');
+    const onC = await connectGateway(c.info);
+    try {
+      const list = await onC.request('progress/list');
+      const streams = (list.result as { streams: Array<Record<string, unknown>> }).streams.filter(
+        (s) => s.host === 'many',
+      );
+      expect(streams.map((s) => s.progressToken).sort()).toEqual([...tokens].sort());
+      for (const stream of streams) {
+        expect(stream).toMatchObject({ state: 'done', status: 'ok', last: { progress: 2 } });
+      }
+      expect(c.stderr()).not.toContain('cannot catch up');
+    } finally {
+      await onC.close();
+      await Promise.all([c.stop(), a.stop()]);
+    }
+  });
+});

@@ -478,6 +478,8 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
       state: 'active',
       host: 'team-a-1',
     });
+    // Its consumer request, pulls and delete are all allowed: no warning.
+    expect(late.stderr()).not.toContain('cannot catch up');
     // Alice under another team's prefix is refused by the server.
     const trespasser = await startDaemon(hostArgs(alice('alice'), 'team-a-3'));
     open.push(() => trespasser.stop());
@@ -629,6 +631,92 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
     expect(a.stderr()).toMatch(/backplane: NATS reconnected to \S*:(\d+)/);
     expect(a.stderr()).not.toContain(`reconnected to 127.0.0.1:${killed.port}`);
   });
+
+  it('a JetStream that never answers the catch-up: a daemon stopped meanwhile exits at once, and one left running gives up with one warning and keeps the live path', async () => {
+    // The catch-up's consumer request of B's user goes nowhere (the server drops it), as in a
+    // cluster without JetStream quorum; A's user may do everything.
+    const server = await nats({
+      config: `authorization {
+  users = [
+    { user: full, password: full-pw }
+    { user: mute, password: mute-pw, permissions: {
+        publish: { allow: [">"], deny: ["$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.DURABLE.CREATE.>"] }
+        subscribe: { allow: [">"] } } }
+  ]
+}
+`,
+    });
+    const as = (user: string) => `nats://${user}:${user}-pw@127.0.0.1:${server.port}`;
+    const a = await host(as('full'), 'mute-a');
+    const publisher = await worker(a);
+    const token = fresh('mute');
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    // In the store before B comes: B's catch-up has something to read.
+    const nc = await natsConnect({ servers: server.url, user: 'full', pass: 'full-pw' });
+    open.push(() => nc.close());
+    const jsm = await nc.jetstreamManager();
+    await eventually(
+      async () =>
+        (await jsm.streams.info('mcp-progress_streams')).state.messages > 0 ? true : undefined,
+      10_000,
+      'the value in the store',
+    );
+    const violations = () => server.stderr().split('CONSUMER.CREATE').length - 1;
+
+    // Stopped while its catch-up waits: nothing of the catch-up may keep the process alive.
+    const stopped = await startDaemon(hostArgs(as('mute'), 'mute-b'));
+    open.push(() => stopped.stop());
+    await eventually(() => (violations() > 0 ? true : undefined), 15_000, 'the refused request');
+    stopped.child.kill('SIGTERM');
+    // Its shutdown takes a moment; nats.js's ordered consumer kept it alive for minutes.
+    await eventually(
+      () =>
+        stopped.child.exitCode !== null || stopped.child.signalCode !== null ? true : undefined,
+      20_000,
+      'B to exit after SIGTERM',
+    );
+
+    // The same in a process of its own that goes on after Daemon.stop(): no timer of the catch-up
+    // is left (nats.js's ordered consumer left one retrying; a stop leaves others unref'd at most).
+    const script = `
+      const { Daemon } = await import(${JSON.stringify(join(ROOT, 'dist/daemon/daemon.js'))});
+      const silent = { error() {}, warn() {}, info() {}, debug() {} };
+      const daemon = await Daemon.start(${JSON.stringify({ runtimeDir: tempDir(), port: 0, nats: [as('mute')], natsName: 'mute-c' })}, silent);
+      console.log('started');
+      process.stdin.once('data', async () => {
+        process.stdin.destroy();
+        await daemon.stop();
+        console.log('after stop: ' + JSON.stringify(process.getActiveResourcesInfo()));
+        process.exit(0);
+      });`;
+    const before = violations();
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    open.push(() => child.kill('SIGKILL'));
+    const output = collectOutput(child);
+    await eventually(
+      () => (violations() > before ? true : undefined),
+      15_000,
+      `the refused request of the child (${output.stdout()}${output.stderr()})`,
+    );
+    child.stdin?.write('stop\n');
+    await waitForExit(child);
+    const resources = /after stop: (.*)/.exec(output.stdout())?.[1];
+    expect(resources, output.stderr()).toBeDefined();
+    expect(JSON.parse(resources as string)).not.toContain('Timeout');
+
+    // Left running: it gives up, says so once, joins, and live values reach it.
+    const b = await host(as('mute'), 'mute-b');
+    expect(b.stderr().match(/cannot catch up from the JetStream store/g)).toHaveLength(1);
+    expect(b.stderr()).toMatch(
+      /backplane: cannot catch up from the JetStream store mcp-progress_streams \(no answer to the consumer request within 5 s\): live values go on/,
+    );
+    const onB = await session(b);
+    await subscribe(onB, token);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 2 });
+    await sawProgress(onB, token, 2);
+  }, 60_000);
 });
 
 describe('without --nats', () => {
