@@ -256,6 +256,7 @@ async function tailUntilFinished(
   const tail = new Tail(client, plan, io, model, view, finish);
 
   let poller: NodeJS.Timeout | undefined;
+  let stopped = false;
   if (plan.named.length > 0) {
     for (const token of plan.named) await tail.follow(token);
     // Piped or redirected there is no screen to show an empty row: say once what tail waits for.
@@ -267,14 +268,16 @@ async function tailUntilFinished(
   } else {
     await tail.followAll();
     await tail.discover();
+    // Not after the stop: a poll in flight then fails, and must not schedule the next one.
     const poll = () => {
-      poller = setTimeout(() => void tail.discover().finally(poll), POLL_MS);
+      if (!stopped) poller = setTimeout(() => void tail.discover().finally(poll), POLL_MS);
     };
     poll();
   }
   view.render();
 
   const code = await finished;
+  stopped = true;
   clearTimeout(poller);
   view.close();
   await client.close();

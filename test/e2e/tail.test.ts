@@ -296,6 +296,55 @@ describe('mcp-progress tail across a daemon restart', () => {
   });
 });
 
+const ss = tool('ss', {
+  debian: 'iproute2',
+  why: "the unread bytes of tail's connection to a stopped daemon",
+});
+
+/** Bytes received and not yet read on the established TCP connections of a local port. */
+function unreadAt(port: string): number {
+  const rows = execFileSync('ss', ['-Htn', 'state', 'established', `( sport = :${port} )`], {
+    encoding: 'utf8',
+  });
+  return rows
+    .split('\n')
+    .filter((row) => row.trim() !== '')
+    .reduce((sum, row) => sum + Number(row.trim().split(/\s+/)[0]), 0);
+}
+
+describe('mcp-progress tail stopped while its list poll is unanswered', () => {
+  it.skipIf(ss.skip)('exits on SIGTERM, and polls no more', async () => {
+    ss.require();
+    const runtimeDir = tempDir();
+    const daemon = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    const gateway = await connectGateway(daemon.info);
+    const tail = startTail(['--json'], runtimeDir);
+    try {
+      await followsAll(gateway);
+      await gateway.close();
+      daemon.child.kill('SIGSTOP');
+      // tail's next list poll is then in flight: its bytes wait unread at the stopped daemon.
+      const port = new URL(daemon.info.url).port;
+      await eventually(
+        () => (unreadAt(port) > 0 ? true : undefined),
+        60_000,
+        "tail's list poll to wait unanswered",
+      );
+      tail.child.kill('SIGTERM');
+      // The failed poll must not schedule the next one: that kept tail alive for ever.
+      await eventually(
+        () => (tail.child.exitCode !== null ? true : undefined),
+        30_000,
+        `tail to exit after SIGTERM (stderr: ${tail.stderr()})`,
+      );
+      expect(await tail.exit).toBe(0);
+    } finally {
+      daemon.child.kill('SIGCONT');
+      await daemon.stop();
+    }
+  });
+});
+
 describe('mcp-progress tail, stdout not a terminal', () => {
   it('prints plain lines: counts, percent, message, and the status at the end', async () => {
     const token = uniqueToken('plain');
