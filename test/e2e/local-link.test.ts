@@ -1,0 +1,252 @@
+/**
+ * The local link: the daemon serves its gateway on <runtime-dir>/gateway.sock too, and the
+ * gateway client takes it when it found the daemon through daemon.json. Which transport a
+ * client used is read from the daemon's side: status counts the sessions on the local link
+ * (localLinkSessions) among all of them (sessions), asked on the worker socket, which opens none.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { chmodSync, lstatSync, statSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { GatewayClient } from '../../src/gateway-client/gateway-client.js';
+import type { DaemonStatus } from '../../src/protocol/frames.js';
+import { socketRequest } from '../../src/shared/socket-request.js';
+import {
+  BIN,
+  cleanupAll,
+  collectOutput,
+  eventually,
+  ROOT,
+  type RunningDaemon,
+  startDaemon,
+  tempDir,
+} from '../helpers/daemon.js';
+import { connectStdio } from '../helpers/mcp.js';
+import { asOtherUser, OTHER_USER, otherUser } from '../helpers/other-user.js';
+
+const TRY_CONNECT = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+`;
+
+let daemon: RunningDaemon;
+beforeAll(async () => {
+  daemon = await startDaemon();
+});
+afterAll(async () => {
+  await daemon.stop();
+  cleanupAll();
+});
+
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
+async function status(of: RunningDaemon = daemon): Promise<DaemonStatus> {
+  const reply = await socketRequest({
+    socketPath: of.info.socket,
+    type: 'status',
+    data: {},
+    isReply: (envelope) => envelope.type === 'status',
+    timeoutMs: 5000,
+  });
+  return reply.data as DaemonStatus;
+}
+
+/** Waits until the daemon has `sessions` sessions, `local` of them on the local link. */
+async function expectSessions(sessions: number, local: number, of = daemon): Promise<void> {
+  let seen: { sessions: number; local: number } | undefined;
+  await eventually(async () => {
+    const now = await status(of);
+    seen = { sessions: now.sessions, local: now.localLinkSessions };
+    return seen.sessions === sessions && seen.local === local ? true : undefined;
+  }, 5000).catch(() => {});
+  expect(seen).toEqual({ sessions, local });
+}
+
+const gatewaySocket = () => join(daemon.runtimeDir, 'gateway.sock');
+
+describe('the daemon', () => {
+  it('publishes gateway.sock in daemon.json: a socket, 0600, ours, in the 0700 runtime dir', () => {
+    expect(daemon.info.gatewaySocket).toBe(gatewaySocket());
+    const stat = lstatSync(gatewaySocket());
+    expect(stat.isSocket()).toBe(true);
+    expect(stat.mode & 0o777).toBe(0o600);
+    expect(stat.uid).toBe(process.getuid?.());
+    expect(statSync(daemon.runtimeDir).mode & 0o777).toBe(0o700);
+  });
+
+  it('answers there only to Host localhost, with no Origin, and the secret', async () => {
+    const upgrade = (headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({
+          socketPath: gatewaySocket(),
+          path: '/ws',
+          headers: {
+            connection: 'Upgrade',
+            upgrade: 'websocket',
+            'sec-websocket-version': '13',
+            'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+            'sec-websocket-protocol': 'mcp-progress.v1',
+            authorization: `Bearer ${daemon.info.secret}`,
+            ...headers,
+          },
+        });
+        req.on('upgrade', (response, socket) => {
+          socket.destroy();
+          resolve(response.statusCode ?? 0);
+        });
+        req.on('response', (response) => {
+          response.resume();
+          resolve(response.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await upgrade({})).toBe(101);
+    // The port's own name is not the local link's.
+    expect(await upgrade({ host: new URL(daemon.info.url).host })).toBe(421);
+    expect(await upgrade({ origin: `http://${new URL(daemon.info.url).host}` })).toBe(403);
+    expect(await upgrade({ authorization: 'Bearer wrong' })).toBe(401);
+  });
+});
+
+describe('clients that found the daemon through daemon.json take the local link', () => {
+  it('mcp-progress mcp', async () => {
+    const mcp = await connectStdio(['--runtime-dir', daemon.runtimeDir]);
+    try {
+      // It connects at its first call.
+      await mcp.client.callTool({ name: 'list_progress', arguments: {} });
+      await expectSessions(1, 1);
+    } finally {
+      await mcp.close();
+    }
+    await expectSessions(0, 0);
+  });
+
+  it('mcp-progress tail', async () => {
+    const child = spawn(process.execPath, [BIN, 'tail', '--runtime-dir', daemon.runtimeDir], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    collectOutput(child);
+    await expectSessions(1, 1);
+    child.kill('SIGTERM');
+    await expectSessions(0, 0);
+  });
+
+  it('relayProgress', async () => {
+    const relay = holdRelay([daemon.runtimeDir]);
+    await relay.relaying;
+    await expectSessions(1, 1);
+    relay.child.stdin?.end();
+    await expectSessions(0, 0);
+  });
+});
+
+describe('a client given an explicit URL keeps TCP', () => {
+  it('the gateway client', async () => {
+    const client = await GatewayClient.connect({
+      url: daemon.info.url,
+      secret: daemon.info.secret,
+      reconnect: false,
+    });
+    try {
+      await expectSessions(1, 0);
+    } finally {
+      await client.close();
+    }
+    // The same client without the URL takes the local link.
+    const local = await GatewayClient.connect({ runtimeDir: daemon.runtimeDir, reconnect: false });
+    try {
+      await expectSessions(1, 1);
+    } finally {
+      await local.close();
+    }
+  });
+
+  it('relayProgress', async () => {
+    const relay = holdRelay([daemon.runtimeDir, daemon.info.url, daemon.info.secret]);
+    await relay.relaying;
+    await expectSessions(1, 0);
+    relay.child.stdin?.end();
+    await expectSessions(0, 0);
+  });
+});
+
+describe.skipIf(otherUser.skip)(`another local user (${OTHER_USER})`, () => {
+  beforeAll(() => otherUser.require());
+  it('cannot connect to gateway.sock, even with the runtime dir opened up', () => {
+    expect(asOtherUser(TRY_CONNECT, gatewaySocket())).toBe('PermissionError');
+    const { mode } = statSync(daemon.runtimeDir);
+    chmodSync(daemon.runtimeDir, 0o755);
+    try {
+      expect(asOtherUser(TRY_CONNECT, gatewaySocket())).toBe('PermissionError');
+    } finally {
+      chmodSync(daemon.runtimeDir, mode & 0o777);
+    }
+  });
+});
+
+describe('its file', () => {
+  it('is removed at stop, and one left by kill -9 is replaced at the next start', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon([], runtimeDir);
+    const path = join(runtimeDir, 'gateway.sock');
+    await first.stop('SIGKILL');
+    expect(lstatSync(path).isSocket()).toBe(true);
+
+    const second = await startDaemon([], runtimeDir);
+    expect(second.info.gatewaySocket).toBe(path);
+    // (Its inode may be the killed one's, freed and reused: what it answers says whose it is.)
+    expect(lstatSync(path).mode & 0o777).toBe(0o600);
+    const client = await GatewayClient.connect({ runtimeDir, reconnect: false });
+    try {
+      await expectSessions(1, 1, second);
+    } finally {
+      await client.close();
+    }
+    expect(await second.stop()).toBe(0);
+    expect(() => lstatSync(path)).toThrow(/ENOENT/);
+  });
+
+  it('holds the session cap with TCP: --max-sessions counts both', async () => {
+    const capped = await startDaemon(['--max-sessions', '1']);
+    const tcp = await GatewayClient.connect({
+      url: capped.info.url,
+      secret: capped.info.secret,
+      reconnect: false,
+    });
+    try {
+      await expect(
+        GatewayClient.connect({ runtimeDir: capped.runtimeDir, reconnect: false }),
+      ).rejects.toMatchObject({ code: 'gateway_refused', message: /--max-sessions/ });
+    } finally {
+      await tcp.close();
+    }
+    await capped.stop();
+  });
+});
+
+/** A relay held in a process of its own (test/fixtures/relay-hold.mjs). */
+function holdRelay(args: string[]): { child: ChildProcess; relaying: Promise<void> } {
+  const child = spawn(process.execPath, [join(ROOT, 'test/fixtures/relay-hold.mjs'), ...args], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, MCP_PROGRESS_SOCKET: '' },
+  });
+  children.push(child);
+  const output = collectOutput(child);
+  const relaying = eventually(
+    () => (output.stdout().includes('relaying') ? true : undefined),
+    10_000,
+    'the relay',
+  ).then(() => expect(output.stdout()).toBe('relaying\n'));
+  return { child, relaying };
+}
