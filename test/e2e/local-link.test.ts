@@ -8,13 +8,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, lstatSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayClient } from '../../src/gateway-client/gateway-client.js';
 import type { DaemonStatus } from '../../src/protocol/frames.js';
 import { socketRequest } from '../../src/shared/socket-request.js';
 import {
   BIN,
-  cleanupAll,
   collectOutput,
   eventually,
   ROOT,
@@ -22,27 +21,11 @@ import {
   startDaemon,
   tempDir,
 } from '../helpers/daemon.js';
+import { daemonForFile } from '../helpers/file-daemon.js';
 import { connectStdio } from '../helpers/mcp.js';
-import { asOtherUser, OTHER_USER, otherUser } from '../helpers/other-user.js';
+import { asOtherUser, OTHER_USER, otherUser, TRY_CONNECT } from '../helpers/other-user.js';
 
-const TRY_CONNECT = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(sys.argv[1])
-    print("connected")
-except OSError as e:
-    print(type(e).__name__)
-`;
-
-let daemon: RunningDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon();
-});
-afterAll(async () => {
-  await daemon.stop();
-  cleanupAll();
-});
+const daemon = daemonForFile();
 
 const children: ChildProcess[] = [];
 afterEach(() => {
