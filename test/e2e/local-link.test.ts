@@ -7,8 +7,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, lstatSync, statSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { GatewayClient } from '../../src/gateway-client/gateway-client.js';
 import type { DaemonStatus } from '../../src/protocol/frames.js';
 import { socketRequest } from '../../src/shared/socket-request.js';
@@ -215,6 +217,38 @@ describe('its file', () => {
       await tcp.close();
     }
     await capped.stop();
+  });
+});
+
+describe('the limits of TCP hold there', () => {
+  it('a silent connection is cut at --handshake-timeout-ms, a session that does not pong at --pong-timeout-ms', async () => {
+    const limited = await startDaemon([
+      '--handshake-timeout-ms',
+      '300',
+      '--ping-interval-ms',
+      '100',
+      '--pong-timeout-ms',
+      '300',
+    ]);
+    const path = limited.info.gatewaySocket as string;
+    const silent = connect({ path });
+    await new Promise((resolve) => silent.once('connect', resolve));
+    await new Promise((resolve) => silent.once('close', resolve));
+    // No pong: ws answers pings itself unless told not to.
+    const deaf = new WebSocket('ws://localhost/ws', 'mcp-progress.v1', {
+      headers: { authorization: `Bearer ${limited.info.secret}` },
+      createConnection: () => connect({ path }),
+      autoPong: false,
+    });
+    await new Promise((resolve, reject) => {
+      deaf.once('open', resolve);
+      deaf.once('error', reject);
+    });
+    expect(await new Promise((resolve) => deaf.once('close', resolve))).toBe(1006);
+    const figures = await status(limited);
+    expect(figures.counters).toMatchObject({ handshakeTimeouts: 1, keepaliveTimeouts: 1 });
+    expect(figures.sessions).toBe(0);
+    await limited.stop();
   });
 });
 
