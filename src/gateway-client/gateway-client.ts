@@ -369,7 +369,6 @@ export class GatewayClient {
       // daemon.json is checked as ours; the socket beside it must be too.
       const planted = plantedByAnotherUser(local);
       if (planted !== undefined) throw planted;
-      // The Host a client on a Unix socket sends, which the daemon's local link expects.
       return {
         url: LOCAL_LINK_URL,
         secret: secret ?? info.secret,
