@@ -326,7 +326,12 @@ export class Daemon {
       // Look again: a daemon with another socket may have written daemon.json meanwhile.
       await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
       await writeDaemonInfo(infoPath, daemon.#info);
-      lock.orphaned = () => filesGone(options.socketPath, daemon.#boundSocket, infoPath);
+      lock.orphaned = async () => {
+        if (!(await filesGone(options.socketPath, daemon.#boundSocket, infoPath))) return false;
+        // Yielding the runtime dir: its gateway.sock goes with it, for the next daemon to take.
+        await daemon.#dropLocalLink();
+        return true;
+      };
     } catch (error) {
       await daemon.#teardown(0);
       if (error instanceof BridgeError) throw error;
@@ -387,6 +392,14 @@ export class Daemon {
       );
     }
     return path;
+  }
+
+  /** Stops serving the local link and removes gateway.sock if it is still ours; sessions on it stay. */
+  async #dropLocalLink(): Promise<void> {
+    // Unlinked while still bound: its inode cannot be reused meanwhile, so the check is exact.
+    await removeOwnSocket(gatewaySocketPath(this.options.runtimeDir), this.#boundGatewaySocket);
+    this.#boundGatewaySocket = undefined;
+    this.#endpoint.closeLocal();
   }
 
   /** Loads the NATS client only now, and starts joining in the background. */
@@ -543,7 +556,7 @@ export class Daemon {
     // While the socket is still bound its file cannot be freed and its inode reused,
     // so the identity check is exact: unlink first, then close.
     await removeOwnSocket(this.options.socketPath, this.#boundSocket);
-    await removeOwnSocket(gatewaySocketPath(this.options.runtimeDir), this.#boundGatewaySocket);
+    await this.#dropLocalLink();
     await this.#ingress.stop(graceMs);
     this.#router.flushAll(this.now());
     await this.#backplane?.stop();

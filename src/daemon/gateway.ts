@@ -271,6 +271,12 @@ export class GatewayEndpoint {
     });
   }
 
+  /** Stops taking connections on the local link; those open stay. */
+  closeLocal(): void {
+    this.#local?.close();
+    this.#local = undefined;
+  }
+
   /** Open WebSocket sessions that came in on the local link. */
   get localLinkSessions(): number {
     let n = 0;
@@ -282,7 +288,7 @@ export class GatewayEndpoint {
   async stop(graceMs: number): Promise<void> {
     clearInterval(this.#keepalive);
     // No new connections on the local link; those open close with the HTTP server's below.
-    this.#local?.close();
+    this.closeLocal();
     this.#uncorkAll();
     const closing = [...this.#sessions.values()].map(
       (session) =>

@@ -5,7 +5,7 @@
  * (localLinkSessions) among all of them (sessions), asked on the worker socket, which opens none.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, lstatSync, statSync } from 'node:fs';
+import { chmodSync, lstatSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -200,6 +200,29 @@ describe('its file', () => {
     }
     expect(await second.stop()).toBe(0);
     expect(() => lstatSync(path)).toThrow(/ENOENT/);
+  });
+
+  it('goes with the runtime dir when a daemon whose files were removed yields it to a new one', async () => {
+    const runtimeDir = tempDir();
+    const old = await startDaemon([], runtimeDir);
+    rmSync(old.info.socket);
+    rmSync(join(runtimeDir, 'daemon.json'));
+    const next = await startDaemon([], runtimeDir);
+    const path = join(runtimeDir, 'gateway.sock');
+    expect(next.info.gatewaySocket).toBe(path);
+    const client = await GatewayClient.connect({ runtimeDir, reconnect: false });
+    try {
+      await expectSessions(1, 1, next);
+    } finally {
+      await client.close();
+    }
+    // The old one's stop leaves the new one's socket in place.
+    expect(await old.stop()).toBe(0);
+    expect(lstatSync(path).isSocket()).toBe(true);
+    await expect(
+      GatewayClient.connect({ runtimeDir, reconnect: false }).then((c) => c.close()),
+    ).resolves.toBeUndefined();
+    await next.stop();
   });
 
   it('holds the session cap with TCP: --max-sessions counts both', async () => {
