@@ -11,7 +11,10 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { GatewayClient } from '../../src/gateway-client/gateway-client.js';
+import {
+  GatewayClient,
+  type GatewayClientOptions,
+} from '../../src/gateway-client/gateway-client.js';
 import type { DaemonStatus } from '../../src/protocol/frames.js';
 import { socketRequest } from '../../src/shared/socket-request.js';
 import {
@@ -54,6 +57,20 @@ async function expectSessions(sessions: number, local: number, of = daemon): Pro
     return seen.sessions === sessions && seen.local === local ? true : undefined;
   }, 5000).catch(() => {});
   expect(seen).toEqual({ sessions, local });
+}
+
+/** Connects a gateway client, sees its session on the daemon as `on`, and closes it. */
+async function expectClientOn(
+  options: GatewayClientOptions,
+  on: 'tcp' | 'local link',
+  of = daemon,
+): Promise<void> {
+  const client = await GatewayClient.connect({ ...options, reconnect: false });
+  try {
+    await expectSessions(1, on === 'tcp' ? 0 : 1, of);
+  } finally {
+    await client.close();
+  }
 }
 
 const gatewaySocket = () => join(daemon.runtimeDir, 'gateway.sock');
@@ -138,23 +155,9 @@ describe('clients that found the daemon through daemon.json take the local link'
 
 describe('a client given an explicit URL keeps TCP', () => {
   it('the gateway client', async () => {
-    const client = await GatewayClient.connect({
-      url: daemon.info.url,
-      secret: daemon.info.secret,
-      reconnect: false,
-    });
-    try {
-      await expectSessions(1, 0);
-    } finally {
-      await client.close();
-    }
+    await expectClientOn({ url: daemon.info.url, secret: daemon.info.secret }, 'tcp');
     // The same client without the URL takes the local link.
-    const local = await GatewayClient.connect({ runtimeDir: daemon.runtimeDir, reconnect: false });
-    try {
-      await expectSessions(1, 1);
-    } finally {
-      await local.close();
-    }
+    await expectClientOn({ runtimeDir: daemon.runtimeDir }, 'local link');
   });
 
   it('relayProgress', async () => {
@@ -192,12 +195,7 @@ describe('its file', () => {
     expect(second.info.gatewaySocket).toBe(path);
     // (Its inode may be the killed one's, freed and reused: what it answers says whose it is.)
     expect(lstatSync(path).mode & 0o777).toBe(0o600);
-    const client = await GatewayClient.connect({ runtimeDir, reconnect: false });
-    try {
-      await expectSessions(1, 1, second);
-    } finally {
-      await client.close();
-    }
+    await expectClientOn({ runtimeDir }, 'local link', second);
     expect(await second.stop()).toBe(0);
     expect(() => lstatSync(path)).toThrow(/ENOENT/);
   });
@@ -210,18 +208,10 @@ describe('its file', () => {
     const next = await startDaemon([], runtimeDir);
     const path = join(runtimeDir, 'gateway.sock');
     expect(next.info.gatewaySocket).toBe(path);
-    const client = await GatewayClient.connect({ runtimeDir, reconnect: false });
-    try {
-      await expectSessions(1, 1, next);
-    } finally {
-      await client.close();
-    }
+    await expectClientOn({ runtimeDir }, 'local link', next);
     // The old one's stop leaves the new one's socket in place.
     expect(await old.stop()).toBe(0);
-    expect(lstatSync(path).isSocket()).toBe(true);
-    await expect(
-      GatewayClient.connect({ runtimeDir, reconnect: false }).then((c) => c.close()),
-    ).resolves.toBeUndefined();
+    await expectClientOn({ runtimeDir }, 'local link', next);
     await next.stop();
   });
 
