@@ -35,6 +35,13 @@ export function ownNames(listenHost: string, port: number): OwnNames {
   return { hosts, origins: new Set([...hosts].map((host) => `http://${host}`)) };
 }
 
+/**
+ * The names on the local link (the gateway's Unix socket): Node's HTTP client, and ws under it,
+ * send `Host: localhost` on a Unix socket, and no Origin. Nothing else is accepted there: no
+ * browser reaches a Unix socket, so a page's origin has no business on it.
+ */
+export const LOCAL_LINK_NAMES: OwnNames = { hosts: new Set(['localhost']), origins: new Set() };
+
 export interface Refusal {
   readonly status: number;
   readonly message: string;

@@ -36,7 +36,7 @@ import {
   TASK_POLL_INTERVAL_MS,
 } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
-import { type DaemonInfo, daemonInfoPath } from '../shared/locate.js';
+import { type DaemonInfo, daemonInfoPath, gatewaySocketPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
 import { VERSION } from '../shared/version.js';
 import type { Backplane } from './backplane.js';
@@ -58,11 +58,13 @@ import type { GatewayBackend } from './rpc.js';
 import {
   bindError,
   bindPathFor,
+  claimGatewaySocket,
   claimSocketPath,
   type FileIdentity,
   filesGone,
   keepPipeName,
   lockRuntimeDir,
+  MAX_SOCKET_PATH_BYTES,
   prepareRuntimeDir,
   publishSocket,
   type RuntimeDirLock,
@@ -99,6 +101,8 @@ export class Daemon {
   #info: DaemonInfo | undefined;
   /** The socket file this daemon bound: at stop it removes that file and no other. */
   #boundSocket: FileIdentity | undefined;
+  /** The gateway's Unix socket this daemon bound (the local link), if any: removed at stop. */
+  #boundGatewaySocket: FileIdentity | undefined;
   readonly #scheduler: TickScheduler;
   /**
    * The clock reading shared by the frames of one read: they arrived together, and on this
@@ -310,17 +314,24 @@ export class Daemon {
         throw listenError(options, error);
       });
       daemon.#pageAccess.setPort(Number(new URL(url).port));
+      const gatewaySocket = await daemon.#listenLocalLink();
       daemon.#info = {
         pid: process.pid,
         version: VERSION,
         socket: options.socketPath,
         url,
         secret: daemon.#secret,
+        ...(gatewaySocket !== undefined && { gatewaySocket }),
       };
       // Look again: a daemon with another socket may have written daemon.json meanwhile.
       await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
       await writeDaemonInfo(infoPath, daemon.#info);
-      lock.orphaned = () => filesGone(options.socketPath, daemon.#boundSocket, infoPath);
+      lock.orphaned = async () => {
+        if (!(await filesGone(options.socketPath, daemon.#boundSocket, infoPath))) return false;
+        // Yielding the runtime dir: its gateway.sock goes with it, for the next daemon to take.
+        await daemon.#dropLocalLink();
+        return true;
+      };
     } catch (error) {
       await daemon.#teardown(0);
       if (error instanceof BridgeError) throw error;
@@ -350,6 +361,45 @@ export class Daemon {
     }
     log.info(`ready: pid ${process.pid}, socket ${options.socketPath}, gateway ${daemon.info.url}`);
     return daemon;
+  }
+
+  /**
+   * The local link: the gateway on <runtime-dir>/gateway.sock too, for this user's processes.
+   * Bound beside its name and published with link(2), as the worker socket is; one left by a
+   * killed daemon is replaced (this daemon holds the runtime dir's lock). Not on Windows, nor
+   * where the path is too long for a Unix socket: TCP serves alone there.
+   */
+  async #listenLocalLink(): Promise<string | undefined> {
+    if (process.platform === 'win32') return undefined;
+    const path = gatewaySocketPath(this.options.runtimeDir);
+    if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
+      this.#log.info(
+        `no local link: ${path} is longer than a Unix socket path may be (${MAX_SOCKET_PATH_BYTES} bytes); gateway clients use the TCP port`,
+      );
+      return undefined;
+    }
+    await claimGatewaySocket(path);
+    const bindPath = bindPathFor(path);
+    try {
+      await this.#endpoint.listenLocal(bindPath);
+      this.#boundGatewaySocket = await publishSocket(bindPath, path);
+    } catch (error) {
+      if (error instanceof BridgeError) throw error;
+      throw new BridgeError(
+        'listen_failed',
+        `cannot listen on the gateway's local link ${path}: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    return path;
+  }
+
+  /** Stops serving the local link and removes gateway.sock if it is still ours; sessions on it stay. */
+  async #dropLocalLink(): Promise<void> {
+    // Unlinked while still bound: its inode cannot be reused meanwhile, so the check is exact.
+    await removeOwnSocket(gatewaySocketPath(this.options.runtimeDir), this.#boundGatewaySocket);
+    this.#boundGatewaySocket = undefined;
+    this.#endpoint.closeLocal();
   }
 
   /** Loads the NATS client only now, and starts joining in the background. */
@@ -459,6 +509,7 @@ export class Daemon {
       connections: Math.max(0, this.#ingress.connectionCount - askers),
       sessions: this.#hub.count,
       pageSessions: this.#hub.countOf('page'),
+      localLinkSessions: this.#endpoint.localLinkSessions,
       streams: stats.streams,
       subscriptions: stats.subscriptions,
       subscribedToAll: stats.subscribedToAll,
@@ -505,6 +556,7 @@ export class Daemon {
     // While the socket is still bound its file cannot be freed and its inode reused,
     // so the identity check is exact: unlink first, then close.
     await removeOwnSocket(this.options.socketPath, this.#boundSocket);
+    await this.#dropLocalLink();
     await this.#ingress.stop(graceMs);
     this.#router.flushAll(this.now());
     await this.#backplane?.stop();

@@ -1,6 +1,8 @@
 /**
  * The daemon's network face on loopback: an HTTP server whose /ws path
  * upgrades to the WebSocket gateway. The only module that imports ws.
+ * The local link (a Unix socket in the runtime dir) feeds its connections to
+ * the same HTTP server: one path for checks, caps and keepalive.
  * Transport only: sessions, their ids and fan-out belong to the session hub.
  * Every request must carry the secret; browser Origins must be allowed; a
  * connection that has not shown the secret is capped and timed out.
@@ -9,12 +11,17 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
-import type { AddressInfo, Socket } from 'node:net';
+import {
+  type AddressInfo,
+  createServer as createNetServer,
+  type Server as NetServer,
+  type Socket,
+} from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import type { Logger } from '../shared/log.js';
-import { hostRefusal, type OwnNames, ownNames, type Refusal } from './access.js';
+import { hostRefusal, LOCAL_LINK_NAMES, type OwnNames, ownNames, type Refusal } from './access.js';
 import { missingPackage } from './installed.js';
 import { PeerUids } from './peer-uid.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
@@ -127,6 +134,10 @@ export class GatewayEndpoint {
   readonly #secretDigest: Buffer;
   /** The names and origins of this daemon, known once it listens (its port may be chosen then). */
   #names: OwnNames = { hosts: new Set(), origins: new Set() };
+  /** The local link's listening socket, once it listens. */
+  #local: NetServer | undefined;
+  /** Connections that came in on the local link: they answer to its names, not the port's. */
+  readonly #localSockets = new WeakSet<Socket>();
   /** Connections that have not presented the secret yet, oldest first. */
   readonly #pending = new Map<Socket, PendingConnection>();
   readonly #peerUids = new PeerUids();
@@ -233,9 +244,51 @@ export class GatewayEndpoint {
     });
   }
 
+  /**
+   * Serves the gateway on a Unix socket too (the local link), bound at `path` (mode 0600 from
+   * its birth); the caller publishes it under its name. Its connections are handed to the same
+   * HTTP server as TCP's, so the same checks, caps, session hub and keepalive apply.
+   */
+  listenLocal(path: string): Promise<void> {
+    const server = createNetServer((socket) => {
+      this.#localSockets.add(socket);
+      this.#http.emit('connection', socket);
+    });
+    this.#local = server;
+    return new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      // bind() creates the file synchronously in listen(): the umask makes it 0600 from birth.
+      const previous = process.umask(0o177);
+      try {
+        server.listen({ path }, () => {
+          server.off('error', reject);
+          server.on('error', (error) => this.#log.debug(`local link error: ${error.message}`));
+          resolve();
+        });
+      } finally {
+        process.umask(previous);
+      }
+    });
+  }
+
+  /** Stops taking connections on the local link; those open stay. */
+  closeLocal(): void {
+    this.#local?.close();
+    this.#local = undefined;
+  }
+
+  /** Open WebSocket sessions that came in on the local link. */
+  get localLinkSessions(): number {
+    let n = 0;
+    for (const session of this.#sessions.values()) if (this.#localSockets.has(session.socket)) n++;
+    return n;
+  }
+
   /** Closes every session (1001) after what it was sent, then the server. */
   async stop(graceMs: number): Promise<void> {
     clearInterval(this.#keepalive);
+    // No new connections on the local link; those open close with the HTTP server's below.
+    this.closeLocal();
     this.#uncorkAll();
     const closing = [...this.#sessions.values()].map(
       (session) =>
@@ -276,7 +329,9 @@ export class GatewayEndpoint {
       socket.destroy();
     }, this.#options.handshakeTimeoutMs);
     timer.unref();
-    this.#pending.set(socket, { timer, peer: undefined });
+    // The local link's socket is 0600 in a 0700 dir: who connects there is the daemon's own user.
+    const peer = this.#localSockets.has(socket) ? (process.getuid?.() ?? 'unknown') : undefined;
+    this.#pending.set(socket, { timer, peer });
     socket.once('close', () => this.#authenticated(socket));
     // No user can be past the cap while fewer are pending in all: only then are peers looked up.
     if (this.#pending.size > this.#options.maxPendingConnections) this.#sortLater();
@@ -396,8 +451,13 @@ export class GatewayEndpoint {
     return this.#names;
   }
 
+  /** The names a request must use: the port's, or the local link's. */
+  #namesOf(request: IncomingMessage): OwnNames {
+    return this.#localSockets.has(request.socket as Socket) ? LOCAL_LINK_NAMES : this.#names;
+  }
+
   #request(request: IncomingMessage, response: ServerResponse): void {
-    const misnamed = hostRefusal(request, this.#names);
+    const misnamed = hostRefusal(request, this.#namesOf(request));
     if (misnamed !== undefined) {
       sendText(response, misnamed.status, `${misnamed.message}\n`);
       return;
@@ -426,10 +486,12 @@ export class GatewayEndpoint {
   /** Checks the secret (constant time) and the Origin of a request. */
   #refusal(request: IncomingMessage): { status: number; message: string } | undefined {
     const origin = request.headers.origin;
+    const names = this.#namesOf(request);
+    // --allow-origin is for pages, which reach the port only: the local link allows no Origin.
     if (
       origin !== undefined &&
-      !this.#names.origins.has(origin) &&
-      !this.#options.allowOrigins.includes(origin)
+      !names.origins.has(origin) &&
+      (names === LOCAL_LINK_NAMES || !this.#options.allowOrigins.includes(origin))
     ) {
       return {
         status: 403,
@@ -478,7 +540,7 @@ export class GatewayEndpoint {
   }
 
   #upgradeRefusal(request: IncomingMessage): { status: number; message: string } | undefined {
-    const misnamed = hostRefusal(request, this.#names);
+    const misnamed = hostRefusal(request, this.#namesOf(request));
     if (misnamed !== undefined) return misnamed;
     const { path } = requestTarget(request);
     if (path !== WS_PATH)

@@ -87,6 +87,11 @@ export function formatPrometheus(status: DaemonStatus): string {
       'Of the sessions, live page streams (GET /events), one per browser tab.',
       status.pageSessions,
     ),
+    gauge(
+      'local_link_sessions',
+      "Of the sessions, WebSocket sessions on the gateway's Unix socket (the local link).",
+      status.localLinkSessions,
+    ),
     gauge('connections', 'Open worker connections.', status.connections),
     gauge('resident_memory_bytes', 'Resident set size of the daemon process.', status.memory.rss),
     gauge('uptime_seconds', 'Seconds since the daemon started.', status.uptimeMs / 1000),

@@ -14,6 +14,7 @@ import { link, lstat, open, readFile, rename, unlink, writeFile } from 'node:fs/
 import { connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { isPong } from '../protocol/frame-guards.js';
+import { GATEWAY_SOCKET_PROBE_TIMEOUT_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import {
   type DaemonInfo,
@@ -354,6 +355,50 @@ export async function claimSocketPath(path: string): Promise<void> {
       return;
     }
   }
+}
+
+/**
+ * Frees <runtime-dir>/gateway.sock for a daemon that holds the runtime dir's lock, so no daemon
+ * of this dir owns it: a socket nothing listens on (its daemon was killed) is removed. Anything
+ * else there (a file, a socket something answers on) is not ours to remove.
+ */
+export async function claimGatewaySocket(path: string): Promise<void> {
+  let isSocket: boolean;
+  try {
+    isSocket = (await lstat(path)).isSocket();
+  } catch {
+    return;
+  }
+  const inTheWay = (reason: string) =>
+    new BridgeError(
+      'socket_in_use',
+      `${path}, the gateway's local link, ${reason}: remove it, or choose another runtime dir with --runtime-dir`,
+    );
+  if (!isSocket) throw inTheWay('exists and is not a socket');
+  const stale = await fileIdentity(path);
+  if (await listening(path)) throw inTheWay('is a socket that something listens on');
+  const now = await fileIdentity(path);
+  // Only the very file found stale is removed.
+  if (stale !== undefined && now !== undefined && sameFile(stale, now))
+    await unlink(path).catch(() => {});
+}
+
+/** Whether something accepts connections on the Unix socket at `path`. */
+function listening(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ path });
+    const done = (answer: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    // Refused or gone: stale. Anything else (a full backlog, no answer in time) is someone's.
+    const timer = setTimeout(() => done(true), GATEWAY_SOCKET_PROBE_TIMEOUT_MS);
+    socket.once('connect', () => done(true));
+    socket.once('error', (error: NodeJS.ErrnoException) =>
+      done(error.code !== 'ECONNREFUSED' && error.code !== 'ENOENT'),
+    );
+  });
 }
 
 let bindCount = 0;

@@ -3,8 +3,11 @@
  * reconnect and resubscribe when the daemon restarts. Used by the relay
  * helper, the MCP server and `tail`. What a subscriber sees stays strictly
  * increasing across reconnects: a replayed snapshot is filtered out here.
+ * A daemon found through daemon.json is reached on its local link (a Unix
+ * socket) when it publishes one; an explicit URL is always TCP.
  */
 import { createRequire } from 'node:module';
+import { connect as connectUnix } from 'node:net';
 import type WebSocketType from 'ws';
 import * as z from 'zod';
 import {
@@ -48,7 +51,12 @@ import {
   RECONNECT_BACKOFF,
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
-import { type DaemonInfo, readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
+import {
+  type DaemonInfo,
+  plantedByAnotherUser,
+  readDaemonInfo,
+  resolveRuntimeDir,
+} from '../shared/locate.js';
 import {
   EveryStream,
   type LabelledSubscription,
@@ -351,11 +359,29 @@ export class GatewayClient {
     });
   }
 
-  async #target(): Promise<{ url: string; secret: string; pid: number | undefined }> {
+  async #target(): Promise<Target> {
     const { url, secret } = this.#options;
-    if (url !== undefined && secret !== undefined) return { url, secret, pid: undefined };
+    if (url !== undefined && secret !== undefined)
+      return { url, secret, pid: undefined, socketPath: undefined };
     const info: DaemonInfo = await readDaemonInfo(resolveRuntimeDir(this.#options.runtimeDir));
-    return { url: url ?? info.url, secret: secret ?? info.secret, pid: info.pid };
+    const local = url === undefined ? info.gatewaySocket : undefined;
+    if (local !== undefined) {
+      // daemon.json is checked as ours; the socket beside it must be too.
+      const planted = plantedByAnotherUser(local);
+      if (planted !== undefined) throw planted;
+      return {
+        url: LOCAL_LINK_URL,
+        secret: secret ?? info.secret,
+        pid: info.pid,
+        socketPath: local,
+      };
+    }
+    return {
+      url: url ?? info.url,
+      secret: secret ?? info.secret,
+      pid: info.pid,
+      socketPath: undefined,
+    };
   }
 
   #open(): Promise<void> {
@@ -366,13 +392,17 @@ export class GatewayClient {
   }
 
   async #connectOnce(): Promise<void> {
-    const { url, secret, pid } = await this.#target();
+    const { url, secret, pid, socketPath } = await this.#target();
+    const where = socketPath === undefined ? withoutSecret(url) : `the local link ${socketPath}`;
     const handshakeTimeoutMs = this.#options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
     // Whether the port accepted the TCP connection tells a silent daemon from an unreachable one.
     let accepted = false;
     const ws = new WebSocket(url, WS_SUBPROTOCOL, {
       headers: { authorization: `Bearer ${secret}` },
       perMessageDeflate: false,
+      ...(socketPath !== undefined && {
+        createConnection: () => connectUnix({ path: socketPath }),
+      }),
       finishRequest: (request) => {
         request.once('socket', (socket) => {
           if (!socket.connecting) accepted = true;
@@ -389,7 +419,7 @@ export class GatewayClient {
     try {
       await new Promise<void>((resolve, reject) => {
         handshakeTimer = setTimeout(() => {
-          reject(handshakeTimedOut(withoutSecret(url), handshakeTimeoutMs, accepted, pid));
+          reject(handshakeTimedOut(where, handshakeTimeoutMs, accepted, pid));
           ws.terminate();
         }, handshakeTimeoutMs);
         handshakeTimer.unref();
@@ -412,7 +442,7 @@ export class GatewayClient {
           reject(
             new BridgeError(
               'gateway_unreachable',
-              `cannot reach the daemon at ${withoutSecret(url)}: ${error.message}`,
+              `cannot reach the daemon at ${where}: ${error.message}`,
               { cause: error },
             ),
           ),
@@ -427,7 +457,7 @@ export class GatewayClient {
       return;
     }
     this.#ws = ws;
-    this.#url = withoutSecret(url);
+    this.#url = where;
     this.#attempt = 0;
     clearTimeout(this.#giveUpTimer);
     this.#giveUpTimer = undefined;
@@ -607,6 +637,20 @@ const incomingSchema = z.union([
   z.object({ jsonrpc: z.literal('2.0'), method: z.literal(DONE_METHOD), params: doneParamsSchema }),
 ]);
 
+/** Where a gateway client connects, and how: `socketPath` set, over the local link. */
+interface Target {
+  url: string;
+  secret: string;
+  pid: number | undefined;
+  socketPath: string | undefined;
+}
+
+/**
+ * The URL of a connection on the local link: ws sends its host as `Host` (the daemon accepts
+ * only `localhost` there) and its path as the request target; the socket comes from createConnection.
+ */
+const LOCAL_LINK_URL = 'ws://localhost/ws';
+
 /**
  * The notification `message` is when it is one this version knows, checked without zod; else
  * undefined, and `incomingSchema` decides (a reply, or something skipped). A message with an
@@ -636,7 +680,7 @@ function handshakeTimedOut(
   if (!accepted) {
     return new BridgeError(
       'gateway_unreachable',
-      `cannot reach the daemon at ${url}: no TCP connection within ${timeoutMs} ms (handshakeTimeoutMs); is the host reachable and the URL right?`,
+      `cannot reach the daemon at ${url}: no connection within ${timeoutMs} ms (handshakeTimeoutMs); is the host reachable and the URL right?`,
     );
   }
   const which = pid === undefined ? 'it' : `it (pid ${pid}, from daemon.json)`;

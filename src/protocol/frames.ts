@@ -439,6 +439,10 @@ export const daemonStatusSchema = z
     pageSessions: count.meta({
       description: 'Of the sessions, streams of the live page (GET /events): one per browser tab.',
     }),
+    localLinkSessions: count.meta({
+      description:
+        "Of the sessions, WebSocket sessions on the gateway's Unix socket (the local link, daemon.json's gatewaySocket).",
+    }),
     streams: z.strictObject({ waiting: count, active: count, done: count }),
     subscriptions: count,
     subscribedToAll: count.meta({
@@ -561,6 +565,13 @@ export const daemonInfoSchema = z
     socket: z.string().meta({ description: 'The worker socket path (a named pipe on Windows).' }),
     url: z.string().meta({ description: 'The WebSocket URL, for example ws://127.0.0.1:7717/ws.' }),
     secret: z.string().meta({ description: 'The gateway secret; changes at every start.' }),
+    gatewaySocket: z
+      .string()
+      .meta({
+        description:
+          'The Unix socket (mode 0600, in the runtime directory) serving the same gateway as url, for processes of the same user (the local link). Absent on Windows.',
+      })
+      .optional(),
   })
   .meta({ title: 'daemon.json', description: 'Mode 0600, owned by the user the daemon runs as.' });
 

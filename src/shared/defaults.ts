@@ -182,3 +182,15 @@ export const MAX_LIVE_TASKS = 10_000;
  */
 export const MAX_LISTENED_TASKS = 100;
 export const TASK_STATUS_MIN_INTERVAL_MS = 250;
+
+/**
+ * The gateway's Unix socket in the runtime directory (the local link): the same gateway as the
+ * TCP port, for this user's processes only (the directory is 0700). Not on Windows.
+ */
+export const GATEWAY_SOCKET_NAME = 'gateway.sock';
+
+/**
+ * How long a starting daemon waits for a connect to a gateway.sock it found, to tell a stale one
+ * (nothing listens: refused at once) from one in use. Connects to a Unix socket answer at once.
+ */
+export const GATEWAY_SOCKET_PROBE_TIMEOUT_MS = 500;

@@ -7,6 +7,7 @@ import { lstatSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { homedir, tmpdir, userInfo } from 'node:os';
 import { isAbsolute, join, resolve, win32 } from 'node:path';
+import { GATEWAY_SOCKET_NAME } from './defaults.js';
 import { BridgeError } from './errors.js';
 
 export const ENV_RUNTIME_DIR = 'MCP_PROGRESS_RUNTIME_DIR';
@@ -94,6 +95,11 @@ export function daemonInfoPath(runtimeDir: string): string {
   return join(runtimeDir, DAEMON_INFO_NAME);
 }
 
+/** <runtime-dir>/gateway.sock: where a daemon serves its gateway to this user's processes. */
+export function gatewaySocketPath(runtimeDir: string): string {
+  return join(runtimeDir, GATEWAY_SOCKET_NAME);
+}
+
 /** What a running daemon publishes about itself in daemon.json (mode 0600). */
 export interface DaemonInfo {
   pid: number;
@@ -102,6 +108,11 @@ export interface DaemonInfo {
   /** The WebSocket gateway URL. */
   url: string;
   secret: string;
+  /**
+   * The same gateway on a Unix socket (the local link), which clients that found the daemon
+   * through daemon.json use; absent on Windows, or where the socket could not be made.
+   */
+  gatewaySocket?: string | undefined;
 }
 
 /**
@@ -155,7 +166,8 @@ export async function readDaemonInfo(runtimeDir: string): Promise<DaemonInfo> {
     typeof info.socket !== 'string' ||
     typeof info.url !== 'string' ||
     typeof info.secret !== 'string' ||
-    typeof info.version !== 'string'
+    typeof info.version !== 'string' ||
+    (info.gatewaySocket !== undefined && typeof info.gatewaySocket !== 'string')
   ) {
     throw new BridgeError(
       'bad_daemon_info',

@@ -11,6 +11,17 @@ import { tool } from './tools.js';
 
 export const OTHER_USER = 'mcpprogress-other';
 
+/** A Python snippet for asOtherUser: connects to the Unix socket argv[1], prints "connected" or the error's class. */
+export const TRY_CONNECT = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+`;
+
 /** Creates the other user once; false where that cannot be done here (not root). */
 function ensureOtherUser(): boolean {
   if (process.getuid?.() !== 0) return false;

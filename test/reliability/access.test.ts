@@ -9,19 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, type RunningDaemon, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
 import { nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { asOtherUser, OTHER_USER, otherUser } from '../helpers/other-user.js';
+import { asOtherUser, OTHER_USER, otherUser, TRY_CONNECT } from '../helpers/other-user.js';
 import { rootOnly } from '../helpers/tools.js';
 import { rawWorker } from '../helpers/worker.js';
-
-const TRY_CONNECT = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(sys.argv[1])
-    print("connected")
-except OSError as e:
-    print(type(e).__name__)
-`;
 
 const TRY_READ = `
 import sys

@@ -229,8 +229,10 @@ describe('a port that accepts the connection and never answers', () => {
     pointAt(runtimeDir, silent.url, daemon.info);
     await eventually(() => (ended.length === 1 ? true : undefined), 15_000, 'gateway_lost');
     expect(ended.map((error) => error.code)).toEqual(['gateway_lost']);
-    // Found through daemon.json, the daemon that went away is still named.
-    expect(ended[0]?.message).toContain(daemon.info.url);
+    // Found through daemon.json, the daemon that went away is still named (its local link).
+    expect(ended[0]?.message).toContain(
+      `the daemon at the local link ${daemon.info.gatewaySocket}`,
+    );
     expect(silent.accepted()).toBeGreaterThan(0);
     // No attempt is left hanging on the silent port (it would keep the process alive).
     await eventually(() => (silent.open() === 0 ? true : undefined), 10_000, 'silent port let go');
@@ -281,7 +283,7 @@ describe('a daemon stopped with SIGSTOP', () => {
       const timedOut = await client.get('paused').catch((e: unknown) => e as Error);
       expect(timedOut).toMatchObject({ code: 'request_timeout' });
       expect((timedOut as Error).message).toContain(
-        `the daemon at ${daemon.info.url} did not answer progress/get within ${TIMEOUT_MS} ms (requestTimeoutMs)`,
+        `the daemon at the local link ${daemon.info.gatewaySocket} did not answer progress/get within ${TIMEOUT_MS} ms (requestTimeoutMs)`,
       );
       expect((timedOut as Error).message).toContain('"mcp-progress status"');
       // The kernel accepts a new connection for the stopped daemon; nobody answers it.
@@ -291,7 +293,7 @@ describe('a daemon stopped with SIGSTOP', () => {
       }).catch((e: unknown) => e as Error);
       expect(refused).toMatchObject({ code: 'gateway_timeout' });
       expect((refused as Error).message).toContain(
-        `the daemon at ${daemon.info.url} accepted the connection but did not answer within ${TIMEOUT_MS} ms`,
+        `the daemon at the local link ${daemon.info.gatewaySocket} accepted the connection but did not answer within ${TIMEOUT_MS} ms`,
       );
       expect((refused as Error).message).toContain(`pid ${daemon.child.pid}`);
     } finally {
