@@ -168,12 +168,18 @@ describe.skipIf(natsServer.skip)('every surface of another host', () => {
       worker.send('progress', { v: 1, progressToken: token, progress: 1, total: 2 });
       await eventually(() => (output.stdout().includes('1/2') ? true : undefined));
       // tail names its token: the host comes from the list, once it polled it.
-      const status = await runCli(['status', '--runtime-dir', c.runtimeDir]);
-      expect(status.stdout).toMatch(
-        /backplane {6}desk-c \(instance [0-9a-f]{8}\), connected to NATS/,
+      // desk-c knows gpu-a from its stream at once, its instance from its first heartbeat.
+      const gpuA = /host gpu-a +up {4}[1-9]\d* active streams {2}\(instance [0-9a-f]{8}\)/;
+      const status = await eventually(
+        async () => {
+          const read = await runCli(['status', '--runtime-dir', c.runtimeDir]);
+          return gpuA.test(read.stdout) ? read : undefined;
+        },
+        20_000,
+        "desk-c's status to show gpu-a with its instance",
       );
       expect(status.stdout).toMatch(
-        /host gpu-a +up {4}[1-9]\d* active streams {2}\(instance [0-9a-f]{8}\)/,
+        /backplane {6}desk-c \(instance [0-9a-f]{8}\), connected to NATS/,
       );
       // desk-c learns of laptop-b from its heartbeat (once a second), which may not have come yet.
       const readStatus = async () =>

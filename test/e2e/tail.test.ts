@@ -301,15 +301,29 @@ const ss = tool('ss', {
   why: "the unread bytes of tail's connection to a stopped daemon",
 });
 
-/** Bytes received and not yet read on the established TCP connections of a local port. */
-function unreadAt(port: string): number {
-  const rows = execFileSync('ss', ['-Htn', 'state', 'established', `( sport = :${port} )`], {
-    encoding: 'utf8',
-  });
+/**
+ * Bytes received and not yet read by the daemon on its sessions' connections: those of its local
+ * link (accepted at its private bind path, `gateway.sock.<pid>.<n>`), or of its TCP port.
+ */
+function unreadAt(daemon: RunningDaemon): number {
+  const local = daemon.info.gatewaySocket;
+  const rows =
+    local === undefined
+      ? execFileSync(
+          'ss',
+          ['-Htn', 'state', 'established', `( sport = :${new URL(daemon.info.url).port} )`],
+          { encoding: 'utf8' },
+        )
+      : execFileSync('ss', ['-Hxn', 'state', 'established'], { encoding: 'utf8' })
+          .split('\n')
+          .filter((row) => row.includes(` ${local}.`))
+          .join('\n');
+  // TCP rows open with Recv-Q; Unix rows with the socket type first.
+  const column = local === undefined ? 0 : 1;
   return rows
     .split('\n')
     .filter((row) => row.trim() !== '')
-    .reduce((sum, row) => sum + Number(row.trim().split(/\s+/)[0]), 0);
+    .reduce((sum, row) => sum + Number(row.trim().split(/\s+/)[column]), 0);
 }
 
 describe('mcp-progress tail stopped while its list poll is unanswered', () => {
@@ -324,9 +338,8 @@ describe('mcp-progress tail stopped while its list poll is unanswered', () => {
       await gateway.close();
       daemon.child.kill('SIGSTOP');
       // tail's next list poll is then in flight: its bytes wait unread at the stopped daemon.
-      const port = new URL(daemon.info.url).port;
       await eventually(
-        () => (unreadAt(port) > 0 ? true : undefined),
+        () => (unreadAt(daemon) > 0 ? true : undefined),
         60_000,
         "tail's list poll to wait unanswered",
       );
