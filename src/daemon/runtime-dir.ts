@@ -123,9 +123,15 @@ async function lockExclusively(path: string, dir: string): Promise<RuntimeDirLoc
   }
 }
 
-/** UV_FS_O_EXLOCK: libuv opens the file with no sharing (Windows only; 0 elsewhere). */
+/**
+ * libuv's UV_FS_O_EXLOCK on Windows (uv/win.h): open the file with no sharing. Node passes open
+ * flags through to libuv but does not name this one in fs.constants (checked on 22.23.3), so
+ * reading it from there gave 0, and daemons started at once could all hold the "lock".
+ */
+const UV_FS_O_EXLOCK_WINDOWS = 0x10000000;
+
 function exclusiveLockFlag(): number {
-  return (fsConstants as { UV_FS_O_EXLOCK?: number }).UV_FS_O_EXLOCK ?? 0;
+  return process.platform === 'win32' ? UV_FS_O_EXLOCK_WINDOWS : 0;
 }
 
 /**

@@ -282,6 +282,16 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
     squatter.child.kill('SIGKILL');
   }, 120_000);
 
+  it("a running daemon's daemon.lock cannot be opened by another process", async () => {
+    const lock = winPath(join(daemon.runtimeDir, 'daemon.lock'));
+    const probe = prefix.node([
+      '-e',
+      `require('fs').promises.open(${JSON.stringify(lock)}, 'r+').then(() => console.log('opened'), (e) => console.log('refused', e.code))`,
+    ]);
+    await probe.exited();
+    expect(probe.stdout().trim()).toBe('refused EBUSY');
+  }, 120_000);
+
   it('of 3 daemons started at once on one runtime dir, one runs: daemon.lock is held with no sharing', async () => {
     const runtimeDir = join(work, 'runtime-race');
     mkdirSync(runtimeDir, { recursive: true });
