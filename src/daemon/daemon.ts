@@ -69,8 +69,8 @@ import {
   publishSocket,
   type RuntimeDirLock,
   refuseLiveDaemonInfo,
+  removeIfSameFile,
   removeOwnDaemonInfo,
-  removeOwnSocket,
   writeDaemonInfo,
 } from './runtime-dir.js';
 import { TickScheduler } from './scheduler.js';
@@ -397,7 +397,7 @@ export class Daemon {
   /** Stops serving the local link and removes gateway.sock if it is still ours; sessions on it stay. */
   async #dropLocalLink(): Promise<void> {
     // Unlinked while still bound: its inode cannot be reused meanwhile, so the check is exact.
-    await removeOwnSocket(gatewaySocketPath(this.options.runtimeDir), this.#boundGatewaySocket);
+    await removeIfSameFile(gatewaySocketPath(this.options.runtimeDir), this.#boundGatewaySocket);
     this.#boundGatewaySocket = undefined;
     this.#endpoint.closeLocal();
   }
@@ -555,7 +555,7 @@ export class Daemon {
     this.#scheduler.stop();
     // While the socket is still bound its file cannot be freed and its inode reused,
     // so the identity check is exact: unlink first, then close.
-    await removeOwnSocket(this.options.socketPath, this.#boundSocket);
+    await removeIfSameFile(this.options.socketPath, this.#boundSocket);
     await this.#dropLocalLink();
     await this.#ingress.stop(graceMs);
     this.#router.flushAll(this.now());

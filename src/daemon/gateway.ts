@@ -25,6 +25,7 @@ import { hostRefusal, LOCAL_LINK_NAMES, type OwnNames, ownNames, type Refusal } 
 import { missingPackage } from './installed.js';
 import { PeerUids } from './peer-uid.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
+import { listenOwnerOnly } from './runtime-dir.js';
 import type { SessionHub } from './sessions.js';
 
 // Required, not imported: an ESM import of node:http reads every export, and its lazy
@@ -255,20 +256,9 @@ export class GatewayEndpoint {
       this.#http.emit('connection', socket);
     });
     this.#local = server;
-    return new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      // bind() creates the file synchronously in listen(): the umask makes it 0600 from birth.
-      const previous = process.umask(0o177);
-      try {
-        server.listen({ path }, () => {
-          server.off('error', reject);
-          server.on('error', (error) => this.#log.debug(`local link error: ${error.message}`));
-          resolve();
-        });
-      } finally {
-        process.umask(previous);
-      }
-    });
+    return listenOwnerOnly(server, { path }, (error) =>
+      this.#log.debug(`local link error: ${error.message}`),
+    );
   }
 
   /** Stops taking connections on the local link; those open stay. */

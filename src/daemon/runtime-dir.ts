@@ -11,7 +11,7 @@ import {
   unlinkSync,
 } from 'node:fs';
 import { link, lstat, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
+import { connect, createServer, type ListenOptions, type Server } from 'node:net';
 import { dirname, join } from 'node:path';
 import { isPong } from '../protocol/frame-guards.js';
 import { GATEWAY_SOCKET_PROBE_TIMEOUT_MS } from '../shared/defaults.js';
@@ -355,9 +355,7 @@ export async function claimSocketPath(path: string): Promise<void> {
       // so only the very file found stale is removed.
       const stale = await fileIdentity(path);
       if ((await probeSocket(path, 500)).state !== 'stale') return;
-      const now = await fileIdentity(path);
-      if (stale !== undefined && now !== undefined && sameFile(stale, now))
-        await unlink(path).catch(() => {});
+      await removeIfSameFile(path, stale);
       return;
     }
   }
@@ -383,10 +381,7 @@ export async function claimGatewaySocket(path: string): Promise<void> {
   if (!isSocket) throw inTheWay('exists and is not a socket');
   const stale = await fileIdentity(path);
   if (await listening(path)) throw inTheWay('is a socket that something listens on');
-  const now = await fileIdentity(path);
-  // Only the very file found stale is removed.
-  if (stale !== undefined && now !== undefined && sameFile(stale, now))
-    await unlink(path).catch(() => {});
+  await removeIfSameFile(path, stale);
 }
 
 /** Whether something accepts connections on the Unix socket at `path`. */
@@ -404,6 +399,31 @@ function listening(path: string): Promise<boolean> {
     socket.once('error', (error: NodeJS.ErrnoException) =>
       done(error.code !== 'ECONNREFUSED' && error.code !== 'ENOENT'),
     );
+  });
+}
+
+/**
+ * Listens on a socket file that is 0600 from its birth: bind() creates it synchronously inside
+ * listen(), so a umask around that call sets its mode (a Windows pipe has no mode). Errors after
+ * the listen go to `later`.
+ */
+export function listenOwnerOnly(
+  server: Server,
+  options: ListenOptions,
+  later: (error: Error) => void,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    const previous = process.platform === 'win32' ? undefined : process.umask(0o177);
+    try {
+      server.listen(options, () => {
+        server.off('error', reject);
+        server.on('error', later);
+        resolve();
+      });
+    } finally {
+      if (previous !== undefined) process.umask(previous);
+    }
   });
 }
 
@@ -536,14 +556,17 @@ export async function fileIdentity(path: string): Promise<FileIdentity | undefin
   }
 }
 
-/** Removes the socket only if it is still the one this daemon bound. */
-export async function removeOwnSocket(
+/**
+ * Removes the file at `path` only if it is still the very file `known` (the socket this daemon
+ * bound, or the one found stale): another daemon may have put its own there meanwhile.
+ */
+export async function removeIfSameFile(
   path: string,
-  bound: FileIdentity | undefined,
+  known: FileIdentity | undefined,
 ): Promise<void> {
-  if (bound === undefined) return;
+  if (known === undefined) return;
   const now = await fileIdentity(path);
-  if (now !== undefined && sameFile(now, bound)) await removeQuietly(path);
+  if (now !== undefined && sameFile(now, known)) await removeQuietly(path);
 }
 
 function sameFile(a: FileIdentity, b: FileIdentity): boolean {

@@ -16,6 +16,7 @@ import type { RejectCode } from '../protocol/errors.js';
 import { type Envelope, encodeFrame, FrameDecoder, FrameError } from '../protocol/wire.js';
 import { BridgeError } from '../shared/errors.js';
 import { missingPackage } from './installed.js';
+import { listenOwnerOnly } from './runtime-dir.js';
 
 export type ConnectionId = number;
 
@@ -173,20 +174,11 @@ export class IngressServer {
       this.#accept(socket);
     });
     this.#server = server;
-    return new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      // The socket is created by bind(), synchronously in listen(): a umask around it makes it 0600 from birth.
-      const previous = process.platform === 'win32' ? undefined : process.umask(0o177);
-      try {
-        server.listen({ path: this.#options.socketPath, backlog: WORKER_SOCKET_BACKLOG }, () => {
-          server.off('error', reject);
-          server.on('error', (error) => this.#log.debug(`worker socket error: ${error.message}`));
-          resolve();
-        });
-      } finally {
-        if (previous !== undefined) process.umask(previous);
-      }
-    });
+    return listenOwnerOnly(
+      server,
+      { path: this.#options.socketPath, backlog: WORKER_SOCKET_BACKLOG },
+      (error) => this.#log.debug(`worker socket error: ${error.message}`),
+    );
   }
 
   /**
