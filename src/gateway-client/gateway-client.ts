@@ -365,22 +365,14 @@ export class GatewayClient {
       return { url, secret, pid: undefined, socketPath: undefined };
     const info: DaemonInfo = await readDaemonInfo(resolveRuntimeDir(this.#options.runtimeDir));
     const local = url === undefined ? info.gatewaySocket : undefined;
-    if (local !== undefined) {
-      // daemon.json is checked as ours; the socket beside it must be too.
-      const planted = plantedByAnotherUser(local);
-      if (planted !== undefined) throw planted;
-      return {
-        url: LOCAL_LINK_URL,
-        secret: secret ?? info.secret,
-        pid: info.pid,
-        socketPath: local,
-      };
-    }
+    // daemon.json is checked as ours; the socket beside it must be too.
+    const planted = local === undefined ? undefined : plantedByAnotherUser(local);
+    if (planted !== undefined) throw planted;
     return {
-      url: url ?? info.url,
+      url: local === undefined ? (url ?? info.url) : LOCAL_LINK_URL,
       secret: secret ?? info.secret,
       pid: info.pid,
-      socketPath: undefined,
+      socketPath: local,
     };
   }
 
