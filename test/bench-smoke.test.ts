@@ -135,11 +135,13 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         'embedded',
         'http',
         'defaults',
+        'defaults-every',
         'relay',
         'stdio@before',
         'embedded@before',
         'http@before',
         'defaults@before',
+        'defaults-every@before',
       ] as const) {
         const run = ok(result.mcp[shape]?.[key]);
         const what = `${key}, ${shape}`;

@@ -10,7 +10,10 @@
  *              mcp-telemetry-sdk (one step event per update, one notification each)
  *   floor      bench/baselines/mcp-floor.ts: stdio JSON-RPC by hand, socket lines straight to stdout
  *   http       an SDK 1.x client on the daemon's /mcp (Streamable HTTP): one server process
- *   defaults   as stdio, at the default coalescing (watch_progress without minIntervalMs)
+ *   defaults   a default install: as stdio, at the default coalescing of the daemon, the tool
+ *              (watch_progress without minIntervalMs) and the worker's client (connectPublisher
+ *              without intervalMs)
+ *   defaults-every  as defaults, but the worker sends every update (its client's coalescing off)
  *   sdk        start-up only: a bare SDK 1.x stdio server with three tools
  *
  * With --before DIR the bridge's own paths also run from that build, as `<path>@before`.
@@ -46,6 +49,7 @@ export const MCP_PATHS = [
   'http',
   'stdio',
   'defaults',
+  'defaults-every',
   'relay',
   'sdk',
 ] as const;
@@ -57,9 +61,15 @@ export const MCP_PEER: McpPath = 'telemetry';
 export const MCP_FLOOR: McpPath = 'floor';
 /** Paths that have something to start up but no progress tool; and paths with nothing to spawn. */
 const STARTUP_ONLY: readonly McpPath[] = ['sdk'];
-const RUN_ONLY: readonly McpPath[] = ['http', 'defaults'];
+const RUN_ONLY: readonly McpPath[] = ['http', 'defaults', 'defaults-every'];
 /** The paths that are this project's `bin/mcp-progress`, which --before runs from the other build too. */
-const BRIDGE_BUILD_PATHS: readonly McpPath[] = ['embedded', 'http', 'stdio', 'defaults'];
+const BRIDGE_BUILD_PATHS: readonly McpPath[] = [
+  'embedded',
+  'http',
+  'stdio',
+  'defaults',
+  'defaults-every',
+];
 
 export const MCP_PATH_LABELS: Record<McpPath, string> = {
   floor: 'floor relay',
@@ -68,6 +78,7 @@ export const MCP_PATH_LABELS: Record<McpPath, string> = {
   http: '/mcp (SDK client)',
   stdio: 'mcp (daemon)',
   defaults: 'mcp (daemon), defaults',
+  'defaults-every': 'mcp (daemon), defaults, worker sends every update',
   relay: 'relayProgress',
   sdk: 'bare SDK server',
 };
@@ -179,6 +190,8 @@ interface StartedPath {
   /** The worker's socket, when known before the call (all paths but the relay). */
   workerSocket: string | undefined;
   workerKind: McpWorkerConfig['kind'];
+  /** The worker client's coalescing (McpWorkerConfig.intervalMs). */
+  workerIntervalMs: number | undefined;
   /** Processes that are the system, by role. */
   system: Array<{ role: string; pid: number }>;
   stop(): Promise<void>;
@@ -201,12 +214,12 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
   const { execArgv } = options;
   if (before && options.beforeRoot === undefined) throw new Error(`${key} needs --before DIR`);
   const bin = before ? join(options.beforeRoot ?? '', 'bin/mcp-progress') : BIN;
-  const needsDaemon =
-    path === 'stdio' || path === 'relay' || path === 'http' || path === 'defaults';
+  const atDefaults = path === 'defaults' || path === 'defaults-every';
+  const needsDaemon = path === 'stdio' || path === 'relay' || path === 'http' || atDefaults;
   const daemon = needsDaemon
     ? await startSystem(before ? 'before' : 'bridge', {
         // The defaults row is the daemon as installed: its own coalescing default.
-        minIntervalMs: path === 'defaults' ? undefined : 0,
+        minIntervalMs: atDefaults ? undefined : 0,
         execArgv,
         beforeRoot: options.beforeRoot,
       })
@@ -272,6 +285,7 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
       break;
     }
     case 'defaults':
+    case 'defaults-every':
       config = bridgeServer({ progressToken: TOKEN, timeoutMs: WATCH_TIMEOUT_MS });
       break;
     default:
@@ -320,6 +334,8 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
       daemon,
       workerSocket,
       workerKind: path === 'telemetry' ? 'telemetry' : path === 'floor' ? 'floor' : 'bridge',
+      // The defaults row is a default install end to end: the worker's client coalesces too.
+      workerIntervalMs: path === 'defaults' ? undefined : 0,
       system,
       stop,
     };
@@ -428,6 +444,7 @@ export async function runMcpPath(
       kind: started.workerKind,
       socket,
       token,
+      intervalMs: started.workerIntervalMs,
     });
     if (started.workerSocket !== undefined) {
       worker.send({ type: 'config', config: workerConfig(started.workerSocket, TOKEN) });

@@ -10,6 +10,11 @@ export interface McpWorkerConfig {
   socket: string;
   /** The bridge's token; for the relay it comes later, in a `token` message. */
   token?: string | undefined;
+  /**
+   * The bridge client's coalescing: 0 sends every update (the full-delivery rows); undefined is
+   * the client's default, as a worker written against the client without options has it.
+   */
+  intervalMs?: number | undefined;
 }
 
 export interface McpWorkerDone {

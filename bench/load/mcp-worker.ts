@@ -28,12 +28,16 @@ let sink: Sink | undefined;
 let warmups = 0;
 let warmupTimer: NodeJS.Timeout | undefined;
 
-async function bridgeSink(socket: string, token: string): Promise<Sink> {
+async function bridgeSink(
+  socket: string,
+  token: string,
+  intervalMs: number | undefined,
+): Promise<Sink> {
   // The built package, as a user's worker imports it (a variable path: tsc must not need dist/).
   const { connectPublisher } = (await import(
     BUILT_CLIENT
   )) as typeof import('../../src/client/index.ts');
-  const publisher = await connectPublisher({ socket, token, intervalMs: 0 });
+  const publisher = await connectPublisher({ socket, token, intervalMs });
   return {
     // Warm-ups take progress 1..w and the measured run follows on, so values strictly increase.
     update: (n, message) => publisher.update({ progress: warmups + n, message }),
@@ -113,7 +117,7 @@ onParentMessage((message: Message) => {
     case 'config':
       config = message.config as McpWorkerConfig;
       (config.kind === 'bridge'
-        ? bridgeSink(config.socket, config.token ?? '')
+        ? bridgeSink(config.socket, config.token ?? '', config.intervalMs)
         : config.kind === 'floor'
           ? floorSink(config.socket)
           : telemetrySink(config.socket)
@@ -128,7 +132,7 @@ onParentMessage((message: Message) => {
     case 'token':
       // The relay hands out its route key only once the tool call runs.
       config = { ...config, token: message.token as string };
-      bridgeSink(config.socket, config.token ?? '').then(
+      bridgeSink(config.socket, config.token ?? '', config.intervalMs).then(
         (made) => {
           sink = made;
           toParent({ type: 'ready' });
