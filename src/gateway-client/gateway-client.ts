@@ -411,7 +411,9 @@ export class GatewayClient {
     try {
       await new Promise<void>((resolve, reject) => {
         handshakeTimer = setTimeout(() => {
-          reject(handshakeTimedOut(where, handshakeTimeoutMs, accepted, pid));
+          reject(
+            handshakeTimedOut(where, handshakeTimeoutMs, accepted, pid, socketPath !== undefined),
+          );
           ws.terminate();
         }, handshakeTimeoutMs);
         handshakeTimer.unref();
@@ -661,13 +663,15 @@ function knownNotification(message: unknown): Notification | undefined {
 
 /**
  * The error of a connect that did not complete its handshake in time: `gateway_timeout` when the
- * port accepted the TCP connection (something there, not answering), else `gateway_unreachable`.
+ * port (or the local link's socket) accepted the connection (something there, not answering),
+ * else `gateway_unreachable`.
  */
 function handshakeTimedOut(
   url: string,
   timeoutMs: number,
   accepted: boolean,
   pid: number | undefined,
+  localLink: boolean,
 ): BridgeError {
   if (!accepted) {
     return new BridgeError(
@@ -678,7 +682,7 @@ function handshakeTimedOut(
   const which = pid === undefined ? 'it' : `it (pid ${pid}, from daemon.json)`;
   return new BridgeError(
     'gateway_timeout',
-    `the daemon at ${url} accepted the connection but did not answer within ${timeoutMs} ms (handshakeTimeoutMs): it is stopped or hung, or another program listens on its port. Check it with "mcp-progress status"; if it does not answer, stop ${which} and start it again with "mcp-progress daemon"`,
+    `the daemon at ${url} accepted the connection but did not answer within ${timeoutMs} ms (handshakeTimeoutMs): it is stopped or hung, or another program listens on its ${localLink ? 'socket' : 'port'}. Check it with "mcp-progress status"; if it does not answer, stop ${which} and start it again with "mcp-progress daemon"`,
   );
 }
 

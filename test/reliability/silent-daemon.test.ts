@@ -143,6 +143,30 @@ describe('a port that accepts the connection and never answers', () => {
     expect((error as Error).message).toContain(`stop it (pid ${process.pid}, from daemon.json)`);
   });
 
+  it('on the local link, the message names the socket, not a port', async () => {
+    const runtimeDir = tempDir();
+    const gatewaySocket = join(runtimeDir, 'gateway.sock');
+    const silent = createServer((socket) => {
+      socket.on('error', () => {});
+      socket.resume();
+    });
+    await new Promise<void>((resolve) => silent.listen(gatewaySocket, resolve));
+    cleanups.push(() => new Promise<void>((resolve) => silent.close(() => resolve())));
+    pointAt(runtimeDir, 'ws://127.0.0.1:9/ws');
+    const info = JSON.parse(readFileSync(join(runtimeDir, 'daemon.json'), 'utf8')) as DaemonInfo;
+    writeFileSync(join(runtimeDir, 'daemon.json'), JSON.stringify({ ...info, gatewaySocket }), {
+      mode: 0o600,
+    });
+    const error = await GatewayClient.connect({ runtimeDir, handshakeTimeoutMs: TIMEOUT_MS }).catch(
+      (e: unknown) => e as Error,
+    );
+    expect(error).toMatchObject({ code: 'gateway_timeout' });
+    expect((error as Error).message).toContain(
+      `the daemon at the local link ${gatewaySocket} accepted the connection`,
+    );
+    expect((error as Error).message).toContain('another program listens on its socket');
+  });
+
   it('the options are checked before connecting: invalid_option names the option', async () => {
     for (const [name, value] of [
       ['handshakeTimeoutMs', 0],
