@@ -76,7 +76,7 @@ import {
 import { TickScheduler } from './scheduler.js';
 import { SessionHub } from './sessions.js';
 import { TaskTable } from './task-table.js';
-import { IngressServer, type WorkerConnection } from './worker-socket.js';
+import { type ConnectionId, IngressServer, type WorkerConnection } from './worker-socket.js';
 
 /** An MCP session over HTTP with no request for this long is closed. */
 const MCP_SESSION_IDLE_MS = 30 * 60_000;
@@ -595,7 +595,7 @@ export class Daemon {
           const outcome =
             this.#backplane?.refusal(data.progressToken) ??
             this.#router.finish(connection.id, data, now, (ending) =>
-              this.#journal(data, ending, now),
+              this.#journal(connection.id, data, ending, now),
             );
           if (outcome.ok && data.seq !== undefined) connection.holdRepliesForSync();
           this.#answer(connection, outcome, data);
@@ -639,7 +639,12 @@ export class Daemon {
   }
 
   /** Writes an accepted done, with what a restarted daemon needs to end its stream as it was. */
-  #journal(frame: DoneFrame, ending: EndingStream, now: number): ReturnType<DoneCommit> {
+  #journal(
+    connection: ConnectionId,
+    frame: DoneFrame,
+    ending: EndingStream,
+    now: number,
+  ): ReturnType<DoneCommit> {
     const line: JournalLine = {
       v: 1,
       at: Math.floor(now),
@@ -652,7 +657,7 @@ export class Daemon {
       const { progressToken: _token, ...last } = ending.last;
       line.last = last;
     }
-    const failure = this.#doneJournal.record(line);
+    const failure = this.#doneJournal.record(line, connection);
     return failure === undefined
       ? undefined
       : { ok: false, code: 'journal_failed', message: failure };

@@ -16,6 +16,11 @@
  * every done journaled until it starts; the dones journaled while it runs
  * wait for the next one, so the syncs grow with the load instead of their number.
  *
+ * Shared fairly: the dones of one worker connection may hold at most a
+ * quarter of `maxBytes` (JOURNAL_SHARE_DIVISOR) within the retention window,
+ * so that a worker flooding long dones is refused on its own and the others'
+ * dones are still taken.
+ *
  * Bounded in bytes: the file holds at most `maxBytes`, and is rewritten with
  * only the dones still within the retention window when its dead lines
  * outweigh its live ones, when it would pass the cap, and when its oldest
@@ -52,6 +57,8 @@ const COMPACT_MIN_BYTES = 1024 * 1024;
 const EXPIRY_MIN_INTERVAL_MS = 1000;
 /** Refused lines named one by one in the log; the rest are counted. */
 const LOGGED_REFUSALS = 5;
+/** One connection's dones may hold at most maxBytes / this of the journal at a time. */
+export const JOURNAL_SHARE_DIVISOR = 4;
 
 export function doneJournalPath(runtimeDir: string): string {
   return join(runtimeDir, 'dones.jsonl');
@@ -82,6 +89,8 @@ interface Entry {
   readonly text: string;
   /** UTF-8 bytes with the newline. */
   readonly bytes: number;
+  /** The connection that sent it (none for a done an earlier daemon journaled). */
+  readonly owner: number | undefined;
 }
 
 export class DoneJournal {
@@ -95,6 +104,10 @@ export class DoneJournal {
   /** Index of the first entry of #recent still live (expired ones are dropped lazily). */
   #first = 0;
   #liveBytes = 0;
+  /** Live bytes per connection, for the share of each (JOURNAL_SHARE_DIVISOR). */
+  readonly #ownerBytes = new Map<number, number>();
+  /** Connections told (once, in the log) that their share is used up. */
+  readonly #overShare = new Set<number>();
   /** The size of the file: live lines, expired ones not yet compacted away. */
   #fileBytes = 0;
   #fd: number | undefined;
@@ -163,7 +176,7 @@ export class DoneJournal {
         }
         if (checked.at < oldest) continue;
         recovered.push(checked);
-        this.#keep(checked.at, text);
+        this.#keep(checked.at, text, undefined);
       }
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.#setAside(error as Error);
@@ -194,13 +207,17 @@ export class DoneJournal {
   }
 
   /**
-   * Appends one accepted done; returns once the kernel has it, or the reason it could not
-   * be written (the done must then be refused). Call before the done is applied and acked.
+   * Appends one accepted done of connection `owner`; returns once the kernel has it, or the
+   * reason it could not be written (the done must then be refused). Call before the done is
+   * applied and acked.
    */
-  record(line: JournalLine): string | undefined {
+  record(line: JournalLine, owner: number): string | undefined {
     const text = JSON.stringify(line);
     const bytes = Buffer.byteLength(text) + 1;
     this.#expire();
+    const share = Math.floor(this.#maxBytes / JOURNAL_SHARE_DIVISOR);
+    const held = this.#ownerBytes.get(owner) ?? 0;
+    if (held + bytes > share) return this.#overOwnShare(owner, held, bytes, share);
     if (
       this.#fileBytes + bytes > this.#maxBytes &&
       this.#fileBytes - this.#liveBytes >= this.#maxBytes / 4
@@ -220,7 +237,7 @@ export class DoneJournal {
     }
     this.#lastError = undefined;
     this.#unsynced++;
-    this.#keep(line.at, text);
+    this.#keep(line.at, text, owner);
     if (
       this.#fileBytes >= COMPACT_MIN_BYTES &&
       this.#fileBytes - this.#liveBytes > this.#liveBytes
@@ -288,17 +305,39 @@ export class DoneJournal {
     this.#fd = undefined;
   }
 
-  #keep(at: number, text: string): void {
+  #keep(at: number, text: string, owner: number | undefined): void {
     const bytes = Buffer.byteLength(text) + 1;
-    this.#recent.push({ at, text, bytes });
+    this.#recent.push({ at, text, bytes, owner });
     this.#liveBytes += bytes;
+    if (owner !== undefined)
+      this.#ownerBytes.set(owner, (this.#ownerBytes.get(owner) ?? 0) + bytes);
+  }
+
+  /** A done refused for its connection's share alone: the journal is not failing, so not #failed. */
+  #overOwnShare(owner: number, held: number, bytes: number, share: number): string {
+    if (!this.#overShare.has(owner)) {
+      this.#overShare.add(owner);
+      this.#log.warn(
+        `done journal: worker connection ${owner} holds ${held} bytes of dones within the retention window, its share (a quarter of --max-journal-bytes ${this.#maxBytes}); its further dones are refused with journal_failed until earlier ones expire, and other connections' are still taken`,
+      );
+    }
+    return `the daemon did not journal this done (${bytes} bytes), so it was not applied: this connection's dones within the retention window already hold ${held} bytes, and one connection may hold at most ${share} (a quarter of --max-journal-bytes ${this.#maxBytes}) so that others' dones are still taken. Send it again after earlier dones expire (--retention-ms), or send shorter messages`;
   }
 
   /** Forgets the dones past their retention (their lines stay in the file until a rewrite). */
   #expire(): void {
     const oldest = this.#clock() - this.#retentionMs;
     while (this.#first < this.#recent.length && (this.#recent[this.#first] as Entry).at < oldest) {
-      this.#liveBytes -= (this.#recent[this.#first] as Entry).bytes;
+      const { bytes, owner } = this.#recent[this.#first] as Entry;
+      this.#liveBytes -= bytes;
+      if (owner !== undefined) {
+        const left = (this.#ownerBytes.get(owner) ?? 0) - bytes;
+        if (left > 0) this.#ownerBytes.set(owner, left);
+        else {
+          this.#ownerBytes.delete(owner);
+          this.#overShare.delete(owner);
+        }
+      }
       this.#first++;
     }
     if (this.#first > 1024 && this.#first * 2 > this.#recent.length) {

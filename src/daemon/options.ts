@@ -253,10 +253,11 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     kind: 'integer',
     default: 64 * 1024 * 1024,
     shownDefault: '67108864 = 64 MiB',
-    // The largest done line (a 4 KiB message and a 64 KiB last value, escaped) fits many times.
+    // The largest done line (a 4 KiB message and a 64 KiB last value, escaped) fits many times,
+    // and fits one connection's share (a quarter, done-journal.ts).
     min: 1024 * 1024,
     section: 'Limits',
-    help: 'bytes dones.jsonl may hold; past it dones are refused journal_failed (default {default})',
+    help: 'bytes dones.jsonl may hold, one worker connection at most a quarter; past either, dones are refused journal_failed (default {default})',
   },
   {
     name: 'max-pending-connections',

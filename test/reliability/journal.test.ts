@@ -151,6 +151,41 @@ describe('a replayed done keeps the stream as it was', () => {
   });
 });
 
+describe('the journal is shared fairly', () => {
+  it("a worker flooding long dones is refused on its own share (a quarter); the other workers' dones are acked", async () => {
+    const maxBytes = 1024 * 1024;
+    const daemon = await startDaemon(['--max-journal-bytes', String(maxBytes)]);
+    const flooder = await rawWorker(daemon.info.socket);
+    const message = '\u0001'.repeat(4096); // 24 KiB a line once escaped
+    let acked = 0;
+    let refusal: { code?: string; message?: string } | undefined;
+    for (let seq = 1; seq <= 100 && refusal === undefined; seq++) {
+      flooder.send('done', { v: 1, progressToken: `flood-${seq}`, status: 'ok', message, seq });
+      const answer = await flooder.reply((r) => (r.data as { seq?: number }).seq === seq);
+      if (answer.type === 'ack') acked++;
+      else refusal = answer.data as typeof refusal;
+    }
+    expect(refusal?.code).toBe('journal_failed');
+    expect(refusal?.message).toContain(
+      `one connection may hold at most ${maxBytes / 4} (a quarter of --max-journal-bytes ${maxBytes})`,
+    );
+    expect(acked).toBeGreaterThan(5);
+    expect(acked).toBeLessThan(15);
+    // The journal is not failing, and another worker's long dones are still taken.
+    const other = await rawWorker(daemon.info.socket);
+    for (let seq = 1; seq <= acked; seq++) {
+      other.send('done', { v: 1, progressToken: `other-${seq}`, status: 'ok', message, seq });
+      const answer = await other.reply((r) => (r.data as { seq?: number }).seq === seq);
+      expect(answer.type, JSON.stringify(answer.data)).toBe('ack');
+    }
+    expect((await status(daemon)).journal.failing).toBe(false);
+    expect(daemon.stderr()).toContain('its share (a quarter of --max-journal-bytes');
+    flooder.destroy();
+    other.destroy();
+    await daemon.stop();
+  });
+});
+
 describe('journal lines that are not dones the daemon wrote', () => {
   it('are refused, counted in status and /metrics, and logged at start; the good ones replay', async () => {
     const runtimeDir = tempDir();

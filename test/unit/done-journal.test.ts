@@ -148,7 +148,7 @@ describe('done journal: reading back', () => {
     expect(error).toContain(join(dir, aside[0] as string));
     expect(error).toContain('move it back');
     // The journal works on: a new file takes the next done.
-    expect(journal.record(done(Date.now()))).toBeUndefined();
+    expect(journal.record(done(Date.now()), 1)).toBeUndefined();
     expect(statSync(path).isFile()).toBe(true);
     journal.close();
   });
@@ -165,7 +165,8 @@ describe('done journal: bounded in bytes', () => {
     let accepted = 0;
     let failure: string | undefined;
     for (let i = 0; i < 100 && failure === undefined; i++) {
-      failure = journal.record(done(now(), { progressToken: `job-${i}`, message }));
+      // Dones of eight connections: none passes its own share before the journal is full.
+      failure = journal.record(done(now(), { progressToken: `job-${i}`, message }), i % 8);
       if (failure === undefined) accepted++;
     }
     expect(failure).toContain('--max-journal-bytes 1048576');
@@ -175,9 +176,42 @@ describe('done journal: bounded in bytes', () => {
     expect(journal.figures()).toMatchObject({ failing: true, writeFailures: 1 });
     // Past the retention window the file is compacted and takes the done.
     advance(RETENTION_MS + 1);
-    expect(journal.record(done(now(), { progressToken: 'later', message }))).toBeUndefined();
+    expect(journal.record(done(now(), { progressToken: 'later', message }), 1)).toBeUndefined();
     expect(journal.figures()).toMatchObject({ failing: false, dones: 1 });
     expect(statSync(path).size).toBeLessThan(30 * 1024);
+    journal.close();
+  });
+
+  it('one connection holds at most a quarter of it: a flooding worker is refused, the others are not', async () => {
+    const maxBytes = 1024 * 1024;
+    const { open, advance, now } = setup({ maxBytes });
+    const journal = open();
+    await journal.recover();
+    const flooder = 7;
+    let accepted = 0;
+    let failure: string | undefined;
+    for (let i = 0; i < 100 && failure === undefined; i++) {
+      failure = journal.record(done(now(), { progressToken: `flood-${i}`, message }), flooder);
+      if (failure === undefined) accepted++;
+    }
+    expect(failure).toContain(
+      'one connection may hold at most 262144 (a quarter of --max-journal-bytes 1048576)',
+    );
+    expect(failure).toContain('Send it again after earlier dones expire');
+    // About a quarter of the journal: 24 KiB lines.
+    expect(accepted).toBeGreaterThanOrEqual(9);
+    expect(accepted).toBeLessThanOrEqual(11);
+    // The journal is not failing: another connection's done is taken, and three quarters are left.
+    expect(journal.figures()).toMatchObject({ failing: false, writeFailures: 0 });
+    for (let i = 0; i < 2 * accepted; i++)
+      expect(
+        journal.record(done(now(), { progressToken: `other-${i}`, message }), 8 + (i % 2)),
+      ).toBeUndefined();
+    // Once the flooder's dones expire, its share is free again.
+    advance(RETENTION_MS + 1);
+    expect(
+      journal.record(done(now(), { progressToken: 'flood-again', message }), flooder),
+    ).toBeUndefined();
     journal.close();
   });
 
@@ -187,7 +221,9 @@ describe('done journal: bounded in bytes', () => {
     await journal.recover();
     let largest = 0;
     for (let i = 0; i < 400; i++) {
-      expect(journal.record(done(now(), { progressToken: `job-${i}`, message }))).toBeUndefined();
+      expect(
+        journal.record(done(now(), { progressToken: `job-${i}`, message }), 1),
+      ).toBeUndefined();
       largest = Math.max(largest, statSync(path).size);
       // One done every 3 s: 20 of them within the 60 s window at any time.
       advance(RETENTION_MS / 20);
@@ -206,13 +242,13 @@ describe('done journal: a write that fails', () => {
     // The directory gone: the open of the journal fails (ENOENT), as EROFS or EMFILE would.
     const { rmSync } = await import('node:fs');
     rmSync(dir, { recursive: true });
-    const failure = journal.record(done(now()));
+    const failure = journal.record(done(now()), 1);
     expect(failure).toContain('ENOENT');
     expect(failure).toContain(path);
     expect(journal.figures()).toMatchObject({ failing: true, writeFailures: 1 });
     expect(journal.figures().lastError).toContain('ENOENT');
     mkdirSync(dir, { mode: 0o700 });
-    expect(journal.record(done(now()))).toBeUndefined();
+    expect(journal.record(done(now()), 1)).toBeUndefined();
     expect(existsSync(path)).toBe(true);
     expect(journal.figures().failing).toBe(false);
     journal.close();
