@@ -1,6 +1,6 @@
 /**
  * What the real processes load before they are used, read from inside them
- * (helpers/module-log.mjs records every module a process resolves): a host
+ * (helpers/module-log.mjs records every module a process loads): a host
  * starts `mcp-progress mcp` at its own start, and a daemon may sit idle all
  * day, so each loads what it needs when it first needs it. Each test then
  * uses the process and sees the module arrive, so that it can fail.
