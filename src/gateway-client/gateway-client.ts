@@ -6,6 +6,7 @@
  * A daemon found through daemon.json is reached on its local link (a Unix
  * socket) when it publishes one; an explicit URL is always TCP.
  */
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { connect as connectUnix } from 'node:net';
 import type WebSocketType from 'ws';
@@ -364,7 +365,9 @@ export class GatewayClient {
     if (url !== undefined && secret !== undefined)
       return { url, secret, pid: undefined, socketPath: undefined };
     const info: DaemonInfo = await readDaemonInfo(resolveRuntimeDir(this.#options.runtimeDir));
-    const local = url === undefined ? info.gatewaySocket : undefined;
+    const named = url === undefined ? info.gatewaySocket : undefined;
+    // A local link whose file is gone (a /tmp cleaner, a hand) leaves the daemon's TCP port.
+    const local = named !== undefined && existsSync(named) ? named : undefined;
     // daemon.json is checked as ours; the socket beside it must be too.
     const planted = local === undefined ? undefined : plantedByAnotherUser(local);
     if (planted !== undefined) throw planted;

@@ -153,6 +153,18 @@ describe('clients that found the daemon through daemon.json take the local link'
   });
 });
 
+describe('a local link whose file was removed', () => {
+  it('leaves clients the TCP port', async () => {
+    const own = await startDaemon();
+    try {
+      rmSync(join(own.runtimeDir, 'gateway.sock'));
+      await expectClientOn({ runtimeDir: own.runtimeDir }, 'tcp', own);
+    } finally {
+      await own.stop();
+    }
+  });
+});
+
 describe('a client given an explicit URL keeps TCP', () => {
   it('the gateway client', async () => {
     await expectClientOn({ url: daemon.info.url, secret: daemon.info.secret }, 'tcp');
