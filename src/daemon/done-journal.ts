@@ -253,6 +253,13 @@ export class DoneJournal {
    * Starts one fdatasync (on libuv's thread pool) covering every done
    * recorded so far; `synced` gets how many once it has returned (an error:
    * they are written, not known to be on disk). Acks wait for it.
+   *
+   * A failed fdatasync (EIO) may have dropped the written pages with the error
+   * (Linux clears both), so the dones would be lost without a power loss. They
+   * are applied already, so they cannot be refused; the journal has every live
+   * line in memory, so it writes them again to a new file, syncs that and
+   * renames it into place before the acks go: only when that fails too does
+   * `synced` get the error.
    */
   sync(synced: (error: Error | null, dones: number) => void): void {
     const dones = this.#unsynced;
@@ -266,7 +273,22 @@ export class DoneJournal {
     this.#syncing++;
     fdatasync(fd, (error) => {
       if (--this.#syncing === 0) for (const retired of this.#retired.splice(0)) closeSync(retired);
-      synced(error, dones);
+      if (error === null) {
+        synced(null, dones);
+        return;
+      }
+      const failure = this.#rewrite();
+      if (failure === undefined) {
+        this.#log.warn(
+          `done journal: fdatasync of ${this.#path} failed (${describe(error)}); wrote its ${this.#recent.length - this.#first} live done(s) again to a new file, synced it and put it in place before the acks`,
+        );
+        synced(null, dones);
+      } else {
+        this.#failed(
+          `fdatasync failed (${describe(error)}) and writing the journal again failed too: ${failure}`,
+        );
+        synced(error, dones);
+      }
     });
   }
 
@@ -420,7 +442,8 @@ export class DoneJournal {
         }
         if (piece.length > 0) writeWhole(fd, piece.join(''));
         // Whole on disk before it replaces the old file, or a power loss could leave neither.
-        fdatasyncSync(fd);
+        // fsync, with the new file's metadata, and not the call that may just have failed (sync).
+        fsyncSync(fd);
       } finally {
         closeSync(fd);
       }

@@ -197,4 +197,77 @@ describe.skipIf(process.platform !== 'linux')('acked done survives a power loss'
       expect(syncs).toHaveLength(1);
     },
   );
+
+  it.skipIf(strace.skip)(
+    'a failed fdatasync (EIO, injected): the journal is written again to a new file, synced and renamed into place before the ack',
+    async () => {
+      strace.require();
+      const runtimeDir = tempDir();
+      const trace = join(tempDir('mcp-progress-strace-'), 'daemon.strace');
+      // Every fdatasync of the daemon fails with EIO, as on a failing disk; fsync does not.
+      const child = spawn(
+        'strace',
+        [
+          '-f',
+          '-qq',
+          '-s',
+          '256',
+          '-e',
+          'trace=write,writev,fdatasync,fsync,rename',
+          '-e',
+          'inject=fdatasync:error=EIO',
+          '-o',
+          trace,
+          ...daemonCommand(runtimeDir),
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
+      );
+      let stderr = '';
+      child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+        stderr += text;
+      });
+      const infoPath = join(runtimeDir, 'daemon.json');
+      await eventually(
+        () => (stderr.includes('ready:') && existsSync(infoPath) ? true : undefined),
+        30_000,
+        'the daemon under strace',
+      );
+      const info = JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonInfo;
+      try {
+        const worker = await rawWorker(info.socket);
+        worker.send('done', { v: 1, progressToken: 'on-a-bad-disk', status: 'ok', seq: 1 });
+        await worker.reply((r) => r.type === 'ack' && (r.data as { seq: number }).seq === 1);
+        worker.destroy();
+      } finally {
+        process.kill(info.pid, 'SIGTERM');
+        await waitForExit(child);
+      }
+      expect(stderr).toContain('wrote its 1 live done(s) again to a new file');
+      const lines = readFileSync(trace, 'utf8')
+        .split('\n')
+        .map((line) => line.replace(/^\d+\s+/, ''));
+      const at = (test: (line: string) => boolean, from = 0) => {
+        const found = lines.findIndex((line, i) => i >= from && test(line));
+        expect(found, 'the call is in the trace').toBeGreaterThanOrEqual(0);
+        return found;
+      };
+      const journaled = (line: string) =>
+        line.startsWith('write(') && line.includes('\\"progressToken\\":\\"on-a-bad-disk\\"');
+      const failedSync = (line: string) =>
+        /^fdatasync\(\d+\)\s+= -1 EIO/.test(line) ||
+        /^<\.\.\. fdatasync resumed>.*= -1 EIO/.test(line);
+      const fsynced = (line: string) => /^fsync\(\d+\)\s+= 0/.test(line);
+      const renamed = (line: string) => /^rename\(".*\.tmp", ".*dones\.jsonl"\) = 0/.test(line);
+      const acked = (line: string) =>
+        /^writev?\(/.test(line) && line.includes('{\\"type\\":\\"ack\\",\\"data\\":{\\"seq\\":1}}');
+      // Written to the journal, its sync failed; written again (to the new file), fsynced,
+      // renamed into place; then acked.
+      const first = at(journaled);
+      const failed = at(failedSync, first + 1);
+      const again = at(journaled, failed + 1);
+      const synced = at(fsynced, again + 1);
+      const replaced = at(renamed, synced + 1);
+      expect(at(acked)).toBeGreaterThan(replaced);
+    },
+  );
 });
