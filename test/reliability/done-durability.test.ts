@@ -112,42 +112,71 @@ const strace = tool('strace', {
   why: 'the order of the journal sync and the ack',
 });
 
+/**
+ * A daemon run under `strace -f` with `straceArgs` (what to trace, what to inject): its info, its
+ * stderr, and once stopped, the trace as lines in the order the calls were made (each thread's
+ * id cut off; a call another thread interrupted is split into "<unfinished ...>" and
+ * "<... resumed>"), with `at` to find a call after another.
+ */
+async function daemonUnderStrace(straceArgs: string[]) {
+  const runtimeDir = tempDir();
+  const trace = join(tempDir('mcp-progress-strace-'), 'daemon.strace');
+  const child = spawn(
+    'strace',
+    ['-f', '-qq', '-s', '256', ...straceArgs, '-o', trace, ...daemonCommand(runtimeDir)],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
+  );
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr += text;
+  });
+  const infoPath = join(runtimeDir, 'daemon.json');
+  await eventually(
+    () => (stderr.includes('ready:') && existsSync(infoPath) ? true : undefined),
+    30_000,
+    'the daemon under strace',
+  );
+  const info = JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonInfo;
+  return {
+    info,
+    stderr: () => stderr,
+    /** Stops the daemon and reads its trace. */
+    async stop() {
+      process.kill(info.pid, 'SIGTERM');
+      await waitForExit(child);
+      const lines = readFileSync(trace, 'utf8')
+        .split('\n')
+        .map((line) => line.replace(/^\d+\s+/, ''));
+      const at = (test: (line: string) => boolean, from = 0) => {
+        const found = lines.findIndex((line, i) => i >= from && test(line));
+        expect(found, 'the call is in the trace').toBeGreaterThanOrEqual(0);
+        return found;
+      };
+      return { lines, at };
+    },
+  };
+}
+
+/** The daemon's write of its ack of `seq` to a worker. */
+const ackOf = (seq: number) => (line: string) =>
+  /^writev?\(/.test(line) && line.includes(`{\\"type\\":\\"ack\\",\\"data\\":{\\"seq\\":${seq}}}`);
+
+/** The daemon's write of `token`'s done to a journal file. */
+const journaled = (token: string) => (line: string) =>
+  line.startsWith('write(') &&
+  line.includes(`\\"progressToken\\":\\"${token}\\"`) &&
+  line.includes('\\"at\\":');
+
 describe.skipIf(process.platform !== 'linux')('acked done survives a power loss', () => {
   it.skipIf(strace.skip)(
     'the ack follows the fdatasync of the journal: one sync for the dones of one read (strace)',
     async () => {
       strace.require();
-      const runtimeDir = tempDir();
-      const trace = join(tempDir('mcp-progress-strace-'), 'daemon.strace');
-      // The daemon under strace: its writes and syncs, in the order they were made.
-      const child = spawn(
-        'strace',
-        [
-          '-f',
-          '-qq',
-          '-s',
-          '256',
-          '-e',
-          'trace=write,writev,fdatasync',
-          '-o',
-          trace,
-          ...daemonCommand(runtimeDir),
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
-      );
-      let stderr = '';
-      child.stderr?.setEncoding('utf8').on('data', (text: string) => {
-        stderr += text;
-      });
-      const infoPath = join(runtimeDir, 'daemon.json');
-      await eventually(
-        () => (stderr.includes('ready:') && existsSync(infoPath) ? true : undefined),
-        30_000,
-        'the daemon under strace',
-      );
-      const info = JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonInfo;
+      // The daemon's writes and syncs, in the order they were made.
+      const daemon = await daemonUnderStrace(['-e', 'trace=write,writev,fdatasync']);
+      let trace: Awaited<ReturnType<typeof daemon.stop>>;
       try {
-        const worker = await rawWorker(info.socket);
+        const worker = await rawWorker(daemon.info.socket);
         // Twenty dones in one write (so the daemon reads them in one turn), then one more alone.
         const batch = Array.from({ length: 20 }, (_, i) =>
           encodeFrame('done', { v: 1, progressToken: `batch-${i}`, status: 'ok', seq: i + 1 }),
@@ -162,38 +191,21 @@ describe.skipIf(process.platform !== 'linux')('acked done survives a power loss'
         await worker.reply((r) => r.type === 'ack' && (r.data as { seq: number }).seq === 21);
         worker.destroy();
       } finally {
-        process.kill(info.pid, 'SIGTERM');
-        await waitForExit(child);
+        trace = await daemon.stop();
       }
-      // Threads too (-f): the sync runs on libuv's pool. Each line starts with its thread's id;
-      // a call another thread interrupted is split into "<unfinished ...>" and "<... resumed>".
-      const lines = readFileSync(trace, 'utf8')
-        .split('\n')
-        .map((line) => line.replace(/^\d+\s+/, ''));
-      const at = (test: (line: string) => boolean, from = 0) => {
-        const found = lines.findIndex((line, i) => i >= from && test(line));
-        expect(found, 'the call is in the trace').toBeGreaterThanOrEqual(0);
-        return found;
-      };
-      const journaled = (token: string) => (line: string) =>
-        line.startsWith('write(') &&
-        line.includes(`\\"progressToken\\":\\"${token}\\"`) &&
-        line.includes('\\"at\\":');
-      const acked = (seq: number) => (line: string) =>
-        /^writev?\(/.test(line) &&
-        line.includes(`{\\"type\\":\\"ack\\",\\"data\\":{\\"seq\\":${seq}}}`);
+      const { lines, at } = trace;
       const syncStarts = (line: string) => line.startsWith('fdatasync(');
       const syncReturns = (line: string) =>
         /^fdatasync\(\d+\)\s+= 0/.test(line) || /^<\.\.\. fdatasync resumed>.*= 0/.test(line);
       /** The ack of a done comes after a sync that started after its journal write had returned. */
       const expectSyncedBeforeAck = (token: string, seq: number) => {
         const started = at(syncStarts, at(journaled(token)) + 1);
-        expect(at(acked(seq))).toBeGreaterThan(at(syncReturns, started));
+        expect(at(ackOf(seq))).toBeGreaterThan(at(syncReturns, started));
       };
       for (let i = 0; i < 20; i++) expectSyncedBeforeAck(`batch-${i}`, i + 1);
       expectSyncedBeforeAck('alone', 21);
       // Group commit: the twenty dones of one read took one fdatasync.
-      const syncs = lines.slice(at(journaled('batch-0')), at(acked(1))).filter(syncStarts);
+      const syncs = lines.slice(at(journaled('batch-0')), at(ackOf(1))).filter(syncStarts);
       expect(syncs).toHaveLength(1);
     },
   );
@@ -202,72 +214,35 @@ describe.skipIf(process.platform !== 'linux')('acked done survives a power loss'
     'a failed fdatasync (EIO, injected): the journal is written again to a new file, synced and renamed into place before the ack',
     async () => {
       strace.require();
-      const runtimeDir = tempDir();
-      const trace = join(tempDir('mcp-progress-strace-'), 'daemon.strace');
       // Every fdatasync of the daemon fails with EIO, as on a failing disk; fsync does not.
-      const child = spawn(
-        'strace',
-        [
-          '-f',
-          '-qq',
-          '-s',
-          '256',
-          '-e',
-          'trace=write,writev,fdatasync,fsync,rename',
-          '-e',
-          'inject=fdatasync:error=EIO',
-          '-o',
-          trace,
-          ...daemonCommand(runtimeDir),
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
-      );
-      let stderr = '';
-      child.stderr?.setEncoding('utf8').on('data', (text: string) => {
-        stderr += text;
-      });
-      const infoPath = join(runtimeDir, 'daemon.json');
-      await eventually(
-        () => (stderr.includes('ready:') && existsSync(infoPath) ? true : undefined),
-        30_000,
-        'the daemon under strace',
-      );
-      const info = JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonInfo;
+      const daemon = await daemonUnderStrace([
+        '-e',
+        'trace=write,writev,fdatasync,fsync,rename',
+        '-e',
+        'inject=fdatasync:error=EIO',
+      ]);
+      let trace: Awaited<ReturnType<typeof daemon.stop>>;
       try {
-        const worker = await rawWorker(info.socket);
+        const worker = await rawWorker(daemon.info.socket);
         worker.send('done', { v: 1, progressToken: 'on-a-bad-disk', status: 'ok', seq: 1 });
         await worker.reply((r) => r.type === 'ack' && (r.data as { seq: number }).seq === 1);
         worker.destroy();
       } finally {
-        process.kill(info.pid, 'SIGTERM');
-        await waitForExit(child);
+        trace = await daemon.stop();
       }
-      expect(stderr).toContain('wrote its 1 live done(s) again to a new file');
-      const lines = readFileSync(trace, 'utf8')
-        .split('\n')
-        .map((line) => line.replace(/^\d+\s+/, ''));
-      const at = (test: (line: string) => boolean, from = 0) => {
-        const found = lines.findIndex((line, i) => i >= from && test(line));
-        expect(found, 'the call is in the trace').toBeGreaterThanOrEqual(0);
-        return found;
-      };
-      const journaled = (line: string) =>
-        line.startsWith('write(') && line.includes('\\"progressToken\\":\\"on-a-bad-disk\\"');
+      expect(daemon.stderr()).toContain('wrote its 1 live done(s) again to a new file');
+      const { at } = trace;
       const failedSync = (line: string) =>
         /^fdatasync\(\d+\)\s+= -1 EIO/.test(line) ||
         /^<\.\.\. fdatasync resumed>.*= -1 EIO/.test(line);
       const fsynced = (line: string) => /^fsync\(\d+\)\s+= 0/.test(line);
       const renamed = (line: string) => /^rename\(".*\.tmp", ".*dones\.jsonl"\) = 0/.test(line);
-      const acked = (line: string) =>
-        /^writev?\(/.test(line) && line.includes('{\\"type\\":\\"ack\\",\\"data\\":{\\"seq\\":1}}');
       // Written to the journal, its sync failed; written again (to the new file), fsynced,
       // renamed into place; then acked.
-      const first = at(journaled);
-      const failed = at(failedSync, first + 1);
-      const again = at(journaled, failed + 1);
-      const synced = at(fsynced, again + 1);
-      const replaced = at(renamed, synced + 1);
-      expect(at(acked)).toBeGreaterThan(replaced);
+      const failed = at(failedSync, at(journaled('on-a-bad-disk')) + 1);
+      const again = at(journaled('on-a-bad-disk'), failed + 1);
+      const replaced = at(renamed, at(fsynced, again + 1) + 1);
+      expect(at(ackOf(1))).toBeGreaterThan(replaced);
     },
   );
 });
