@@ -111,7 +111,9 @@ if (values.json) {
   const probe =
     Object.keys(result.probe).length === 0 ? '' : floodProbeTable(result.probe, SYSTEM_LABELS);
   const backplane =
-    Object.keys(result.backplane).length === 0 ? '' : backplaneTable(result.backplane);
+    Object.keys(result.backplane).length === 0
+      ? ''
+      : backplaneTable(result.backplane, SIZES[sizeName].backplaneSettleMs);
   process.stdout.write(
     `\n${[table(result), mcp, probe, backplane].filter((text) => text !== '').join('\n\n')}\n\n${targetTable(checks)}\n\n${conditions(result)}\n`,
   );

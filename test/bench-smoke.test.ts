@@ -257,10 +257,17 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
           expect(run.errors, path).toEqual([]);
           expect(run.allDelivered, path).toBe(true);
           expect(Number.isFinite(run.p99Ms), path).toBe(true);
+          // The settling seconds are measured apart, from the first frame on.
+          expect(Number.isFinite(run.early.p99Ms), `${path}, early`).toBe(true);
         }
       }
       expect(Object.keys(result.backplane)).not.toHaveLength(0);
-      expect(backplaneTable(result.backplane)).toContain('p99 added by the backplane');
+      const text = backplaneTable(result.backplane, SIZES.smoke.backplaneSettleMs);
+      expect(text).toContain('p99 added by the backplane');
+      expect(text).toContain('p99 first 0.2 s');
+      expect(targets(result).map((check) => check.name)).toContain(
+        `backplane: p99 added over the local path at ${Object.keys(result.backplane)[0]} frames/s (settled)`,
+      );
     },
   );
 

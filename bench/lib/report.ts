@@ -148,6 +148,19 @@ export function targets(result: SuiteResult): TargetCheck[] {
     });
   }
   checks.push(...mcpTargets(result));
+  // Issue 28: what the backplane adds to the settled path's p99, at each offered rate.
+  for (const [offered, row] of Object.entries(result.backplane)) {
+    const local = row.local;
+    const cross = row.backplane;
+    if (!local?.ok || !cross?.ok) continue;
+    const added = cross.value.p99Ms - local.value.p99Ms;
+    checks.push({
+      name: `backplane: p99 added over the local path at ${offered} frames/s (settled)`,
+      value: `${ms(added)} ms (backplane ${ms(cross.value.p99Ms)} ms, local ${ms(local.value.p99Ms)} ms; fresh processes' first seconds: ${ms(cross.value.early.p99Ms - local.value.early.p99Ms)} ms added)`,
+      target: '<= 1 ms',
+      met: Number.isFinite(added) ? added <= 1 : undefined,
+    });
+  }
   return checks;
 }
 

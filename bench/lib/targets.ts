@@ -61,14 +61,18 @@ export interface SubscriberResult {
   type: 'result';
   sessions: SessionResult[];
   complete: boolean;
-  latency?: {
-    count: number;
-    p50Ms: number;
-    p99Ms: number;
-    p999Ms: number;
-    maxMs: number;
-  };
+  latency?: LatencyFigures;
+  /** The `record-early` window's, when one was asked for. */
+  earlyLatency?: LatencyFigures;
   errors: string[];
+}
+
+export interface LatencyFigures {
+  count: number;
+  p50Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  maxMs: number;
 }
 
 export interface ConnectorConfig {

@@ -22,6 +22,10 @@ const sessions: Session[] = [];
 const errors: string[] = [];
 const latencies = new SampleList();
 let recordFromUs = Number.POSITIVE_INFINITY;
+/** A second window before the measured one (`record-early`): the first seconds of fresh processes. */
+const earlyLatencies = new SampleList();
+let earlyFromUs = Number.POSITIVE_INFINITY;
+let earlyToUs = Number.NEGATIVE_INFINITY;
 let expectation: { final: Record<string, number>; count: number | undefined } | undefined;
 let finished = false;
 let expireTimer: NodeJS.Timeout | undefined;
@@ -72,7 +76,10 @@ function receive(session: Session, raw: Buffer | Uint8Array): void {
     }
     note(session, params);
     const stamp = params._meta?.t;
-    if (stamp !== undefined && stamp >= recordFromUs) latencies.push(nowUs() - stamp);
+    if (stamp !== undefined) {
+      if (stamp >= recordFromUs) latencies.push(nowUs() - stamp);
+      else if (stamp >= earlyFromUs && stamp < earlyToUs) earlyLatencies.push(nowUs() - stamp);
+    }
   }
   if (expectation !== undefined) check();
 }
@@ -110,7 +117,11 @@ function finish(complete: boolean): void {
     };
   });
   const result: SubscriberResult = { type: 'result', sessions: results, complete, errors };
-  if (config.mode === 'parse') result.latency = summariseLatencies(latencies.values());
+  if (config.mode === 'parse') {
+    result.latency = summariseLatencies(latencies.values());
+    if (earlyLatencies.length > 0)
+      result.earlyLatency = summariseLatencies(earlyLatencies.values());
+  }
   toParent({ ...result });
 }
 
@@ -208,6 +219,10 @@ onParentMessage((message: Message) => {
       return;
     case 'record-from':
       recordFromUs = message.fromUs as number;
+      return;
+    case 'record-early':
+      earlyFromUs = message.fromUs as number;
+      earlyToUs = message.toUs as number;
       return;
     case 'expect':
       expectation = {
