@@ -73,6 +73,46 @@ export interface McpHttpOptions {
 interface Outgoing {
   sent: number;
   written: number;
+  /** The response's own write, which countWritten wraps: a direct write counts its bytes itself. */
+  writeRaw: (chunk: string) => boolean;
+  /** Progress events put on the SDK's stream for this response, and how many of them reached it. */
+  enqueued: number;
+  enqueuedWritten: number;
+  readonly ours: WeakSet<Uint8Array>;
+  /** The SDK sent a message on this response itself: from then on every event keeps to its stream. */
+  sdkSent: boolean;
+}
+
+function newOutgoing(response: ServerResponse): Outgoing {
+  return {
+    sent: 0,
+    written: 0,
+    writeRaw: response.write.bind(response) as (chunk: string) => boolean,
+    enqueued: 0,
+    enqueuedWritten: 0,
+    ours: new WeakSet(),
+    sdkSent: false,
+  };
+}
+
+/**
+ * Whether a progress event may be written to the response itself instead of through the SDK's
+ * stream, whose pump (hono's node adapter) costs a reader promise and a microtask per event:
+ * only once everything put on the stream has reached the response (so the order holds; the
+ * first event, after the SDK's own priming, goes through the stream), while the response takes
+ * writes without waiting for drain (so the pump keeps the backpressure), and while the SDK
+ * itself has sent nothing on it (its events are not counted one by one).
+ */
+function canWriteDirectly(response: ServerResponse, outgoing: Outgoing): boolean {
+  return (
+    !outgoing.sdkSent &&
+    outgoing.enqueued > 0 &&
+    outgoing.enqueuedWritten === outgoing.enqueued &&
+    response.headersSent &&
+    !response.writableNeedDrain &&
+    !response.writableEnded &&
+    !response.destroyed
+  );
 }
 
 interface McpSession {
@@ -278,7 +318,7 @@ export class McpHttpSessions {
   ): Promise<void> {
     session.busy++;
     session.lastUsed = performance.now();
-    const outgoing: Outgoing = { sent: 0, written: 0 };
+    const outgoing = newOutgoing(response);
     session.responses.set(response, outgoing);
     countWritten(response, outgoing);
     response.once('close', () => session.responses.delete(response));
@@ -355,7 +395,8 @@ export function sdkStreams(transport: StreamableHTTPServerTransport): SdkStreams
 /**
  * Counts, per response, the bytes of each SSE event the SDK sends on it; and sends a request's
  * notifications (progress) onto its SSE stream as the SDK's send() would (stored for
- * Last-Event-ID, then the same event on the same stream), without its per-message cost: it
+ * Last-Event-ID, then the same event on the same stream, or on its response once the stream has
+ * caught up: canWriteDirectly), without its per-message cost: it
  * checks every message against two zod schemas, failing (with issues built) for each
  * notification, awaits the store and serialises the message again. Anything else, or a request
  * with no stream, goes through the SDK.
@@ -381,10 +422,26 @@ function sendCounted(session: McpSession, events: BoundedEventStore): void {
       const stream = streams._streamMapping.get(streamId);
       if (stream?.controller !== undefined && stream.encoder !== undefined) {
         try {
-          const event = stream.encoder.encode(`event: message\nid: ${eventId}\ndata: ${json}\n\n`);
-          stream.controller.enqueue(event);
+          const text = `event: message\nid: ${eventId}\ndata: ${json}\n\n`;
+          if (
+            response !== undefined &&
+            outgoing !== undefined &&
+            canWriteDirectly(response, outgoing)
+          ) {
+            const bytes = Buffer.byteLength(text);
+            outgoing.sent += bytes;
+            outgoing.written += bytes;
+            outgoing.writeRaw(text);
+          } else {
+            const event = stream.encoder.encode(text);
+            stream.controller.enqueue(event);
+            if (outgoing !== undefined) {
+              outgoing.sent += event.byteLength;
+              outgoing.enqueued++;
+              outgoing.ours.add(event);
+            }
+          }
           streams._resumableStreams.add(streamId);
-          if (outgoing !== undefined) outgoing.sent += event.byteLength;
         } catch (error) {
           // The stream closed: as the SDK's writeSSEEvent, reported and not thrown.
           transport.onerror?.(error as Error);
@@ -394,8 +451,10 @@ function sendCounted(session: McpSession, events: BoundedEventStore): void {
     }
     // The SDK's SSE event: "event: message\nid: <id>\ndata: <json>\n\n" (the id is counted when
     // it reaches the response, as a baseline move).
-    if (outgoing !== undefined)
+    if (outgoing !== undefined) {
       outgoing.sent += Buffer.byteLength(JSON.stringify(message)) + SSE_EVENT_FRAMING_BYTES;
+      outgoing.sdkSent = true;
+    }
     return send(message, options);
   };
 }
@@ -407,7 +466,10 @@ function countWritten(response: ServerResponse, outgoing: Outgoing): void {
   const write = response.write.bind(response) as (...args: unknown[]) => boolean;
   response.write = ((chunk: unknown, ...rest: unknown[]) => {
     if (typeof chunk === 'string') outgoing.written += Buffer.byteLength(chunk);
-    else if (chunk instanceof Uint8Array) outgoing.written += chunk.byteLength;
+    else if (chunk instanceof Uint8Array) {
+      outgoing.written += chunk.byteLength;
+      if (outgoing.ours.has(chunk)) outgoing.enqueuedWritten++;
+    }
     return write(chunk, ...rest);
   }) as ServerResponse['write'];
 }

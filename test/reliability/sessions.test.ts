@@ -238,3 +238,84 @@ describe('an /mcp client that stops reading its SSE stream', () => {
     await daemon.stop();
   }, 90_000);
 });
+
+describe('an /mcp client that reads its SSE stream late', () => {
+  it('gets every event once, in order (ids and values increasing), then the result', async () => {
+    // Progress events go straight to the response while the SDK's stream has caught up, and
+    // through the stream while the response waits for drain: the switch must keep the order.
+    const daemon = await startDaemon(['--max-session-buffer-bytes', String(256 * 1024 * 1024)]);
+    const worker = await rawWorker(daemon.info.socket);
+    const token = 'late-reader';
+    const init = await postRaw(daemon.info, RAW_INITIALIZE);
+    const sessionId = String(init.headers['mcp-session-id']);
+    await readAll(init);
+    const inSession = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' };
+    await readAll(
+      await postRaw(
+        daemon.info,
+        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        inSession,
+      ),
+    );
+    const watch = await postRaw(daemon.info, watchCall(1, token, 600_000), inSession);
+    watch.pause();
+    let text = '';
+    watch.setEncoding('utf8');
+    watch.on('data', (chunk: string) => {
+      text += chunk;
+    });
+    const ended = new Promise<void>((resolve) => watch.once('end', resolve));
+    await eventually(async () => ((await statusOf(worker)).subscriptions === 1 ? true : undefined));
+    const padding = 'x'.repeat(1000);
+    let sent = 0;
+    const publish = async (frames: number) => {
+      for (let batch = 0; batch < frames / 500; batch++) {
+        const lines: string[] = [];
+        for (let i = 0; i < 500; i++) {
+          sent++;
+          lines.push(
+            `{"type":"progress","data":{"v":1,"progressToken":"${token}","progress":${sent},"message":"${padding}"}}\f`,
+          );
+        }
+        worker.write(lines.join(''));
+        await statusOf(worker); // the daemon has handled the batch
+      }
+    };
+    // 16 MB unread: more than loopback's buffers hold, so the response waits for drain.
+    await publish(16_000);
+    watch.resume();
+    // More while the backlog drains, then the end.
+    await publish(8_000);
+    worker.send('done', { v: 1, progressToken: token, seq: 1 });
+    await worker.reply((r) => r.type === 'ack');
+    await ended;
+    const ids: number[] = [];
+    const values: number[] = [];
+    let result: unknown;
+    for (const event of text.split('\n\n')) {
+      const data = /^data: (.*)$/m.exec(event)?.[1];
+      if (data === undefined || data === '') continue;
+      const message = JSON.parse(data) as {
+        method?: string;
+        params?: { progress: number };
+        result?: unknown;
+      };
+      // Every event carries its id, for a client that resumes with Last-Event-ID.
+      const id = /^id: (.*)$/m.exec(event)?.[1];
+      expect(id, `an event without an id: ${event.slice(0, 80)}`).toBeDefined();
+      ids.push(Number(id?.slice(id.lastIndexOf(':') + 1)));
+      if (message.method === 'notifications/progress') {
+        expect(result, 'nothing after the result').toBeUndefined();
+        values.push(message.params?.progress ?? Number.NaN);
+      } else if (message.result !== undefined) result = message.result;
+    }
+    expect(result).toBeDefined();
+    expect(values.at(-1)).toBe(sent);
+    const unordered = values.findIndex((value, i) => i > 0 && !(value > (values[i - 1] ?? 0)));
+    expect(unordered, `value ${values[unordered]} after ${values[unordered - 1]}`).toBe(-1);
+    const idsUnordered = ids.findIndex((id, i) => i > 0 && !(id > (ids[i - 1] ?? 0)));
+    expect(idsUnordered, `event id ${ids[idsUnordered]} after ${ids[idsUnordered - 1]}`).toBe(-1);
+    worker.destroy();
+    await daemon.stop();
+  }, 120_000);
+});
