@@ -24,6 +24,11 @@ if (path === undefined) {
   process.exit(2);
 }
 const top = Number(topText ?? 25);
+// Piped into head, which closes early: stop quietly instead of throwing EPIPE.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(0);
+  throw error;
+});
 const profile = JSON.parse(readFileSync(path, 'utf8')) as Profile;
 
 const byId = new Map(profile.nodes.map((node) => [node.id, node]));
