@@ -176,6 +176,31 @@ async function readAll(response: IncomingMessage): Promise<string> {
   return text;
 }
 
+/** Opens an /mcp session with raw POSTs (initialize, initialized): the headers of its later POSTs. */
+async function openRawSession(info: DaemonInfo): Promise<Record<string, string>> {
+  const init = await postRaw(info, RAW_INITIALIZE);
+  const sessionId = String(init.headers['mcp-session-id']);
+  await readAll(init);
+  const inSession = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' };
+  await readAll(
+    await postRaw(info, { jsonrpc: '2.0', method: 'notifications/initialized' }, inSession),
+  );
+  return inSession;
+}
+
+const PADDING = 'x'.repeat(1000);
+
+/** 500 progress frames of about 1 KB for `token`, values after `from`, as one write. */
+function paddedBatch(token: string, from: number): string {
+  const frames: string[] = [];
+  for (let progress = from + 1; progress <= from + 500; progress++) {
+    frames.push(
+      `{"type":"progress","data":{"v":1,"progressToken":"${token}","progress":${progress},"message":"${PADDING}"}}\f`,
+    );
+  }
+  return frames.join('');
+}
+
 describe('an /mcp client that stops reading its SSE stream', () => {
   it('is closed past --max-session-buffer-bytes; the daemon holds no more for it; others go on', async () => {
     // The cap applies to the healthy subscriber too: 1 MiB leaves it room on a loaded machine.
@@ -183,17 +208,7 @@ describe('an /mcp client that stops reading its SSE stream', () => {
     const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
     const worker = await rawWorker(daemon.info.socket);
     const token = 'sse-firehose';
-    const init = await postRaw(daemon.info, RAW_INITIALIZE);
-    const sessionId = String(init.headers['mcp-session-id']);
-    await readAll(init);
-    const inSession = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' };
-    await readAll(
-      await postRaw(
-        daemon.info,
-        { jsonrpc: '2.0', method: 'notifications/initialized' },
-        inSession,
-      ),
-    );
+    const inSession = await openRawSession(daemon.info);
     const healthy = await connectGateway(daemon.info);
     await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
     // The watch's SSE response is never read: its bytes pile up in the daemon unless it is capped.
@@ -201,18 +216,11 @@ describe('an /mcp client that stops reading its SSE stream', () => {
     stalled.pause();
     await eventually(async () => ((await statusOf(worker)).subscriptions === 2 ? true : undefined));
     const before = await statusOf(worker);
-    const padding = 'x'.repeat(1000);
     let sent = 0;
     // Loopback buffers can hold many MiB, so publish in batches until the daemon says it closed it.
     const closed = async () => {
-      const batch: string[] = [];
-      for (let i = 0; i < 500; i++) {
-        sent++;
-        batch.push(
-          `{"type":"progress","data":{"v":1,"progressToken":"${token}","progress":${sent},"message":"${padding}"}}\f`,
-        );
-      }
-      worker.write(batch.join(''));
+      worker.write(paddedBatch(token, sent));
+      sent += 500;
       const status = await statusOf(worker);
       return status.counters.slowSessionsClosed === 1 ? status : undefined;
     };
@@ -246,17 +254,7 @@ describe('an /mcp client that reads its SSE stream late', () => {
     const daemon = await startDaemon(['--max-session-buffer-bytes', String(256 * 1024 * 1024)]);
     const worker = await rawWorker(daemon.info.socket);
     const token = 'late-reader';
-    const init = await postRaw(daemon.info, RAW_INITIALIZE);
-    const sessionId = String(init.headers['mcp-session-id']);
-    await readAll(init);
-    const inSession = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' };
-    await readAll(
-      await postRaw(
-        daemon.info,
-        { jsonrpc: '2.0', method: 'notifications/initialized' },
-        inSession,
-      ),
-    );
+    const inSession = await openRawSession(daemon.info);
     const watch = await postRaw(daemon.info, watchCall(1, token, 600_000), inSession);
     watch.pause();
     let text = '';
@@ -266,18 +264,11 @@ describe('an /mcp client that reads its SSE stream late', () => {
     });
     const ended = new Promise<void>((resolve) => watch.once('end', resolve));
     await eventually(async () => ((await statusOf(worker)).subscriptions === 1 ? true : undefined));
-    const padding = 'x'.repeat(1000);
     let sent = 0;
     const publish = async (frames: number) => {
       for (let batch = 0; batch < frames / 500; batch++) {
-        const lines: string[] = [];
-        for (let i = 0; i < 500; i++) {
-          sent++;
-          lines.push(
-            `{"type":"progress","data":{"v":1,"progressToken":"${token}","progress":${sent},"message":"${padding}"}}\f`,
-          );
-        }
-        worker.write(lines.join(''));
+        worker.write(paddedBatch(token, sent));
+        sent += 500;
         await statusOf(worker); // the daemon has handled the batch
       }
     };
