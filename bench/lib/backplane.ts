@@ -17,7 +17,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Child } from './child.ts';
 import { nowUs } from './frames.ts';
-import { cpuShare, freePort, type ProcSample, sampleProcess, sleep } from './proc.ts';
+import { natsPorts } from './nats-ports.ts';
+import { cpuShare, type ProcSample, sampleProcess, sleep } from './proc.ts';
 import {
   BIN,
   natsServerPath,
@@ -87,14 +88,14 @@ async function startNatsServer(): Promise<{ url: string; pid: number; stop(): Pr
   const binary = natsServerPath();
   if (binary === undefined) throw new Error('nats-server is not installed');
   const dir = scratchDir('backplane-nats');
-  const port = await freePort();
   const config = join(dir, 'nats.conf');
   writeFileSync(config, 'max_pending: 1073741824\nwrite_deadline: "60s"\n');
+  // A port of its own choosing, read from its log (nats-ports.ts says why).
   const server = spawnServer(binary, [
     '-a',
     '127.0.0.1',
     '-p',
-    String(port),
+    '-1',
     '-js',
     '-sd',
     dir,
@@ -103,6 +104,8 @@ async function startNatsServer(): Promise<{ url: string; pid: number; stop(): Pr
   ]);
   const { child } = server;
   await untilReady(server, 'nats-server', () => server.stderr().includes('Server is ready'));
+  const port = natsPorts(server.stderr()).client;
+  if (port === undefined) throw new Error(`nats-server did not say its port: ${server.stderr()}`);
   return {
     url: `nats://127.0.0.1:${port}`,
     pid: child.pid ?? -1,

@@ -20,7 +20,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Child } from './child.ts';
 import { FormFeedSplitter } from './frames.ts';
-import { freePort, sleep } from './proc.ts';
+import { natsPorts } from './nats-ports.ts';
+import { sleep } from './proc.ts';
 import type { SubscriberTarget, WorkerTarget } from './targets.ts';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
@@ -344,15 +345,14 @@ async function startNats(): Promise<RunningSystem> {
   const binary = natsServerPath();
   if (binary === undefined) throw new Error('nats-server is not installed');
   const dir = scratchDir('nats');
-  const port = await freePort();
-  const monitorPort = await freePort();
   const configPath = join(dir, 'nats.conf');
   // Subscribers that fall behind during a throughput run are slowed by the publisher's window, not cut off.
   writeFileSync(
     configPath,
     [
-      `listen: 127.0.0.1:${port}`,
-      `http: 127.0.0.1:${monitorPort}`,
+      // Ports of its own choosing, read from its log (nats-ports.ts says why).
+      'listen: 127.0.0.1:-1',
+      'http: 127.0.0.1:-1',
       'max_connections: 100000',
       'max_pending: 1073741824',
       'write_deadline: "60s"',
@@ -362,6 +362,8 @@ async function startNats(): Promise<RunningSystem> {
   mkdirSync(dir, { recursive: true });
   const server = spawnServer(binary, ['-c', configPath]);
   const { child } = server;
+  let port = 0;
+  let monitorPort = 0;
   const varz = async () => {
     const response = await fetch(`http://127.0.0.1:${monitorPort}/varz`);
     return (await response.json()) as { in_msgs: number; now: string };
@@ -369,11 +371,16 @@ async function startNats(): Promise<RunningSystem> {
   await untilReady(
     server,
     'nats-server',
-    () =>
-      varz().then(
+    () => {
+      const { client, monitor } = natsPorts(server.stderr());
+      if (client === undefined || monitor === undefined) return false;
+      port = client;
+      monitorPort = monitor;
+      return varz().then(
         () => true,
         () => false,
-      ),
+      );
+    },
     50,
   );
   return {

@@ -26,6 +26,7 @@ export interface RunningNats {
   stop(): Promise<void>;
 }
 
+import { natsPorts } from '../../bench/lib/nats-ports.ts';
 import { freePort } from '../../bench/lib/proc.ts';
 
 export { freePort };
@@ -43,9 +44,9 @@ export interface NatsStart {
 export async function startNats(start: NatsStart = {}): Promise<RunningNats> {
   natsServer.require();
   if (NATS_SERVER === undefined) throw new Error('nats-server is not installed');
-  const port = start.port ?? (await freePort());
   const storeDir = start.storeDir ?? tempDir('nats-store-');
-  const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
+  // Without a port to reuse, one of its own choosing, read from its log (bench/lib/nats-ports.ts).
+  const args = ['-a', '127.0.0.1', '-p', String(start.port ?? -1), '-js', '-sd', storeDir];
   if (start.config !== undefined) {
     const file = join(tempDir('nats-config-'), 'nats.conf');
     writeFileSync(file, start.config);
@@ -64,6 +65,8 @@ export async function startNats(start: NatsStart = {}): Promise<RunningNats> {
     15_000,
     'nats-server to be ready',
   );
+  const port = start.port ?? natsPorts(stderr).client;
+  if (port === undefined) throw new Error(`nats-server did not say its port: ${stderr}`);
   return {
     url: `${start.scheme ?? 'nats'}://127.0.0.1:${port}`,
     port,

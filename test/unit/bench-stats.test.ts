@@ -1,5 +1,6 @@
-/** The harness's statistics: what every latency figure in the benchmark report rests on. */
+/** The harness's statistics, what every latency figure in the benchmark report rests on, and its reading of nats-server's log. */
 import { describe, expect, it } from 'vitest';
+import { natsPorts } from '../../bench/lib/nats-ports.ts';
 import { median, summariseLatencies } from '../../bench/lib/stats.ts';
 
 describe('bench statistics', () => {
@@ -25,5 +26,23 @@ describe('bench statistics', () => {
     expect(median([4, 1, 3, 2])).toBe(2.5);
     expect(median([9, Number.NaN, 1, 5])).toBe(5);
     expect(median([])).toBeNaN();
+  });
+});
+
+describe('natsPorts: the ports a nats-server given -1 chose, from its log', () => {
+  // Lines as nats-server 2.9 (Debian's) writes them.
+  const log = [
+    '[3604] 2026/12/05 08:46:03.559442 [INF] Starting http monitor on 127.0.0.1:38965',
+    '[3604] 2026/12/05 08:46:03.560496 [INF] Listening for client connections on 127.0.0.1:33795',
+    '[3604] 2026/12/05 08:46:03.560500 [INF] Listening for route connections on 127.0.0.1:6222',
+    '[3604] 2026/12/05 08:46:03.560661 [INF] Server is ready',
+  ].join('\n');
+
+  it('reads the client and monitor ports, not the route port', () => {
+    expect(natsPorts(log)).toEqual({ client: 33795, monitor: 38965 });
+  });
+
+  it('has neither before the server logged them', () => {
+    expect(natsPorts('[1] [INF] Starting nats-server\n')).toEqual({});
   });
 });
