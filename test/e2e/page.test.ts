@@ -8,7 +8,6 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../bench/lib/proc.ts';
 import { cleanupAll, ROOT, type RunningDaemon, startDaemon, tempDir } from '../helpers/daemon.js';
 import { type DrivenWorker, killWorkers, nodeWorker } from '../helpers/driven-worker.js';
 import { httpAsk, pageTicketUrl } from '../helpers/page.js';
@@ -66,8 +65,10 @@ describe.skipIf(chromium.skip)('the live page in chromium', () => {
   beforeAll(async () => {
     chromium.require();
     runtimeDir = tempDir();
-    port = await freePort();
-    daemon = await startDaemon(['--port', String(port)], runtimeDir);
+    // A port of the daemon's choosing (a port picked free beforehand can be taken meanwhile);
+    // the restart below reuses it, as a browser tab needs the same origin.
+    daemon = await startDaemon(['--port', '0'], runtimeDir);
+    port = Number(new URL(daemon.info.url).port);
     base = `http://127.0.0.1:${port}`;
     browser = await puppeteer.launch({
       executablePath: CHROMIUM_PATH,
