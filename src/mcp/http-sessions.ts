@@ -73,7 +73,7 @@ export interface McpHttpOptions {
 interface Outgoing {
   sent: number;
   written: number;
-  /** The response's own write, which countWritten wraps: a direct write counts its bytes itself. */
+  /** The response's own write, under the counting one: a direct write counts its bytes itself. */
   writeRaw: (chunk: string) => boolean;
   /** Progress events put on the SDK's stream for this response, and how many of them reached it. */
   enqueued: number;
@@ -83,16 +83,31 @@ interface Outgoing {
   sdkSent: boolean;
 }
 
-function newOutgoing(response: ServerResponse): Outgoing {
-  return {
+/**
+ * The response's outgoing figures, and from now on its writes counted: the bytes that reach it
+ * (the SDK's stream writes them as drain allows), and which of them are progress events put on
+ * that stream.
+ */
+function countedOutgoing(response: ServerResponse): Outgoing {
+  const write = response.write.bind(response) as (...args: unknown[]) => boolean;
+  const outgoing: Outgoing = {
     sent: 0,
     written: 0,
-    writeRaw: response.write.bind(response) as (chunk: string) => boolean,
+    writeRaw: write,
     enqueued: 0,
     enqueuedWritten: 0,
     ours: new WeakSet(),
     sdkSent: false,
   };
+  response.write = ((chunk: unknown, ...rest: unknown[]) => {
+    if (typeof chunk === 'string') outgoing.written += Buffer.byteLength(chunk);
+    else if (chunk instanceof Uint8Array) {
+      outgoing.written += chunk.byteLength;
+      if (outgoing.ours.has(chunk)) outgoing.enqueuedWritten++;
+    }
+    return write(chunk, ...rest);
+  }) as ServerResponse['write'];
+  return outgoing;
 }
 
 /**
@@ -318,9 +333,8 @@ export class McpHttpSessions {
   ): Promise<void> {
     session.busy++;
     session.lastUsed = performance.now();
-    const outgoing = newOutgoing(response);
+    const outgoing = countedOutgoing(response);
     session.responses.set(response, outgoing);
-    countWritten(response, outgoing);
     response.once('close', () => session.responses.delete(response));
     try {
       if (request.method === 'POST') {
@@ -460,19 +474,6 @@ function sendCounted(session: McpSession, events: BoundedEventStore): void {
 }
 
 const SSE_EVENT_FRAMING_BYTES = 'event: message\ndata: \n\n'.length;
-
-/** Counts the bytes that reach a response (the SDK's stream writes them as drain allows). */
-function countWritten(response: ServerResponse, outgoing: Outgoing): void {
-  const write = response.write.bind(response) as (...args: unknown[]) => boolean;
-  response.write = ((chunk: unknown, ...rest: unknown[]) => {
-    if (typeof chunk === 'string') outgoing.written += Buffer.byteLength(chunk);
-    else if (chunk instanceof Uint8Array) {
-      outgoing.written += chunk.byteLength;
-      if (outgoing.ours.has(chunk)) outgoing.enqueuedWritten++;
-    }
-    return write(chunk, ...rest);
-  }) as ServerResponse['write'];
-}
 
 type JsonRead =
   | { ok: true; value: unknown }
