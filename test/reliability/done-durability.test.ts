@@ -14,6 +14,7 @@ import { encodeFrame } from '../../src/protocol/wire.js';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import {
   cleanupAll,
+  collectOutput,
   DAEMON_ENV,
   daemonCommand,
   eventually,
@@ -126,20 +127,17 @@ async function daemonUnderStrace(straceArgs: string[]) {
     ['-f', '-qq', '-s', '256', ...straceArgs, '-o', trace, ...daemonCommand(runtimeDir)],
     { stdio: ['ignore', 'ignore', 'pipe'], env: DAEMON_ENV },
   );
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
-    stderr += text;
-  });
+  const { stderr } = collectOutput(child);
   const infoPath = join(runtimeDir, 'daemon.json');
   await eventually(
-    () => (stderr.includes('ready:') && existsSync(infoPath) ? true : undefined),
+    () => (stderr().includes('ready:') && existsSync(infoPath) ? true : undefined),
     30_000,
     'the daemon under strace',
   );
   const info = JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonInfo;
   return {
     info,
-    stderr: () => stderr,
+    stderr,
     /** Stops the daemon and reads its trace. */
     async stop() {
       process.kill(info.pid, 'SIGTERM');
