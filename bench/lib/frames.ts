@@ -73,6 +73,23 @@ export class ChunkMaker {
 }
 
 /** Microseconds on the host's monotonic clock, comparable across processes. */
+/**
+ * How many frames a paced connection has due: `index` of `count` connections, each offering
+ * `perSecond`, `elapsedS` after the start. Aligned, every connection's frame falls due at the same
+ * moment; staggered, connection k's falls due k/count of a period before connection 0's, as
+ * independent workers' would, so their frames do not arrive together.
+ */
+export function framesDue(
+  perSecond: number,
+  elapsedS: number,
+  index: number,
+  count: number,
+  phases: 'aligned' | 'staggered' = 'aligned',
+): number {
+  const offset = phases === 'staggered' ? index / count : 0;
+  return Math.floor(perSecond * elapsedS + offset);
+}
+
 export function nowUs(): number {
   return Math.round(Number(process.hrtime.bigint()) / 1000);
 }

@@ -23,6 +23,12 @@ export interface PublisherConfig {
   durationMs: number;
   framesPerChunk: number;
   ratePerSecond?: number;
+  /**
+   * paced only. aligned (the default): every connection's frame falls due on the same tick, so
+   * the frames of all tokens arrive together; staggered: connection k of N is offset by k/N of
+   * its period, as independent workers are.
+   */
+  phases?: 'aligned' | 'staggered';
   window?: number;
 }
 

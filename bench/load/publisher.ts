@@ -13,6 +13,7 @@ import {
   FIRST_PROGRESS,
   FormFeedSplitter,
   frameJson,
+  framesDue,
   nowUs,
   type Wire,
 } from '../lib/frames.ts';
@@ -138,8 +139,10 @@ function pace(startedUs: number): void {
     if (stopped) return;
     const elapsedS = (nowUs() - startedUs) / 1e6;
     const wire = wireOf(config.target);
-    for (const connection of connections) {
-      const due = Math.floor(perConnection * elapsedS) - connection.sent;
+    for (const [index, connection] of connections.entries()) {
+      const due =
+        framesDue(perConnection, elapsedS, index, connections.length, config.phases) -
+        connection.sent;
       if (due <= 0) continue;
       const stamp = nowUs();
       let text = '';

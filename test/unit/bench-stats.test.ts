@@ -1,5 +1,6 @@
 /** The harness's statistics, what every latency figure in the benchmark report rests on, and its reading of nats-server's log. */
 import { describe, expect, it } from 'vitest';
+import { framesDue } from '../../bench/lib/frames.ts';
 import { natsPorts } from '../../bench/lib/nats-ports.ts';
 import { median, summariseLatencies } from '../../bench/lib/stats.ts';
 
@@ -26,6 +27,40 @@ describe('bench statistics', () => {
     expect(median([4, 1, 3, 2])).toBe(2.5);
     expect(median([9, Number.NaN, 1, 5])).toBe(5);
     expect(median([])).toBeNaN();
+  });
+});
+
+describe('framesDue: when a paced connection writes', () => {
+  /** For each of `count` connections at `perSecond`, the instants (ms, on a 0.1 ms grid) its frames fall due in the first second. */
+  const dueTimes = (perSecond: number, count: number, phases: 'aligned' | 'staggered') =>
+    Array.from({ length: count }, (_, index) => {
+      const times: number[] = [];
+      let sent = 0;
+      for (let tenths = 0; tenths < 10_000; tenths++) {
+        const due = framesDue(perSecond, tenths / 10_000, index, count, phases);
+        for (; sent < due; sent++) times.push(tenths / 10);
+      }
+      return times;
+    });
+
+  it('aligned: every connection has its frame due at the same instant', () => {
+    const [first, ...others] = dueTimes(250, 4, 'aligned');
+    expect(first?.slice(0, 3)).toEqual([4, 8, 12]);
+    for (const times of others) expect(times).toEqual(first);
+  });
+
+  it('staggered: four connections at 250/s have theirs due a millisecond apart, each at its rate', () => {
+    const all = dueTimes(250, 4, 'staggered');
+    // Connection k is k quarters of its 4 ms period ahead of connection 0.
+    expect(all.map((times) => times.slice(0, 2))).toEqual([
+      [4, 8],
+      [3, 7],
+      [2, 6],
+      [1, 5],
+    ]);
+    for (const times of all) expect(times.length).toBeGreaterThanOrEqual(249);
+    const merged = all.flat().sort((a, b) => a - b);
+    expect(new Set(merged).size).toBe(merged.length);
   });
 });
 
