@@ -206,6 +206,26 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(run.stdout).toMatch(/hand-written [\d.]+, zod compiled [\d.]+, ratio [\d.]+/);
   });
 
+  it.skipIf(natsServer.skip)(
+    'bench/backplane-floor.ts carries every frame through trivial relays, locally and over nats-server, both ways',
+    () => {
+      natsServer.require();
+      const run = spawnSync(
+        process.execPath,
+        [join(import.meta.dirname, '../bench/backplane-floor.ts'), '--smoke'],
+        { encoding: 'utf8' },
+      );
+      expect(run.status, run.stderr).toBe(0);
+      for (const phases of ['aligned', 'staggered'])
+        expect(run.stdout).toMatch(
+          new RegExp(`\\| ${phases} \\| [\\d.]+ ms \\| [\\d.]+ ms \\| -?[\\d.]+ ms \\|`),
+        );
+      // Each run says how many frames it measured: none is empty.
+      expect(run.stderr.match(/\((run 1\/1)\): [1-9]\d* frames/g)).toHaveLength(4);
+    },
+    60_000,
+  );
+
   it('bench/rate-estimate.ts times the router with its estimator and the estimator alone', () => {
     const run = spawnSync(
       process.execPath,
