@@ -5,7 +5,7 @@
  * subject that a JetStream stream captures as the daemon's does (file store, one message per
  * subject), and relay B writes what it hears to the subscriber. What the trivial chain adds over
  * its local path is what two more processes and nats-server cost on this machine, without any of
- * the bridge's work: the target of 1 ms added is measured against it.
+ * the bridge's work: the backplane workload's "p99 added" reads against it.
  *
  * Usage: node bench/backplane-floor.ts [--rate N] [--repeat N] [--smoke]
  * It measures aligned workers (every token's frame due on the same tick) and staggered ones.
