@@ -26,6 +26,7 @@ import { Child } from './child.ts';
 import { nowUs } from './frames.ts';
 import { natsPorts } from './nats-ports.ts';
 import { cpuShare, type ProcSample, sampleProcess, sleep } from './proc.ts';
+import type { LatencySummary } from './stats.ts';
 import {
   BIN,
   natsServerPath,
@@ -39,7 +40,6 @@ import {
   untilReady,
 } from './systems.ts';
 import type {
-  LatencyFigures,
   PublisherConfig,
   PublisherDone,
   SubscriberConfig,
@@ -68,9 +68,9 @@ export function backplanePaths(beforeRoot: string | undefined): BackplanePath[] 
 }
 
 /** A window's latency figures; NaN where it had no samples. */
-type Latency = Pick<LatencyFigures, 'p50Ms' | 'p99Ms' | 'maxMs'>;
+type Latency = Pick<LatencySummary, 'p50Ms' | 'p99Ms' | 'maxMs'>;
 
-function latencyOf(figures: LatencyFigures | undefined): Latency {
+function latencyOf(figures: LatencySummary | undefined): Latency {
   return {
     p50Ms: figures?.p50Ms ?? Number.NaN,
     p99Ms: figures?.p99Ms ?? Number.NaN,

@@ -72,7 +72,6 @@ export class ChunkMaker {
   }
 }
 
-/** Microseconds on the host's monotonic clock, comparable across processes. */
 /**
  * How many frames a paced connection has due: `index` of `count` connections, each offering
  * `perSecond`, `elapsedS` after the start. Aligned, every connection's frame falls due at the same
@@ -90,6 +89,7 @@ export function framesDue(
   return Math.floor(perSecond * elapsedS + offset);
 }
 
+/** Microseconds on the host's monotonic clock, comparable across processes. */
 export function nowUs(): number {
   return Math.round(Number(process.hrtime.bigint()) / 1000);
 }

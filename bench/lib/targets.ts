@@ -1,4 +1,5 @@
 /** Where load generators connect, for each kind of system under test. */
+import type { LatencySummary } from './stats.ts';
 
 /** Worker side: the bridge's framing on a Unix socket, or NATS's protocol on TCP. */
 export type WorkerTarget = { kind: 'unix'; path: string } | { kind: 'nats'; port: number };
@@ -67,18 +68,10 @@ export interface SubscriberResult {
   type: 'result';
   sessions: SessionResult[];
   complete: boolean;
-  latency?: LatencyFigures;
+  latency?: LatencySummary;
   /** The `record-early` window's, when one was asked for. */
-  earlyLatency?: LatencyFigures;
+  earlyLatency?: LatencySummary;
   errors: string[];
-}
-
-export interface LatencyFigures {
-  count: number;
-  p50Ms: number;
-  p99Ms: number;
-  p999Ms: number;
-  maxMs: number;
 }
 
 export interface ConnectorConfig {
