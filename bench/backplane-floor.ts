@@ -1,26 +1,25 @@
 /**
  * The backplane workload's floor: the same five processes and the same nats-server, with trivial
  * Node relays in place of the daemons. A paced publisher with one Unix socket per token writes to
- * relay A; locally A writes each line to the subscriber's socket, across NATS it publishes it on a
- * subject that a JetStream stream captures as the daemon's does (file store, one message per
+ * relay A; locally A writes each frame to the subscriber's socket, across NATS it publishes it on
+ * a subject that a JetStream stream captures as the daemon's does (file store, one message per
  * subject), and relay B writes what it hears to the subscriber. What the trivial chain adds over
  * its local path is what two more processes and nats-server cost on this machine, without any of
  * the bridge's work: the backplane workload's "p99 added" reads against it.
  *
  * Usage: node bench/backplane-floor.ts [--rate N] [--repeat N] [--smoke]
  * It measures aligned workers (every token's frame due on the same tick) and staggered ones.
+ * Run with an IPC channel (by the harness, through Child), it is one of the chain's helpers.
  */
-import { type ChildProcess, fork } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect as connectSocket, createServer, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect as connectNats, DiscardPolicy, nanos, RetentionPolicy, StorageType } from 'nats';
-import { framesDue, nowUs } from './lib/frames.ts';
-import { natsPorts } from './lib/nats-ports.ts';
+import { startNatsServer } from './lib/backplane.ts';
+import { Child, type Message, onParentMessage, toParent } from './lib/child.ts';
+import { FormFeedSplitter, framesDue, nowUs } from './lib/frames.ts';
 import { median, summariseLatencies } from './lib/stats.ts';
-import { natsServerPath, spawnServer, untilReady } from './lib/systems.ts';
+import { removeScratch, scratchDir } from './lib/systems.ts';
 
 const TOKENS = 4;
 /** As the backplane workload's full run; --smoke: a few hundred ms, which checks the harness. */
@@ -30,24 +29,21 @@ const PADDING = 'x'.repeat(160);
 type Phases = 'aligned' | 'staggered';
 type Chain = 'local' | 'backplane';
 
-/** Lines end with \n; each starts with {"t":<stamp>,"k":<token index>. */
-function onLines(socket: Socket, each: (line: string) => void): void {
-  let pending = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (text: string) => {
-    pending += text;
-    let end = pending.indexOf('\n');
-    while (end >= 0) {
-      each(pending.slice(0, end + 1));
-      pending = pending.slice(end + 1);
-      end = pending.indexOf('\n');
-    }
-  });
-}
+/** What a helper is told to be: its role and where it reads and writes. */
+type Role =
+  | { role: 'subscriber'; path: string }
+  | { role: 'relay-a'; path: string; next: string; natsUrl: string | undefined }
+  | { role: 'relay-b'; next: string; natsUrl: string }
+  | { role: 'publisher'; path: string; rate: number; phases: Phases; seconds: number };
 
-function listen(path: string, each: (line: string) => void): Promise<void> {
+/** Frames end with a form feed; each starts with {"t":<stamp>,"k":<token index>. */
+function listen(path: string, each: (frame: string) => void): Promise<void> {
   return new Promise((resolve) => {
-    createServer((socket) => onLines(socket, each)).listen(path, resolve);
+    createServer((socket) => {
+      const splitter = new FormFeedSplitter();
+      socket.setEncoding('utf8');
+      socket.on('data', (text: string) => splitter.push(text, each));
+    }).listen(path, resolve);
   });
 }
 
@@ -58,146 +54,135 @@ function dial(path: string): Promise<Socket> {
   });
 }
 
-/** The child side: argv role, then role-specific arguments; answers `ready`, then `result`. */
-async function child(role: string, args: string[]): Promise<void> {
-  const send = (message: object) => process.send?.(message);
-  if (role === 'subscriber') {
-    const [path] = args as [string];
+/** The helper's later messages from the harness (`go`, `expect`), once its role has set it. */
+let onMessage: (message: Message) => void = () => {};
+
+/** The helper's side: told its role by `config`, it answers `ready`, then `sent` or `result`. */
+async function helper(role: Role): Promise<void> {
+  if (role.role === 'subscriber') {
     const stamps: number[] = [];
     const latencies: number[] = [];
-    await listen(path, (line) => {
-      const stamp = Number(line.slice(5, line.indexOf(',')));
+    let expected = Number.POSITIVE_INFINITY;
+    const answer = () => toParent({ type: 'result', stamps, latencies });
+    await listen(role.path, (frame) => {
+      const stamp = Number(frame.slice(5, frame.indexOf(',')));
       stamps.push(stamp);
       latencies.push(nowUs() - stamp);
+      if (stamps.length === expected) answer();
     });
-    process.on('message', () => send({ type: 'result', stamps, latencies }));
-  } else if (role === 'relay-a') {
-    const [path, next, natsUrl] = args as [string, string, string];
-    if (natsUrl === '-') {
-      const out = await dial(next);
-      await listen(path, (line) => out.write(line));
+    onMessage = (message) => {
+      if (message.type !== 'expect') return;
+      expected = message.count as number;
+      if (stamps.length >= expected) answer();
+    };
+  } else if (role.role === 'relay-a') {
+    if (role.natsUrl === undefined) {
+      const out = await dial(role.next);
+      await listen(role.path, (frame) => out.write(`${frame}\f`));
     } else {
-      const nc = await connectNats({ servers: natsUrl });
+      const nc = await connectNats({ servers: role.natsUrl });
       const encoder = new TextEncoder();
-      await listen(path, (line) =>
-        nc.publish(`floor.${line.charAt(line.indexOf('"k":') + 4)}`, encoder.encode(line)),
+      await listen(role.path, (frame) =>
+        nc.publish(`floor.${frame.charAt(frame.indexOf('"k":') + 4)}`, encoder.encode(frame)),
       );
     }
-  } else if (role === 'relay-b') {
-    const [next, natsUrl] = args as [string, string];
-    const out = await dial(next);
-    const nc = await connectNats({ servers: natsUrl });
+  } else if (role.role === 'relay-b') {
+    const out = await dial(role.next);
+    const nc = await connectNats({ servers: role.natsUrl });
     const decoder = new TextDecoder();
     nc.subscribe('floor.>', {
-      callback: (_error, message) => out.write(decoder.decode(message.data)),
+      callback: (_error, message) => out.write(`${decoder.decode(message.data)}\f`),
     });
     await nc.flush();
-  } else if (role === 'publisher') {
-    const [path, rate, phases, seconds] = args as [string, string, Phases, string];
-    const sockets = await Promise.all(Array.from({ length: TOKENS }, () => dial(path)));
-    process.once('message', () => {
-      const perToken = Number(rate) / TOKENS;
-      const sent = sockets.map(() => 0);
-      const started = nowUs();
-      const tick = () => {
-        const elapsedS = (nowUs() - started) / 1e6;
-        sockets.forEach((socket, k) => {
-          const due = framesDue(perToken, elapsedS, k, TOKENS, phases);
-          let text = '';
-          while ((sent[k] ?? 0) < due) {
-            sent[k] = (sent[k] ?? 0) + 1;
-            text += `{"t":${nowUs()},"k":${k},"p":"${PADDING}"}\n`;
-          }
-          if (text !== '') socket.write(text);
-        });
-        if (elapsedS < Number(seconds)) setTimeout(tick, 1);
-        else send({ type: 'sent', count: sent.reduce((sum, each) => sum + each, 0) });
-      };
-      tick();
-    });
-  }
-  send({ type: 'ready' });
-}
-
-function next(helper: ChildProcess, type: string): Promise<Record<string, unknown>> {
-  return new Promise((resolve) => {
-    const listener = (message: Record<string, unknown>) => {
-      if (message.type !== type) return;
-      helper.off('message', listener);
-      resolve(message);
+  } else {
+    const sockets = await Promise.all(Array.from({ length: TOKENS }, () => dial(role.path)));
+    onMessage = (message) => {
+      if (message.type === 'go') pace(sockets, role);
     };
-    helper.on('message', listener);
+  }
+  toParent({ type: 'ready' });
+}
+
+/** The bench publisher's pacing (bench/load/publisher.ts): every 1 ms tick, what is due. */
+function pace(sockets: Socket[], { rate, phases, seconds }: Role & { role: 'publisher' }): void {
+  const perToken = rate / TOKENS;
+  const sent = sockets.map(() => 0);
+  const started = nowUs();
+  const tick = () => {
+    const elapsedS = (nowUs() - started) / 1e6;
+    sockets.forEach((socket, k) => {
+      const due = framesDue(perToken, elapsedS, k, TOKENS, phases);
+      let text = '';
+      for (; (sent[k] ?? 0) < due; sent[k] = (sent[k] ?? 0) + 1)
+        text += `{"t":${nowUs()},"k":${k},"p":"${PADDING}"}\f`;
+      if (text !== '') socket.write(text);
+    });
+    if (elapsedS < seconds) setTimeout(tick, 1);
+    else toParent({ type: 'sent', count: sent.reduce((sum, each) => sum + each, 0) });
+  };
+  tick();
+}
+
+async function start(role: Role, helpers: Child[]): Promise<Child> {
+  const child = new Child('backplane-floor.ts');
+  helpers.push(child);
+  child.send({ type: 'config', config: role });
+  await child.ready(30_000);
+  return child;
+}
+
+/** The stream the daemon makes (src/daemon/backplane.ts, ensureStore), on the floor's subjects. */
+async function addStore(natsUrl: string): Promise<void> {
+  const nc = await connectNats({ servers: natsUrl });
+  const jsm = await nc.jetstreamManager();
+  await jsm.streams.add({
+    name: 'floor',
+    subjects: ['floor.>'],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    max_msgs_per_subject: 1,
+    max_age: nanos(3_600_000),
   });
+  await nc.close();
 }
 
-async function start(
-  role: string,
-  args: string[],
-  children: ChildProcess[],
-): Promise<ChildProcess> {
-  const helper = fork(import.meta.filename, [role, ...args], { execArgv: [] });
-  children.push(helper);
-  await next(helper, 'ready');
-  return helper;
-}
-
+/** One run of one chain: the settled window's latencies (µs). */
 async function measure(
   chain: Chain,
   phases: Phases,
   rate: number,
   { settleMs, measureMs }: typeof FULL,
 ): Promise<Float64Array> {
-  const dir = mkdtempSync(join(tmpdir(), 'mcp-progress-floor-'));
-  const children: ChildProcess[] = [];
-  let natsUrl = '-';
-  let server: ReturnType<typeof spawnServer> | undefined;
+  const dir = scratchDir('floor');
+  const helpers: Child[] = [];
+  const nats = chain === 'backplane' ? await startNatsServer() : undefined;
   try {
-    if (chain === 'backplane') {
-      const binary = natsServerPath();
-      if (binary === undefined) throw new Error('nats-server is not installed');
-      server = spawnServer(binary, ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', dir]);
-      const running = server;
-      await untilReady(running, 'nats-server', () => running.stderr().includes('Server is ready'));
-      natsUrl = `nats://127.0.0.1:${natsPorts(running.stderr()).client}`;
-      const nc = await connectNats({ servers: natsUrl });
-      const jsm = await nc.jetstreamManager();
-      await jsm.streams.add({
-        name: 'floor',
-        subjects: ['floor.>'],
-        retention: RetentionPolicy.Limits,
-        storage: StorageType.File,
-        discard: DiscardPolicy.Old,
-        max_msgs_per_subject: 1,
-        max_age: nanos(3_600_000),
-      });
-      await nc.close();
-    }
-    const subscriber = await start('subscriber', [join(dir, 'sub.sock')], children);
-    if (chain === 'backplane') await start('relay-b', [join(dir, 'sub.sock'), natsUrl], children);
-    await start('relay-a', [join(dir, 'a.sock'), join(dir, 'sub.sock'), natsUrl], children);
+    if (nats !== undefined) await addStore(nats.url);
+    const sub = join(dir, 'sub.sock');
+    const a = join(dir, 'a.sock');
+    const subscriber = await start({ role: 'subscriber', path: sub }, helpers);
+    if (nats !== undefined) await start({ role: 'relay-b', next: sub, natsUrl: nats.url }, helpers);
+    await start({ role: 'relay-a', path: a, next: sub, natsUrl: nats?.url }, helpers);
     const seconds = (settleMs + measureMs) / 1000;
-    const publisher = await start(
-      'publisher',
-      [join(dir, 'a.sock'), String(rate), phases, String(seconds)],
-      children,
-    );
+    const publisher = await start({ role: 'publisher', path: a, rate, phases, seconds }, helpers);
     const measuredFrom = nowUs() + settleMs * 1000;
+    const sent = publisher.next<Message & { count: number }>('sent', (seconds + 60) * 1000);
     publisher.send({ type: 'go' });
-    const { count } = (await next(publisher, 'sent')) as { count: number };
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    subscriber.send({ type: 'result' });
-    const { stamps, latencies } = (await next(subscriber, 'result')) as {
-      stamps: number[];
-      latencies: number[];
-    };
-    if (stamps.length !== count)
-      throw new Error(`${phases} ${chain}: ${stamps.length} of ${count} frames arrived`);
-    const settled = latencies.filter((_, i) => (stamps[i] ?? 0) >= measuredFrom);
-    return Float64Array.from(settled);
+    const { count } = await sent;
+    const result = subscriber.next<Message & { stamps: number[]; latencies: number[] }>(
+      'result',
+      10_000,
+    );
+    subscriber.send({ type: 'expect', count });
+    const { stamps, latencies } = await result.catch(() => {
+      throw new Error(`${phases} ${chain}: not every one of ${count} frames arrived`);
+    });
+    return Float64Array.from(latencies.filter((_, i) => (stamps[i] ?? 0) >= measuredFrom));
   } finally {
-    for (const each of children) each.kill();
-    server?.child.kill();
-    rmSync(dir, { recursive: true, force: true });
+    for (const each of helpers) await each.stop();
+    await nats?.stop();
+    removeScratch(dir);
   }
 }
 
@@ -235,6 +220,9 @@ async function main(): Promise<void> {
   }
 }
 
-const [role, ...rest] = process.argv.slice(2);
-if (role !== undefined && !role.startsWith('--')) await child(role, rest);
-else await main();
+if (process.send === undefined) await main();
+else
+  onParentMessage((message) => {
+    if (message.type === 'config') void helper(message.config as Role);
+    else onMessage(message);
+  });

@@ -117,7 +117,12 @@ interface Daemon {
   stop(): Promise<void>;
 }
 
-async function startNatsServer(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+/** The workload's nats-server: JetStream in a scratch dir, a port of its own, the bench's limits. */
+export async function startNatsServer(): Promise<{
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}> {
   const binary = natsServerPath();
   if (binary === undefined) throw new Error('nats-server is not installed');
   const dir = scratchDir('backplane-nats');
