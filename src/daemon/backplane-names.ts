@@ -14,30 +14,44 @@ export function tokenSubject(token: ProgressToken): string {
 export class BackplaneSubjects {
   readonly #prefix: string;
   readonly #name: string;
-  /** `<prefix>.s.`: every stream subject starts so. */
+  /** `<prefix>.s.`: every live stream subject starts so. */
   readonly #streams: string;
+  /** `<prefix>.k.`: every kept (stored) stream subject starts so; as long as #streams. */
+  readonly #kept: string;
 
   constructor(prefix: string, name: string) {
     this.#prefix = prefix;
     this.#name = name;
     this.#streams = `${prefix}.s.`;
+    this.#kept = `${prefix}.k.`;
   }
 
-  /** Every stream subject of every host. */
+  /** Every live stream subject of every host. */
   get allStreams(): string {
     return `${this.#streams}>`;
   }
 
-  /** The subject this daemon publishes a token's stream on. */
+  /** Every kept stream subject of every host: what the store captures. */
+  get allKept(): string {
+    return `${this.#kept}>`;
+  }
+
+  /** The subject this daemon publishes every message of a token's stream on, live. */
   streamOf(token: ProgressToken): string {
     return `${this.#streams}${this.#name}.${tokenSubject(token)}`;
   }
 
+  /** The subject this daemon puts a token's latest message on now and then, for the store. */
+  keptOf(token: ProgressToken): string {
+    return `${this.#kept}${this.#name}.${tokenSubject(token)}`;
+  }
+
   /**
-   * The host and token part of a stream subject; undefined when it is not one of this
-   * backplane's (`<prefix>.s.<host>.<token>`).
+   * The host and token part of a live or kept stream subject; undefined when it is neither of
+   * this backplane's (`<prefix>.s.<host>.<token>`, `<prefix>.k.<host>.<token>`).
    */
   parseStream(subject: string): { host: string; token: string } | undefined {
+    if (!subject.startsWith(this.#streams) && !subject.startsWith(this.#kept)) return undefined;
     const rest = subject.slice(this.#streams.length);
     const dot = rest.indexOf('.');
     const token = rest.slice(dot + 1);
@@ -68,7 +82,7 @@ export class BackplaneSubjects {
     return `${this.#prefix}.n.${host}`;
   }
 
-  /** The JetStream stream that keeps the last message of each stream subject. */
+  /** The JetStream stream that keeps the last message of each kept stream subject. */
   get store(): string {
     return `${this.#prefix.replaceAll('.', '_')}_streams`;
   }
@@ -77,7 +91,7 @@ export class BackplaneSubjects {
 /**
  * The `permissions` block of a nats-server user that is the daemon `name` under `prefix`
  * (docs/BACKPLANE.md, "Security"): it may publish values, dones and heartbeats on its own
- * subjects only, cancels to any host, and read everything of the prefix. No purge of the store:
+ * subjects only (live and kept), cancels to any host, and read everything of the prefix. No purge of the store:
  * a purge takes any subject, so a confined host could erase another's stored values.
  */
 export function backplanePermissions(prefix: string, name: string): string {
@@ -87,6 +101,7 @@ export function backplanePermissions(prefix: string, name: string): string {
     list.map((subject) => `${indent}${JSON.stringify(subject)}`).join(',\n');
   const publish = [
     `${prefix}.s.${name}.*`,
+    `${prefix}.k.${name}.*`,
     subjects.heartbeatOf(name),
     subjects.nameCheckOf(name),
     subjects.cancelOf('*'),
@@ -101,6 +116,7 @@ export function backplanePermissions(prefix: string, name: string): string {
   ];
   const subscribe = [
     subjects.allStreams,
+    subjects.allKept,
     subjects.allHeartbeats,
     subjects.cancelOf(name),
     subjects.nameCheckOf(name),

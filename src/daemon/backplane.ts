@@ -8,9 +8,11 @@
  * names on NATS are backplane-names.ts, the other hosts remote-hosts.ts.
  *
  * Live values travel on plain subjects, so none is lost; a JetStream stream that
- * keeps the last message of each subject lets a daemon that (re)joins catch up.
- * The router on the receiving host takes a value only when it is greater than the
- * last, so a stored value that arrives after a live one is refused, never regressed.
+ * keeps the last message of each subject lets a daemon that (re)joins catch up. It is fed
+ * on subjects of its own, with each stream's latest message at most every STORE_EVERY_MS,
+ * so storing is off the hot path. The router on the receiving host takes a value only when
+ * it is greater than the last, so a stored value that arrives after a live one, or a kept
+ * copy of one it has, is refused, never regressed.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -67,6 +69,13 @@ const JS_API = '$JS.API';
  */
 const CONFIRM_MS = 100;
 /**
+ * How often each stream's latest message is put on its kept subject, for the store. Storing
+ * every value in the file store was most of the latency the backplane added at 10,000 values
+ * a second (docs/BACKPLANE.md, "Latency"). A late joiner's stored value is at most this much
+ * older than the live one, and the kept copy it also receives live brings it level.
+ */
+const STORE_EVERY_MS = 100;
+/**
  * The most stream messages kept unconfirmed or unsent while cut off; past it they are dropped
  * and the (re)join puts only the last value or the end of each stream on the backplane again.
  */
@@ -117,8 +126,13 @@ export class Backplane {
   #joined = false;
   /** The catch-up under way: a stop, or the catch-up of a reconnect, cancels it. */
   #catchUpRead: StoreRead | undefined;
-  /** This daemon's tokens, active or done, while its router keeps them: the subject of each. */
-  readonly #local = new Map<ProgressToken, string>();
+  /** This daemon's tokens, active or done, while its router keeps them: the subjects of each. */
+  readonly #local = new Map<ProgressToken, StreamSubjects>();
+  /** The latest message of each local stream not yet on its kept subject. */
+  readonly #storeDue = new Map<ProgressToken, string>();
+  #storeTimer: NodeJS.Timeout | undefined;
+  /** An existing store that captures other subjects than this version's was warned about. */
+  #warnedStore = false;
   /**
    * The pseudo-connection that publishes, at join, the streams an earlier daemon of this host left
    * in the store: it leaves at once, so the router ends them as abandoned after the grace unless
@@ -167,8 +181,7 @@ export class Backplane {
     this.#adopter = this.#hosts.newConnection();
     // Streams this daemon already holds (dones its journal recovered) are its own.
     for (const summary of host.router.list()) {
-      if (summary.state !== 'waiting')
-        this.#local.set(summary.progressToken, this.#subjects.streamOf(summary.progressToken));
+      if (summary.state !== 'waiting') this.#localSubjects(summary.progressToken);
     }
     host.router.observe((connection, notification, last) =>
       this.#published(connection, notification, last),
@@ -259,7 +272,7 @@ export class Backplane {
     const jsm = await nc.jetstreamManager();
     const config = {
       name: this.#subjects.store,
-      subjects: [this.#subjects.allStreams],
+      subjects: [this.#subjects.allKept],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.Old,
@@ -270,11 +283,27 @@ export class Backplane {
       await jsm.streams.add(config);
     } catch (error) {
       // Another daemon made it first (perhaps with other limits): use it as it is.
-      await jsm.streams.info(this.#subjects.store).catch(() => {
+      const info = await jsm.streams.info(this.#subjects.store).catch(() => {
         throw error;
       });
+      this.#checkStoreSubjects(info.config.subjects ?? []);
     }
     this.#jsm = jsm;
+  }
+
+  /**
+   * A store made by a version that stored the live subjects: it does not capture the kept ones,
+   * so nothing new is stored and a catch-up is refused, and it still stores every live value.
+   * Not changed here: a host's NATS user may create the store, not update it.
+   */
+  #checkStoreSubjects(subjects: readonly string[]): void {
+    if (subjects.includes(this.#subjects.allKept) || this.#warnedStore) return;
+    this.#warnedStore = true;
+    this.#log.warn(
+      `backplane: the JetStream store ${this.#subjects.store} captures ${subjects.join(', ') || 'no subject'}, ` +
+        `not ${this.#subjects.allKept}: an older mcp-progress-bridge made it. Live values go on, but a daemon ` +
+        `that joins cannot catch up; remove it (nats stream rm ${this.#subjects.store}) and the next daemon to join makes it again`,
+    );
   }
 
   async #join(nc: NatsConnection): Promise<void> {
@@ -294,9 +323,13 @@ export class Backplane {
     await this.#ensureStore(nc);
     // Live subscriptions first, registered at the server (flush), then the stored last values:
     // a value published in between arrives live, and the older stored one is refused as not greater.
-    nc.subscribe(this.#subjects.allStreams, {
-      callback: (error, msg) => error || this.#streamIn(msg.subject, msg.data, undefined),
-    });
+    // The kept subjects too: a kept copy stored after the catch-up read the store brings a stream
+    // that has paused since level with its last value.
+    for (const subject of [this.#subjects.allStreams, this.#subjects.allKept]) {
+      nc.subscribe(subject, {
+        callback: (error, msg) => error || this.#streamIn(msg.subject, msg.data, undefined),
+      });
+    }
     nc.subscribe(this.#subjects.allHeartbeats, {
       callback: (error, msg) => error || this.#heartbeatIn(msg),
     });
@@ -473,7 +506,7 @@ export class Backplane {
   async #catchUp(nc: NatsConnection): Promise<void> {
     this.#catchUpRead?.cancel();
     if (this.#stopped) return;
-    const read = new StoreRead(nc, this.#subjects.store, this.#subjects.allStreams, (s, d, age) =>
+    const read = new StoreRead(nc, this.#subjects.store, this.#subjects.allKept, (s, d, age) =>
       this.#streamIn(s, d, age),
     );
     this.#catchUpRead = read;
@@ -493,13 +526,13 @@ export class Backplane {
       if (summary === undefined) {
         this.#forgetLocal(token);
       } else if (summary.state === 'active' && summary.last !== undefined) {
-        this.#send(token, { v: 1, kind: 'progress', params: summary.last });
+        this.#send(token, { v: 1, kind: 'progress', params: summary.last }, 'now');
       } else if (summary.state === 'done' && summary.status !== undefined) {
         const params: Record<string, unknown> = { progressToken: token, status: summary.status };
         if (summary.message !== undefined) params.message = summary.message;
         const message: Record<string, unknown> = { v: 1, kind: 'done', params };
         if (summary.last !== undefined) message.last = summary.last;
-        this.#send(token, message);
+        this.#send(token, message, 'now');
       }
     }
   }
@@ -563,7 +596,8 @@ export class Backplane {
     clearInterval(this.#confirming);
     this.#catchUpRead?.cancel();
     this.#hosts.stop();
-    // The last values and dones before the stop go out before the `down`.
+    // The last values and dones before the stop go out, and into the store, before the `down`.
+    this.#feedStore();
     this.#publishOutbox();
     const nc = this.#nc;
     this.#nc = undefined;
@@ -590,29 +624,69 @@ export class Backplane {
     }
     if (connection === this.#adopter) {
       // Already on the backplane: the store had it.
-      this.#local.set(token, this.#subjects.streamOf(token));
+      this.#localSubjects(token);
       return;
     }
     if (notification.method === 'notifications/progress') {
-      this.#send(token, { v: 1, kind: 'progress', params: notification.params });
+      this.#send(token, { v: 1, kind: 'progress', params: notification.params }, 'soon');
     } else {
       const message: Record<string, unknown> = { v: 1, kind: 'done', params: notification.params };
       if (last !== undefined) message.last = last.params;
-      this.#send(token, message);
+      this.#send(token, message, 'now');
     }
   }
 
-  #send(token: ProgressToken, message: object): void {
-    let subject = this.#local.get(token);
-    if (subject === undefined) {
-      subject = this.#subjects.streamOf(token);
-      this.#local.set(token, subject);
-    }
+  /**
+   * Sends a stream message live, and stores it: `now`, or `soon` (with the stream's next messages,
+   * at most STORE_EVERY_MS later) when the store has the stream already. A stream's first message
+   * and its end are stored at once: a daemon killed and started again learns from the store which
+   * streams it must end, and a late joiner which ones ended.
+   */
+  #send(token: ProgressToken, message: object, store: 'now' | 'soon'): void {
+    const subjects = this.#localSubjects(token);
     // Before the first join nothing is sent: the join puts the last value or the end of every
     // local stream on the backplane. Once joined, every message is kept until the server confirms
     // it, and while cut off it waits to be sent at the reconnect, so a failover loses none.
     if (!this.#joined && !this.#connected) return;
     const data = JSON.stringify(message);
+    this.#enqueue(subjects.live, data);
+    if (store === 'now' || !subjects.stored) {
+      this.#storeDue.delete(token);
+      this.#enqueue(subjects.kept, data);
+      subjects.stored = true;
+      return;
+    }
+    this.#storeDue.set(token, data);
+    this.#storeTimer ??= setTimeout(() => this.#feedStore(), STORE_EVERY_MS).unref();
+  }
+
+  /** The subjects of a local token, remembered while its stream is this daemon's. */
+  #localSubjects(token: ProgressToken): StreamSubjects {
+    let subjects = this.#local.get(token);
+    if (subjects === undefined) {
+      subjects = {
+        live: this.#subjects.streamOf(token),
+        kept: this.#subjects.keptOf(token),
+        stored: false,
+      };
+      this.#local.set(token, subjects);
+    }
+    return subjects;
+  }
+
+  /** Puts the latest message of each stream that changed since the last time on its kept subject. */
+  #feedStore(): void {
+    clearTimeout(this.#storeTimer);
+    this.#storeTimer = undefined;
+    for (const [token, data] of this.#storeDue) {
+      const subjects = this.#local.get(token);
+      if (subjects !== undefined) this.#enqueue(subjects.kept, data);
+    }
+    this.#storeDue.clear();
+  }
+
+  /** Keeps a message until the server confirms it, and hands it to the client at the end of this turn. */
+  #enqueue(subject: string, data: string): void {
     if (this.#unconfirmed.length >= MAX_UNCONFIRMED) {
       // Cut off for long: the reconnect sends only each stream's last value or end.
       this.#unconfirmed = [];
@@ -626,11 +700,12 @@ export class Backplane {
   }
 
   #forgetLocal(token: ProgressToken): void {
-    const subject = this.#local.get(token);
+    const subjects = this.#local.get(token);
     this.#local.delete(token);
+    this.#storeDue.delete(token);
     // The store keeps nothing of a stream this daemon no longer holds.
-    if (subject !== undefined && this.#connected) {
-      this.#jsm?.streams.purge(this.#subjects.store, { filter: subject }).catch(() => {});
+    if (subjects !== undefined && this.#connected) {
+      this.#jsm?.streams.purge(this.#subjects.store, { filter: subjects.kept }).catch(() => {});
     }
   }
 
@@ -977,6 +1052,14 @@ function statusOf(msg: Msg): string {
 interface StreamMessage {
   readonly subject: string;
   readonly data: string;
+}
+
+/** Where a local stream goes: every message live, the latest now and then kept for the store. */
+interface StreamSubjects {
+  readonly live: string;
+  readonly kept: string;
+  /** Whether a message of the stream was put on its kept subject since this daemon started. */
+  stored: boolean;
 }
 
 const tooManyHosts = `more than ${BACKPLANE_MAX_HOSTS} hosts, all heard recently`;

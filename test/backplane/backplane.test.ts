@@ -146,6 +146,48 @@ describe.skipIf(natsServer.skip)('the NATS backplane', () => {
     }
   });
 
+  it("the store is fed each stream's latest message at most every 100 ms, not every value: a paused stream's last value and its end are stored", async () => {
+    const token = fresh('kept');
+    const kept = `mcp-progress.k.host-a.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
+    const nc = await natsConnect({ servers: nats.url });
+    try {
+      const jsm = await nc.jetstreamManager();
+      const stored = async () =>
+        JSON.parse(
+          (await jsm.streams.getMessage('mcp-progress_streams', { last_by_subj: kept })).string(),
+        ) as { kind: string; params: { progress?: number }; last?: { progress: number } };
+      const writesBefore = (await jsm.streams.info('mcp-progress_streams')).state.last_seq;
+      await subscribe(onB, token);
+      const count = 2000;
+      for (let i = 1; i <= count; i++) {
+        worker.send('progress', { v: 1, progressToken: token, progress: i });
+      }
+      await eventually(() => (notificationsOf(onB, token).length === count ? true : undefined));
+      // The worker pauses: the last value still reaches the store.
+      await eventually(
+        async () =>
+          (await stored().catch(() => undefined))?.params.progress === count ? true : undefined,
+        10_000,
+        `value ${count} in the store`,
+      );
+      worker.send('done', { v: 1, progressToken: token });
+      await doneOf(onB, token);
+      await eventually(
+        async () => ((await stored()).kind === 'done' ? true : undefined),
+        10_000,
+        'the done in the store',
+      );
+      expect(await stored()).toMatchObject({ kind: 'done', last: { progress: count } });
+      // Every value went live; a few went to the store (one per 100 ms while they came).
+      const writes = (await jsm.streams.info('mcp-progress_streams')).state.last_seq - writesBefore;
+      expect(writes).toBeGreaterThanOrEqual(2);
+      expect(writes).toBeLessThan(count / 20);
+      expectIncreasing(notificationsOf(onB, token));
+    } finally {
+      await nc.close();
+    }
+  });
+
   it('progress/cancel on host B reaches the worker on host A', async () => {
     const token = fresh('cancel');
     await subscribe(onB, token);
@@ -288,11 +330,12 @@ describe.skipIf(natsServer.skip)('a late joiner and a large store', () => {
   it('reads every stream of a store larger than one pull of the catch-up, each at its end and last value', async () => {
     nats = await startNats();
     const a = await startHost(nats, 'host-a');
-    // 600 finished streams of a host "many", two values each: the store keeps the last of each.
+    // 600 finished streams of a host "many", two values each on their kept subjects: the store
+    // keeps the last of each.
     const count = 600;
     const tokens = Array.from({ length: count }, (_, i) => `many-${process.pid}-${i}`);
     const subject = (token: string) =>
-      `mcp-progress.s.many.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
+      `mcp-progress.k.many.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
     const nc = await natsConnect({ servers: nats.url });
     for (const token of tokens) {
       nc.publish(

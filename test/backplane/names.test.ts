@@ -204,10 +204,15 @@ describe.skipIf(natsServer.skip)('backplane names', () => {
         params: { progressToken: token, status: 'error', message: 'forged' },
       }),
     );
+    // Nor put a value of its own in the store for a late joiner, on host-a's kept subject.
+    forger.publish(
+      `mcp-progress.k.host-a.${tokenSubject(token)}`,
+      JSON.stringify({ v: 1, kind: 'progress', params: { progressToken: token, progress: 9 } }),
+    );
     forger.publish('mcp-progress.h.host-a', JSON.stringify({ v: 1, state: 'down' }));
     await forger.flush();
     await eventually(() =>
-      violations.filter((v) => /permission/i.test(v)).length >= 3 ? true : undefined,
+      violations.filter((v) => /permission/i.test(v)).length >= 4 ? true : undefined,
     );
     // Cancels to any host are allowed: a gateway on any host may cancel.
     forger.publish('mcp-progress.c.host-a', JSON.stringify({ v: 1, progressToken: token }));

@@ -8,19 +8,32 @@ import { createLogger } from '../../src/shared/log.js';
 describe('BackplaneSubjects', () => {
   const subjects = new BackplaneSubjects('team-a.progress', 'gpu-1');
 
-  it('a stream subject names its host and its token, "7" and 7 apart', () => {
+  it('a live and a kept stream subject name its host and its token, "7" and 7 apart', () => {
     expect(tokenSubject('7')).not.toBe(tokenSubject(7));
     for (const token of ['7', 7, 'render.1 *>']) {
-      const subject = subjects.streamOf(token);
-      expect(subject.startsWith('team-a.progress.s.gpu-1.')).toBe(true);
-      expect(subjects.parseStream(subject)).toEqual({ host: 'gpu-1', token: tokenSubject(token) });
+      const live = subjects.streamOf(token);
+      const kept = subjects.keptOf(token);
+      expect(live.startsWith('team-a.progress.s.gpu-1.')).toBe(true);
+      expect(kept.startsWith('team-a.progress.k.gpu-1.')).toBe(true);
+      for (const subject of [live, kept]) {
+        expect(subjects.parseStream(subject)).toEqual({
+          host: 'gpu-1',
+          token: tokenSubject(token),
+        });
+      }
     }
+    expect(subjects.allStreams).toBe('team-a.progress.s.>');
+    expect(subjects.allKept).toBe('team-a.progress.k.>');
   });
 
   it('a subject that is not host.token under the prefix is not a stream subject', () => {
-    expect(subjects.parseStream('team-a.progress.s.gpu-1')).toBeUndefined();
-    expect(subjects.parseStream('team-a.progress.s..abc')).toBeUndefined();
-    expect(subjects.parseStream('team-a.progress.s.gpu-1.a.b')).toBeUndefined();
+    for (const kind of ['s', 'k']) {
+      expect(subjects.parseStream(`team-a.progress.${kind}.gpu-1`)).toBeUndefined();
+      expect(subjects.parseStream(`team-a.progress.${kind}..abc`)).toBeUndefined();
+      expect(subjects.parseStream(`team-a.progress.${kind}.gpu-1.a.b`)).toBeUndefined();
+    }
+    expect(subjects.parseStream('team-a.progress.h.gpu-1.abc')).toBeUndefined();
+    expect(subjects.parseStream('team-b.progress.s.gpu-1.abc')).toBeUndefined();
   });
 
   it('heartbeats, cancels and the store are named from the prefix', () => {
