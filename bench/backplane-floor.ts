@@ -2,8 +2,9 @@
  * The backplane workload's floor: the same five processes and the same nats-server, with trivial
  * Node relays in place of the daemons. A paced publisher with one Unix socket per token writes to
  * relay A; locally A writes each frame to the subscriber's socket, across NATS it publishes it on
- * a subject that a JetStream stream captures as the daemon's does (file store, one message per
- * subject), and relay B writes what it hears to the subscriber. What the trivial chain adds over
+ * a live subject and, as the daemon does, each token's newest frame every 100 ms on a kept subject
+ * that a JetStream stream like the daemon's captures (file store, one message per subject); relay
+ * B writes what it hears live to the subscriber. What the trivial chain adds over
  * its local path is what two more processes and nats-server cost on this machine, without any of
  * the bridge's work: the backplane workload's "p99 added" reads against it.
  *
@@ -26,6 +27,8 @@ const TOKENS = 4;
 const FULL = { settleMs: 10_000, measureMs: 4_000 };
 const SMOKE = { settleMs: 300, measureMs: 500 };
 const PADDING = 'x'.repeat(160);
+/** How often relay A feeds the store, as the daemon does (STORE_EVERY_MS, src/daemon/backplane.ts). */
+const STORE_EVERY_MS = 100;
 type Phases = 'aligned' | 'staggered';
 type Chain = 'local' | 'backplane';
 
@@ -82,15 +85,23 @@ async function helper(role: Role): Promise<void> {
     } else {
       const nc = await connectNats({ servers: role.natsUrl });
       const encoder = new TextEncoder();
-      await listen(role.path, (frame) =>
-        nc.publish(`floor.${frame.charAt(frame.indexOf('"k":') + 4)}`, encoder.encode(frame)),
-      );
+      const newest = new Map<string, Uint8Array>();
+      setInterval(() => {
+        for (const [token, data] of newest) nc.publish(`floor.k.${token}`, data);
+        newest.clear();
+      }, STORE_EVERY_MS);
+      await listen(role.path, (frame) => {
+        const token = frame.charAt(frame.indexOf('"k":') + 4);
+        const data = encoder.encode(frame);
+        nc.publish(`floor.s.${token}`, data);
+        newest.set(token, data);
+      });
     }
   } else if (role.role === 'relay-b') {
     const out = await dial(role.next);
     const nc = await connectNats({ servers: role.natsUrl });
     const decoder = new TextDecoder();
-    nc.subscribe('floor.>', {
+    nc.subscribe('floor.s.>', {
       callback: (_error, message) => out.write(`${decoder.decode(message.data)}\f`),
     });
     await nc.flush();
@@ -137,7 +148,7 @@ async function addStore(natsUrl: string): Promise<void> {
   const jsm = await nc.jetstreamManager();
   await jsm.streams.add({
     name: 'floor',
-    subjects: ['floor.>'],
+    subjects: ['floor.k.>'],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
