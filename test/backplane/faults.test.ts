@@ -293,6 +293,27 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
     expect(await streamOn(onC, token)).toMatchObject({ state: 'active', host: 'first-a' });
   });
 
+  it('a store an earlier version made on the live subjects: one warning that says to remove it, and live values go on', async () => {
+    const server = await nats();
+    const nc = await natsConnect({ servers: server.url });
+    open.push(() => nc.close());
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'mcp-progress_streams', subjects: ['mcp-progress.s.>'] });
+    const [a, b] = await Promise.all([host(server.url, 'old-a'), host(server.url, 'old-b')]);
+    for (const daemon of [a, b]) {
+      expect(daemon.stderr()).toContain(
+        'backplane: the JetStream store mcp-progress_streams captures mcp-progress.s.>, not mcp-progress.k.>: an older mcp-progress-bridge made it',
+      );
+      expect(count(daemon.stderr(), 'nats stream rm mcp-progress_streams')).toBe(1);
+    }
+    const onB = await session(b);
+    const token = fresh('old-store');
+    await subscribe(onB, token);
+    const publisher = await worker(a);
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await sawProgress(onB, token, 1);
+  });
+
   it('NATS down at start: the daemon runs locally with one warning, retries, and joins when NATS comes up', async () => {
     const port = await freePort();
     const url = `nats://127.0.0.1:${port}`;
