@@ -91,8 +91,9 @@ export class BackplaneSubjects {
 /**
  * The `permissions` block of a nats-server user that is the daemon `name` under `prefix`
  * (docs/BACKPLANE.md, "Security"): it may publish values, dones and heartbeats on its own
- * subjects only (live and kept), cancels to any host, and read everything of the prefix. No purge of the store:
- * a purge takes any subject, so a confined host could erase another's stored values.
+ * subjects only (live and kept), cancels to any host, and read everything of the prefix. No
+ * purge of the store: a purge takes any subject, so a confined host could erase another's
+ * stored values.
  */
 export function backplanePermissions(prefix: string, name: string): string {
   const subjects = new BackplaneSubjects(prefix, name);
