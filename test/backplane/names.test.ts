@@ -211,8 +211,10 @@ describe.skipIf(natsServer.skip)('backplane names', () => {
     );
     forger.publish('mcp-progress.h.host-a', JSON.stringify({ v: 1, state: 'down' }));
     await forger.flush();
-    await eventually(() =>
-      violations.filter((v) => /permission/i.test(v)).length >= 4 ? true : undefined,
+    await eventually(
+      () => (violations.filter((v) => /permission/i.test(v)).length >= 4 ? true : undefined),
+      10_000,
+      "the server to refuse all four forgeries (host-a's value, done, stored value and down)",
     );
     // Cancels to any host are allowed: a gateway on any host may cancel.
     forger.publish('mcp-progress.c.host-a', JSON.stringify({ v: 1, progressToken: token }));
