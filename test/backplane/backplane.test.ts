@@ -4,6 +4,7 @@
  */
 import { connect as natsConnect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tokenSubject } from '../../src/daemon/backplane-names.js';
 import { BACKPLANE_MAX_HOSTS } from '../../src/shared/defaults.js';
 import { cleanupAll, eventually, type RunningDaemon } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
@@ -148,7 +149,7 @@ describe.skipIf(natsServer.skip)('the NATS backplane', () => {
 
   it("the store is fed each stream's latest message at most every 100 ms, not every value: a paused stream's last value and its end are stored", async () => {
     const token = fresh('kept');
-    const kept = `mcp-progress.k.host-a.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
+    const kept = `mcp-progress.k.host-a.${tokenSubject(token)}`;
     const nc = await natsConnect({ servers: nats.url });
     try {
       const jsm = await nc.jetstreamManager();
@@ -334,8 +335,7 @@ describe.skipIf(natsServer.skip)('a late joiner and a large store', () => {
     // keeps the last of each.
     const count = 600;
     const tokens = Array.from({ length: count }, (_, i) => `many-${process.pid}-${i}`);
-    const subject = (token: string) =>
-      `mcp-progress.k.many.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
+    const subject = (token: string) => `mcp-progress.k.many.${tokenSubject(token)}`;
     const nc = await natsConnect({ servers: nats.url });
     for (const token of tokens) {
       nc.publish(

@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect as natsConnect } from 'nats';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { tokenSubject } from '../../src/daemon/backplane-names.js';
 import {
   cleanupAll,
   collectOutput,
@@ -108,6 +109,24 @@ async function accepted(
 
 function count(text: string, part: string): number {
   return text.split(part).length - 1;
+}
+
+/**
+ * A worker on `from` publishes value 1 of a fresh token, and a session on `to` that subscribed
+ * to it first has seen it: the backplane between the two carries values.
+ */
+async function firstValueCrosses(
+  from: RunningDaemon,
+  to: RunningDaemon,
+  label: string,
+): Promise<{ token: string; onTo: GatewayClient; publisher: RawWorker }> {
+  const onTo = await session(to);
+  const token = fresh(label);
+  await subscribe(onTo, token);
+  const publisher = await worker(from);
+  await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+  await sawProgress(onTo, token, 1);
+  return { token, onTo, publisher };
 }
 
 describe.skipIf(natsServer.skip)('backplane faults', () => {
@@ -265,15 +284,10 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
   it("a token two hosts publish is the first host's on a third: the second one's messages are ignored, not merged", async () => {
     const server = await nats();
     const [a, c] = await Promise.all([host(server.url, 'first-a'), host(server.url, 'first-c')]);
-    const onC = await session(c);
-    const token = fresh('first');
-    await subscribe(onC, token);
-    const publisher = await worker(a);
-    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
-    await sawProgress(onC, token, 1);
+    const { token, onTo: onC, publisher } = await firstValueCrosses(a, c, 'first');
     // A second host, as another daemon would publish, before it knew of host A's stream.
     const nc = await natsConnect({ servers: server.url });
-    const subject = `mcp-progress.s.second-b.${Buffer.from(JSON.stringify(token)).toString('base64url')}`;
+    const subject = `mcp-progress.s.second-b.${tokenSubject(token)}`;
     nc.publish(
       subject,
       JSON.stringify({ v: 1, kind: 'progress', params: { progressToken: token, progress: 50 } }),
@@ -306,12 +320,7 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
       );
       expect(count(daemon.stderr(), 'nats stream rm mcp-progress_streams')).toBe(1);
     }
-    const onB = await session(b);
-    const token = fresh('old-store');
-    await subscribe(onB, token);
-    const publisher = await worker(a);
-    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
-    await sawProgress(onB, token, 1);
+    await firstValueCrosses(a, b, 'old-store');
   });
 
   it('NATS down at start: the daemon runs locally with one warning, retries, and joins when NATS comes up', async () => {
@@ -487,12 +496,7 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
       host(alice('alice'), 'team-a-1', ['--nats-prefix', 'team-a']),
       host(alice('alice'), 'team-a-2', ['--nats-prefix', 'team-a']),
     ]);
-    const onB = await session(b);
-    const token = fresh('team');
-    await subscribe(onB, token);
-    const publisher = await worker(a);
-    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
-    await sawProgress(onB, token, 1);
+    const { token } = await firstValueCrosses(a, b, 'team');
     // A late joiner reads the store through the consumer the configuration allows.
     const late = await host(alice('alice'), 'team-a-late', ['--nats-prefix', 'team-a']);
     expect(await streamOn(await session(late), token)).toMatchObject({
@@ -529,12 +533,7 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
         host(server.url, 'tls-a', ['--nats-ca', tls.ca]),
         host(server.url, 'tls-b', ['--nats-ca', tls.ca]),
       ]);
-      const onB = await session(b);
-      const token = fresh('tls');
-      await subscribe(onB, token);
-      const publisher = await worker(a);
-      await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
-      await sawProgress(onB, token, 1);
+      await firstValueCrosses(a, b, 'tls');
     },
   );
 
