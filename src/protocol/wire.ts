@@ -82,7 +82,9 @@ export class FrameDecoder {
     const bytes =
       typeof chunk === 'string'
         ? Buffer.from(chunk, 'utf8')
-        : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+        : Buffer.isBuffer(chunk)
+          ? chunk
+          : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     const combined = this.#buffer.length === 0 ? bytes : Buffer.concat([this.#buffer, bytes]);
     const out: Array<Envelope | FrameError> = [];
     let start = 0;
@@ -92,6 +94,11 @@ export class FrameDecoder {
       if (frame.length > 0) out.push(this.#decode(frame));
       start = end + 1;
       end = combined.indexOf(FORM_FEED, start);
+    }
+    if (start === combined.length) {
+      // The usual read: whole frames only, nothing left to keep.
+      this.#buffer = EMPTY;
+      return out;
     }
     const rest = combined.subarray(start);
     if (rest.length > 2 * this.#maxBytes || trimWhitespace(rest).length > this.#maxBytes) {
