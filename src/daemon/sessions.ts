@@ -51,15 +51,27 @@ export type HubLog = Pick<Logger, 'warn' | 'debug'>;
 /** A notification queued for an in-process receiver. */
 interface Queued {
   readonly notification: Notification;
-  readonly bytes: number;
+  /** Its JSON's length, counted once another message queues behind it (#countNewest). */
+  bytes: number | undefined;
 }
 
-/** One subscriber id of a session: the session itself, or one of its in-process members. */
-interface Subscriber {
-  readonly id: SubscriberId;
-  readonly session: Session;
-  write(notification: Notification, payload: Buffer): void;
-}
+/**
+ * One subscriber id of a session: the session itself, or one of its in-process members. A
+ * member takes no payload: it receives the notification object, and its queue is counted apart.
+ */
+type Subscriber =
+  | {
+      readonly id: SubscriberId;
+      readonly session: Session;
+      readonly write: (notification: Notification, payload: Buffer) => void;
+      readonly member: false;
+    }
+  | {
+      readonly id: SubscriberId;
+      readonly session: Session;
+      readonly write: (notification: Notification) => void;
+      readonly member: true;
+    };
 
 interface Session {
   readonly id: SubscriberId;
@@ -67,8 +79,14 @@ interface Session {
   readonly transport: SessionTransport;
   /** Subscriber ids of this session: its own (WebSocket) or its members'. */
   readonly subscribers: Set<SubscriberId>;
-  /** Bytes queued for its in-process receivers and not yet taken. */
+  /**
+   * Bytes queued for its in-process receivers and not yet taken, the newest message excluded:
+   * that one is counted only once another queues behind it. At 1k updates/s each drains alone,
+   * so no member message is serialised just to be counted.
+   */
   queuedBytes: number;
+  /** The newest message queued for a member, not yet in queuedBytes. */
+  newest: Queued | undefined;
 }
 
 export class SessionHub {
@@ -120,12 +138,19 @@ export class SessionHub {
   open(kind: SessionKind, transport: SessionTransport): SubscriberId | undefined {
     if (this.refusal() !== undefined) return undefined;
     const id = this.#nextId++;
-    const session: Session = { id, kind, transport, subscribers: new Set(), queuedBytes: 0 };
+    const session: Session = {
+      id,
+      kind,
+      transport,
+      subscribers: new Set(),
+      queuedBytes: 0,
+      newest: undefined,
+    };
     this.#sessions.set(id, session);
     const write = transport.write;
     if (write !== undefined) {
       session.subscribers.add(id);
-      this.#subscribers.set(id, { id, session, write: write.bind(transport) });
+      this.#subscribers.set(id, { id, session, write: write.bind(transport), member: false });
     }
     this.#log.debug(`${kind} session ${id} opened`);
     return id;
@@ -167,8 +192,10 @@ export class SessionHub {
     let draining = false;
     const drain = () => {
       draining = false;
-      for (const { notification, bytes } of queue.splice(0)) {
-        session.queuedBytes -= bytes;
+      for (const queued of queue.splice(0)) {
+        if (session.newest === queued) session.newest = undefined;
+        else session.queuedBytes -= queued.bytes ?? 0;
+        const { notification } = queued;
         if (!this.#subscribers.has(id)) continue;
         try {
           receive(notification);
@@ -182,9 +209,12 @@ export class SessionHub {
     this.#subscribers.set(id, {
       id,
       session,
-      write: (notification, payload) => {
-        queue.push({ notification, bytes: payload.length });
-        session.queuedBytes += payload.length;
+      member: true,
+      write: (notification) => {
+        countNewest(session);
+        const queued: Queued = { notification, bytes: undefined };
+        queue.push(queued);
+        session.newest = queued;
         // The router is mid-update when it delivers: the receiver runs after it, in order.
         if (!draining) {
           draining = true;
@@ -209,6 +239,13 @@ export class SessionHub {
   readonly deliver: DeliverySink = (id, notification) => {
     const subscriber = this.#subscribers.get(id);
     if (subscriber === undefined) return;
+    if (subscriber.member) {
+      subscriber.write(notification);
+      this.notificationsSent++;
+      // What the member left unread before this message: its bytes are not counted yet.
+      this.#closeIfSlow(subscriber.session, 0);
+      return;
+    }
     if (notification !== this.#lastNotification) {
       // Both cache fields change together or not at all: a half-updated cache would send one
       // stream's payload under another's notification.
@@ -238,10 +275,11 @@ export class SessionHub {
   #closeIfSlow(session: Session, justWritten: number): void {
     const unread = session.transport.unreadBytes() + session.queuedBytes;
     if (unread - justWritten <= this.#options.maxSessionBufferBytes) return;
+    countNewest(session);
     const id = session.id;
     this.slowSessionsClosed++;
     this.#log.warn(
-      `${session.kind} session ${id} closed: ${unread} bytes unread, more than --max-session-buffer-bytes`,
+      `${session.kind} session ${id} closed: ${session.transport.unreadBytes() + session.queuedBytes} bytes unread, more than --max-session-buffer-bytes`,
     );
     this.close(id);
     session.transport.closeSlow(SLOW_CONSUMER_GRACE_MS);
@@ -262,4 +300,13 @@ export class SessionHub {
     this.#released = [];
     for (const id of released) this.#removeSubscriber(id);
   }
+}
+
+/** Counts the newest member message in the session's queued bytes: another queues behind it. */
+function countNewest(session: Session): void {
+  const newest = session.newest;
+  if (newest === undefined) return;
+  newest.bytes = Buffer.byteLength(JSON.stringify(newest.notification));
+  session.queuedBytes += newest.bytes;
+  session.newest = undefined;
 }

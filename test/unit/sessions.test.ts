@@ -132,6 +132,38 @@ describe('session hub', () => {
     expect(got).toEqual([1, 2]);
   });
 
+  it('messages queued for members behind the newest count as unread, across members', async () => {
+    const { hub, router, publish } = setup(10, 2500);
+    const transport = probe(false);
+    const session = hub.open('mcp', transport);
+    if (session === undefined) throw new Error('not admitted');
+    const got: string[] = [];
+    const a = hub.openMember(session, (n) => got.push(`a${n.params.progressToken}`));
+    const b = hub.openMember(session, (n) => got.push(`b${n.params.progressToken}`));
+    router.subscribe(a.id, { progressToken: 'x' }, 0);
+    router.subscribe(b.id, { progressToken: 'y' }, 0);
+    const bytes = Buffer.byteLength(
+      JSON.stringify({
+        method: 'notifications/progress',
+        params: { progressToken: 'x', progress: 1 },
+      }),
+    );
+    // Room for the transport's backlog plus one queued message, not two.
+    transport.unread = 2500 - bytes - bytes / 2;
+    publish('x', 1);
+    publish('y', 1);
+    expect(transport.closedSlow).toBe(0);
+    await settled();
+    expect(got).toEqual(['ax', 'by']);
+    // Three in one turn: the two behind the newest pass the cap.
+    publish('x', 2);
+    publish('y', 2);
+    expect(transport.closedSlow).toBe(0);
+    publish('x', 3);
+    expect(transport.closedSlow).toBe(1);
+    expect(hub.count).toBe(0);
+  });
+
   it('one message larger than the room left does not close a session that reads; a backlog past the cap does', () => {
     const cap = 1000;
     const { hub, router } = setup(10, cap);
