@@ -31,9 +31,6 @@ export interface ForwardState {
   readonly stop: StopPhase;
   /** Why forwarding ended; undefined while forwarding. */
   readonly end: ForwardEnd | undefined;
-  /** The last update received (forwarded or not). */
-  readonly last: ProgressParams | undefined;
-  readonly updates: number;
   readonly doneParams: DoneParams | undefined;
   readonly error: BridgeError | undefined;
 }
@@ -70,8 +67,6 @@ export const INITIAL_FORWARD_STATE: ForwardState = {
   phase: 'forwarding',
   stop: 'none',
   end: undefined,
-  last: undefined,
-  updates: 0,
   doneParams: undefined,
   error: undefined,
 };
@@ -83,15 +78,20 @@ export interface ForwardStep {
 
 const unchanged = (state: ForwardState): ForwardStep => ({ state, effects: [] });
 
+/**
+ * Whether an update arriving in `state` is forwarded: only while forwarding. An update never
+ * changes the state, so forward.ts may apply this rule to an update without a step of its own.
+ */
+export function forwardsUpdates(state: ForwardState): boolean {
+  return state.phase === 'forwarding';
+}
+
 /** The one transition function: what `event` does in `state`. */
 export function forwardStep(state: ForwardState, event: ForwardEvent): ForwardStep {
   switch (event.type) {
     case 'update':
-      if (state.phase !== 'forwarding') return unchanged(state);
-      return {
-        state: { ...state, last: event.params, updates: state.updates + 1 },
-        effects: [{ type: 'forward', params: event.params }],
-      };
+      if (!forwardsUpdates(state)) return unchanged(state);
+      return { state, effects: [{ type: 'forward', params: event.params }] };
     case 'done':
       if (state.phase !== 'forwarding') return unchanged(state);
       // The result waits for the drain: done settles at drained.

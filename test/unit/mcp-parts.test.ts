@@ -5,13 +5,21 @@
 
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { describe, expect, it } from 'vitest';
-import { PingRecord, pingRecordOf } from '../../src/mcp/forward.js';
+import type { NotificationHandler } from '../../src/gateway-client/gateway-client.js';
+import {
+  forwardProgress,
+  outsideRequest,
+  PingRecord,
+  pingRecordOf,
+} from '../../src/mcp/forward.js';
 import { sdkStreams } from '../../src/mcp/http-sessions.js';
 import { getAnswer, listAnswer, watchResult } from '../../src/mcp/mcp-server.js';
+import type { McpProgressNotification } from '../../src/mcp/progress-sends.js';
 import { requestChannelOf } from '../../src/mcp/relay.js';
 import { statusMessageOf } from '../../src/mcp/relay-task.js';
 import type { Notification, StreamSummary } from '../../src/protocol/index.js';
 import { MAX_STATUS_MESSAGE_CHARS, RESULT_CONFIRM_TIMEOUT_MS } from '../../src/protocol/limits.js';
+import { doneNotification, PROGRESS_METHOD } from '../../src/protocol/notifications.js';
 import { PING_WAIT_FLOOR_MS } from '../../src/shared/defaults.js';
 import { SubscriptionLabels } from '../../src/shared/subscription-labels.js';
 
@@ -194,6 +202,59 @@ describe('the tool answers', () => {
       found: true,
       stream: { progressToken: 'job', state: 'active' },
     });
+  });
+});
+
+describe('forwardProgress', () => {
+  /** A forwarding over a session whose deliveries the test makes, into a channel that records. */
+  async function forwarding() {
+    let deliver: NotificationHandler = () => {};
+    const sent: number[] = [];
+    const send = async (notification: McpProgressNotification) => {
+      sent.push(notification.params.progress);
+    };
+    const session = {
+      subscribe: async (_params: unknown, handler: NotificationHandler) => {
+        deliver = handler;
+        return { unsubscribe: async () => {} };
+      },
+    };
+    const forwarded = await forwardProgress(
+      session,
+      { progressToken: 't', minIntervalMs: 0 },
+      outsideRequest(undefined, send),
+      { release: async () => {} },
+    );
+    const update = (progress: number) =>
+      deliver({
+        jsonrpc: '2.0',
+        method: PROGRESS_METHOD,
+        params: { progressToken: 't', progress },
+      });
+    const done = () => deliver(doneNotification({ progressToken: 't', status: 'ok' }));
+    return { forwarded, sent, update, done };
+  }
+
+  it('forwards and counts updates while forwarding; none after stop', async () => {
+    const { forwarded, sent, update } = await forwarding();
+    update(1);
+    update(2);
+    await forwarded.stop();
+    update(3);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toEqual([1, 2]);
+    expect(forwarded.updates).toBe(2);
+    expect(forwarded.last?.progress).toBe(2);
+  });
+
+  it('forwards nothing after done', async () => {
+    const { forwarded, sent, update, done } = await forwarding();
+    update(1);
+    done();
+    update(2);
+    await forwarded.done;
+    expect(sent).toEqual([1]);
+    expect(forwarded.updates).toBe(1);
   });
 });
 
