@@ -575,13 +575,18 @@ export class Router {
   /** When tick() next has work to do, or Infinity. */
   nextDeadline(): number {
     let next = Math.min(this.#gate.nextDeadline(), this.#idleCheckAt);
-    for (const since of this.#orphans.values()) {
-      next = Math.min(next, since + this.#options.abandonGraceMs);
-      break;
+    // Called after every read: no iterator over an empty collection.
+    if (this.#orphans.size > 0) {
+      for (const since of this.#orphans.values()) {
+        next = Math.min(next, since + this.#options.abandonGraceMs);
+        break;
+      }
     }
-    for (const stream of this.#doneOrder) {
-      next = Math.min(next, stream.updatedAt + this.#options.retentionMs);
-      break;
+    if (this.#doneOrder.size > 0) {
+      for (const stream of this.#doneOrder) {
+        next = Math.min(next, stream.updatedAt + this.#options.retentionMs);
+        break;
+      }
     }
     return next;
   }

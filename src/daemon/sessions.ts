@@ -12,6 +12,8 @@ export type SessionKind = 'websocket' | 'mcp' | 'in-process' | 'page';
 
 export const SESSION_KINDS: readonly SessionKind[] = ['websocket', 'mcp', 'in-process', 'page'];
 
+const SETTLED = Promise.resolve();
+
 /** How long a slow consumer has to read its backlog and the close before it is cut off. */
 export const SLOW_CONSUMER_GRACE_MS = 10_000;
 
@@ -215,10 +217,11 @@ export class SessionHub {
         const queued: Queued = { notification, bytes: undefined };
         queue.push(queued);
         session.newest = queued;
-        // The router is mid-update when it delivers: the receiver runs after it, in order.
+        // The router is mid-update when it delivers: the receiver runs after it, in order. A
+        // resolved promise, not queueMicrotask, which makes an AsyncResource per call.
         if (!draining) {
           draining = true;
-          queueMicrotask(drain);
+          void SETTLED.then(drain);
         }
       },
     });
