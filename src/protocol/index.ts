@@ -1,3 +1,4 @@
+export * from './backplane-messages.js';
 export * from './errors.js';
 export * from './frames.js';
 export * from './json-schema.js';

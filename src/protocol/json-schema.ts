@@ -1,11 +1,13 @@
 /** JSON Schema (draft 2020-12) generated from the zod schemas, for clients in other languages. */
 import * as z from 'zod';
 import {
-  ackSchema,
   backplaneCancelSchema,
   backplaneHeartbeatSchema,
   backplaneNameClaimSchema,
   backplaneStreamMessageSchema,
+} from './backplane-messages.js';
+import {
+  ackSchema,
   cancelParamsSchema,
   cancelResultSchema,
   cancelSchema,
