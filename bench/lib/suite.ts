@@ -25,7 +25,6 @@ import {
   runMcpPath,
   runMcpStartup,
 } from './mcp-path.ts';
-import { median } from './stats.ts';
 import { natsServerPath, type SystemName } from './systems.ts';
 import {
   type FloodResult,
@@ -179,6 +178,46 @@ async function measureRow<T, N extends string = SystemName>(
   return row;
 }
 
+/**
+ * Start-up, one spawn of each path per round, `spawns` rounds: a drift in the machine's load
+ * (others share it) then weighs on every path alike, where five spawns of one path and then
+ * five of the next put it between them. Each path's spawns are merged into one result.
+ */
+async function measureStartupRow(
+  keys: readonly McpKey[],
+  spawns: number,
+  log: (line: string) => void,
+  run: (key: McpKey) => Promise<McpStartupResult>,
+): Promise<Partial<Record<McpKey, Outcome<McpStartupResult>>>> {
+  const spawned = new Map<McpKey, McpStartupResult[]>();
+  const failures = new Map<McpKey, string>();
+  for (let round = 1; round <= spawns; round++) {
+    for (const key of keys) {
+      const outcome = await attempt(`${key} (spawn ${round}/${spawns})`, log, () => run(key));
+      if (outcome.ok) spawned.set(key, [...(spawned.get(key) ?? []), outcome.value]);
+      else failures.set(key, outcome.error);
+    }
+  }
+  const row: Partial<Record<McpKey, Outcome<McpStartupResult>>> = {};
+  for (const key of keys) {
+    const results = spawned.get(key) ?? [];
+    const last = results.at(-1);
+    if (last === undefined) {
+      row[key] = { ok: false, error: failures.get(key) ?? 'no run' };
+      continue;
+    }
+    const value: McpStartupResult = {
+      ...last,
+      startupMs: results.flatMap((result) => result.startupMs),
+      startupCpuMs: results.flatMap((result) => result.startupCpuMs),
+      idleServerRssBytes: results.flatMap((result) => result.idleServerRssBytes),
+      idleServerPrivateBytes: results.flatMap((result) => result.idleServerPrivateBytes),
+    };
+    row[key] = { ok: true, value, runs: value.startupMs, perCpuRuns: [] };
+  }
+  return row;
+}
+
 export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
   const { sizes, log } = options;
   const skipped: string[] = [];
@@ -303,18 +342,17 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
   const paths = options.paths ?? MCP_PATHS;
   if (want('startup')) {
     log(`MCP server start-up and idle memory, ${sizes.startupSpawns} spawns each`);
-    result.startup = await measureRow(
+    result.startup = await measureStartupRow(
       mcpKeys(paths, 'startup', options.beforeRoot !== undefined),
-      1,
+      sizes.startupSpawns,
       log,
       (key) =>
         runMcpStartup(
           key,
           { execArgv: options.serverExecArgv, beforeRoot: options.beforeRoot },
-          sizes.startupSpawns,
+          1,
           sizes.startupSettleMs,
         ),
-      (value) => median(value.startupMs),
     );
     result.idleFloor = await runIdleFloor(options.serverExecArgv, sizes.startupSettleMs).then(
       (value) => ({ ok: true as const, value }),
