@@ -131,6 +131,8 @@ export class IngressServer {
   #turn = 0;
   #turnSpent = 0;
   #turnEndScheduled = false;
+  /** Bytes handled while no turn was counted (light traffic); past READ_BUDGET_BYTES one is. */
+  #uncounted = 0;
   /** Connections whose replies wait for the next sync (number #nextSync), and the one in flight. */
   #holding: Connection[] = [];
   #syncing: Connection[] | undefined;
@@ -335,7 +337,10 @@ export class IngressServer {
       connection.held = Buffer.concat([connection.held, bytes]);
       return;
     }
-    this.#enterTurn(connection);
+    if (!this.#enterTurn(connection, bytes.length)) {
+      this.#handle(connection, bytes);
+      return;
+    }
     const room = Math.max(
       READ_BUDGET_BYTES - connection.spent,
       ROUND_BUDGET_BYTES - this.#turnSpent,
@@ -411,17 +416,35 @@ export class IngressServer {
     }
   }
 
-  /** Counts this connection's bytes in the current turn, which ends in this loop iteration's check phase. */
-  #enterTurn(connection: Connection): void {
+  /**
+   * Counts this connection's bytes in the current turn, which ends in this loop iteration's check
+   * phase; false: the read is let through uncounted. Light traffic (a frame now and then, a
+   * worker at 1k/s) opens no turn: a setImmediate per read cost more than routing the read's
+   * frame. Past READ_BUDGET_BYTES handled so, a turn opens with this read, so a flood is counted
+   * from its first 4 KiB on; whatever the turn is, one connection's share is never less.
+   */
+  #enterTurn(connection: Connection, bytes: number): boolean {
     if (!this.#turnEndScheduled) {
-      this.#turnEndScheduled = true;
-      // setImmediate runs after the poll phase, in which libuv read every other ready socket.
-      setImmediate(() => this.#nextTurn());
+      if (this.#uncounted + bytes <= READ_BUDGET_BYTES) {
+        this.#uncounted += bytes;
+        return false;
+      }
+      this.#scheduleTurnEnd();
+      this.#turn++;
+      this.#turnSpent = 0;
     }
     if (connection.turn !== this.#turn) {
       connection.turn = this.#turn;
       connection.spent = 0;
     }
+    return true;
+  }
+
+  #scheduleTurnEnd(): void {
+    if (this.#turnEndScheduled) return;
+    this.#turnEndScheduled = true;
+    // setImmediate runs after the poll phase, in which libuv read every other ready socket.
+    setImmediate(() => this.#nextTurn());
   }
 
   #wait(connection: Connection): void {
@@ -438,6 +461,7 @@ export class IngressServer {
    */
   #nextTurn(): void {
     this.#turnEndScheduled = false;
+    this.#uncounted = 0;
     this.#startSync();
     this.#turn++;
     this.#turnSpent = 0;
@@ -459,15 +483,14 @@ export class IngressServer {
         this.#waiting = queue.slice(this.#waitingHead);
         this.#waitingHead = 0;
       }
-      if (!this.#turnEndScheduled) {
-        this.#turnEndScheduled = true;
-        setImmediate(() => this.#nextTurn());
-      }
+      this.#scheduleTurnEnd();
     }
   }
 
   /** What this read acknowledged waits for the next sync to start; the cork of the read stays. */
   #hold(connection: Connection): void {
+    // Its sync starts when the turn ends: a read let through uncounted opened none.
+    this.#scheduleTurnEnd();
     connection.holdUntil = this.#nextSync;
     if (connection.holding) {
       // Held already (for the sync in flight, or the next): one cork is enough.
