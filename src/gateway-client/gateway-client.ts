@@ -395,6 +395,9 @@ export class GatewayClient {
     const ws = new WebSocket(url, WS_SUBPROTOCOL, {
       headers: { authorization: `Bearer ${secret}` },
       perMessageDeflate: false,
+      // What the daemon sends is its own JSON.stringify; a byte that is not UTF-8 would still
+      // only become U+FFFD in a string the guards then check: not worth a pass over each message.
+      skipUTF8Validation: true,
       ...(socketPath !== undefined && {
         createConnection: () => connectUnix({ path: socketPath }),
       }),
