@@ -95,28 +95,21 @@ export type BackplaneStreamMessage = z.infer<typeof backplaneStreamMessageSchema
 export type BackplaneCancel = z.infer<typeof backplaneCancelSchema>;
 export type BackplaneHeartbeat = z.infer<typeof backplaneHeartbeatSchema>;
 export type BackplaneNameClaim = z.infer<typeof backplaneNameClaimSchema>;
-const compiledBackplaneStream = z.compile(backplaneStreamMessageSchema);
-const compiledBackplaneCancel = z.compile(backplaneCancelSchema);
-const compiledBackplaneHeartbeat = z.compile(backplaneHeartbeatSchema);
-const compiledBackplaneNameClaim = z.compile(backplaneNameClaimSchema);
 
-/** A backplane stream message, or undefined when it is not one (bad input is ignored, never thrown). */
-export function parseBackplaneStream(value: unknown): BackplaneStreamMessage | undefined {
-  const result = compiledBackplaneStream.safeParse(value);
-  return result.success ? result.data : undefined;
+/** A parser answering undefined for what is not a message of `schema`: bad input is ignored, never thrown. */
+function parserOf<S extends z.ZodType>(schema: S): (value: unknown) => z.infer<S> | undefined {
+  const compiled = z.compile(schema);
+  return (value) => {
+    const result = compiled.safeParse(value);
+    return result.success ? result.data : undefined;
+  };
 }
 
-export function parseBackplaneCancel(value: unknown): BackplaneCancel | undefined {
-  const result = compiledBackplaneCancel.safeParse(value);
-  return result.success ? result.data : undefined;
-}
-
-export function parseBackplaneHeartbeat(value: unknown): BackplaneHeartbeat | undefined {
-  const result = compiledBackplaneHeartbeat.safeParse(value);
-  return result.success ? result.data : undefined;
-}
-
-export function parseBackplaneNameClaim(value: unknown): BackplaneNameClaim | undefined {
-  const result = compiledBackplaneNameClaim.safeParse(value);
-  return result.success ? result.data : undefined;
-}
+export const parseBackplaneStream: (value: unknown) => BackplaneStreamMessage | undefined =
+  parserOf(backplaneStreamMessageSchema);
+export const parseBackplaneCancel: (value: unknown) => BackplaneCancel | undefined =
+  parserOf(backplaneCancelSchema);
+export const parseBackplaneHeartbeat: (value: unknown) => BackplaneHeartbeat | undefined =
+  parserOf(backplaneHeartbeatSchema);
+export const parseBackplaneNameClaim: (value: unknown) => BackplaneNameClaim | undefined =
+  parserOf(backplaneNameClaimSchema);
