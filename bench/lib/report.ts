@@ -235,12 +235,20 @@ function mcpTargets(result: SuiteResult): TargetCheck[] {
       const outcome = row[path];
       if (!outcome?.ok) continue;
       const v = outcome.value;
+      // A burst promises the final value, in order, and nothing after the result: the bridge's
+      // worker client sends the newest value each time its socket drains (bounded memory).
+      const burst = shape === 'burst';
       checks.push({
-        name: `MCP path ${shape === 'burst' ? 'burst' : `at ${rate(Number(shape))}/s`}: ${MCP_PATH_LABELS[path]} delivered every value, the final one, nothing after the result`,
+        name: burst
+          ? `MCP path burst: ${MCP_PATH_LABELS[path]} delivered the final value, in order, nothing after the result`
+          : `MCP path at ${rate(Number(shape))}/s: ${MCP_PATH_LABELS[path]} delivered every value, the final one, nothing after the result`,
         value: `${v.measured} / ${v.updates}, final ${v.finalArrived ? 'yes' : 'NO'}, ${v.afterResult} after`,
-        target: 'all, yes, 0',
+        target: burst ? 'final yes, 0 after (any number before it)' : 'all, yes, 0',
         met:
-          v.measured === v.updates && v.finalArrived && v.afterResult === 0 && v.outOfOrder === 0,
+          (burst || v.measured === v.updates) &&
+          v.finalArrived &&
+          v.afterResult === 0 &&
+          v.outOfOrder === 0,
       });
     }
   }
