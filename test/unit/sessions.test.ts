@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
 import { SessionHub, type SessionTransport } from '../../src/daemon/sessions.js';
-import type { Notification } from '../../src/protocol/notifications.js';
+import { type Notification, progressNotification } from '../../src/protocol/notifications.js';
 import { silentLogger } from '../../src/shared/log.js';
 
 interface Probe extends SessionTransport {
@@ -142,11 +142,9 @@ describe('session hub', () => {
     const b = hub.openMember(session, (n) => got.push(`b${n.params.progressToken}`));
     router.subscribe(a.id, { progressToken: 'x' }, 0);
     router.subscribe(b.id, { progressToken: 'y' }, 0);
+    // The size of each message here, as the hub counts it (every one has a one-digit value).
     const bytes = Buffer.byteLength(
-      JSON.stringify({
-        method: 'notifications/progress',
-        params: { progressToken: 'x', progress: 1 },
-      }),
+      JSON.stringify(progressNotification({ v: 1, progressToken: 'x', progress: 1 }, 1)),
     );
     // Room for the transport's backlog plus one queued message, not two.
     transport.unread = 2500 - bytes - bytes / 2;
