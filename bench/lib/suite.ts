@@ -194,8 +194,13 @@ async function measureStartupRow(
   for (let round = 1; round <= spawns; round++) {
     for (const key of keys) {
       const outcome = await attempt(`${key} (spawn ${round}/${spawns})`, log, () => run(key));
-      if (outcome.ok) spawned.set(key, [...(spawned.get(key) ?? []), outcome.value]);
-      else failures.set(key, outcome.error);
+      if (!outcome.ok) {
+        failures.set(key, outcome.error);
+        continue;
+      }
+      const results = spawned.get(key) ?? [];
+      results.push(outcome.value);
+      spawned.set(key, results);
     }
   }
   const row: Partial<Record<McpKey, Outcome<McpStartupResult>>> = {};
