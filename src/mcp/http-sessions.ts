@@ -11,6 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { MCP_REPLAY_BYTES, MCP_REPLAY_EVENTS, MCP_SSE_RETRY_MS } from '../shared/defaults.js';
@@ -114,9 +115,9 @@ function countedOutgoing(response: ServerResponse): Outgoing {
  * Whether a progress event may be written to the response itself instead of through the SDK's
  * stream, whose pump (hono's node adapter) costs a reader promise and a microtask per event:
  * only once everything put on the stream has reached the response (so the order holds; the
- * first event, after the SDK's own priming, goes through the stream), while the response takes
- * writes without waiting for drain (so the pump keeps the backpressure), and while the SDK
- * itself has sent nothing on it (its events are not counted one by one).
+ * first event, after the SDK's own priming, goes through the stream), while the response and its
+ * socket take writes without waiting for drain (so the pump keeps the backpressure), and while the
+ * SDK itself has sent nothing on it (its events are not counted one by one).
  */
 function canWriteDirectly(response: ServerResponse, outgoing: Outgoing): boolean {
   return (
@@ -126,8 +127,44 @@ function canWriteDirectly(response: ServerResponse, outgoing: Outgoing): boolean
     response.headersSent &&
     !response.writableNeedDrain &&
     !response.writableEnded &&
-    !response.destroyed
+    !response.destroyed &&
+    response.socket?.writableNeedDrain !== true
   );
+}
+
+/** The parts of node:http's response that say whether a chunk may go straight to its socket. */
+interface ChunkedResponse {
+  readonly chunkedEncoding?: unknown;
+  readonly outputData?: unknown;
+  readonly socket: (Socket & { readonly _httpMessage?: unknown }) | null;
+}
+
+/**
+ * Writes `text` (`bytes` long in UTF-8) as one chunk of a chunked response: straight to its
+ * socket, framed as node:http would, when the response owns the socket and holds nothing back
+ * (the bytes then follow everything written before). node:http's own write costs a cork, a
+ * nextTick and a three-part writev per event: at 1,000 events a second, a tenth of /mcp's CPU.
+ * Anything else goes through the response.
+ */
+function writeChunk(
+  response: ServerResponse,
+  outgoing: Outgoing,
+  text: string,
+  bytes: number,
+): void {
+  const raw = response as unknown as ChunkedResponse;
+  const socket = raw.socket;
+  if (
+    socket !== null &&
+    raw.chunkedEncoding === true &&
+    socket._httpMessage === response &&
+    Array.isArray(raw.outputData) &&
+    raw.outputData.length === 0
+  ) {
+    socket.write(`${bytes.toString(16)}\r\n${text}\r\n`);
+  } else {
+    outgoing.writeRaw(text);
+  }
 }
 
 interface McpSession {
@@ -445,7 +482,7 @@ function sendCounted(session: McpSession, events: BoundedEventStore): void {
             const bytes = Buffer.byteLength(text);
             outgoing.sent += bytes;
             outgoing.written += bytes;
-            outgoing.writeRaw(text);
+            writeChunk(response, outgoing, text, bytes);
           } else {
             const event = stream.encoder.encode(text);
             stream.controller.enqueue(event);
