@@ -38,6 +38,7 @@ import {
 import { BridgeError } from '../shared/errors.js';
 import { type DaemonInfo, daemonInfoPath, gatewaySocketPath } from '../shared/locate.js';
 import { createLogger, type Logger } from '../shared/log.js';
+import { progressFlows } from '../shared/tiering.js';
 import { VERSION } from '../shared/version.js';
 import type { Backplane } from './backplane.js';
 import { DoneJournal, doneJournalPath, type JournalLine } from './done-journal.js';
@@ -694,7 +695,7 @@ export class Daemon {
   ): void {
     const { progressToken, seq } = frame;
     if (outcome.ok) {
-      this.#framesAccepted++;
+      if (this.#framesAccepted++ === 0) progressFlows();
       if (seq !== undefined) connection.send('ack', { seq });
       return;
     }

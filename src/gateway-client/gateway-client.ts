@@ -63,6 +63,7 @@ import {
   type LabelledSubscription,
   SubscriptionLabels,
 } from '../shared/subscription-labels.js';
+import { progressFlows } from '../shared/tiering.js';
 
 // Required, not imported: ws's ESM wrapper costs about 10 MiB of resident memory more than its
 // CommonJS entry, in every process that talks to the daemon.
@@ -579,6 +580,7 @@ export class GatewayClient {
     // The hot path: a notification, checked by hand (the same rules as its schema).
     const notification = knownNotification(message);
     if (notification !== undefined) {
+      progressFlows();
       if (this.#watches.has(notification.params.progressToken)) this.#watches.deliver(notification);
       else this.#everyStream?.stream.deliver(notification);
       return;

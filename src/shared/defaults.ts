@@ -144,6 +144,15 @@ export const MCP_REPLAY_BYTES = 256 * 1024;
 export const MCP_SSE_RETRY_MS = 1000;
 
 /**
+ * For this long after progress first flows through a process, V8 optimises a function after this
+ * many calls (its default: 3,000) and this many more after its types change (default: 500), where
+ * it has no middle tier (Node 22): shared/tiering.ts says why.
+ */
+export const FLOWING_TIER_UP_MS = 10_000;
+export const FLOWING_TURBOFAN_CALLS = 400;
+export const FLOWING_CALLS_AFTER_TYPE_CHANGE = 100;
+
+/**
  * Hosts a daemon keeps track of on one NATS backplane prefix at most (docs/BACKPLANE.md): a
  * crowd of invented host names cannot grow the table, and when it is full a new host takes the
  * place of one not heard for 3 heartbeats, never of a host heard recently.
