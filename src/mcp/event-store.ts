@@ -14,24 +14,29 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { BridgeError } from '../shared/errors.js';
 
 interface Kept {
+  readonly seq: number;
   readonly streamId: StreamId;
   readonly message: JSONRPCMessage;
   readonly bytes: number;
 }
 
+/** An event's id: its stream and its place in the session's sequence. */
+function eventId(streamId: StreamId, seq: number): EventId {
+  return `${streamId}:${seq}`;
+}
+
 export class BoundedEventStore implements EventStore {
-  readonly #maxEvents: number;
   readonly #maxBytes: number;
-  readonly #events = new Map<EventId, Kept>();
-  /** The ids of #events in the order they were stored, the oldest at #head: evicting is no iteration. */
-  #order: EventId[] = [];
-  #head = 0;
+  /** The kept events by sequence number modulo its length: storing and evicting allocate nothing more. */
+  readonly #ring: Array<Kept | undefined>;
+  /** The sequence numbers of the oldest kept event and of the newest (0: none yet). */
+  #oldest = 1;
+  #newest = 0;
   #bytes = 0;
-  #next = 0;
 
   constructor(maxEvents: number, maxBytes: number) {
-    this.#maxEvents = maxEvents;
     this.#maxBytes = maxBytes;
+    this.#ring = new Array<Kept | undefined>(Math.max(1, maxEvents)).fill(undefined);
   }
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
@@ -40,48 +45,54 @@ export class BoundedEventStore implements EventStore {
 
   /** storeEvent at once, for a caller that has the message's JSON already (`bytes`: its length). */
   keep(streamId: StreamId, message: JSONRPCMessage, bytes: number): EventId {
-    const id = `${streamId}:${++this.#next}`;
-    this.#events.set(id, { streamId, message, bytes });
-    this.#order.push(id);
+    const seq = ++this.#newest;
+    if (seq - this.#oldest >= this.#ring.length) this.#evictOldest();
+    this.#ring[seq % this.#ring.length] = { seq, streamId, message, bytes };
     this.#bytes += bytes;
     // The newest stays, whatever its size.
-    while (
-      (this.#events.size > this.#maxEvents || this.#bytes > this.#maxBytes) &&
-      this.#head < this.#order.length - 1
-    ) {
-      const oldest = this.#order[this.#head++] as EventId;
-      this.#bytes -= this.#events.get(oldest)?.bytes ?? 0;
-      this.#events.delete(oldest);
-    }
-    if (this.#head > this.#maxEvents) {
-      this.#order = this.#order.slice(this.#head);
-      this.#head = 0;
-    }
-    return id;
+    while (this.#bytes > this.#maxBytes && this.#oldest < seq) this.#evictOldest();
+    return eventId(streamId, seq);
   }
 
-  async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
-    return this.#events.get(eventId)?.streamId;
+  #evictOldest(): void {
+    const slot = this.#oldest % this.#ring.length;
+    this.#bytes -= this.#ring[slot]?.bytes ?? 0;
+    this.#ring[slot] = undefined;
+    this.#oldest++;
+  }
+
+  /** The kept event with this id, if it is still kept. */
+  #find(id: EventId): Kept | undefined {
+    const seq = Number(id.slice(id.lastIndexOf(':') + 1));
+    if (!Number.isSafeInteger(seq) || seq < this.#oldest || seq > this.#newest) return undefined;
+    const kept = this.#ring[seq % this.#ring.length];
+    return kept !== undefined && eventId(kept.streamId, kept.seq) === id ? kept : undefined;
+  }
+
+  async getStreamIdForEventId(id: EventId): Promise<StreamId | undefined> {
+    return this.#find(id)?.streamId;
   }
 
   async replayEventsAfter(
     lastEventId: EventId,
     { send }: { send: (eventId: EventId, message: JSONRPCMessage) => Promise<void> },
   ): Promise<StreamId> {
-    const last = this.#events.get(lastEventId);
+    const last = this.#find(lastEventId);
     if (last === undefined) {
       throw new BridgeError(
         'event_not_kept',
-        `event ${lastEventId} is not kept (the daemon keeps the last ${this.#maxEvents} events of a session): send the request again`,
+        `event ${lastEventId} is not kept (the daemon keeps the last ${this.#ring.length} events of a session): send the request again`,
       );
     }
-    let after = false;
-    // The Map keeps insertion order: the order they were stored.
-    for (const [id, kept] of this.#events) {
-      if (id === lastEventId) after = true;
+    for (let seq = last.seq + 1; seq <= this.#newest; seq++) {
+      const kept = this.#ring[seq % this.#ring.length];
       // A priming event carries no message: nothing to send again.
-      else if (after && kept.streamId === last.streamId && Object.keys(kept.message).length > 0)
-        await send(id, kept.message);
+      if (
+        kept?.seq === seq &&
+        kept.streamId === last.streamId &&
+        Object.keys(kept.message).length > 0
+      )
+        await send(eventId(kept.streamId, seq), kept.message);
     }
     return last.streamId;
   }

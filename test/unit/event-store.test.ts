@@ -51,4 +51,15 @@ describe('BoundedEventStore', () => {
     const first = `${last.slice(0, last.lastIndexOf(':'))}:9997`;
     expect(await replayed(store, first)).toEqual([9998, 9999, 10000]);
   });
+
+  it('knows an id only with its own stream and number: another stream, a malformed or a future id is not kept', async () => {
+    const store = new BoundedEventStore(4, 1 << 20);
+    const id = store.keep('a', note(1), 10);
+    const seq = id.slice(id.lastIndexOf(':') + 1);
+    expect(await store.getStreamIdForEventId(id)).toBe('a');
+    expect(await store.getStreamIdForEventId(`b:${seq}`)).toBeUndefined();
+    expect(await store.getStreamIdForEventId('a:')).toBeUndefined();
+    expect(await store.getStreamIdForEventId('a:2')).toBeUndefined();
+    await expect(replayed(store, `b:${seq}`)).rejects.toThrow(/is not kept/);
+  });
 });
