@@ -27,7 +27,8 @@ let flowing = false;
 
 /** Whether this Node's V8 has no tier between its baseline code and TurboFan. */
 export function lacksMiddleTier(config: { variables?: object } = process.config): boolean {
-  return (config.variables as { v8_enable_maglev?: unknown } | undefined)?.v8_enable_maglev !== 1;
+  const maglev = (config.variables as { v8_enable_maglev?: unknown } | undefined)?.v8_enable_maglev;
+  return maglev !== 1 && maglev !== true && maglev !== 'true';
 }
 
 /** Whether Node was started with flags of its own for when V8 optimises. */

@@ -43,6 +43,7 @@ describe('which Nodes and flags', () => {
   it('Node 22 (no Maglev) lacks the middle tier; a V8 with Maglev has it', () => {
     expect(lacksMiddleTier({ variables: { v8_enable_maglev: 0 } })).toBe(true);
     expect(lacksMiddleTier({ variables: { v8_enable_maglev: 1 } })).toBe(false);
+    expect(lacksMiddleTier({ variables: { v8_enable_maglev: 'true' } })).toBe(false);
   });
 
   it('flags of its own for tiering are the user’s choice; others are not', () => {
