@@ -414,13 +414,15 @@ class Tail {
     }
     if (this.#followsAll) {
       // The list comes after every notification sent before it: a stream done here with no
-      // done shown ended before subscribeAll, which does not send it.
+      // done shown, and none of its notifications held for its host, ended before
+      // subscribeAll, which does not send it. (A held one is shown from its first value.)
       for (const stream of streams) {
         const token = stream.progressToken;
         if (
           !this.#listed &&
           stream.state === 'done' &&
-          this.#model.get(token)?.status === undefined
+          this.#model.get(token)?.status === undefined &&
+          !this.#awaitingHost.has(token)
         )
           await this.follow(token, stream.startedAt, stream.host);
         else if (stream.host !== undefined) this.#model.setHost(token, stream.host);
