@@ -6,7 +6,7 @@
  * per update, so it is what reaches a lower count first.
  *
  * Lowered when the first update arrives, not at start: start-up runs many functions a few hundred
- * times (module loading), and optimising those too cost an idle daemon 7 MiB and `mcp` 60-180 ms
+ * times (module loading), and optimising those too cost an idle daemon 7 MiB and `mcp` 150-180 ms
  * of CPU at start-up. And lowered for a while only: V8's flags are part of the compile cache's
  * key (a module compiled under other flags is refused next time), and a day-long daemon has no
  * reason to optimise what a quiet hour calls 400 times. A Node whose V8 has Maglev (Node >= 24)
