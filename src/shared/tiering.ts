@@ -43,6 +43,11 @@ function setTiering(turbofanCalls: number, callsAfterTypeChange: number): void {
   setFlagsFromString(`--minimum-invocations-after-ic-update=${callsAfterTypeChange}`);
 }
 
+/** Whether progress has flowed through this process yet (progressFlows was called). */
+export function progressHasFlowed(): boolean {
+  return flowing;
+}
+
 /** Called as progress flows through this process: the first time, hot code is optimised sooner for a while. */
 export function progressFlows(windowMs = FLOWING_TIER_UP_MS): void {
   if (flowing) return;
