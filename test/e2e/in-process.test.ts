@@ -8,7 +8,7 @@ import type { Notification } from '../../src/protocol/notifications.js';
 import { silentLogger } from '../../src/shared/log.js';
 import { cleanupAll, eventually, tempDir } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { rawWorker } from '../helpers/worker.js';
+import { progressFrame as progress, rawWorker } from '../helpers/worker.js';
 
 let daemon: Daemon;
 
@@ -18,13 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await daemon.stop();
   cleanupAll();
-});
-
-const progress = (progressToken: string, value: number) => ({
-  v: 1,
-  progressToken,
-  progress: value,
-  seq: value,
 });
 
 describe('in-process sessions', () => {

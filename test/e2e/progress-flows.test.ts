@@ -8,18 +8,11 @@ import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Notification } from '../../src/protocol/notifications.js';
 import { silentLogger } from '../../src/shared/log.js';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
-import { rawWorker } from '../helpers/worker.js';
+import { progressFrame as progress, rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 beforeEach(() => {
   vi.resetModules();
-});
-
-const progress = (progressToken: string, value: number) => ({
-  v: 1,
-  progressToken,
-  progress: value,
-  seq: value,
 });
 
 describe('progress flowing through a process', () => {

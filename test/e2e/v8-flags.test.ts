@@ -62,7 +62,7 @@ describe.skipIf(process.platform !== 'linux')('the V8 flags of long-lived comman
     expect(await chosen.stop()).toBe(0);
   });
 
-  it('collect garbage on one thread in the daemon and in mcp, not in other commands', async () => {
+  it('collect garbage on one thread in the daemon and in mcp; only the daemon caps its young generation', async () => {
     const daemon = await startDaemon();
     expect(argv(daemon.child.pid)).toContain('--single-threaded-gc');
     expect(await daemon.stop()).toBe(0);

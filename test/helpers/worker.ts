@@ -3,6 +3,14 @@ import { connect, type Socket } from 'node:net';
 import { type Envelope, encodeFrame, FrameDecoder } from '../../src/protocol/wire.js';
 import { eventually } from './daemon.js';
 
+/** A protocol v1 progress frame's data whose seq is its value: acked as `{ seq: value }`. */
+export const progressFrame = (progressToken: string, value: number) => ({
+  v: 1,
+  progressToken,
+  progress: value,
+  seq: value,
+});
+
 export interface RawWorker {
   readonly socket: Socket;
   readonly replies: Envelope[];
