@@ -695,7 +695,8 @@ export class Daemon {
   ): void {
     const { progressToken, seq } = frame;
     if (outcome.ok) {
-      if (this.#framesAccepted++ === 0) progressFlows();
+      this.#framesAccepted++;
+      progressFlows();
       if (seq !== undefined) connection.send('ack', { seq });
       return;
     }
