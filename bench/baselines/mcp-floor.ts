@@ -15,8 +15,17 @@
  * The socket path is its first argument; it listens before reading stdin, so
  * the socket is there once `initialize` is answered.
  */
-import { rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import {
+  CONFIRM_ID,
+  CONFIRM_PING,
+  DONE_RESULT,
+  initializeResult,
+  lines,
+  listenForWorkers,
+  progressNotification,
+  reply,
+  TOOLS,
+} from './floor-relay.ts';
 
 const socketPath = process.argv[2];
 if (socketPath === undefined) throw new Error('usage: mcp-floor.ts SOCKET_PATH');
@@ -28,48 +37,32 @@ interface Request {
 }
 
 let call: { id: number | string; token: string } | undefined;
-/** The id of the result-confirming ping, and the call it ends. */
-const CONFIRM_ID = 'floor-confirm';
+/** The call the confirming ping ends. */
 let ending: { id: number | string } | undefined;
-
-function reply(id: number | string, result: unknown): string {
-  return `${JSON.stringify({ jsonrpc: '2.0', id, result })}\n`;
-}
 
 function answer(request: Request): void {
   const { id, method } = request;
   if (id === undefined) return;
   if (id === CONFIRM_ID && method === undefined) {
-    if (ending !== undefined)
-      process.stdout.write(reply(ending.id, { content: [{ type: 'text', text: 'done' }] }));
+    if (ending !== undefined) process.stdout.write(`${reply(ending.id, DONE_RESULT)}\n`);
     ending = undefined;
     return;
   }
   switch (method) {
     case 'initialize':
       process.stdout.write(
-        reply(id, {
-          protocolVersion: request.params?.protocolVersion ?? '2025-06-18',
-          capabilities: { tools: {} },
-          serverInfo: { name: 'mcp-floor', version: '0.0.0' },
-        }),
+        `${reply(id, initializeResult(request.params?.protocolVersion, 'mcp-floor'))}\n`,
       );
       return;
     case 'tools/list':
-      process.stdout.write(
-        reply(id, {
-          tools: [
-            { name: 'watch', description: 'Relays the worker.', inputSchema: { type: 'object' } },
-          ],
-        }),
-      );
+      process.stdout.write(`${reply(id, TOOLS)}\n`);
       return;
     case 'tools/call':
       // The token is written into each notification as it is: JSON of a string or a number.
       call = { id, token: JSON.stringify(request.params?._meta?.progressToken ?? null) };
       return;
     case 'ping':
-      process.stdout.write(reply(id, {}));
+      process.stdout.write(`${reply(id, {})}\n`);
       return;
     default:
       process.stdout.write(
@@ -78,52 +71,32 @@ function answer(request: Request): void {
   }
 }
 
-function lines(onLine: (line: string) => void): (text: string) => void {
-  let tail = '';
-  return (text) => {
-    const combined = tail === '' ? text : tail + text;
-    let start = 0;
-    let end = combined.indexOf('\n');
-    while (end !== -1) {
-      if (end > start) onLine(combined.slice(start, end));
-      start = end + 1;
-      end = combined.indexOf('\n', start);
-    }
-    tail = combined.slice(start);
-  };
-}
-
-const server = createServer((socket) => {
-  socket.setEncoding('utf8');
-  let out = '';
-  const split = lines((line) => {
-    const frame = JSON.parse(line) as { progress?: number; message?: string; done?: boolean };
+let out = '';
+listenForWorkers(
+  socketPath,
+  (line) => {
     if (call === undefined) return;
-    if (frame.done === true) {
-      out += `${JSON.stringify({ jsonrpc: '2.0', id: CONFIRM_ID, method: 'ping' })}\n`;
+    if (line.done === true) {
+      out += `${CONFIRM_PING}\n`;
       ending = { id: call.id };
       call = undefined;
       return;
     }
-    out += `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":${call.token},"progress":${frame.progress},"message":${JSON.stringify(frame.message ?? '')}}}\n`;
-  });
-  socket.on('data', (text: string) => {
-    split(text);
+    out += `${progressNotification(call.token, line)}\n`;
+  },
+  () => {
     if (out === '') return;
     process.stdout.write(out);
     out = '';
-  });
-  socket.on('error', () => {});
-});
-
-rmSync(socketPath, { force: true });
-server.listen(socketPath, () => {
-  process.stdin.setEncoding('utf8');
-  process.stdin.on(
-    'data',
-    lines((line) => answer(JSON.parse(line) as Request)),
-  );
-});
+  },
+  () => {
+    process.stdin.setEncoding('utf8');
+    process.stdin.on(
+      'data',
+      lines((line) => answer(JSON.parse(line) as Request)),
+    );
+  },
+);
 // A host that closes stdin or sends SIGTERM is done with us; exiting this way also writes --cpu-prof.
 process.stdin.once('end', () => process.exit(0));
 process.once('SIGTERM', () => process.exit(0));
