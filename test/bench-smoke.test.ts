@@ -127,10 +127,16 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
   it('MCP path: every bridge path delivers in order, the final value before the result, nothing after', () => {
     const shapes = Object.keys(result.mcp);
     expect(shapes).toEqual([...sizes.mcpRates.map(String), 'burst']);
-    const serverRole = { relay: 'relay server', http: 'daemon', floor: 'floor relay' };
+    const serverRole = {
+      relay: 'relay server',
+      http: 'daemon',
+      floor: 'floor relay',
+      'http-floor': 'floor relay (HTTP)',
+    };
     for (const shape of shapes) {
       for (const key of [
         'floor',
+        'http-floor',
         'stdio',
         'embedded',
         'http',
@@ -167,8 +173,11 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         expect(lines, what).toHaveLength(run.measured);
         expect(lines[0], what).toMatch(/^0\.000\t\d+\.\d{3}$/);
       }
-      // The floor and the defaults are what every other path is reported against.
-      expect(ok(result.mcp[shape]?.floor).measured).toBe(ok(result.mcp[shape]?.floor).updates);
+      // The floors are what every other path is reported against: they deliver every update.
+      for (const floor of ['floor', 'http-floor'] as const)
+        expect(ok(result.mcp[shape]?.[floor]).measured, floor).toBe(
+          ok(result.mcp[shape]?.[floor]).updates,
+        );
       // The peer ran the same workload; what it delivered is a figure, not a requirement.
       const peer = ok(result.mcp[shape]?.telemetry);
       expect(peer.notifications, `telemetry, ${shape}`).toBeGreaterThan(0);
@@ -334,6 +343,17 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     });
     expect(withoutRaw.map((check) => check.value).join('\n')).not.toContain('NaN');
     expect(mcpTable(result)).toContain('update -> onprogress p50 / p99 / p99.9 (ms)');
+    // /mcp is set against the HTTP floor too (its own transport's floor); stdio paths are not.
+    const cpuRow = mcpTable(result)
+      .split('\n')
+      .find((line) => line.includes('CPU s of the system processes'));
+    const header = mcpTable(result).split('\n')[0]?.split(' | ') ?? [];
+    const cells = cpuRow?.split(' | ') ?? [];
+    const column = (label: string) => cells[header.indexOf(label)] ?? '';
+    expect(column('/mcp (SDK client)')).toMatch(
+      /^[\d.]+ \([\d.]+x floor, [\d.]+x HTTP floor, [\d.]+x peer\)$/,
+    );
+    expect(column('mcp (embedded)')).toMatch(/^[\d.]+ \([\d.]+x floor, [\d.]+x peer\)$/);
     expect(() => JSON.stringify(result)).not.toThrow();
   });
 });

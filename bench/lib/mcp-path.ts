@@ -9,6 +9,8 @@
  *   telemetry  mcp-telemetry-server 0.1.3, tool telemetry_subscribe; the worker uses
  *              mcp-telemetry-sdk (one step event per update, one notification each)
  *   floor      bench/baselines/mcp-floor.ts: stdio JSON-RPC by hand, socket lines straight to stdout
+ *   http-floor bench/baselines/mcp-http-floor.ts: the same over Streamable HTTP on loopback TCP, an
+ *              SDK client as for http: what /mcp is measured against beside the stdio floor
  *   http       an SDK 1.x client on the daemon's /mcp (Streamable HTTP): one server process
  *   defaults   a default install: as stdio, at the default coalescing of the daemon, the tool
  *              (watch_progress without minIntervalMs) and the worker's client (connectPublisher
@@ -44,6 +46,7 @@ import {
 
 export const MCP_PATHS = [
   'floor',
+  'http-floor',
   'telemetry',
   'embedded',
   'http',
@@ -59,9 +62,13 @@ export type McpKey = McpPath | `${McpPath}@before`;
 /** The peer the bridge's paths are compared with, and the floor under them all. */
 export const MCP_PEER: McpPath = 'telemetry';
 export const MCP_FLOOR: McpPath = 'floor';
+/** Paths measured against a floor of their own transport too: /mcp against the HTTP floor. */
+export const MCP_OWN_FLOOR: Partial<Record<McpPath, { path: McpPath; name: string }>> = {
+  http: { path: 'http-floor', name: 'HTTP floor' },
+};
 /** Paths that have something to start up but no progress tool; and paths with nothing to spawn. */
 const STARTUP_ONLY: readonly McpPath[] = ['sdk'];
-const RUN_ONLY: readonly McpPath[] = ['http', 'defaults', 'defaults-every'];
+const RUN_ONLY: readonly McpPath[] = ['http-floor', 'http', 'defaults', 'defaults-every'];
 /** The paths that are this project's `bin/mcp-progress`, which --before runs from the other build too. */
 const BRIDGE_BUILD_PATHS: readonly McpPath[] = [
   'embedded',
@@ -73,6 +80,7 @@ const BRIDGE_BUILD_PATHS: readonly McpPath[] = [
 
 export const MCP_PATH_LABELS: Record<McpPath, string> = {
   floor: 'floor relay',
+  'http-floor': 'floor relay (HTTP)',
   telemetry: 'mcp-telemetry',
   embedded: 'mcp (embedded)',
   http: '/mcp (SDK client)',
@@ -112,6 +120,7 @@ const TOKEN = 'bench-1';
 const WATCH_TIMEOUT_MS = 3_600_000;
 const RELAY_SERVER = join(ROOT, 'bench/load/relay-server.ts');
 const FLOOR_SERVER = join(ROOT, 'bench/baselines/mcp-floor.ts');
+const HTTP_FLOOR_SERVER = join(ROOT, 'bench/baselines/mcp-http-floor.ts');
 const SDK_SERVER = join(ROOT, 'bench/baselines/sdk-server.ts');
 const TELEMETRY_SERVER = join(
   ROOT,
@@ -252,6 +261,8 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
     routeOnStderr: false,
   });
   const floorSocket = join(runtimeDir, 'floor.sock');
+  // The HTTP floor is a server of its own, as the daemon is for /mcp: the client connects to it.
+  const httpFloor = path === 'http-floor' ? await startHttpFloor(execArgv, floorSocket) : undefined;
   let config: McpClientConfig;
   switch (path) {
     case 'telemetry':
@@ -272,6 +283,12 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
       break;
     case 'floor':
       config = spawned(FLOOR_SERVER, [floorSocket], 'watch');
+      break;
+    case 'http-floor':
+      config = {
+        ...spawned(HTTP_FLOOR_SERVER, [floorSocket], 'watch'),
+        http: { url: httpFloor?.url ?? '', secret: 'floor' },
+      };
       break;
     case 'sdk':
       config = spawned(SDK_SERVER, [], 'first');
@@ -303,24 +320,32 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
     await closed.catch(() => {});
     await client.stop(5000);
     if (serverPid !== undefined && config.http === undefined) await gone(serverPid);
+    await httpFloor?.stop();
     await daemon?.stop();
     if (dir !== undefined) removeScratch(dir);
   };
   try {
     client.send({ type: 'config', config });
     const ready = await client.nextUnlessFailed<McpClientReady>('ready', 60_000);
-    serverPid = config.http === undefined ? ready.serverPid : daemon?.pid;
+    // Over HTTP the client spawns nothing: the server is the daemon, or the HTTP floor.
+    const httpServer =
+      httpFloor !== undefined
+        ? { role: SERVER_ROLES['http-floor'] ?? path, pid: httpFloor.pid }
+        : daemon !== undefined
+          ? { role: 'daemon', pid: daemon.pid }
+          : undefined;
+    serverPid = config.http === undefined ? ready.serverPid : httpServer?.pid;
     const serverRole = SERVER_ROLES[path] ?? 'mcp';
     const system =
-      config.http !== undefined && daemon !== undefined
-        ? [{ role: 'daemon', pid: daemon.pid }]
+      config.http !== undefined && httpServer !== undefined
+        ? [httpServer]
         : [
             ...(daemon === undefined ? [] : [{ role: 'daemon', pid: daemon.pid }]),
             { role: serverRole, pid: ready.serverPid },
           ];
     let workerSocket: string | undefined;
     if (path === 'telemetry') workerSocket = join(runtimeDir, '.mcp-telemetry.sock');
-    else if (path === 'floor') workerSocket = floorSocket;
+    else if (path === 'floor' || path === 'http-floor') workerSocket = floorSocket;
     else if (path !== 'relay' && daemon?.workers.kind === 'unix')
       workerSocket = daemon.workers.path;
     else if (path === 'embedded') {
@@ -333,7 +358,12 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
       ready: { ...ready, serverPid: serverPid ?? ready.serverPid },
       daemon,
       workerSocket,
-      workerKind: path === 'telemetry' ? 'telemetry' : path === 'floor' ? 'floor' : 'bridge',
+      workerKind:
+        path === 'telemetry'
+          ? 'telemetry'
+          : path === 'floor' || path === 'http-floor'
+            ? 'floor'
+            : 'bridge',
       // The defaults row is a default install end to end: the worker's client coalesces too.
       workerIntervalMs: path === 'defaults' ? undefined : 0,
       system,
@@ -349,8 +379,42 @@ const SERVER_ROLES: Partial<Record<McpPath, string>> = {
   telemetry: 'mcp-telemetry-server',
   relay: 'relay server',
   floor: 'floor relay',
+  'http-floor': 'floor relay (HTTP)',
   sdk: 'sdk server',
 };
+
+/** The HTTP floor, listening on its worker socket and a loopback port; stop() ends it (SIGTERM). */
+async function startHttpFloor(
+  execArgv: string[],
+  socketPath: string,
+): Promise<{ pid: number; url: string; stop(): Promise<void> }> {
+  const floor = spawn(process.execPath, [...execArgv, HTTP_FLOOR_SERVER, socketPath], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => floor.once('exit', () => resolve()));
+  const stop = async () => {
+    if (floor.exitCode === null && floor.signalCode === null) floor.kill('SIGTERM');
+    await exited;
+  };
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      floor.once('error', reject);
+      floor.once('exit', (code) =>
+        reject(new Error(`the HTTP floor exited (${code}) before it listened`)),
+      );
+      floor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        text += chunk;
+        const end = text.indexOf('\n');
+        if (end !== -1) resolve((JSON.parse(text.slice(0, end)) as { url: string }).url);
+      });
+    });
+    return { pid: floor.pid ?? -1, url, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
 
 function daemonEndpoints(runtimeDir: string): { socket: string; url: string; secret: string } {
   const infoPath = join(runtimeDir, 'daemon.json');

@@ -2,6 +2,7 @@
 import { p99Added } from './backplane.ts';
 import {
   MCP_FLOOR,
+  MCP_OWN_FLOOR,
   MCP_PATH_LABELS,
   MCP_PATHS,
   MCP_PEER,
@@ -10,6 +11,7 @@ import {
   type McpRunResult,
   type McpStartupResult,
   mcpKeyLabel,
+  splitKey,
 } from './mcp-path.ts';
 import { median } from './stats.ts';
 import type { Outcome, SuiteResult } from './suite.ts';
@@ -174,6 +176,7 @@ const MCP_BOUNDS: ReadonlyArray<{ path: McpPath; peerRatio: number }> = [
 /** Paths that must deliver every update (coalescing off). */
 const FULL_DELIVERY: readonly McpPath[] = [
   'floor',
+  'http-floor',
   'telemetry',
   'embedded',
   'http',
@@ -300,7 +303,10 @@ function mib(bytes: number): string {
   return Number.isFinite(bytes) ? (bytes / MIB).toFixed(0) : 'n/a';
 }
 
-/** `value (a.bx floor, c.dx peer)`: a figure with its ratios to the floor and the peer of the same row. */
+/**
+ * `value (a.bx floor, c.dx peer)`: a figure with its ratios to the floor and the peer of the same
+ * row, and to the floor of its own transport where it has one (`e.fx HTTP floor`).
+ */
 function withRatios(
   row: Partial<Record<McpKey, Outcome<McpRunResult>>>,
   key: McpKey,
@@ -309,13 +315,16 @@ function withRatios(
 ): string {
   return cell(row[key], (value) => {
     const own = figure(value);
-    const against = (other: McpPath) => {
-      const base = row[other];
-      return other === key || !base?.ok
-        ? ''
-        : `${times(own, figure(base.value))}x ${other === MCP_FLOOR ? 'floor' : 'peer'}`;
+    const against = (other: McpPath | undefined, name: string) => {
+      const base = other === undefined ? undefined : row[other];
+      return other === key || !base?.ok ? '' : `${times(own, figure(base.value))}x ${name}`;
     };
-    const ratios = [against(MCP_FLOOR), against(MCP_PEER)].filter((text) => text !== '');
+    const ownFloor = MCP_OWN_FLOOR[splitKey(key).path];
+    const ratios = [
+      against(MCP_FLOOR, 'floor'),
+      against(ownFloor?.path, ownFloor?.name ?? ''),
+      against(MCP_PEER, 'peer'),
+    ].filter((text) => text !== '');
     return ratios.length === 0 ? show(own) : `${show(own)} (${ratios.join(', ')})`;
   });
 }
