@@ -192,14 +192,24 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
       for (const value of [...startup.startupMs, ...memory]) {
         expect(value, path).toBeGreaterThan(0);
       }
+      // Read again later, settled, and after the first figure.
+      expect(startup.settled?.afterMs, path).toBe(sizes.startupSettledMs);
+      expect(startup.idleAfterMs, path).toBe(sizes.startupSettleMs);
+      expect(startup.settled?.server.rssBytes, path).toBeGreaterThan(
+        startup.settled?.server.privateBytes ?? Number.POSITIVE_INFINITY,
+      );
+      expect(startup.settled?.server.privateBytes, path).toBeGreaterThan(0);
     }
     const stdio = ok(result.startup.stdio);
     expect(stdio.idleDaemonRssBytes).toBeGreaterThan(stdio.idleDaemonPrivateBytes);
     expect(stdio.idleDaemonPrivateBytes).toBeGreaterThan(0);
+    expect(stdio.settled?.daemon?.privateBytes).toBeGreaterThan(0);
+    expect(ok(result.startup.embedded).settled?.daemon).toBeUndefined();
     // The floor beside them: a bare Node process listening as an idle daemon does.
     const floor = result.idleFloor;
     expect(floor?.ok && floor.value.rssBytes > floor.value.privateBytes).toBe(true);
     expect(floor?.ok && floor.value.privateBytes > 0).toBe(true);
+    expect(floor?.ok && (floor.value.settled?.privateBytes ?? 0) > 0).toBe(true);
   });
 
   it('bench/frame-check.ts runs both checks on good frames and prints their ratio', () => {
@@ -331,6 +341,38 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         new RegExp(`^${expected.toFixed(2)} `),
       );
     }
+    // The idle targets hold the settled figure (the one a host lives with), start-up's beside it.
+    const MiB = 2 ** 20;
+    const stdio = ok(result.startup.stdio);
+    const idle = (settledMiB: number, soonMiB: number) =>
+      targets({
+        ...result,
+        startup: {
+          ...result.startup,
+          stdio: {
+            ok: true,
+            runs: [],
+            perCpuRuns: [],
+            value: {
+              ...stdio,
+              idleServerRssBytes: [soonMiB * MiB],
+              idleServerPrivateBytes: [30 * MiB],
+              settled: {
+                afterMs: 12_000,
+                server: { rssBytes: settledMiB * MiB, privateBytes: 20 * MiB },
+                daemon: { rssBytes: 50 * MiB, privateBytes: 10 * MiB },
+              },
+            },
+          },
+        },
+      }).filter((check) => check.name.startsWith('mcp (daemon): idle RSS'));
+    expect(idle(66, 78)).toEqual([
+      expect.objectContaining({
+        value: `66 MiB (private 20) after 12 s; 78 MiB (private 30) after ${stdio.idleAfterMs / 1000} s`,
+        met: true,
+      }),
+    ]);
+    expect(idle(72, 68)[0]?.met).toBe(false);
     // A run without the raw relay (--systems bridge,norate) prints no ratio to it, not NaN.
     const withoutRaw = targets({
       ...result,

@@ -183,12 +183,29 @@ export interface McpStartupResult {
   /** The separate daemon's resident memory, idle (NaN where the path has none). */
   idleDaemonRssBytes: number;
   idleDaemonPrivateBytes: number;
+  /** How long after the initialize result the idle figures above were read. */
+  idleAfterMs: number;
+  /**
+   * The server's and the separate daemon's memory later, once settled (one spawn, the last; the
+   * daemon's undefined where the path has none): V8's memory reducer gives back, about 8 s after
+   * start-up's last full collection, the young generation that start-up grew. That is the figure a
+   * host lives with; the one above is start-up's.
+   */
+  settled?: { afterMs: number; server: IdleMemory; daemon: IdleMemory | undefined } | undefined;
 }
 
-/** The memory of a bare Node process listening on a loopback HTTP port and a Unix socket. */
-export interface IdleFloor {
+/** A process's resident memory, and the private part of it (RssAnon). */
+export interface IdleMemory {
   rssBytes: number;
   privateBytes: number;
+}
+
+/**
+ * The memory of a bare Node process listening on a loopback HTTP port and a Unix socket, as the
+ * servers' idle figures are read: soon after start, and (`settled`) when theirs are.
+ */
+export interface IdleFloor extends IdleMemory {
+  settled?: IdleMemory | undefined;
 }
 
 interface StartedPath {
@@ -426,12 +443,21 @@ function daemonEndpoints(runtimeDir: string): { socket: string; url: string; sec
   };
 }
 
-/** Spawn -> initialize, and idle memory, `spawns` times. */
+function idleMemory(pid: number): IdleMemory {
+  const { rssBytes, privateBytes } = sampleProcess(pid);
+  return { rssBytes, privateBytes };
+}
+
+/**
+ * Spawn -> initialize, and idle memory `settleMs` after it, `spawns` times; with `settledMs`, the
+ * last spawn's memory once more at that time after its initialize (McpStartupResult.settled).
+ */
 export async function runMcpStartup(
   key: McpKey,
   options: McpRunOptions,
   spawns: number,
   settleMs: number,
+  settledMs?: number,
 ): Promise<McpStartupResult> {
   const startupMs: number[] = [];
   const startupCpuMs: number[] = [];
@@ -439,20 +465,29 @@ export async function runMcpStartup(
   const idleServerPrivateBytes: number[] = [];
   let idleDaemonRssBytes = Number.NaN;
   let idleDaemonPrivateBytes = Number.NaN;
+  let settled: McpStartupResult['settled'];
   for (let i = 0; i < spawns; i++) {
     const started = await startPath(key, options);
     startupCpuMs.push(sampleProcess(started.ready.serverPid).cpuSeconds * 1000);
     try {
-      // Idle is after start-up's garbage had its chance to go: the figure a host lives with.
+      // Start-up's garbage has had its chance to go by then (the settled figure comes later).
       await sleep(settleMs);
       startupMs.push(started.ready.startupMs);
-      const server = sampleProcess(started.ready.serverPid);
+      const server = idleMemory(started.ready.serverPid);
       idleServerRssBytes.push(server.rssBytes);
       idleServerPrivateBytes.push(server.privateBytes);
       if (started.daemon !== undefined) {
-        const daemon = sampleProcess(started.daemon.pid);
+        const daemon = idleMemory(started.daemon.pid);
         idleDaemonRssBytes = daemon.rssBytes;
         idleDaemonPrivateBytes = daemon.privateBytes;
+      }
+      if (settledMs !== undefined && i === spawns - 1) {
+        await sleep(settledMs - settleMs);
+        settled = {
+          afterMs: settledMs,
+          server: idleMemory(started.ready.serverPid),
+          daemon: started.daemon === undefined ? undefined : idleMemory(started.daemon.pid),
+        };
       }
     } finally {
       await started.stop();
@@ -466,11 +501,17 @@ export async function runMcpStartup(
     idleServerPrivateBytes,
     idleDaemonRssBytes,
     idleDaemonPrivateBytes,
+    idleAfterMs: settleMs,
+    settled,
   };
 }
 
-/** The idle floor (bench/load/idle-floor.mjs), sampled after the same settling time as the servers. */
-export async function runIdleFloor(execArgv: string[], settleMs: number): Promise<IdleFloor> {
+/** The idle floor (bench/load/idle-floor.mjs), sampled after the same settling times as the servers. */
+export async function runIdleFloor(
+  execArgv: string[],
+  settleMs: number,
+  settledMs?: number,
+): Promise<IdleFloor> {
   const script = fileURLToPath(new URL('../load/idle-floor.mjs', import.meta.url));
   const floor = spawn(process.execPath, [...execArgv, script], {
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -484,8 +525,10 @@ export async function runIdleFloor(execArgv: string[], settleMs: number): Promis
       });
     });
     await sleep(settleMs);
-    const { rssBytes, privateBytes } = sampleProcess(floor.pid ?? -1);
-    return { rssBytes, privateBytes };
+    const soon = idleMemory(floor.pid ?? -1);
+    if (settledMs === undefined) return soon;
+    await sleep(settledMs - settleMs);
+    return { ...soon, settled: idleMemory(floor.pid ?? -1) };
   } finally {
     floor.stdin.end();
     if (floor.exitCode === null) await new Promise((resolve) => floor.once('exit', resolve));

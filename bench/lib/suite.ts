@@ -187,13 +187,15 @@ async function measureStartupRow(
   keys: readonly McpKey[],
   spawns: number,
   log: (line: string) => void,
-  run: (key: McpKey) => Promise<McpStartupResult>,
+  run: (key: McpKey, last: boolean) => Promise<McpStartupResult>,
 ): Promise<Partial<Record<McpKey, Outcome<McpStartupResult>>>> {
   const spawned = new Map<McpKey, McpStartupResult[]>();
   const failures = new Map<McpKey, string>();
   for (let round = 1; round <= spawns; round++) {
     for (const key of keys) {
-      const outcome = await attempt(`${key} (spawn ${round}/${spawns})`, log, () => run(key));
+      const outcome = await attempt(`${key} (spawn ${round}/${spawns})`, log, () =>
+        run(key, round === spawns),
+      );
       if (!outcome.ok) {
         failures.set(key, outcome.error);
         continue;
@@ -351,15 +353,20 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       mcpKeys(paths, 'startup', options.beforeRoot !== undefined),
       sizes.startupSpawns,
       log,
-      (key) =>
+      (key, last) =>
         runMcpStartup(
           key,
           { execArgv: options.serverExecArgv, beforeRoot: options.beforeRoot },
           1,
           sizes.startupSettleMs,
+          last ? sizes.startupSettledMs : undefined,
         ),
     );
-    result.idleFloor = await runIdleFloor(options.serverExecArgv, sizes.startupSettleMs).then(
+    result.idleFloor = await runIdleFloor(
+      options.serverExecArgv,
+      sizes.startupSettleMs,
+      sizes.startupSettledMs,
+    ).then(
       (value) => ({ ok: true as const, value }),
       (error: Error) => ({ ok: false as const, error: error.message }),
     );

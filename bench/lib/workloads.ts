@@ -44,9 +44,13 @@ export interface Sizes {
   /** Updates in the burst; 0 skips it. */
   mcpBurst: number;
   mcpTimeoutMs: number;
-  /** Spawns of each MCP server for start-up and idle memory; the pause before sampling memory. */
+  /**
+   * Spawns of each MCP server for start-up and idle memory; the pause before sampling memory; and
+   * when the last spawn's memory is read again, settled (after V8's memory reducer: mcp-path.ts).
+   */
   startupSpawns: number;
   startupSettleMs: number;
+  startupSettledMs: number;
 }
 
 const FULL: Sizes = {
@@ -71,6 +75,7 @@ const FULL: Sizes = {
   mcpTimeoutMs: 300_000,
   startupSpawns: 5,
   startupSettleMs: 1000,
+  startupSettledMs: 12_000,
 };
 
 /** The other sizes are the full one with shorter windows or smaller counts. */
@@ -115,6 +120,7 @@ export const SIZES: Record<'full' | 'quick' | 'profile' | 'smoke', Sizes> = {
     mcpTimeoutMs: 60_000,
     startupSpawns: 1,
     startupSettleMs: 100,
+    startupSettledMs: 300,
   },
 };
 
