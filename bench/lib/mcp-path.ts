@@ -34,7 +34,7 @@ import type {
   McpWorkerDone,
 } from './mcp-targets.ts';
 import { type ProcSample, sampleProcess, sleep } from './proc.ts';
-import type { LatencySummary } from './stats.ts';
+import { type LatencySummary, median } from './stats.ts';
 import {
   BIN,
   ROOT,
@@ -614,6 +614,47 @@ export async function runMcpPath(
     await worker.stop();
     await started.stop();
   }
+}
+
+/**
+ * Runs of one path as one result: each figure (latency percentiles, CPU, memory, times) the
+ * median over the runs, so that every cell of a `--repeat N` table is a median of N, not one
+ * run's chosen by another figure; what was delivered is the worst run's, so that a run that lost
+ * an update, or sent one after the result, shows.
+ */
+export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
+  const first = runs[0];
+  if (first === undefined) throw new Error('no run to merge');
+  const mid = (figure: (run: McpRunResult) => number) => median(runs.map(figure));
+  const latency = (pick: (run: McpRunResult) => LatencySummary): LatencySummary => ({
+    count: Math.min(...runs.map((run) => pick(run).count)),
+    p50Ms: mid((run) => pick(run).p50Ms),
+    p99Ms: mid((run) => pick(run).p99Ms),
+    p999Ms: mid((run) => pick(run).p999Ms),
+    maxMs: Math.max(...runs.map((run) => pick(run).maxMs)),
+  });
+  return {
+    key: first.key,
+    ratePerSecond: first.ratePerSecond,
+    updates: first.updates,
+    latency: latency((run) => run.latency),
+    notifications: Math.min(...runs.map((run) => run.notifications)),
+    measured: Math.min(...runs.map((run) => run.measured)),
+    finalArrived: runs.every((run) => run.finalArrived),
+    outOfOrder: Math.max(...runs.map((run) => run.outOfOrder)),
+    afterResult: Math.max(...runs.map((run) => run.afterResult)),
+    resultAfterLastUpdateMs: mid((run) => run.resultAfterLastUpdateMs),
+    finalAfterLastUpdateMs: mid((run) => run.finalAfterLastUpdateMs),
+    startupMs: mid((run) => run.startupMs),
+    processes: first.processes.map(({ role }, i) => ({
+      role,
+      cpuSeconds: mid((run) => run.processes[i]?.cpuSeconds ?? Number.NaN),
+      peakRssBytes: mid((run) => run.processes[i]?.peakRssBytes ?? Number.NaN),
+    })),
+    systemCpuSeconds: mid((run) => run.systemCpuSeconds),
+    systemPeakRssBytes: mid((run) => run.systemPeakRssBytes),
+    errors: [...new Set(runs.flatMap((run) => run.errors))],
+  };
 }
 
 /** Waits for a process that is not our child (the client's server) to leave; SIGTERM, then SIGKILL. */

@@ -21,6 +21,7 @@ import {
   type McpRunResult,
   type McpStartupResult,
   mcpKeys,
+  mergeMcpRuns,
   runIdleFloor,
   runMcpPath,
   runMcpStartup,
@@ -137,7 +138,8 @@ async function attempt<T>(
 /**
  * One row of the table: each system `repeat` times, the systems interleaved
  * so that a burst of load elsewhere on the machine hurts them alike; the run
- * with the median key figure stands for the system.
+ * with the median key figure stands for the system, or, with `merge`, the
+ * runs merged into one (each figure its median over the runs).
  */
 async function measureRow<T, N extends string = SystemName>(
   systems: readonly N[],
@@ -145,6 +147,7 @@ async function measureRow<T, N extends string = SystemName>(
   log: (line: string) => void,
   run: (name: N) => Promise<T>,
   figure: (value: T) => number,
+  merge?: (runs: T[]) => T,
 ): Promise<Partial<Record<N, Outcome<T>>>> {
   const runs = new Map<N, Array<{ ok: true; value: T } | { ok: false; error: string }>>();
   for (let round = 1; round <= repeat; round++) {
@@ -167,7 +170,7 @@ async function measureRow<T, N extends string = SystemName>(
     const middle = sorted[Math.floor((sorted.length - 1) / 2)] as T;
     row[name] = {
       ok: true,
-      value: middle,
+      value: merge === undefined ? middle : merge(good),
       runs: good.map(figure),
       perCpuRuns: good.map((value) => {
         const cpu = (value as { serverCpu?: number }).serverCpu;
@@ -401,6 +404,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
             sizes.mcpTimeoutMs,
           ),
         (value) => value.latency.p99Ms,
+        mergeMcpRuns,
       );
     }
   }

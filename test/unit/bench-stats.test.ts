@@ -1,6 +1,7 @@
 /** The harness's statistics, what every latency figure in the benchmark report rests on, and its reading of nats-server's log. */
 import { describe, expect, it } from 'vitest';
 import { framesDue } from '../../bench/lib/frames.ts';
+import { type McpRunResult, mergeMcpRuns } from '../../bench/lib/mcp-path.ts';
 import { natsPorts } from '../../bench/lib/nats-ports.ts';
 import { median, summariseLatencies } from '../../bench/lib/stats.ts';
 
@@ -79,5 +80,58 @@ describe('natsPorts: the ports a nats-server given -1 chose, from its log', () =
 
   it('has neither before the server logged them', () => {
     expect(natsPorts('[1] [INF] Starting nats-server\n')).toEqual({});
+  });
+});
+
+describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
+  const run = (cpu: number, p99: number, delivered: Partial<McpRunResult> = {}): McpRunResult => ({
+    key: 'http',
+    ratePerSecond: 1000,
+    updates: 100,
+    latency: { count: 100, p50Ms: p99 / 4, p99Ms: p99, p999Ms: p99 * 2, maxMs: p99 * 3 },
+    notifications: 100,
+    measured: 100,
+    finalArrived: true,
+    outOfOrder: 0,
+    afterResult: 0,
+    resultAfterLastUpdateMs: 50 + cpu,
+    finalAfterLastUpdateMs: 1,
+    startupMs: 200,
+    processes: [
+      { role: 'worker', cpuSeconds: 0.5, peakRssBytes: 1 },
+      { role: 'daemon', cpuSeconds: cpu, peakRssBytes: cpu * 100 },
+    ],
+    systemCpuSeconds: cpu,
+    systemPeakRssBytes: cpu * 100,
+    errors: [],
+    ...delivered,
+  });
+
+  it('gives each figure its own median: the CPU is not the run of the median p99', () => {
+    // The median p99 (2) is the run with the highest CPU (1.3); the median CPU is 1.0.
+    const merged = mergeMcpRuns([run(1.3, 2), run(1.0, 1), run(0.9, 3)]);
+    expect(merged.systemCpuSeconds).toBe(1.0);
+    expect(merged.latency).toEqual({ count: 100, p50Ms: 0.5, p99Ms: 2, p999Ms: 4, maxMs: 9 });
+    expect(merged.processes).toEqual([
+      { role: 'worker', cpuSeconds: 0.5, peakRssBytes: 1 },
+      { role: 'daemon', cpuSeconds: 1.0, peakRssBytes: 100 },
+    ]);
+    expect(merged.systemPeakRssBytes).toBe(100);
+    expect(merged.resultAfterLastUpdateMs).toBe(51);
+  });
+
+  it("keeps the worst run's delivery: a lost update or a late one shows", () => {
+    const merged = mergeMcpRuns([
+      run(1, 1),
+      run(1, 1, { measured: 99, finalArrived: false, errors: ['lost'] }),
+      run(1, 1, { afterResult: 2, outOfOrder: 1, errors: ['lost'] }),
+    ]);
+    expect(merged).toMatchObject({
+      measured: 99,
+      finalArrived: false,
+      afterResult: 2,
+      outOfOrder: 1,
+      errors: ['lost'],
+    });
   });
 });
