@@ -173,6 +173,15 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         expect(lines, what).toHaveLength(run.measured);
         expect(lines[0], what).toMatch(/^0\.000\t\d+\.\d{3}$/);
       }
+      // At a rate, the p99 is also given without the first updates (warm-up): some are left out.
+      if (shape !== 'burst') {
+        for (const key of ['floor', 'http-floor', 'embedded', 'http', 'stdio'] as const) {
+          const run = ok(result.mcp[shape]?.[key]);
+          expect(run.steadyFromMs, key).toBe(sizes.mcpSteadyFromMs);
+          expect(run.steadyLatency.count, key).toBeGreaterThan(0);
+          expect(run.steadyLatency.count, key).toBeLessThan(run.latency.count);
+        }
+      }
       // The floors are what every other path is reported against: they deliver every update.
       for (const floor of ['floor', 'http-floor'] as const)
         expect(ok(result.mcp[shape]?.[floor]).measured, floor).toBe(
@@ -385,6 +394,9 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     });
     expect(withoutRaw.map((check) => check.value).join('\n')).not.toContain('NaN');
     expect(mcpTable(result)).toContain('update -> onprogress p50 / p99 / p99.9 (ms)');
+    expect(mcpTable(result)).toContain(
+      `at 1k/s: p99 from ${sizes.mcpSteadyFromMs / 1000} s on (warm-up left out)`,
+    );
     // /mcp is set against the HTTP floor too (its own transport's floor); stdio paths are not.
     const cpuRow = mcpTable(result)
       .split('\n')

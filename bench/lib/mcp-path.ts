@@ -147,6 +147,12 @@ export interface McpRunResult {
   ratePerSecond: number;
   updates: number;
   latency: LatencySummary;
+  /**
+   * The same, of the updates that arrived `steadyFromMs` or more after the first: the stream once
+   * warmed up (the first seconds run unoptimised code, in every process of the path).
+   */
+  steadyLatency: LatencySummary;
+  steadyFromMs: number;
   /** Progress notifications the client's onprogress got, all of them; and those of measured updates. */
   notifications: number;
   measured: number;
@@ -233,6 +239,8 @@ export interface McpRunOptions {
   beforeRoot?: string | undefined;
   /** A directory to write each run's per-update latency samples to (`--samples DIR`). */
   samplesDir?: string | undefined;
+  /** Where McpRunResult.steadyLatency begins, ms after the first measured update (default 0). */
+  steadyFromMs?: number | undefined;
 }
 
 async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPath> {
@@ -329,6 +337,7 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
     mkdirSync(options.samplesDir, { recursive: true });
     config.samplesPath = join(options.samplesDir, `${key}.tsv`);
   }
+  config.steadyFromMs = options.steadyFromMs;
   const client = new Child('load/mcp-client.ts');
   let serverPid: number | undefined;
   const stop = async () => {
@@ -597,6 +606,8 @@ export async function runMcpPath(
       ratePerSecond,
       updates,
       latency: result.latency,
+      steadyLatency: result.steadyLatency,
+      steadyFromMs: options.steadyFromMs ?? 0,
       notifications: result.notifications,
       measured: result.measured,
       finalArrived: result.lastN === sent.sent && !result.isError,
@@ -638,6 +649,8 @@ export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
     ratePerSecond: first.ratePerSecond,
     updates: first.updates,
     latency: latency((run) => run.latency),
+    steadyLatency: latency((run) => run.steadyLatency),
+    steadyFromMs: first.steadyFromMs,
     notifications: Math.min(...runs.map((run) => run.notifications)),
     measured: Math.min(...runs.map((run) => run.measured)),
     finalArrived: runs.every((run) => run.finalArrived),

@@ -40,6 +40,8 @@ export interface McpClientConfig {
   http?: { url: string; secret: string } | undefined;
   /** Write every measured update's latency here: `<ms since the first> <latency ms>` lines. */
   samplesPath?: string | undefined;
+  /** McpClientResult.steadyLatency leaves out the updates that arrived before this many ms had passed. */
+  steadyFromMs?: number | undefined;
 }
 
 export interface McpClientReady {
@@ -68,6 +70,8 @@ export interface McpClientResult {
    */
   afterResult: number;
   latency: LatencySummary;
+  /** The same, of the updates that arrived from steadyFromMs after the first on: warm-up left out. */
+  steadyLatency: LatencySummary;
   isError: boolean;
   errors: string[];
 }

@@ -384,6 +384,12 @@ export function mcpTable(result: SuiteResult): string {
     add('p99 against the floor and the peer', (k) =>
       withRatios(shape, k, (v) => v.latency.p99Ms, ms),
     );
+    if (key !== 'burst') {
+      const from = sample?.ok ? seconds(sample.value.steadyFromMs) : '';
+      add(`p99 from ${from} on (warm-up left out), against the floor and the peer`, (k) =>
+        withRatios(shape, k, (v) => v.steadyLatency.p99Ms, ms),
+      );
+    }
     add('delivered / updates, final value before the result, after the result', (k) =>
       cell(
         shape[k],

@@ -398,7 +398,12 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
         (key) =>
           runMcpPath(
             key,
-            { execArgv: options.serverExecArgv, beforeRoot: options.beforeRoot, samplesDir },
+            {
+              execArgv: options.serverExecArgv,
+              beforeRoot: options.beforeRoot,
+              samplesDir,
+              steadyFromMs: sizes.mcpSteadyFromMs,
+            },
             shape.updates,
             shape.rate,
             sizes.mcpTimeoutMs,

@@ -44,6 +44,8 @@ export interface Sizes {
   /** Updates in the burst; 0 skips it. */
   mcpBurst: number;
   mcpTimeoutMs: number;
+  /** The mcp workload's p99 is also given without the updates of the first this many ms (warm-up). */
+  mcpSteadyFromMs: number;
   /**
    * Spawns of each MCP server for start-up and idle memory; the pause before sampling memory; and
    * when the last spawn's memory is read again, settled (after V8's memory reducer: mcp-path.ts).
@@ -73,6 +75,7 @@ const FULL: Sizes = {
   mcpDurationMs: 10_000,
   mcpBurst: 100_000,
   mcpTimeoutMs: 300_000,
+  mcpSteadyFromMs: 4000,
   startupSpawns: 5,
   startupSettleMs: 1000,
   startupSettledMs: 12_000,
@@ -87,6 +90,7 @@ export const SIZES: Record<'full' | 'quick' | 'profile' | 'smoke', Sizes> = {
     measureMs: 1500,
     floodMs: 3000,
     mcpDurationMs: 3000,
+    mcpSteadyFromMs: 1500,
     startupSpawns: 3,
   },
   profile: {
@@ -118,6 +122,7 @@ export const SIZES: Record<'full' | 'quick' | 'profile' | 'smoke', Sizes> = {
     mcpDurationMs: 200,
     mcpBurst: 300,
     mcpTimeoutMs: 60_000,
+    mcpSteadyFromMs: 100,
     startupSpawns: 1,
     startupSettleMs: 100,
     startupSettledMs: 300,

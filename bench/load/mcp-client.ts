@@ -139,6 +139,9 @@ async function call(config: McpClientConfig): Promise<void> {
     },
   );
   if (config.samplesPath !== undefined) writeSamples(config.samplesPath, arrivals, latencies);
+  const at = arrivals.values();
+  const steadyFromUs = (at[0] ?? 0) + (config.steadyFromMs ?? 0) * 1000;
+  const steady = latencies.values().filter((_, i) => (at[i] ?? 0) >= steadyFromUs);
   result = {
     type: 'result',
     measured,
@@ -149,6 +152,7 @@ async function call(config: McpClientConfig): Promise<void> {
     resultAtUs: nowUs(),
     afterResult: 0,
     latency: summariseLatencies(latencies.values()),
+    steadyLatency: summariseLatencies(steady),
     isError: reply.isError === true,
     errors,
   };

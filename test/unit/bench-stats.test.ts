@@ -89,6 +89,8 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     ratePerSecond: 1000,
     updates: 100,
     latency: { count: 100, p50Ms: p99 / 4, p99Ms: p99, p999Ms: p99 * 2, maxMs: p99 * 3 },
+    steadyLatency: { count: 60, p50Ms: p99 / 8, p99Ms: p99 / 2, p999Ms: p99, maxMs: p99 * 3 },
+    steadyFromMs: 4000,
     notifications: 100,
     measured: 100,
     finalArrived: true,
@@ -112,6 +114,8 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     const merged = mergeMcpRuns([run(1.3, 2), run(1.0, 1), run(0.9, 3)]);
     expect(merged.systemCpuSeconds).toBe(1.0);
     expect(merged.latency).toEqual({ count: 100, p50Ms: 0.5, p99Ms: 2, p999Ms: 4, maxMs: 9 });
+    expect(merged.steadyLatency).toEqual({ count: 60, p50Ms: 0.25, p99Ms: 1, p999Ms: 2, maxMs: 9 });
+    expect(merged.steadyFromMs).toBe(4000);
     expect(merged.processes).toEqual([
       { role: 'worker', cpuSeconds: 0.5, peakRssBytes: 1 },
       { role: 'daemon', cpuSeconds: 1.0, peakRssBytes: 100 },
