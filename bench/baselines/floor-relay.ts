@@ -13,6 +13,20 @@ export interface FloorLine {
   done?: boolean;
 }
 
+/** The worker socket's path: the relay's one argument. */
+export function socketPathArgument(script: string): string {
+  const socketPath = process.argv[2];
+  if (socketPath === undefined) throw new Error(`usage: ${script} SOCKET_PATH`);
+  return socketPath;
+}
+
+/** A JSON-RPC message from the client, as far as a floor reads it. */
+export interface FloorMessage {
+  id?: number | string;
+  method?: string;
+  params?: { protocolVersion?: string; _meta?: { progressToken?: number | string } };
+}
+
 /** The id of the ping sent before the result (the SDK 1.x client's lost-progress bug: mcp-floor.ts). */
 export const CONFIRM_ID = 'floor-confirm';
 export const CONFIRM_PING = JSON.stringify({ jsonrpc: '2.0', id: CONFIRM_ID, method: 'ping' });

@@ -19,28 +19,23 @@ import {
   CONFIRM_ID,
   CONFIRM_PING,
   DONE_RESULT,
+  type FloorMessage,
   initializeResult,
   lines,
   listenForWorkers,
   progressNotification,
   reply,
+  socketPathArgument,
   TOOLS,
 } from './floor-relay.ts';
 
-const socketPath = process.argv[2];
-if (socketPath === undefined) throw new Error('usage: mcp-floor.ts SOCKET_PATH');
-
-interface Request {
-  id?: number | string;
-  method?: string;
-  params?: { protocolVersion?: string; _meta?: { progressToken?: number | string } };
-}
+const socketPath = socketPathArgument('mcp-floor.ts');
 
 let call: { id: number | string; token: string } | undefined;
 /** The call the confirming ping ends. */
 let ending: { id: number | string } | undefined;
 
-function answer(request: Request): void {
+function answer(request: FloorMessage): void {
   const { id, method } = request;
   if (id === undefined) return;
   if (id === CONFIRM_ID && method === undefined) {
@@ -93,7 +88,7 @@ listenForWorkers(
     process.stdin.setEncoding('utf8');
     process.stdin.on(
       'data',
-      lines((line) => answer(JSON.parse(line) as Request)),
+      lines((line) => answer(JSON.parse(line) as FloorMessage)),
     );
   },
 );

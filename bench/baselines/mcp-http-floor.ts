@@ -22,21 +22,16 @@ import {
   CONFIRM_ID,
   CONFIRM_PING,
   DONE_RESULT,
+  type FloorMessage,
   initializeResult,
   listenForWorkers,
   progressNotification,
   reply,
+  socketPathArgument,
   TOOLS,
 } from './floor-relay.ts';
 
-const socketPath = process.argv[2];
-if (socketPath === undefined) throw new Error('usage: mcp-http-floor.ts SOCKET_PATH');
-
-interface Message {
-  id?: number | string;
-  method?: string;
-  params?: { protocolVersion?: string; _meta?: { progressToken?: number | string } };
-}
+const socketPath = socketPathArgument('mcp-http-floor.ts');
 
 /** The call being answered: its id, its token as JSON, and its SSE stream. */
 let call: { id: number | string; token: string; stream: ServerResponse } | undefined;
@@ -56,7 +51,7 @@ function json(response: ServerResponse, body: string, headers: Record<string, st
   response.writeHead(200, { 'content-type': 'application/json', ...headers }).end(body);
 }
 
-function post(message: Message, response: ServerResponse): void {
+function post(message: FloorMessage, response: ServerResponse): void {
   const { id, method } = message;
   if (id === CONFIRM_ID && method === undefined) {
     response.writeHead(202).end();
@@ -126,7 +121,7 @@ function handle(request: IncomingMessage, response: ServerResponse): void {
   request.on('data', (text: string) => {
     body += text;
   });
-  request.on('end', () => post(JSON.parse(body) as Message, response));
+  request.on('end', () => post(JSON.parse(body) as FloorMessage, response));
 }
 
 /** The events of one read, and the stream they go on: one write per read, as the stdio floor. */
