@@ -35,17 +35,39 @@ export function reply(id: number | string, result: unknown): string {
   return JSON.stringify({ jsonrpc: '2.0', id, result });
 }
 
-export function initializeResult(protocolVersion: string | undefined, name: string): unknown {
-  return {
-    protocolVersion: protocolVersion ?? '2025-06-18',
-    capabilities: { tools: {} },
-    serverInfo: { name, version: '0.0.0' },
-  };
-}
-
-export const TOOLS = {
+const TOOLS = {
   tools: [{ name: 'watch', description: 'Relays the worker.', inputSchema: { type: 'object' } }],
 };
+
+/**
+ * The answer, as JSON text, to a request both floors answer alike: every method but
+ * `tools/call`, which each answers on its own transport. `name` is the server's.
+ */
+export function standardReply(id: number | string, message: FloorMessage, name: string): string {
+  switch (message.method) {
+    case 'initialize':
+      return reply(id, {
+        protocolVersion: message.params?.protocolVersion ?? '2025-06-18',
+        capabilities: { tools: {} },
+        serverInfo: { name, version: '0.0.0' },
+      });
+    case 'tools/list':
+      return reply(id, TOOLS);
+    case 'ping':
+      return reply(id, {});
+    default:
+      return JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        error: { code: -32601, message: `no method ${message.method}` },
+      });
+  }
+}
+
+/** A call's progressToken as JSON (of a string or a number), written into each notification as it is. */
+export function callToken(message: FloorMessage): string {
+  return JSON.stringify(message.params?._meta?.progressToken ?? null);
+}
 
 export const DONE_RESULT = { content: [{ type: 'text', text: 'done' }] };
 

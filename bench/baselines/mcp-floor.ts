@@ -18,15 +18,15 @@
 import {
   CONFIRM_ID,
   CONFIRM_PING,
+  callToken,
   DONE_RESULT,
   type FloorMessage,
-  initializeResult,
   lines,
   listenForWorkers,
   progressNotification,
   reply,
   socketPathArgument,
-  TOOLS,
+  standardReply,
 } from './floor-relay.ts';
 
 const socketPath = socketPathArgument('mcp-floor.ts');
@@ -43,27 +43,11 @@ function answer(request: FloorMessage): void {
     ending = undefined;
     return;
   }
-  switch (method) {
-    case 'initialize':
-      process.stdout.write(
-        `${reply(id, initializeResult(request.params?.protocolVersion, 'mcp-floor'))}\n`,
-      );
-      return;
-    case 'tools/list':
-      process.stdout.write(`${reply(id, TOOLS)}\n`);
-      return;
-    case 'tools/call':
-      // The token is written into each notification as it is: JSON of a string or a number.
-      call = { id, token: JSON.stringify(request.params?._meta?.progressToken ?? null) };
-      return;
-    case 'ping':
-      process.stdout.write(`${reply(id, {})}\n`);
-      return;
-    default:
-      process.stdout.write(
-        `${JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32601, message: `no method ${method}` } })}\n`,
-      );
+  if (method === 'tools/call') {
+    call = { id, token: callToken(request) };
+    return;
   }
+  process.stdout.write(`${standardReply(id, request, 'mcp-floor')}\n`);
 }
 
 let out = '';

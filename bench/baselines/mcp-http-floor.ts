@@ -21,14 +21,14 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import {
   CONFIRM_ID,
   CONFIRM_PING,
+  callToken,
   DONE_RESULT,
   type FloorMessage,
-  initializeResult,
   listenForWorkers,
   progressNotification,
   reply,
   socketPathArgument,
-  TOOLS,
+  standardReply,
 } from './floor-relay.ts';
 
 const socketPath = socketPathArgument('mcp-http-floor.ts');
@@ -66,45 +66,22 @@ function post(message: FloorMessage, response: ServerResponse): void {
     response.writeHead(202).end();
     return;
   }
-  switch (method) {
-    case 'initialize':
-      json(
-        response,
-        reply(id, initializeResult(message.params?.protocolVersion, 'mcp-http-floor')),
-        {
-          'mcp-session-id': 'floor',
-        },
-      );
-      return;
-    case 'tools/list':
-      json(response, reply(id, TOOLS));
-      return;
-    case 'tools/call':
-      response.writeHead(200, {
-        'content-type': 'text/event-stream',
-        'cache-control': 'no-cache',
-        'transfer-encoding': 'chunked',
-      });
-      response.flushHeaders();
-      call = {
-        id,
-        token: JSON.stringify(message.params?._meta?.progressToken ?? null),
-        stream: response,
-      };
-      return;
-    case 'ping':
-      json(response, reply(id, {}));
-      return;
-    default:
-      json(
-        response,
-        JSON.stringify({
-          jsonrpc: '2.0',
-          id,
-          error: { code: -32601, message: `no method ${method}` },
-        }),
-      );
+  if (method === 'tools/call') {
+    response.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      'transfer-encoding': 'chunked',
+    });
+    response.flushHeaders();
+    call = { id, token: callToken(message), stream: response };
+    return;
   }
+  // The session's id comes with the answer to initialize, as Streamable HTTP has it.
+  json(
+    response,
+    standardReply(id, message, 'mcp-http-floor'),
+    method === 'initialize' ? { 'mcp-session-id': 'floor' } : {},
+  );
 }
 
 function handle(request: IncomingMessage, response: ServerResponse): void {

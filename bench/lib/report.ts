@@ -322,6 +322,11 @@ function floorNote(result: SuiteResult): string {
   return `; floor ${mib(held.rssBytes)} (private ${mib(held.privateBytes)})`;
 }
 
+/** `server; daemon` in MiB, the daemon's left out where the path has none (NaN or undefined). */
+function serverAndDaemon(server: number, daemon: number | undefined): string {
+  return `${mib(server)}${daemon !== undefined && Number.isFinite(daemon) ? `; ${mib(daemon)}` : ''}`;
+}
+
 function mib(bytes: number): string {
   return Number.isFinite(bytes) ? (bytes / MIB).toFixed(0) : 'n/a';
 }
@@ -426,22 +431,21 @@ export function mcpTable(result: SuiteResult): string {
       startupRow(
         'idle RSS soon after start (MiB): server; separate daemon',
         (v) =>
-          `${mib(median(v.idleServerRssBytes))}${Number.isFinite(v.idleDaemonRssBytes) ? `; ${mib(v.idleDaemonRssBytes)}` : ''} (${seconds(v.idleAfterMs)})`,
+          `${serverAndDaemon(median(v.idleServerRssBytes), v.idleDaemonRssBytes)} (${seconds(v.idleAfterMs)})`,
       ),
       startupRow(
         'idle private memory soon after start, RssAnon (MiB): server; separate daemon',
-        (v) =>
-          `${mib(median(v.idleServerPrivateBytes))}${Number.isFinite(v.idleDaemonPrivateBytes) ? `; ${mib(v.idleDaemonPrivateBytes)}` : ''}`,
+        (v) => serverAndDaemon(median(v.idleServerPrivateBytes), v.idleDaemonPrivateBytes),
       ),
       startupRow('idle RSS settled (MiB): server; separate daemon', (v) =>
         v.settled === undefined
           ? 'n/a'
-          : `${mib(v.settled.server.rssBytes)}${v.settled.daemon === undefined ? '' : `; ${mib(v.settled.daemon.rssBytes)}`} (${seconds(v.settled.afterMs)})`,
+          : `${serverAndDaemon(v.settled.server.rssBytes, v.settled.daemon?.rssBytes)} (${seconds(v.settled.afterMs)})`,
       ),
       startupRow('idle private memory settled, RssAnon (MiB): server; separate daemon', (v) =>
         v.settled === undefined
           ? 'n/a'
-          : `${mib(v.settled.server.privateBytes)}${v.settled.daemon === undefined ? '' : `; ${mib(v.settled.daemon.privateBytes)}`}`,
+          : serverAndDaemon(v.settled.server.privateBytes, v.settled.daemon?.privateBytes),
       ),
     );
   }
