@@ -304,8 +304,9 @@ function idleFigures(held: IdleMemory, soon: IdleMemory, startup: McpStartupResu
     : `${figure(held)} after ${seconds(startup.settled.afterMs)}; ${soonText}`;
 }
 
+/** Whole seconds as they are, others to a tenth (`--quick`'s 1,500 ms is 1.5 s, not 2). */
 function seconds(ms: number): string {
-  return `${(ms / 1000).toFixed(ms < 1000 ? 1 : 0)} s`;
+  return `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
 }
 
 /** value / base, two decimals. */
