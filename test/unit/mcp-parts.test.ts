@@ -3,7 +3,11 @@
  * about pings, the label table of a session, and the tools' answers.
  */
 
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import type { NotificationHandler } from '../../src/gateway-client/gateway-client.js';
 import {
@@ -13,7 +17,7 @@ import {
   pingRecordOf,
 } from '../../src/mcp/forward.js';
 import { sdkStreams } from '../../src/mcp/http-sessions.js';
-import { getAnswer, listAnswer, watchResult } from '../../src/mcp/mcp-server.js';
+import { getAnswer, listAnswer, progressSender, watchResult } from '../../src/mcp/mcp-server.js';
 import type { McpProgressNotification } from '../../src/mcp/progress-sends.js';
 import { requestChannelOf } from '../../src/mcp/relay.js';
 import { statusMessageOf } from '../../src/mcp/relay-task.js';
@@ -307,5 +311,80 @@ describe("/mcp's direct progress sends", () => {
   it("find the SDK transport's SSE streams where the pinned SDK keeps them (else every send pays its checks)", () => {
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => 'id' });
     expect(sdkStreams(transport)).toBeDefined();
+  });
+});
+
+describe('progressSender', () => {
+  /** A server on one end of the SDK's in-memory pair; what reaches the other end, and each send's options. */
+  async function connected() {
+    const server = new McpServer({ name: 'test', version: '0' });
+    const [serverEnd, clientEnd] = InMemoryTransport.createLinkedPair();
+    const received: JSONRPCMessage[] = [];
+    const options: Array<TransportSendOptions | undefined> = [];
+    clientEnd.onmessage = (message) => received.push(message);
+    await clientEnd.start();
+    const send = serverEnd.send.bind(serverEnd);
+    serverEnd.send = (message, sendOptions) => {
+      options.push(sendOptions);
+      return send(message, sendOptions);
+    };
+    await server.connect(serverEnd);
+    return { server, received, options };
+  }
+
+  const update = (progress: number): McpProgressNotification => ({
+    method: PROGRESS_METHOD,
+    params: { progressToken: 'call', progress },
+  });
+
+  /** The parts of the SDK's handler extra that progressSender reads. */
+  function extraOf(fields: { signal?: AbortSignal; taskId?: string }) {
+    const viaSdk: unknown[] = [];
+    const extra = {
+      requestId: 7,
+      signal: fields.signal ?? new AbortController().signal,
+      taskId: fields.taskId,
+      sendNotification: async (notification: unknown) => {
+        viaSdk.push(notification);
+      },
+    };
+    return { extra: extra as unknown as Parameters<typeof progressSender>[1], viaSdk };
+  }
+
+  it('sends each update as a JSON-RPC notification tied to its request, as the SDK would', async () => {
+    const { server, received, options } = await connected();
+    const send = progressSender(server, extraOf({}).extra);
+    await send(update(1));
+    await send(update(2));
+    expect(received).toEqual([
+      { jsonrpc: '2.0', ...update(1) },
+      { jsonrpc: '2.0', ...update(2) },
+    ]);
+    expect(options).toEqual([{ relatedRequestId: 7 }, { relatedRequestId: 7 }]);
+  });
+
+  it('sends nothing once the request is cancelled, and says so by resolving', async () => {
+    const { server, received } = await connected();
+    const cancel = new AbortController();
+    const send = progressSender(server, extraOf({ signal: cancel.signal }).extra);
+    await send(update(1));
+    cancel.abort();
+    await expect(send(update(2))).resolves.toBeUndefined();
+    expect(received).toEqual([{ jsonrpc: '2.0', ...update(1) }]);
+  });
+
+  it("leaves a task's request to the SDK, which queues its notifications for tasks/result", async () => {
+    const { server, received } = await connected();
+    const { extra, viaSdk } = extraOf({ taskId: 'task-1' });
+    await progressSender(server, extra)(update(1));
+    expect(viaSdk).toEqual([update(1)]);
+    expect(received).toEqual([]);
+  });
+
+  it('rejects, as the SDK does, on a server that is not connected', async () => {
+    const server = new McpServer({ name: 'test', version: '0' });
+    await expect(progressSender(server, extraOf({}).extra)(update(1))).rejects.toThrow(
+      'Not connected',
+    );
   });
 });
