@@ -21,7 +21,7 @@
  * With --before DIR the bridge's own paths also run from that build, as `<path>@before`.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, watch } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -375,7 +375,8 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
     else if (path !== 'relay' && daemon?.workers.kind === 'unix')
       workerSocket = daemon.workers.path;
     else if (path === 'embedded') {
-      // connect-or-embed runs before the server answers initialize: daemon.json is there now.
+      // The embedded daemon starts beside initialize: the worker connects once it is up.
+      await daemonInfoWritten(runtimeDir);
       workerSocket = daemonEndpoints(runtimeDir).socket;
     }
     return {
@@ -440,6 +441,28 @@ async function startHttpFloor(
     await stop();
     throw error;
   }
+}
+
+/** Settles once the daemon of `runtimeDir` has written its daemon.json (it writes it once it serves). */
+async function daemonInfoWritten(runtimeDir: string, timeoutMs = 10_000): Promise<void> {
+  const infoPath = join(runtimeDir, 'daemon.json');
+  await new Promise<void>((resolve, reject) => {
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      watcher.close();
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const timer = setTimeout(
+      () => done(new Error(`the daemon wrote no ${infoPath} within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const watcher = watch(runtimeDir, () => {
+      if (existsSync(infoPath)) done();
+    });
+    // Written before the watch began.
+    if (existsSync(infoPath)) done();
+  });
 }
 
 function daemonEndpoints(runtimeDir: string): { socket: string; url: string; secret: string } {

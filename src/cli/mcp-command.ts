@@ -70,9 +70,10 @@ Started in a terminal, it says so on stderr once: it reads JSON-RPC only.
 
 It uses the running daemon of the runtime directory (connecting at the
 first tool call, so that a host's start-up does not wait for it), or, when
-none runs, starts one inside this process before answering (same runtime
-directory, socket and daemon.json), so that this one line is the whole
-set-up. When the daemon it uses goes away (another \`mcp\` that embedded it
+none runs, starts one inside this process right after it has answered the
+host's initialize (same runtime directory, socket and daemon.json; tool
+calls wait for it, and if it cannot start, each call says why and tries
+again), so that this one line is the whole set-up. When the daemon it uses goes away (another \`mcp\` that embedded it
 exits), the next call connects again or starts one here. Workers publish
 to it as usual. stdout carries MCP messages only; logs go to stderr.
 
@@ -110,11 +111,13 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   };
   // A live daemon named in daemon.json is connected to at the first tool call, not before
   // initialize: connecting (ws, the handshake) cost a host's start-up about 80 ms and the idle
-  // process 9 MiB. With none, one is embedded now, so that workers find its socket at once.
+  // process 9 MiB. With none, one is embedded now, beside initialize rather than before it: the
+  // host's start-up no longer waits for it (about 50 ms), tool calls do, and workers find its
+  // socket a few tens of ms after the start (the Node and Python clients retry until then).
   // Connect-or-embed runs again whenever the daemon in use goes away (the `mcp` process that
   // embedded it exited): this process then uses the next daemon, or embeds one itself.
-  const initial = (await liveDaemonNamed(runtimeDir)) ? undefined : await establish(false);
-  const source: RecoveringProgressSource = new RecoveringProgressSource(initial, () => {
+  const liveDaemon = await liveDaemonNamed(runtimeDir);
+  const source: RecoveringProgressSource = new RecoveringProgressSource(undefined, () => {
     log.info(
       source.established
         ? `the daemon of ${runtimeDir} went away: connecting again, or starting one`
@@ -122,6 +125,17 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
     );
     return establish();
   });
+  if (!liveDaemon) {
+    // In the check phase, after the poll phase has read stdin: an initialize already waiting there
+    // is answered first. Tool calls wait for the daemon.
+    setImmediate(() => {
+      source
+        .establishNow(() => establish(false))
+        .catch((error: Error) =>
+          log.warn(`could not start a daemon (${error.message}): the first tool call tries again`),
+        );
+    });
+  }
   const serverOptions = { source, defaultMinIntervalMs: minIntervalMs };
   const ended = await serveStdio(createProgressMcpServer(serverOptions), async () =>
     (await import('../mcp/modern-server.js')).createModernProgressMcpServer(serverOptions),

@@ -238,12 +238,20 @@ export class RecoveringProgressSource implements ProgressSource {
     await Promise.all(all.map((source) => source.close().catch(() => {})));
   }
 
-  #source(): Promise<ProgressSource> {
+  /**
+   * Starts establishing the source now, with `first` instead of the establish function: calls
+   * wait for it. If it fails, the next call establishes one; the failure is returned for the log.
+   */
+  establishNow(first: () => Promise<ProgressSource>): Promise<void> {
+    return this.#source(first).then(() => {});
+  }
+
+  #source(establish = this.#establish): Promise<ProgressSource> {
     if (this.#current !== undefined) return Promise.resolve(this.#current);
     if (this.#closed) {
       return Promise.reject(new BridgeError('closed', 'the progress source was closed'));
     }
-    this.#starting ??= this.#establish()
+    this.#starting ??= establish()
       .then((fresh) => {
         this.#current = fresh;
         return fresh;

@@ -3,7 +3,7 @@
  * over stdio; separate worker processes publish to the daemon. The watch scenario, for every
  * client and transport, is in mcp-transports.test.ts.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -55,8 +55,9 @@ describe('mcp-progress mcp over stdio', () => {
   it('starts an embedded daemon when none runs, and stops it when the host goes away', async () => {
     const runtimeDir = tempDir();
     const mcp = await connectStdio(['--runtime-dir', runtimeDir]);
+    // Started beside initialize, with no tool call: workers can connect before the first one.
+    await embeddedDaemonUp(runtimeDir);
     const info = join(runtimeDir, 'daemon.json');
-    expect(existsSync(info)).toBe(true);
     const tools = await mcp.client.listTools();
     expect(tools.tools.map((t) => t.name).sort()).toEqual([
       'get_progress',
@@ -135,6 +136,34 @@ describe('mcp-progress mcp over stdio', () => {
     }
   });
 
+  it('with a runtime directory it cannot make, answers initialize, says why on stderr and in each tool call, and embeds once it can', async () => {
+    const parent = tempDir();
+    // A file where the runtime directory's parent should be: mkdir fails with ENOTDIR.
+    const blocker = join(parent, 'not-a-dir');
+    writeFileSync(blocker, '');
+    const runtimeDir = join(blocker, 'rt');
+    const mcp = await connectStdio(['--runtime-dir', runtimeDir]);
+    expect((await mcp.client.listTools()).tools).toHaveLength(3);
+    await eventually(
+      () => (mcp.stderr().includes('could not start a daemon') ? true : undefined),
+      10_000,
+      'the warning on stderr',
+    );
+    expect(mcp.stderr()).toContain(`cannot create the runtime directory ${runtimeDir}`);
+    for (let call = 0; call < 2; call++) {
+      const listed = await mcp.client.callTool({ name: 'list_progress', arguments: {} });
+      expect(listed.isError).toBe(true);
+      expect(textOf(listed)).toContain(`cannot create the runtime directory ${runtimeDir}`);
+    }
+    // The obstacle gone, the next call embeds a daemon.
+    rmSync(blocker);
+    mkdirSync(blocker, { mode: 0o700 });
+    const listed = await mcp.client.callTool({ name: 'list_progress', arguments: {} });
+    expect(listed.isError, textOf(listed)).toBeFalsy();
+    expect((await readDaemonInfo(runtimeDir)).pid).toBe(mcp.transport.pid);
+    await mcp.close();
+  });
+
   it('embeds a daemon when daemon.json is corrupt, instead of failing', async () => {
     const runtimeDir = tempDir();
     const info = join(runtimeDir, 'daemon.json');
@@ -156,6 +185,7 @@ describe('mcp-progress mcp over stdio', () => {
     const runtimeDir = tempDir();
     const a = await connectStdio(['--runtime-dir', runtimeDir]);
     const aPid = a.transport.pid;
+    await embeddedDaemonUp(runtimeDir);
     expect((await readDaemonInfo(runtimeDir)).pid).toBe(aPid);
     const b = await connectStdio(['--runtime-dir', runtimeDir]);
     // B uses A's embedded daemon.
@@ -188,3 +218,9 @@ describe('mcp-progress mcp over stdio', () => {
     await b.close();
   });
 });
+
+/** Settles once the daemon an `mcp` embeds (beside initialize) has written daemon.json. */
+function embeddedDaemonUp(runtimeDir: string): Promise<true> {
+  const info = join(runtimeDir, 'daemon.json');
+  return eventually(() => (existsSync(info) ? true : undefined), 10_000, 'the embedded daemon');
+}
