@@ -202,7 +202,10 @@ export function progressSender(server: McpServer, extra: Extra): SendProgress {
   return (notification) => {
     if (extra.signal.aborted) return NOTHING_SENT;
     const transport = server.server.transport;
-    if (transport === undefined) return Promise.reject(new Error('Not connected'));
+    if (transport === undefined)
+      return Promise.reject(
+        new BridgeError('closed', 'the MCP session is not connected: its transport closed'),
+      );
     return transport.send(
       { jsonrpc: '2.0', method: notification.method, params: notification.params },
       options,

@@ -383,8 +383,9 @@ describe('progressSender', () => {
 
   it('rejects, as the SDK does, on a server that is not connected', async () => {
     const server = new McpServer({ name: 'test', version: '0' });
-    await expect(progressSender(server, extraOf({}).extra)(update(1))).rejects.toThrow(
-      'Not connected',
-    );
+    await expect(progressSender(server, extraOf({}).extra)(update(1))).rejects.toMatchObject({
+      code: 'closed',
+      message: expect.stringContaining('not connected'),
+    });
   });
 });
