@@ -73,9 +73,10 @@ first tool call, so that a host's start-up does not wait for it), or, when
 none runs, starts one inside this process right after it has answered the
 host's initialize (same runtime directory, socket and daemon.json; tool
 calls wait for it, and if it cannot start, each call says why and tries
-again), so that this one line is the whole set-up. When the daemon it uses goes away (another \`mcp\` that embedded it
-exits), the next call connects again or starts one here. Workers publish
-to it as usual. stdout carries MCP messages only; logs go to stderr.
+again), so that this one line is the whole set-up. When the daemon it uses
+goes away (another \`mcp\` that embedded it exits), the next call connects
+again or starts one here. Workers publish to it as usual. stdout carries
+MCP messages only; logs go to stderr.
 
 Tools:
   watch_progress {progressToken, timeoutMs?, minIntervalMs?}
@@ -112,7 +113,7 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   // A live daemon named in daemon.json is connected to at the first tool call, not before
   // initialize: connecting (ws, the handshake) cost a host's start-up about 80 ms and the idle
   // process 9 MiB. With none, one is embedded now, beside initialize rather than before it: the
-  // host's start-up no longer waits for it (about 50 ms), tool calls do, and workers find its
+  // host's start-up no longer waits for it (about 40 ms), tool calls do, and workers find its
   // socket a few tens of ms after the start (the Node and Python clients retry until then).
   // Connect-or-embed runs again whenever the daemon in use goes away (the `mcp` process that
   // embedded it exited): this process then uses the next daemon, or embeds one itself.
