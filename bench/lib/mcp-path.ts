@@ -21,7 +21,7 @@
  * With --before DIR the bridge's own paths also run from that build, as `<path>@before`.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, watch } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +37,8 @@ import { type ProcSample, sampleProcess, sleep } from './proc.ts';
 import { type LatencySummary, median } from './stats.ts';
 import {
   BIN,
+  type DaemonEndpoints,
+  pollUntil,
   ROOT,
   type RunningSystem,
   removeScratch,
@@ -444,35 +446,18 @@ async function startHttpFloor(
 }
 
 /** Settles once the daemon of `runtimeDir` has written its daemon.json (it writes it once it serves). */
-async function daemonInfoWritten(runtimeDir: string, timeoutMs = 10_000): Promise<void> {
+function daemonInfoWritten(runtimeDir: string, timeoutMs = 10_000): Promise<void> {
   const infoPath = join(runtimeDir, 'daemon.json');
-  await new Promise<void>((resolve, reject) => {
-    const done = (error?: Error) => {
-      clearTimeout(timer);
-      watcher.close();
-      if (error === undefined) resolve();
-      else reject(error);
-    };
-    const timer = setTimeout(
-      () => done(new Error(`the daemon wrote no ${infoPath} within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    const watcher = watch(runtimeDir, () => {
-      if (existsSync(infoPath)) done();
-    });
-    // Written before the watch began.
-    if (existsSync(infoPath)) done();
+  return pollUntil(() => existsSync(infoPath), {
+    timedOut: () => `the daemon wrote no ${infoPath} within ${timeoutMs} ms`,
+    timeoutMs,
   });
 }
 
-function daemonEndpoints(runtimeDir: string): { socket: string; url: string; secret: string } {
+function daemonEndpoints(runtimeDir: string): DaemonEndpoints {
   const infoPath = join(runtimeDir, 'daemon.json');
   if (!existsSync(infoPath)) throw new Error(`the daemon wrote no ${infoPath}`);
-  return JSON.parse(readFileSync(infoPath, 'utf8')) as {
-    socket: string;
-    url: string;
-    secret: string;
-  };
+  return JSON.parse(readFileSync(infoPath, 'utf8')) as DaemonEndpoints;
 }
 
 function idleMemory(pid: number): IdleMemory {

@@ -154,18 +154,39 @@ export function spawnServer(
 }
 
 /** Polls until `ready` holds; fails, naming `label` with its stderr, if it exits or 20 s pass. */
-export async function untilReady(
+export function untilReady(
   server: ServerProcess,
   label: string,
   ready: () => boolean | Promise<boolean>,
   everyMs = 20,
 ): Promise<void> {
-  const deadline = Date.now() + 20_000;
+  return pollUntil(ready, {
+    failed: () =>
+      server.child.exitCode === null ? undefined : `${label} exited at start: ${server.stderr()}`,
+    timedOut: () => `${label} did not start: ${server.stderr()}`,
+    everyMs,
+  });
+}
+
+/**
+ * Polls every `everyMs` until `ready` holds; fails with what `failed` says as soon as it says
+ * something, or with `timedOut()` once `timeoutMs` have passed.
+ */
+export async function pollUntil(
+  ready: () => boolean | Promise<boolean>,
+  options: {
+    timedOut: () => string;
+    failed?: () => string | undefined;
+    timeoutMs?: number;
+    everyMs?: number;
+  },
+): Promise<void> {
+  const deadline = Date.now() + (options.timeoutMs ?? 20_000);
   while (!(await ready())) {
-    if (server.child.exitCode !== null)
-      throw new Error(`${label} exited at start: ${server.stderr()}`);
-    if (Date.now() > deadline) throw new Error(`${label} did not start: ${server.stderr()}`);
-    await sleep(everyMs);
+    const failure = options.failed?.();
+    if (failure !== undefined) throw new Error(failure);
+    if (Date.now() > deadline) throw new Error(options.timedOut());
+    await sleep(options.everyMs ?? 20);
   }
 }
 
