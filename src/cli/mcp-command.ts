@@ -118,7 +118,7 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   // Connect-or-embed runs again whenever the daemon in use goes away (the `mcp` process that
   // embedded it exited): this process then uses the next daemon, or embeds one itself.
   const liveDaemon = await liveDaemonNamed(runtimeDir);
-  const source: RecoveringProgressSource = new RecoveringProgressSource(undefined, () => {
+  const source: RecoveringProgressSource = new RecoveringProgressSource(() => {
     log.info(
       source.established
         ? `the daemon of ${runtimeDir} went away: connecting again, or starting one`

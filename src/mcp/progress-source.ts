@@ -172,7 +172,7 @@ function isLoss(error: unknown): boolean {
  */
 export class RecoveringProgressSource implements ProgressSource {
   readonly #establish: () => Promise<ProgressSource>;
-  /** Undefined until the first call established one (`initial` undefined: established lazily). */
+  /** Undefined until establishNow or the first call established one. */
   #current: ProgressSource | undefined;
   /** The first establish while it runs; a failed one is tried again at the next call. */
   #starting: Promise<ProgressSource> | undefined;
@@ -180,13 +180,12 @@ export class RecoveringProgressSource implements ProgressSource {
   #recovering: Promise<ProgressSource> | undefined;
   #closed = false;
 
-  /** Without `initial`, the first call establishes the source (nothing is connected before). */
-  constructor(initial: ProgressSource | undefined, establish: () => Promise<ProgressSource>) {
-    this.#current = initial;
+  /** Nothing is connected before establishNow or the first call, which establishes the source. */
+  constructor(establish: () => Promise<ProgressSource>) {
     this.#establish = establish;
   }
 
-  /** Whether a source was established (by the constructor or a call). */
+  /** Whether a source was established (by establishNow or a call). */
   get established(): boolean {
     return this.#current !== undefined;
   }
