@@ -54,10 +54,11 @@ async function tapped(transport: Transport, stderr: () => string): Promise<Tappe
 export async function connectStdio(
   args: string[],
   env: Record<string, string> = {},
+  nodeArgs: string[] = [],
 ): Promise<TappedClient & { transport: StdioClientTransport }> {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [BIN, 'mcp', ...args],
+    args: [...nodeArgs, BIN, 'mcp', ...args],
     env: { ...(process.env as Record<string, string>), MCP_PROGRESS_SOCKET: '', ...env },
     stderr: 'pipe',
   });
