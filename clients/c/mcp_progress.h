@@ -20,9 +20,13 @@
  *     mcp_progress_close(&p);
  *
  * Every function returns 0 on success and -1 on failure, with a message in p.error. A worker
- * without a daemon keeps working: its updates fail, and it may ignore that. Progress must
- * increase (MCP requires it); the daemon refuses a value that does not. Not thread-safe: use
- * one mcp_progress per thread, or a lock around each call.
+ * without a daemon keeps working: its updates fail, and it may ignore that. The daemon may start
+ * after the worker, or restart under it: when open could not connect, or the daemon went away,
+ * each later call connects again first (waits of 50 ms doubling to 2 s between tries, as the
+ * Node and Python clients), claims the token again if it was claimed, and goes on; poll waits
+ * for the daemon up to its timeout, and done up to its own (250 ms when it never connected).
+ * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
+ * thread-safe: use one mcp_progress per thread, or a lock around each call.
  */
 #ifndef MCP_PROGRESS_H
 #define MCP_PROGRESS_H
@@ -48,9 +52,20 @@ typedef struct mcp_progress {
   void *cancel_user;
   size_t inbox_used;
   char inbox[8192];
+  /* Kept for connecting again: where the daemon listens, and what this worker said to it. */
+  char socket_path[1100];
+  int claimed;
+  int ever_connected;
+  int closed;
+  int attempts;
+  long retry_at;
 } mcp_progress;
 
-/* Connects to socket_path (NULL: $MCP_PROGRESS_SOCKET) for token (NULL: $MCP_PROGRESS_TOKEN). */
+/*
+ * Connects to socket_path (NULL: $MCP_PROGRESS_SOCKET) for token (NULL: $MCP_PROGRESS_TOKEN).
+ * -1 with no token or no socket (p is of no use then), or when the daemon cannot be reached now
+ * (p stays usable: later calls connect again).
+ */
 int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *token);
 /* Calls fn(user, reason) once when the job is cancelled from the MCP side (reason may be ""). */
 void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *user);
@@ -131,21 +146,128 @@ static long mcpp_now_ms(void) {
 #endif
 }
 
+static void mcpp_sleep_ms(long ms) {
+  if (ms <= 0) return;
+#ifdef _WIN32
+  Sleep((DWORD)ms);
+#else
+  poll(NULL, 0, (int)ms);
+#endif
+}
+
+/* Reconnect waits (src/shared/defaults.ts RECONNECT_BACKOFF): 50 ms doubling to 2 s, of which a
+ * random half is taken off, so that the workers a daemon restart drops do not all come back at
+ * once. A done waits this long for a daemon when the worker never reached one. */
+#define MCPP_BACKOFF_FIRST_MS 50
+#define MCPP_BACKOFF_MAX_MS 2000
+#define MCPP_NEVER_CONNECTED_GRACE_MS 250
+
+static long mcpp_backoff_ms(int attempt) {
+  static unsigned long state = 0;
+  long step = MCPP_BACKOFF_FIRST_MS;
+  for (int i = 0; i < attempt && step < MCPP_BACKOFF_MAX_MS; i++) step *= 2;
+  if (step > MCPP_BACKOFF_MAX_MS) step = MCPP_BACKOFF_MAX_MS;
+  if (state == 0) { /* Seeded per process: workers started together draw different waits. */
+#ifdef _WIN32
+    state = (unsigned long)GetCurrentProcessId() * 2654435761UL ^ (unsigned long)GetTickCount();
+#else
+    state = (unsigned long)getpid() * 2654435761UL ^ (unsigned long)mcpp_now_ms();
+#endif
+    state |= 1;
+  }
+  state = state * 1103515245UL + 12345UL;
+  return step / 2 + (long)((state >> 8) % (unsigned long)(step / 2 + 1));
+}
+
+static void mcpp_disconnect(mcp_progress *p) {
+#ifdef _WIN32
+  if (p->pipe != NULL) CloseHandle((HANDLE)p->pipe);
+  p->pipe = NULL;
+#else
+  if (p->fd >= 0) close(p->fd);
+  p->fd = -1;
+#endif
+  p->connected = 0;
+  p->inbox_used = 0;
+}
+
+/* One try at the daemon's socket (or pipe); on failure the next waits its turn (mcpp_ensure). */
+static int mcpp_connect(mcp_progress *p) {
+  const char *path = p->socket_path;
+#ifdef _WIN32
+  for (int attempt = 0;; attempt++) {
+    HANDLE pipe = CreateFileA(path, GENERIC_READ | GENERIC_WRITE, 0, NULL, OPEN_EXISTING, 0, NULL);
+    if (pipe != INVALID_HANDLE_VALUE) {
+      p->pipe = pipe;
+      break;
+    }
+    if (GetLastError() != ERROR_PIPE_BUSY || attempt == 3)
+      return mcpp_fail(p, "cannot open the daemon's pipe %s (error %lu): is the daemon running? (later calls try again)", path, (unsigned long)GetLastError());
+    WaitNamedPipeA(path, 2000);
+  }
+#else
+  struct sockaddr_un address;
+  memset(&address, 0, sizeof address);
+  address.sun_family = AF_UNIX;
+  strcpy(address.sun_path, path); /* Its length was checked by open. */
+  p->fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (p->fd < 0) return mcpp_fail(p, "socket: %s", strerror(errno));
+  if (connect(p->fd, (struct sockaddr *)&address, sizeof address) != 0) {
+    int error = errno;
+    close(p->fd);
+    p->fd = -1;
+    return mcpp_fail(p, "cannot connect to the daemon on %s: %s: is the daemon running? (later calls try again)", path, strerror(error));
+  }
+#endif
+  p->connected = 1;
+  p->ever_connected = 1;
+  p->attempts = 0;
+  p->inbox_used = 0;
+  return 0;
+}
+
+static int mcpp_send(mcp_progress *p, const char *type, const char *fields);
+
+/*
+ * Connected, or connects now when its wait is over (or `at_once`), and claims the token again if
+ * this worker had: a restarted daemon knows nothing of the connection before.
+ */
+static int mcpp_ensure(mcp_progress *p, int at_once) {
+  if (p->connected) return 0;
+  if (p->closed) return mcpp_fail(p, "mcp_progress_close was called");
+  if (p->socket_path[0] == 0) return -1; /* open failed for want of a token or a socket: p.error says which */
+  long now = mcpp_now_ms();
+  if (!at_once && now < p->retry_at)
+    return mcpp_fail(p, "not connected to the daemon on %s (tries again in %ld ms)", p->socket_path, p->retry_at - now);
+  if (mcpp_connect(p) != 0) {
+    p->retry_at = mcpp_now_ms() + mcpp_backoff_ms(p->attempts++);
+    return -1;
+  }
+  return p->claimed ? mcpp_send(p, "claim", "") : 0;
+}
+
+/* The daemon went away: the next call may try at once (it may be back), then backs off. */
+static int mcpp_lost(mcp_progress *p, const char *why) {
+  mcpp_disconnect(p);
+  p->retry_at = 0;
+  return mcpp_fail(p, "lost the daemon: %s", why);
+}
+
 static int mcpp_write_all(mcp_progress *p, const char *bytes, size_t length) {
-  if (!p->connected) return mcpp_fail(p, "not connected to the daemon");
+  if (mcpp_ensure(p, 0) != 0) return -1;
   while (length > 0) {
 #ifdef _WIN32
     DWORD written = 0;
     if (!WriteFile((HANDLE)p->pipe, bytes, (DWORD)length, &written, NULL)) {
-      p->connected = 0;
-      return mcpp_fail(p, "lost the daemon (WriteFile error %lu)", (unsigned long)GetLastError());
+      char why[64];
+      snprintf(why, sizeof why, "WriteFile error %lu", (unsigned long)GetLastError());
+      return mcpp_lost(p, why);
     }
 #else
     ssize_t written = send(p->fd, bytes, length, MSG_NOSIGNAL);
     if (written < 0) {
       if (errno == EINTR) continue;
-      p->connected = 0;
-      return mcpp_fail(p, "lost the daemon: %s", strerror(errno));
+      return mcpp_lost(p, strerror(errno));
     }
 #endif
     bytes += written;
@@ -240,7 +362,7 @@ static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
 #ifdef _WIN32
     DWORD available = 0;
     if (!PeekNamedPipe((HANDLE)p->pipe, NULL, 0, NULL, &available, NULL)) {
-      p->connected = 0;
+      mcpp_lost(p, "its pipe closed");
       return 0;
     }
     if (available == 0) {
@@ -251,7 +373,7 @@ static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
     DWORD got = 0;
     DWORD room = (DWORD)(sizeof p->inbox - 1 - p->inbox_used);
     if (!ReadFile((HANDLE)p->pipe, p->inbox + p->inbox_used, available < room ? available : room, &got, NULL) || got == 0) {
-      p->connected = 0;
+      mcpp_lost(p, "its pipe closed");
       return 0;
     }
 #else
@@ -262,7 +384,7 @@ static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
     ssize_t got = recv(p->fd, p->inbox + p->inbox_used, sizeof p->inbox - 1 - p->inbox_used, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      p->connected = 0;
+      mcpp_lost(p, got == 0 ? "it closed the connection" : strerror(errno));
       return 0;
     }
 #endif
@@ -285,32 +407,16 @@ int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *toke
   if (socket_path == NULL || *socket_path == 0)
     return mcpp_fail(p, "no socket: set MCP_PROGRESS_SOCKET (mcp-progress run and relayProgress do)");
 #ifdef _WIN32
-  for (int attempt = 0;; attempt++) {
-    HANDLE pipe = CreateFileA(socket_path, GENERIC_READ | GENERIC_WRITE, 0, NULL, OPEN_EXISTING, 0, NULL);
-    if (pipe != INVALID_HANDLE_VALUE) {
-      p->pipe = pipe;
-      break;
-    }
-    if (GetLastError() != ERROR_PIPE_BUSY || attempt == 3)
-      return mcpp_fail(p, "cannot open the daemon's pipe %s (error %lu): is the daemon running?", socket_path, (unsigned long)GetLastError());
-    WaitNamedPipeA(socket_path, 2000);
-  }
+  if (strlen(socket_path) >= sizeof p->socket_path) return mcpp_fail(p, "the pipe name %s is too long", socket_path);
 #else
-  struct sockaddr_un address;
-  memset(&address, 0, sizeof address);
-  address.sun_family = AF_UNIX;
-  if (strlen(socket_path) >= sizeof address.sun_path) return mcpp_fail(p, "the socket path %s is too long", socket_path);
-  strcpy(address.sun_path, socket_path);
-  p->fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  if (p->fd < 0) return mcpp_fail(p, "socket: %s", strerror(errno));
-  if (connect(p->fd, (struct sockaddr *)&address, sizeof address) != 0) {
-    int error = errno;
-    close(p->fd);
-    p->fd = -1;
-    return mcpp_fail(p, "cannot connect to the daemon on %s: %s: is the daemon running?", socket_path, strerror(error));
-  }
+  if (strlen(socket_path) >= sizeof((struct sockaddr_un *)0)->sun_path)
+    return mcpp_fail(p, "the socket path %s is too long", socket_path);
 #endif
-  p->connected = 1;
+  strcpy(p->socket_path, socket_path);
+  if (mcpp_connect(p) != 0) {
+    p->retry_at = mcpp_now_ms() + mcpp_backoff_ms(p->attempts++);
+    return -1;
+  }
   return 0;
 }
 
@@ -319,7 +425,12 @@ void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *us
   p->cancel_user = user;
 }
 
-int mcp_progress_claim(mcp_progress *p) { return mcpp_send(p, "claim", ""); }
+int mcp_progress_claim(mcp_progress *p) {
+  int was_connected = p->connected;
+  p->claimed = 1;
+  /* Not connected: connecting (now, or at a later call) sends the claim. */
+  return was_connected ? mcpp_send(p, "claim", "") : mcpp_ensure(p, 0);
+}
 
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message) {
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
@@ -346,28 +457,47 @@ int mcp_progress_done(mcp_progress *p, const char *status, const char *message, 
   }
   if (used < 0) return mcpp_fail(p, "the message is too long");
   snprintf(fields + used, sizeof fields - (size_t)used, ",\"seq\":%ld", seq);
-  if (mcpp_send(p, "done", fields) != 0) return -1;
-  int rejected = 0;
-  if (mcpp_read(p, timeout_ms, seq, &rejected) != 1)
-    return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
-  return rejected ? -1 : 0;
+  /* Sent again on each new connection until acked, up to the deadline: the daemon may be
+   * restarting. A worker that never reached a daemon does not wait long for one. */
+  long waited = p->ever_connected || timeout_ms < MCPP_NEVER_CONNECTED_GRACE_MS ? timeout_ms : MCPP_NEVER_CONNECTED_GRACE_MS;
+  long deadline = mcpp_now_ms() + waited;
+  for (int first = 1;; first = 0) {
+    if (mcpp_ensure(p, first) == 0 && mcpp_send(p, "done", fields) == 0) {
+      int rejected = 0;
+      long left = deadline - mcpp_now_ms();
+      if (mcpp_read(p, left > 0 ? (int)left : 0, seq, &rejected) == 1) return rejected ? -1 : 0;
+      if (p->connected) return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
+    }
+    long now = mcpp_now_ms();
+    if (p->closed || p->socket_path[0] == 0 || now >= deadline) break;
+    long wait = p->retry_at - now;
+    mcpp_sleep_ms(wait < deadline - now ? wait : deadline - now);
+  }
+  char why[sizeof p->error];
+  strcpy(why, p->error);
+  return mcpp_fail(p, "the done was not delivered within %ld ms: %s", waited, why);
 }
 
 int mcp_progress_poll(mcp_progress *p, int timeout_ms) {
-  int rejected = 0;
-  mcpp_read(p, timeout_ms, -1, &rejected);
-  return p->connected ? 0 : mcpp_fail(p, "lost the daemon");
+  long deadline = mcpp_now_ms() + timeout_ms;
+  for (;;) {
+    if (mcpp_ensure(p, 0) == 0) {
+      int rejected = 0;
+      long left = deadline - mcpp_now_ms();
+      mcpp_read(p, left > 0 ? (int)left : 0, -1, &rejected);
+      if (p->connected) return 0;
+    }
+    /* Not connected: waits for the next try at the daemon, within the timeout. */
+    long now = mcpp_now_ms();
+    if (p->closed || p->socket_path[0] == 0 || now >= deadline) return -1;
+    long wait = p->retry_at - now;
+    mcpp_sleep_ms(wait < deadline - now ? wait : deadline - now);
+  }
 }
 
 void mcp_progress_close(mcp_progress *p) {
-#ifdef _WIN32
-  if (p->pipe != NULL) CloseHandle((HANDLE)p->pipe);
-  p->pipe = NULL;
-#else
-  if (p->fd >= 0) close(p->fd);
-  p->fd = -1;
-#endif
-  p->connected = 0;
+  mcpp_disconnect(p);
+  p->closed = 1;
 }
 
 #endif /* MCP_PROGRESS_IMPLEMENTATION */

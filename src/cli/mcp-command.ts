@@ -114,7 +114,7 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
   // initialize: connecting (ws, the handshake) cost a host's start-up about 80 ms and the idle
   // process 9 MiB. With none, one is embedded now, beside initialize rather than before it: the
   // host's start-up no longer waits for it (about 40 ms), tool calls do, and workers find its
-  // socket a few tens of ms after the start (the Node and Python clients retry until then).
+  // socket a few tens of ms after the start (the Node, Python and C clients retry until then).
   // Connect-or-embed runs again whenever the daemon in use goes away (the `mcp` process that
   // embedded it exited): this process then uses the next daemon, or embeds one itself.
   const liveDaemon = await liveDaemonNamed(runtimeDir);

@@ -4,18 +4,25 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCWorker, cc } from '../helpers/c-client.js';
 import {
   cleanupAll,
   collectOutput,
+  eventually,
   type RunningDaemon,
   startDaemon,
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { connectGateway } from '../helpers/gateway.js';
-import { expectCancelReaches, expectEveryValueThenOneDone } from '../helpers/stepped-worker.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import {
+  expectCancelReaches,
+  expectEveryValueThenOneDone,
+  stepThrough,
+  waitForEvent,
+} from '../helpers/stepped-worker.js';
 
 describe.skipIf(cc.skip)('the C client on Linux', () => {
   let daemon: RunningDaemon;
@@ -56,6 +63,67 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     await expectCancelReaches(gateway, 'c-cancel', worker);
     expect(await waitForExit(child)).toBe(0);
     await gateway.close();
+  });
+
+  it('started before any daemon: says so, and claims and hears a cancel once one listens', async () => {
+    const runtimeDir = tempDir();
+    const steps = tempDir();
+    const child = spawn(program, ['cancel', '1', steps], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        MCP_PROGRESS_SOCKET: join(runtimeDir, 'bridge.sock'),
+        MCP_PROGRESS_TOKEN: 'c-early',
+      },
+    });
+    const worker = collectOutput(child);
+    expect(await waitForEvent(worker, 'ready')).toMatchObject({ connected: false });
+    expect(worker.stderr()).toContain('is the daemon running? (later calls try again)');
+    // Its claim and first value went nowhere; waiting for its next step, it connects, and claims.
+    const late = await startDaemon([], runtimeDir);
+    const gateway = await connectGateway(late.info);
+    await expectCancelReaches(gateway, 'c-early', worker);
+    expect(await waitForExit(child)).toBe(0);
+    await gateway.close();
+    expect(await late.stop()).toBe(0);
+  });
+
+  it('connects again to a daemon restarted under it: later values and the done reach the new one', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon([], runtimeDir);
+    const before = await connectGateway(first.info);
+    await before.request('progress/subscribe', { progressToken: 'c-restart', minIntervalMs: 0 });
+    const steps = tempDir();
+    const child = spawn(program, ['done', '3', steps], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        MCP_PROGRESS_SOCKET: first.info.socket,
+        MCP_PROGRESS_TOKEN: 'c-restart',
+      },
+    });
+    const worker = collectOutput(child);
+    const values = (gateway: GatewayClient) =>
+      gateway.notifications
+        .filter(
+          (n) => n.method === 'notifications/progress' && n.params.progressToken === 'c-restart',
+        )
+        .map((n) => n.params.progress);
+    await eventually(() => (values(before).includes(1) ? true : undefined), 60_000, 'value 1');
+    await before.close();
+    expect(await first.stop()).toBe(0);
+
+    const second = await startDaemon([], runtimeDir);
+    const after = await connectGateway(second.info);
+    await after.request('progress/subscribe', { progressToken: 'c-restart', minIntervalMs: 0 });
+    await stepThrough(steps, 3, (value) => value === 1 || values(after).includes(value));
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
+    expect(await waitForExit(child)).toBe(0);
+    expect(values(after)).toEqual([2, 3]);
+    // It saw the loss in poll, between its calls: no call of its failed.
+    expect(worker.stderr()).toBe('');
+    await after.close();
+    expect(await second.stop()).toBe(0);
   });
 
   it('says what is missing when there is no token', async () => {

@@ -9,11 +9,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import { buildCWorker, mingw } from '../helpers/c-client.js';
 import { BIN, cleanupAll, eventually, ROOT } from '../helpers/daemon.js';
-import { connectGateway } from '../helpers/gateway.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import {
   events,
   expectCancelReaches,
   expectEveryValueThenOneDone,
+  stepThrough,
   waitForEvent,
 } from '../helpers/stepped-worker.js';
 import {
@@ -259,6 +260,44 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
       gateway.notifications.filter((n) => n.method === 'notifications/progress/done')[0]?.params,
     ).toMatchObject({ progressToken: 'win-durable', status: 'ok' });
     await gateway.close();
+    expect(complaints(second)).toEqual([]);
+    second.process.child.kill('SIGKILL');
+  }, 240_000);
+
+  it('a mingw-built C worker connects again to a daemon started again on its pipe: later values and the done reach it', async () => {
+    const first = await startWindowsDaemon(join(work, 'runtime-c-restart'));
+    const before = await connectGateway(first.info);
+    await before.request('progress/subscribe', {
+      progressToken: 'win-c-restart',
+      minIntervalMs: 0,
+    });
+    const steps = join(work, 'steps-c-restart');
+    mkdirSync(steps, { recursive: true });
+    const worker = prefix.start(cWorkerExe, ['done', '3', winPath(steps)], {
+      MCP_PROGRESS_SOCKET: first.info.socket,
+      MCP_PROGRESS_TOKEN: 'win-c-restart',
+    });
+    const values = (gateway: GatewayClient) =>
+      gateway.notifications
+        .filter(
+          (n) =>
+            n.method === 'notifications/progress' && n.params.progressToken === 'win-c-restart',
+        )
+        .map((n) => n.params.progress);
+    await eventually(() => (values(before).includes(1) ? true : undefined), 60_000, 'value 1');
+    await before.close();
+    first.process.child.kill('SIGKILL');
+    await first.process.exited();
+
+    const second = await startWindowsDaemon(first.runtimeDir);
+    expect(second.info.socket).toBe(first.info.socket);
+    const after = await connectGateway(second.info);
+    await after.request('progress/subscribe', { progressToken: 'win-c-restart', minIntervalMs: 0 });
+    await stepThrough(steps, 3, (value) => value === 1 || values(after).includes(value));
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
+    await worker.exited();
+    expect(values(after)).toEqual([2, 3]);
+    await after.close();
     expect(complaints(second)).toEqual([]);
     second.process.child.kill('SIGKILL');
   }, 240_000);
