@@ -24,7 +24,8 @@
  * after the worker, or restart under it: when open could not connect, or the daemon went away,
  * each later call connects again first (waits of 50 ms doubling to 2 s between tries, as the
  * Node and Python clients), claims the token again if it was claimed, and goes on; poll waits
- * for the daemon up to its timeout, and done up to its own (250 ms when it never connected).
+ * for the daemon up to its timeout, and done up to its own (250 ms when it never connected);
+ * a done refused journal_failed (the daemon's disk is full) is sent again every 250 ms then.
  * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
  * thread-safe: use one mcp_progress per thread, or a lock around each call.
  */
@@ -59,6 +60,7 @@ typedef struct mcp_progress {
   int closed;
   int attempts;
   long retry_at;
+  char refused[64]; /* The code of the daemon's last refusal. */
 } mcp_progress;
 
 /*
@@ -161,6 +163,8 @@ static void mcpp_sleep_ms(long ms) {
 #define MCPP_BACKOFF_FIRST_MS 50
 #define MCPP_BACKOFF_MAX_MS 2000
 #define MCPP_NEVER_CONNECTED_GRACE_MS 250
+/* A done refused journal_failed was not applied: sent again after this long (JOURNAL_RETRY_MS). */
+#define MCPP_JOURNAL_RETRY_MS 250
 
 static long mcpp_backoff_ms(int attempt) {
   static unsigned long state = 0;
@@ -335,6 +339,7 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
     char code[64] = "", message[4200] = "";
     mcpp_field_string(frame, "code", code, sizeof code);
     mcpp_field_string(frame, "message", message, sizeof message);
+    memcpy(p->refused, code, sizeof code); /* The same size, and ended. */
     mcpp_fail(p, "the daemon refused a frame (%s): %s", code, message);
     *rejected = 1;
     return mcpp_field_integer(frame, "seq");
@@ -465,7 +470,12 @@ int mcp_progress_done(mcp_progress *p, const char *status, const char *message, 
     if (mcpp_ensure(p, first) == 0 && mcpp_send(p, "done", fields) == 0) {
       int rejected = 0;
       long left = deadline - mcpp_now_ms();
-      if (mcpp_read(p, left > 0 ? (int)left : 0, seq, &rejected) == 1) return rejected ? -1 : 0;
+      if (mcpp_read(p, left > 0 ? (int)left : 0, seq, &rejected) == 1) {
+        if (!rejected) return 0;
+        if (strcmp(p->refused, "journal_failed") != 0 || mcpp_now_ms() + MCPP_JOURNAL_RETRY_MS >= deadline) return -1;
+        mcpp_sleep_ms(MCPP_JOURNAL_RETRY_MS);
+        continue;
+      }
       if (p->connected) return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
     }
     long now = mcpp_now_ms();

@@ -24,6 +24,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectPublisher } from '../../src/client/index.js';
 import { doneJournalPath } from '../../src/daemon/done-journal.js';
 import type { DaemonStatus, StreamSummary } from '../../src/protocol/frames.js';
+import { buildCWorker, cc } from '../helpers/c-client.js';
 import {
   cleanupAll,
   collectOutput,
@@ -392,7 +393,10 @@ describe.skipIf(mountable.skip)(
     });
 
     /** Each client's done for `token` on `socket`, with a minute to be delivered; true when acked. */
-    const clientDones: Array<[string, (socket: string, token: string) => Promise<boolean>]> = [
+    let cWorkerProgram: string | undefined;
+    const clientDones: Array<
+      [string, (socket: string, token: string) => Promise<boolean>, string]
+    > = [
       [
         'Node',
         async (socket, token) => {
@@ -407,6 +411,7 @@ describe.skipIf(mountable.skip)(
           await publisher.close();
           return delivered;
         },
+        'finished',
       ],
       [
         'Python',
@@ -425,12 +430,29 @@ describe.skipIf(mountable.skip)(
           await waitForExit(child);
           return output.stdout().trim() === 'delivered';
         },
+        'finished',
+      ],
+      [
+        'C',
+        async (socket, token) => {
+          cc.require();
+          cWorkerProgram ??= buildCWorker('cc', tempDir());
+          // No values: it claims, then sends its done (10 s timeout) and says whether it was acked.
+          const child = spawn(cWorkerProgram, ['done', '0', tempDir()], {
+            stdio: ['ignore', 'pipe', 'pipe'],
+            env: { ...process.env, MCP_PROGRESS_SOCKET: socket, MCP_PROGRESS_TOKEN: token },
+          });
+          const output = collectOutput(child);
+          await waitForExit(child);
+          return output.stdout().includes('"event":"done","delivered":true');
+        },
+        'the result',
       ],
     ];
 
     it.each(clientDones)(
       'the %s client resends a done refused journal_failed until the journal takes it',
-      async (_client, sendDone) => {
+      async (_client, sendDone, message) => {
         const { mountPoint, runtimeDir } = smallFileSystem();
         const daemon = await startDaemon([], runtimeDir);
         const filler = fill(mountPoint);
@@ -441,10 +463,7 @@ describe.skipIf(mountable.skip)(
         );
         rmSync(filler);
         expect(await delivered).toBe(true);
-        expect(await get(daemon, 'client-job')).toMatchObject({
-          state: 'done',
-          message: 'finished',
-        });
+        expect(await get(daemon, 'client-job')).toMatchObject({ state: 'done', message });
         await daemon.stop();
       },
     );
