@@ -78,7 +78,15 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     });
     const worker = collectOutput(child);
     expect(await waitForEvent(worker, 'ready')).toMatchObject({ connected: false });
-    expect(worker.stderr()).toContain('is the daemon running? (later calls try again)');
+    // Written before "ready", but on another pipe: it may be read after it.
+    await eventually(
+      () =>
+        worker.stderr().includes('is the daemon running? (later calls try again)')
+          ? true
+          : undefined,
+      30_000,
+      'the worker to say why it is not connected',
+    );
     // Its claim and first value went nowhere; waiting for its next step, it connects, and claims.
     const late = await startDaemon([], runtimeDir);
     const gateway = await connectGateway(late.info);
