@@ -23,7 +23,8 @@
  * without a daemon keeps working: its updates fail, and it may ignore that. The daemon may start
  * after the worker, or restart under it: when open could not connect, or the daemon went away,
  * each later call connects again first (waits of 50 ms doubling to 2 s between tries, as the
- * Node and Python clients), claims the token again if it was claimed, and goes on; poll waits
+ * Node and Python clients), claims the token again if it was claimed, sends the newest update
+ * made meanwhile (it failed then, and was kept: not a backlog), and goes on; poll waits
  * for the daemon up to its timeout, and done up to its own (250 ms when it never connected);
  * a done refused journal_failed (the daemon's disk is full) is sent again every 250 ms then.
  * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
@@ -61,6 +62,7 @@ typedef struct mcp_progress {
   int attempts;
   long retry_at;
   char refused[64]; /* The code of the daemon's last refusal. */
+  char pending[8192]; /* The newest update made while not connected: sent first on connecting. */
 } mcp_progress;
 
 /*
@@ -247,7 +249,17 @@ static int mcpp_ensure(mcp_progress *p, int at_once) {
     p->retry_at = mcpp_now_ms() + mcpp_backoff_ms(p->attempts++);
     return -1;
   }
-  return p->claimed ? mcpp_send(p, "claim", "") : 0;
+  if (p->claimed && mcpp_send(p, "claim", "") != 0) return -1;
+  if (p->pending[0] != 0) {
+    char fields[sizeof p->pending];
+    strcpy(fields, p->pending);
+    p->pending[0] = 0;
+    if (mcpp_send(p, "progress", fields) != 0) {
+      if (!p->connected) strcpy(p->pending, fields);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* The daemon went away: the next call may try at once (it may be back), then backs off. */
@@ -446,7 +458,16 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
     if (mcpp_json_string(fields, used, (int)sizeof fields, message) < 0) return mcpp_fail(p, "the message is too long");
   }
   int rejected = 0;
-  if (mcpp_send(p, "progress", fields) != 0) return -1;
+  if (mcpp_send(p, "progress", fields) != 0) {
+    /* Not connected: the newest update waits for the next connection, replacing an older one. */
+    if (!p->connected && !p->closed && p->socket_path[0] != 0 && strlen(fields) < sizeof p->pending) {
+      char why[sizeof p->error];
+      strcpy(p->pending, fields);
+      strcpy(why, p->error);
+      mcpp_fail(p, "%s; the update is kept and sent once connected", why);
+    }
+    return -1;
+  }
   mcpp_read(p, 0, -1, &rejected); /* Cancels that came meanwhile. */
   return rejected ? -1 : 0;
 }

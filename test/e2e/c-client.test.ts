@@ -65,7 +65,7 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     await gateway.close();
   });
 
-  it('started before any daemon: says so, and claims and hears a cancel once one listens', async () => {
+  it('started before any daemon: says so; once one listens, its kept update arrives, and a cancel reaches it', async () => {
     const runtimeDir = tempDir();
     const steps = tempDir();
     const child = spawn(program, ['cancel', '1', steps], {
@@ -87,9 +87,30 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
       30_000,
       'the worker to say why it is not connected',
     );
-    // Its claim and first value went nowhere; waiting for its next step, it connects, and claims.
+    await eventually(
+      () =>
+        worker.stderr().includes('the update is kept and sent once connected') ? true : undefined,
+      30_000,
+      'the worker to keep its first update',
+    );
+    // Its claim and first value went nowhere; waiting for its next step, it connects, claims, and
+    // sends the value it kept (a late subscriber is sent the stream's value).
     const late = await startDaemon([], runtimeDir);
     const gateway = await connectGateway(late.info);
+    await gateway.request('progress/subscribe', { progressToken: 'c-early', minIntervalMs: 0 });
+    await eventually(
+      () =>
+        gateway.notifications.some(
+          (n) =>
+            n.method === 'notifications/progress' &&
+            n.params.progressToken === 'c-early' &&
+            n.params.progress === 1,
+        )
+          ? true
+          : undefined,
+      60_000,
+      'the kept value 1',
+    );
     await expectCancelReaches(gateway, 'c-early', worker);
     expect(await waitForExit(child)).toBe(0);
     await gateway.close();
