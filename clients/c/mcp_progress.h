@@ -360,7 +360,11 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
   return -1;
 }
 
-/* Reads for up to timeout_ms; stops early once the answer to `seq` (if >= 0) came. 1: answered. */
+/*
+ * Reads for up to timeout_ms; stops early once the answer to `seq` (if >= 0) came. 1: answered.
+ * *rejected: that answer was a refusal (seq >= 0; an earlier update's refusal is not the done's),
+ * or any refusal came (seq < 0).
+ */
 static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
   long deadline = mcpp_now_ms() + timeout_ms;
   for (;;) {
@@ -368,10 +372,15 @@ static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
     while ((end = memchr(p->inbox, '\f', p->inbox_used)) != NULL) {
       size_t length = (size_t)(end - p->inbox);
       *end = 0;
-      long answered = mcpp_handle(p, p->inbox, rejected);
+      int refused = 0;
+      long answered = mcpp_handle(p, p->inbox, &refused);
       memmove(p->inbox, end + 1, p->inbox_used - length - 1);
       p->inbox_used -= length + 1;
-      if (seq >= 0 && answered == seq) return 1;
+      if (seq >= 0 && answered == seq) {
+        *rejected = refused;
+        return 1;
+      }
+      if (seq < 0 && refused) *rejected = 1;
     }
     if (p->inbox_used >= sizeof p->inbox - 1) p->inbox_used = 0; /* No daemon frame is this long. */
     long left = deadline - mcpp_now_ms();

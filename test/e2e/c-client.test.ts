@@ -3,7 +3,7 @@
  * run against the real daemon. (Its Windows build runs in test/windows/ under Wine.)
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCWorker, cc } from '../helpers/c-client.js';
@@ -18,6 +18,7 @@ import {
 } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import {
+  events,
   expectCancelReaches,
   expectEveryValueThenOneDone,
   stepThrough,
@@ -163,6 +164,28 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     expect(worker.stderr()).toBe('');
     await after.close();
     expect(await second.stop()).toBe(0);
+  });
+
+  it("reports its done delivered when an earlier update of its was refused: the refusal is that update's", async () => {
+    const steps = tempDir();
+    writeFileSync(join(steps, 'ack-1'), '');
+    const child = spawn(program, ['stale', '1', steps], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        MCP_PROGRESS_SOCKET: daemon.info.socket,
+        MCP_PROGRESS_TOKEN: 'c-stale',
+      },
+    });
+    const worker = collectOutput(child);
+    expect(await waitForExit(child)).toBe(0);
+    expect(events(worker).find((event) => event.event === 'done')).toMatchObject({
+      delivered: true,
+    });
+    const gateway = await connectGateway(daemon.info);
+    const reply = await gateway.request('progress/get', { progressToken: 'c-stale' });
+    expect(reply.result).toMatchObject({ stream: { state: 'done' } });
+    await gateway.close();
   });
 
   it('says what is missing when there is no token', async () => {
