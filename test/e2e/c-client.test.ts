@@ -21,7 +21,9 @@ import {
   events,
   expectCancelReaches,
   expectEveryValueThenOneDone,
+  progressValues,
   stepThrough,
+  untilWorkerConnected,
   waitForEvent,
 } from '../helpers/stepped-worker.js';
 
@@ -38,12 +40,17 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     cleanupAll();
   });
 
-  function startWorker(mode: string, token: string) {
+  /** The worker in `mode` on `token`, publishing `values` in steps, to `socket` (the daemon's). */
+  function startWorker(
+    mode: string,
+    token: string,
+    { values = 3, socket = daemon.info.socket }: { values?: number; socket?: string } = {},
+  ) {
     const steps = tempDir();
     mkdirSync(steps, { recursive: true });
-    const child = spawn(program, [mode, '3', steps], {
+    const child = spawn(program, [mode, String(values), steps], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token },
+      env: { ...process.env, MCP_PROGRESS_SOCKET: socket, MCP_PROGRESS_TOKEN: token },
     });
     return { child, worker: collectOutput(child), steps };
   }
@@ -68,16 +75,10 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
 
   it('started before any daemon: says so; once one listens, its kept update arrives, and a cancel reaches it', async () => {
     const runtimeDir = tempDir();
-    const steps = tempDir();
-    const child = spawn(program, ['cancel', '1', steps], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        ...process.env,
-        MCP_PROGRESS_SOCKET: join(runtimeDir, 'bridge.sock'),
-        MCP_PROGRESS_TOKEN: 'c-early',
-      },
+    const { child, worker } = startWorker('cancel', 'c-early', {
+      values: 1,
+      socket: join(runtimeDir, 'bridge.sock'),
     });
-    const worker = collectOutput(child);
     expect(await waitForEvent(worker, 'ready')).toMatchObject({ connected: false });
     // Written before "ready", but on another pipe: it may be read after it.
     await eventually(
@@ -100,15 +101,7 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     const gateway = await connectGateway(late.info);
     await gateway.request('progress/subscribe', { progressToken: 'c-early', minIntervalMs: 0 });
     await eventually(
-      () =>
-        gateway.notifications.some(
-          (n) =>
-            n.method === 'notifications/progress' &&
-            n.params.progressToken === 'c-early' &&
-            n.params.progress === 1,
-        )
-          ? true
-          : undefined,
+      () => (progressValues(gateway, 'c-early').includes(1) ? true : undefined),
       60_000,
       'the kept value 1',
     );
@@ -123,22 +116,10 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     const first = await startDaemon([], runtimeDir);
     const before = await connectGateway(first.info);
     await before.request('progress/subscribe', { progressToken: 'c-restart', minIntervalMs: 0 });
-    const steps = tempDir();
-    const child = spawn(program, ['done', '3', steps], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        ...process.env,
-        MCP_PROGRESS_SOCKET: first.info.socket,
-        MCP_PROGRESS_TOKEN: 'c-restart',
-      },
+    const { child, worker, steps } = startWorker('done', 'c-restart', {
+      socket: first.info.socket,
     });
-    const worker = collectOutput(child);
-    const values = (gateway: GatewayClient) =>
-      gateway.notifications
-        .filter(
-          (n) => n.method === 'notifications/progress' && n.params.progressToken === 'c-restart',
-        )
-        .map((n) => n.params.progress);
+    const values = (gateway: GatewayClient) => progressValues(gateway, 'c-restart');
     await eventually(() => (values(before).includes(1) ? true : undefined), 60_000, 'value 1');
     await before.close();
     expect(await first.stop()).toBe(0);
@@ -146,16 +127,7 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     const second = await startDaemon([], runtimeDir);
     const after = await connectGateway(second.info);
     await after.request('progress/subscribe', { progressToken: 'c-restart', minIntervalMs: 0 });
-    // Updates made while it is away are dropped (the next one carries the newest value): the next
-    // step waits until it is back, which its polling, backing off, notices within 2 s.
-    await eventually(
-      async () => {
-        const reply = await after.request('progress/status');
-        return (reply.result as { connections: number }).connections === 1 ? true : undefined;
-      },
-      60_000,
-      'the worker to connect again',
-    );
+    await untilWorkerConnected(after);
     await stepThrough(steps, 3, (value) => value === 1 || values(after).includes(value));
     expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
     expect(await waitForExit(child)).toBe(0);
@@ -167,17 +139,9 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
   });
 
   it("reports its done delivered when an earlier update of its was refused: the refusal is that update's", async () => {
-    const steps = tempDir();
+    const { child, worker, steps } = startWorker('stale', 'c-stale', { values: 1 });
+    // Its one value needs no wait: it may take its step at once.
     writeFileSync(join(steps, 'ack-1'), '');
-    const child = spawn(program, ['stale', '1', steps], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        ...process.env,
-        MCP_PROGRESS_SOCKET: daemon.info.socket,
-        MCP_PROGRESS_TOKEN: 'c-stale',
-      },
-    });
-    const worker = collectOutput(child);
     expect(await waitForExit(child)).toBe(0);
     expect(events(worker).find((event) => event.event === 'done')).toMatchObject({
       delivered: true,

@@ -48,6 +48,30 @@ export async function stepThrough(
 const PROGRESS = 'notifications/progress';
 const DONE = 'notifications/progress/done';
 
+/** The progress values `gateway` got for `token`, in order. */
+export function progressValues(gateway: GatewayClient, token: string): unknown[] {
+  return gateway.notifications
+    .filter((n) => n.method === PROGRESS && n.params.progressToken === token)
+    .map((n) => n.params.progress);
+}
+
+/**
+ * Waits until `gateway`'s daemon (one started again under a worker) counts the worker's
+ * connection: an update the worker makes while it is away fails (the C client keeps the newest
+ * for the next connection, and says so on stderr), so a test's next step waits for the worker's
+ * polling, backing off, to connect again (within 2 s).
+ */
+export async function untilWorkerConnected(gateway: GatewayClient): Promise<void> {
+  await eventually(
+    async () => {
+      const reply = await gateway.request('progress/status');
+      return (reply.result as { connections: number }).connections === 1 ? true : undefined;
+    },
+    60_000,
+    'the worker to connect again',
+  );
+}
+
 /**
  * A worker started on `token` (after `gateway` subscribed to it, with steps in `steps`) is seen
  * to publish every value 1..values, in order, then its done once with its result, acked; each

@@ -14,7 +14,9 @@ import {
   events,
   expectCancelReaches,
   expectEveryValueThenOneDone,
+  progressValues,
   stepThrough,
+  untilWorkerConnected,
   waitForEvent,
 } from '../helpers/stepped-worker.js';
 import {
@@ -277,13 +279,7 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
       MCP_PROGRESS_SOCKET: first.info.socket,
       MCP_PROGRESS_TOKEN: 'win-c-restart',
     });
-    const values = (gateway: GatewayClient) =>
-      gateway.notifications
-        .filter(
-          (n) =>
-            n.method === 'notifications/progress' && n.params.progressToken === 'win-c-restart',
-        )
-        .map((n) => n.params.progress);
+    const values = (gateway: GatewayClient) => progressValues(gateway, 'win-c-restart');
     await eventually(() => (values(before).includes(1) ? true : undefined), 60_000, 'value 1');
     await before.close();
     first.process.child.kill('SIGKILL');
@@ -293,16 +289,7 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
     expect(second.info.socket).toBe(first.info.socket);
     const after = await connectGateway(second.info);
     await after.request('progress/subscribe', { progressToken: 'win-c-restart', minIntervalMs: 0 });
-    // Updates made while it is away are dropped (the next one carries the newest value): the next
-    // step waits until it is back, which its polling, backing off, notices within 2 s.
-    await eventually(
-      async () => {
-        const reply = await after.request('progress/status');
-        return (reply.result as { connections: number }).connections === 1 ? true : undefined;
-      },
-      60_000,
-      'the worker to connect again',
-    );
+    await untilWorkerConnected(after);
     await stepThrough(steps, 3, (value) => value === 1 || values(after).includes(value));
     expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
     await worker.exited();
