@@ -262,6 +262,19 @@ static int mcpp_ensure(mcp_progress *p, int at_once) {
   return 0;
 }
 
+/* Whether p may connect again: open had a socket and a token, and close was not called. */
+static int mcpp_may_reconnect(const mcp_progress *p) { return !p->closed && p->socket_path[0] != 0; }
+
+/* Not connected: sleeps until the next try at the daemon, or the deadline if sooner; 0 when the
+ * deadline has passed or p may not connect again (nothing to wait for). */
+static int mcpp_wait_for_retry(mcp_progress *p, long deadline) {
+  long now = mcpp_now_ms();
+  if (!mcpp_may_reconnect(p) || now >= deadline) return 0;
+  long wait = p->retry_at - now;
+  mcpp_sleep_ms(wait < deadline - now ? wait : deadline - now);
+  return 1;
+}
+
 /* The daemon went away: the next call may try at once (it may be back), then backs off. */
 static int mcpp_lost(mcp_progress *p, const char *why) {
   mcpp_disconnect(p);
@@ -469,7 +482,7 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
   int rejected = 0;
   if (mcpp_send(p, "progress", fields) != 0) {
     /* Not connected: the newest update waits for the next connection, replacing an older one. */
-    if (!p->connected && !p->closed && p->socket_path[0] != 0 && strlen(fields) < sizeof p->pending) {
+    if (!p->connected && mcpp_may_reconnect(p) && strlen(fields) < sizeof p->pending) {
       char why[sizeof p->error];
       strcpy(p->pending, fields);
       strcpy(why, p->error);
@@ -508,10 +521,7 @@ int mcp_progress_done(mcp_progress *p, const char *status, const char *message, 
       }
       if (p->connected) return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
     }
-    long now = mcpp_now_ms();
-    if (p->closed || p->socket_path[0] == 0 || now >= deadline) break;
-    long wait = p->retry_at - now;
-    mcpp_sleep_ms(wait < deadline - now ? wait : deadline - now);
+    if (!mcpp_wait_for_retry(p, deadline)) break;
   }
   char why[sizeof p->error];
   strcpy(why, p->error);
@@ -528,10 +538,7 @@ int mcp_progress_poll(mcp_progress *p, int timeout_ms) {
       if (p->connected) return 0;
     }
     /* Not connected: waits for the next try at the daemon, within the timeout. */
-    long now = mcpp_now_ms();
-    if (p->closed || p->socket_path[0] == 0 || now >= deadline) return -1;
-    long wait = p->retry_at - now;
-    mcpp_sleep_ms(wait < deadline - now ? wait : deadline - now);
+    if (!mcpp_wait_for_retry(p, deadline)) return -1;
   }
 }
 
