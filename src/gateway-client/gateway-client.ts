@@ -462,7 +462,10 @@ export class GatewayClient {
     this.#attempt = 0;
     clearTimeout(this.#giveUpTimer);
     this.#giveUpTimer = undefined;
-    ws.on('message', (data) => this.#message(String(data)));
+    // A Buffer (binaryType nodebuffer): its own toString, not String(), which looks it up first.
+    ws.on('message', (data) =>
+      this.#message(Buffer.isBuffer(data) ? data.toString() : String(data)),
+    );
     ws.on('error', () => {});
     ws.on('close', () => this.#dropped(ws));
     // Resubscribe whatever was live before a reconnect.
