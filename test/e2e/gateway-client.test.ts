@@ -42,6 +42,23 @@ describe('GatewayClient', () => {
     await daemon.stop();
   });
 
+  it('delivers a message in any script as it was sent (its text decoded as UTF-8)', async () => {
+    const daemon = await startDaemon();
+    const client = await GatewayClient.connect({ runtimeDir: daemon.runtimeDir });
+    const got: Notification[] = [];
+    await client.subscribe({ progressToken: 'utf8', minIntervalMs: 0 }, (n) => got.push(n));
+    const message = 'Übersetzung 翻訳 € 🎬';
+    await runCli([
+      'publish',
+      ...['--socket', daemon.info.socket, '--token', 'utf8', '--progress', '1'],
+      ...['--message', message],
+    ]);
+    await eventually(() => (got.length === 1 ? true : undefined));
+    expect(got[0]?.params).toEqual({ progressToken: 'utf8', progress: 1, message });
+    await client.close();
+    await daemon.stop();
+  });
+
   it('never puts a secret given in the URL into its error messages', async () => {
     const error = await GatewayClient.connect({
       url: 'ws://127.0.0.1:1/ws?access_token=hunter2-secret',
