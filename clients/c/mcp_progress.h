@@ -452,11 +452,7 @@ int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *toke
     return mcpp_fail(p, "the socket path %s is too long", socket_path);
 #endif
   strcpy(p->socket_path, socket_path);
-  if (mcpp_connect(p) != 0) {
-    p->retry_at = mcpp_now_ms() + mcpp_backoff_ms(p->attempts++);
-    return -1;
-  }
-  return 0;
+  return mcpp_ensure(p, 1);
 }
 
 void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *user) {
