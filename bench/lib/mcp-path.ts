@@ -226,6 +226,8 @@ interface StartedPath {
   workerKind: McpWorkerConfig['kind'];
   /** The worker client's coalescing (McpWorkerConfig.intervalMs). */
   workerIntervalMs: number | undefined;
+  /** The build the worker's client comes from (McpWorkerConfig.clientRoot). */
+  workerClientRoot: string;
   /** Processes that are the system, by role. */
   system: Array<{ role: string; pid: number }>;
   stop(): Promise<void>;
@@ -395,6 +397,7 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
             : 'bridge',
       // The defaults row is a default install end to end: the worker's client coalesces too.
       workerIntervalMs: path === 'defaults' ? undefined : 0,
+      workerClientRoot: before ? (options.beforeRoot ?? '') : ROOT,
       system,
       stop,
     };
@@ -569,6 +572,7 @@ export async function runMcpPath(
       socket,
       token,
       intervalMs: started.workerIntervalMs,
+      clientRoot: started.workerClientRoot,
     });
     if (started.workerSocket !== undefined) {
       worker.send({ type: 'config', config: workerConfig(started.workerSocket, TOKEN) });

@@ -15,6 +15,8 @@ export interface McpWorkerConfig {
    * the client's default, as a worker written against the client without options has it.
    */
   intervalMs?: number | undefined;
+  /** The build whose Node client the bridge's worker imports: the --before build for its paths. */
+  clientRoot?: string | undefined;
 }
 
 export interface McpWorkerDone {

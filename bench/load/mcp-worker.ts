@@ -10,6 +10,8 @@
  */
 import { once } from 'node:events';
 import { connect } from 'node:net';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { type Message, onParentMessage, toParent } from '../lib/child.ts';
 import { nowUs } from '../lib/frames.ts';
 import type { McpWorkerConfig, McpWorkerDone } from '../lib/mcp-targets.ts';
@@ -21,7 +23,12 @@ interface Sink {
 }
 
 const WARMUP_EVERY_MS = 20;
-const BUILT_CLIENT = new URL('../../dist/client/index.js', import.meta.url).href;
+/** The built client, as a user's worker imports it: this build's, or the --before build's. */
+function builtClient(root: string | undefined): string {
+  return root === undefined
+    ? new URL('../../dist/client/index.js', import.meta.url).href
+    : pathToFileURL(join(root, 'dist/client/index.js')).href;
+}
 
 let config: McpWorkerConfig;
 let sink: Sink | undefined;
@@ -32,10 +39,11 @@ async function bridgeSink(
   socket: string,
   token: string,
   intervalMs: number | undefined,
+  clientRoot: string | undefined,
 ): Promise<Sink> {
-  // The built package, as a user's worker imports it (a variable path: tsc must not need dist/).
+  // A variable path: tsc must not need dist/.
   const { connectPublisher } = (await import(
-    BUILT_CLIENT
+    builtClient(clientRoot)
   )) as typeof import('../../src/client/index.ts');
   const publisher = await connectPublisher({ socket, token, intervalMs });
   return {
@@ -117,7 +125,7 @@ onParentMessage((message: Message) => {
     case 'config':
       config = message.config as McpWorkerConfig;
       (config.kind === 'bridge'
-        ? bridgeSink(config.socket, config.token ?? '', config.intervalMs)
+        ? bridgeSink(config.socket, config.token ?? '', config.intervalMs, config.clientRoot)
         : config.kind === 'floor'
           ? floorSink(config.socket)
           : telemetrySink(config.socket)
@@ -132,7 +140,7 @@ onParentMessage((message: Message) => {
     case 'token':
       // The relay hands out its route key only once the tool call runs.
       config = { ...config, token: message.token as string };
-      bridgeSink(config.socket, config.token ?? '', config.intervalMs).then(
+      bridgeSink(config.socket, config.token ?? '', config.intervalMs, config.clientRoot).then(
         (made) => {
           sink = made;
           toParent({ type: 'ready' });
