@@ -36,7 +36,6 @@ import type {
 import { type ProcSample, sampleProcess, sleep } from './proc.ts';
 import { type LatencySummary, median } from './stats.ts';
 import {
-  BIN,
   type DaemonEndpoints,
   pollUntil,
   ROOT,
@@ -251,7 +250,9 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
   const { path, before } = splitKey(key);
   const { execArgv } = options;
   if (before && options.beforeRoot === undefined) throw new Error(`${key} needs --before DIR`);
-  const bin = before ? join(options.beforeRoot ?? '', 'bin/mcp-progress') : BIN;
+  // The build this key runs: its bin/mcp-progress, and the Node client its worker imports.
+  const buildRoot = before ? (options.beforeRoot ?? '') : ROOT;
+  const bin = join(buildRoot, 'bin/mcp-progress');
   const atDefaults = path === 'defaults' || path === 'defaults-every';
   const needsDaemon = path === 'stdio' || path === 'relay' || path === 'http' || atDefaults;
   const daemon = needsDaemon
@@ -397,7 +398,7 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
             : 'bridge',
       // The defaults row is a default install end to end: the worker's client coalesces too.
       workerIntervalMs: path === 'defaults' ? undefined : 0,
-      workerClientRoot: before ? (options.beforeRoot ?? '') : ROOT,
+      workerClientRoot: buildRoot,
       system,
       stop,
     };

@@ -16,7 +16,7 @@ export interface McpWorkerConfig {
    */
   intervalMs?: number | undefined;
   /** The build whose Node client the bridge's worker imports: the --before build for its paths. */
-  clientRoot?: string | undefined;
+  clientRoot: string;
 }
 
 export interface McpWorkerDone {

@@ -23,11 +23,9 @@ interface Sink {
 }
 
 const WARMUP_EVERY_MS = 20;
-/** The built client, as a user's worker imports it: this build's, or the --before build's. */
-function builtClient(root: string | undefined): string {
-  return root === undefined
-    ? new URL('../../dist/client/index.js', import.meta.url).href
-    : pathToFileURL(join(root, 'dist/client/index.js')).href;
+/** The built client of a build, as a user's worker imports it: this build's, or the --before build's. */
+function builtClient(root: string): string {
+  return pathToFileURL(join(root, 'dist/client/index.js')).href;
 }
 
 let config: McpWorkerConfig;
@@ -39,7 +37,7 @@ async function bridgeSink(
   socket: string,
   token: string,
   intervalMs: number | undefined,
-  clientRoot: string | undefined,
+  clientRoot: string,
 ): Promise<Sink> {
   // A variable path: tsc must not need dist/.
   const { connectPublisher } = (await import(
