@@ -282,6 +282,39 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(wrong.stderr).toContain('--help');
   });
 
+  it('`--warm SECONDS` opens the MCP window after warm-up updates at its rate, and says so', () => {
+    const run = spawnSync(
+      process.execPath,
+      [BENCH, '--smoke', '--only', 'mcp', '--paths', 'floor,embedded', '--rates', '1000'].concat([
+        '--warm',
+        '0.5',
+        '--json',
+      ]),
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    expect(run.status, run.stderr).toBe(0);
+    const warmed = JSON.parse(run.stdout) as SuiteResult;
+    for (const key of ['floor', 'embedded'] as const) {
+      const cold = ok(result.mcp['1000']?.[key]);
+      const warm = ok(warmed.mcp['1000']?.[key]);
+      expect(warm.warmMs, key).toBe(500);
+      expect(cold.warmMs, key).toBe(0);
+      // The harness waits half a second and the worker sends what is due by the clock at 1k/s
+      // (catching up after any stall): about 500, where the cold start's pacing (one per 20 ms
+      // until the client saw one) would send some 25 in that time. Then the measured run, whole.
+      expect(warm.warmUpdates, key).toBeGreaterThan(cold.warmUpdates);
+      expect(warm.warmUpdates, key).toBeGreaterThanOrEqual(250);
+      expect(warm.measured, key).toBe(warm.updates);
+      expect(warm.outOfOrder, key).toBe(0);
+      expect(warm.finalArrived, key).toBe(true);
+      expect(warm.afterResult, key).toBe(0);
+    }
+    expect(mcpTable(warmed)).toContain('at 1k/s, after 0.5 s warm: CPU s');
+    const wrong = spawnSync(process.execPath, [BENCH, '--warm', 'soon'], { encoding: 'utf8' });
+    expect(wrong.status).toBe(2);
+    expect(wrong.stderr).toContain('--warm takes a number of seconds, 0 or more (got "soon")');
+  });
+
   it('flood plus probe: the bridge answered every probe during the flood, refusing nothing', () => {
     for (const [flooders, row] of Object.entries(result.probe)) {
       const probe = ok(row.bridge);

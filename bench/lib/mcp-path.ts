@@ -154,6 +154,10 @@ export interface McpRunResult {
    */
   steadyLatency: LatencySummary;
   steadyFromMs: number;
+  /** How long warm-up updates came at the measured rate before the window opened (--warm; 0: cold). */
+  warmMs: number;
+  /** Warm-up updates the worker sent before the measured ones (a few when cold). */
+  warmUpdates: number;
   /** Progress notifications the client's onprogress got, all of them; and those of measured updates. */
   notifications: number;
   measured: number;
@@ -244,6 +248,12 @@ export interface McpRunOptions {
   samplesDir?: string | undefined;
   /** Where McpRunResult.steadyLatency begins, ms after the first measured update (default 0). */
   steadyFromMs?: number | undefined;
+  /**
+   * Warm-up updates at the measured rate for this long before the window opens (bench --warm),
+   * every path alike: the window then shows each process warm, its steady state apart from its
+   * warm-up. 0 or undefined: the window opens at the first notification, cold.
+   */
+  warmMs?: number | undefined;
 }
 
 async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPath> {
@@ -598,6 +608,11 @@ export async function runMcpPath(
     // Warm-up updates until the call is known to be subscribed: its first notification.
     worker.send({ type: 'warmup' });
     await firstSeen;
+    const warmMs = options.warmMs ?? 0;
+    if (warmMs > 0) {
+      worker.send({ type: 'warm', ratePerSecond });
+      await sleep(warmMs);
+    }
     const pids = [
       { role: 'worker', pid: worker.pid },
       { role: 'client', pid: client.pid },
@@ -621,6 +636,8 @@ export async function runMcpPath(
       latency: result.latency,
       steadyLatency: result.steadyLatency,
       steadyFromMs: options.steadyFromMs ?? 0,
+      warmMs,
+      warmUpdates: sent.warmups,
       notifications: result.notifications,
       measured: result.measured,
       finalArrived: result.lastN === sent.sent && !result.isError,
@@ -664,6 +681,8 @@ export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
     latency: latency((run) => run.latency),
     steadyLatency: latency((run) => run.steadyLatency),
     steadyFromMs: first.steadyFromMs,
+    warmMs: first.warmMs,
+    warmUpdates: Math.min(...runs.map((run) => run.warmUpdates)),
     notifications: Math.min(...runs.map((run) => run.notifications)),
     measured: Math.min(...runs.map((run) => run.measured)),
     finalArrived: runs.every((run) => run.finalArrived),

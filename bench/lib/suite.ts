@@ -84,6 +84,8 @@ export interface SuiteOptions {
   beforeRoot?: string | undefined;
   /** Write the MCP workload's per-update latency samples under this directory, one file per run. */
   samplesDir?: string | undefined;
+  /** Warm-up at the measured rate before each MCP-path window (McpRunOptions.warmMs). */
+  mcpWarmMs?: number | undefined;
   log: (line: string) => void;
 }
 
@@ -384,10 +386,11 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       ...(sizes.mcpBurst > 0 ? [{ key: 'burst', rate: 0, updates: sizes.mcpBurst }] : []),
     ].filter((shape) => options.mcpShapes?.includes(shape.key) ?? true);
     for (const shape of shapes) {
+      const warm = options.mcpWarmMs ? `, after ${options.mcpWarmMs / 1000} s of warm-up` : '';
       log(
         shape.rate === 0
-          ? `MCP path, a burst of ${shape.updates} updates`
-          : `MCP path, ${shape.updates} updates at ${shape.rate}/s`,
+          ? `MCP path, a burst of ${shape.updates} updates${warm}`
+          : `MCP path, ${shape.updates} updates at ${shape.rate}/s${warm}`,
       );
       const samplesDir =
         options.samplesDir === undefined ? undefined : join(options.samplesDir, shape.key);
@@ -403,6 +406,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
               beforeRoot: options.beforeRoot,
               samplesDir,
               steadyFromMs: sizes.mcpSteadyFromMs,
+              warmMs: options.mcpWarmMs,
             },
             shape.updates,
             shape.rate,

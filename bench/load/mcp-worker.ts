@@ -6,7 +6,9 @@
  *
  * Before the measured updates it sends warm-up updates until the harness
  * says the client saw one (`go`): neither system is asked to replay what was
- * sent before the tool call subscribed.
+ * sent before the tool call subscribed. With `warm` (bench --warm) the warm-up
+ * updates come at the measured rate until `go`, so that the measured window
+ * finds every process of the path warm.
  */
 import { once } from 'node:events';
 import { connect } from 'node:net';
@@ -23,6 +25,8 @@ interface Sink {
 }
 
 const WARMUP_EVERY_MS = 20;
+/** The rate of `warm` warm-up updates before a burst, which has no rate of its own. */
+const BURST_WARM_RATE = 1000;
 /** The built client of a build, as a user's worker imports it: this build's, or the --before build's. */
 function builtClient(root: string): string {
   return pathToFileURL(join(root, 'dist/client/index.js')).href;
@@ -88,6 +92,28 @@ function warmUp(): void {
   warmupTimer = setTimeout(warmUp, WARMUP_EVERY_MS);
 }
 
+/** How many updates are due `ratePerSecond` updates a second after `startUs` (the first at once). */
+function dueBy(startUs: number, ratePerSecond: number): number {
+  return Math.floor(((nowUs() - startUs) / 1e6) * ratePerSecond) + 1;
+}
+
+/** Warm-up updates at `ratePerSecond` (a burst's at BURST_WARM_RATE) until `go`. */
+function warmAtRate(ratePerSecond: number): void {
+  clearTimeout(warmupTimer);
+  const rate = ratePerSecond > 0 ? ratePerSecond : BURST_WARM_RATE;
+  const startUs = nowUs();
+  const before = warmups;
+  const tick = () => {
+    const due = before + dueBy(startUs, rate);
+    while (warmups < due) {
+      warmups++;
+      sink?.update(0, `warmup ${warmups}`);
+    }
+    warmupTimer = setTimeout(tick, 1);
+  };
+  tick();
+}
+
 /** `count` updates at `ratePerSecond` (0: all at once), then done. */
 async function run(count: number, ratePerSecond: number): Promise<McpWorkerDone> {
   const active = sink;
@@ -105,7 +131,7 @@ async function run(count: number, ratePerSecond: number): Promise<McpWorkerDone>
   } else {
     await new Promise<void>((resolve) => {
       const tick = () => {
-        const due = Math.min(count, Math.floor(((nowUs() - startUs) / 1e6) * ratePerSecond) + 1);
+        const due = Math.min(count, dueBy(startUs, ratePerSecond));
         while (sent < due) send();
         if (sent >= count) resolve();
         else setTimeout(tick, 1);
@@ -148,6 +174,9 @@ onParentMessage((message: Message) => {
       break;
     case 'warmup':
       warmUp();
+      break;
+    case 'warm':
+      warmAtRate(message.ratePerSecond as number);
       break;
     case 'go':
       run(message.count as number, message.ratePerSecond as number).then(

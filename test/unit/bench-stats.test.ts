@@ -91,6 +91,8 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     latency: { count: 100, p50Ms: p99 / 4, p99Ms: p99, p999Ms: p99 * 2, maxMs: p99 * 3 },
     steadyLatency: { count: 60, p50Ms: p99 / 8, p99Ms: p99 / 2, p999Ms: p99, maxMs: p99 * 3 },
     steadyFromMs: 4000,
+    warmMs: 5000,
+    warmUpdates: Math.round(cpu * 5000),
     notifications: 100,
     measured: 100,
     finalArrived: true,
@@ -116,6 +118,9 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     expect(merged.latency).toEqual({ count: 100, p50Ms: 0.5, p99Ms: 2, p999Ms: 4, maxMs: 9 });
     expect(merged.steadyLatency).toEqual({ count: 60, p50Ms: 0.25, p99Ms: 1, p999Ms: 2, maxMs: 9 });
     expect(merged.steadyFromMs).toBe(4000);
+    // Warm-up: the length the runs shared, and the fewest warm-up updates any of them sent.
+    expect(merged.warmMs).toBe(5000);
+    expect(merged.warmUpdates).toBe(4500);
     expect(merged.processes).toEqual([
       { role: 'worker', cpuSeconds: 0.5, peakRssBytes: 1 },
       { role: 'daemon', cpuSeconds: 1.0, peakRssBytes: 100 },
