@@ -454,6 +454,13 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
       /^[\d.]+ \([\d.]+x floor, [\d.]+x HTTP floor, [\d.]+x peer\)$/,
     );
     expect(column('mcp (embedded)')).toMatch(/^[\d.]+ \([\d.]+x floor, [\d.]+x peer\)$/);
+    // Each process's own CPU: daemon + `mcp` shows both of its servers apart.
+    const eachRow = mcpTable(result)
+      .split('\n')
+      .find((line) => line.includes('CPU s, each process'));
+    expect(eachRow?.split(' | ')[header.indexOf('mcp (daemon)')]).toMatch(
+      /^worker [\d.]+, client [\d.]+, daemon [\d.]+, mcp [\d.]+$/,
+    );
     expect(() => JSON.stringify(result)).not.toThrow();
   });
 });

@@ -422,6 +422,12 @@ export function mcpTable(result: SuiteResult): string {
     add('CPU s of every process (worker and client too)', (k) =>
       cell(shape[k], (v) => v.processes.reduce((sum, p) => sum + p.cpuSeconds, 0).toFixed(2)),
     );
+    // Which process of a path the CPU is in (daemon + `mcp`: the daemon's, or `mcp`'s).
+    add('CPU s, each process', (k) =>
+      cell(shape[k], (v) =>
+        v.processes.map((p) => `${p.role} ${p.cpuSeconds.toFixed(2)}`).join(', '),
+      ),
+    );
     add('peak RSS MiB, each process', (k) =>
       cell(shape[k], (v) => v.processes.map((p) => `${p.role} ${mib(p.peakRssBytes)}`).join(', ')),
     );
