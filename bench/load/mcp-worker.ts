@@ -35,7 +35,8 @@ function builtClient(root: string): string {
 let config: McpWorkerConfig;
 let sink: Sink | undefined;
 let warmups = 0;
-let warmupTimer: NodeJS.Timeout | undefined;
+/** The next tick of what is sending: the warm-up's, or the measured run's pacing. */
+let timer: NodeJS.Timeout | undefined;
 
 async function bridgeSink(
   socket: string,
@@ -86,32 +87,37 @@ async function floorSink(socketPath: string): Promise<Sink> {
   };
 }
 
-function warmUp(): void {
+function sendWarmUp(): void {
   warmups++;
   sink?.update(0, `warmup ${warmups}`);
-  warmupTimer = setTimeout(warmUp, WARMUP_EVERY_MS);
 }
 
-/** How many updates are due `ratePerSecond` updates a second after `startUs` (the first at once). */
-function dueBy(startUs: number, ratePerSecond: number): number {
-  return Math.floor(((nowUs() - startUs) / 1e6) * ratePerSecond) + 1;
+function warmUp(): void {
+  sendWarmUp();
+  timer = setTimeout(warmUp, WARMUP_EVERY_MS);
+}
+
+/**
+ * Calls `send` `count` times (Infinity: until its timer is cleared) at `ratePerSecond`, the first
+ * at once: each 1 ms tick sends what is due by the clock, so a stalled loop catches up. Then `done`.
+ */
+function paced(ratePerSecond: number, count: number, send: () => void, done: () => void): void {
+  const startUs = nowUs();
+  let sent = 0;
+  const tick = () => {
+    const due = Math.min(count, Math.floor(((nowUs() - startUs) / 1e6) * ratePerSecond) + 1);
+    for (; sent < due; sent++) send();
+    if (sent >= count) done();
+    else timer = setTimeout(tick, 1);
+  };
+  tick();
 }
 
 /** Warm-up updates at `ratePerSecond` (a burst's at BURST_WARM_RATE) until `go`. */
 function warmAtRate(ratePerSecond: number): void {
-  clearTimeout(warmupTimer);
+  clearTimeout(timer);
   const rate = ratePerSecond > 0 ? ratePerSecond : BURST_WARM_RATE;
-  const startUs = nowUs();
-  const before = warmups;
-  const tick = () => {
-    const due = before + dueBy(startUs, rate);
-    while (warmups < due) {
-      warmups++;
-      sink?.update(0, `warmup ${warmups}`);
-    }
-    warmupTimer = setTimeout(tick, 1);
-  };
-  tick();
+  paced(rate, Number.POSITIVE_INFINITY, sendWarmUp, () => {});
 }
 
 /** `count` updates at `ratePerSecond` (0: all at once), then done. */
@@ -119,8 +125,7 @@ async function run(count: number, ratePerSecond: number): Promise<McpWorkerDone>
   const active = sink;
   if (active === undefined) throw new Error('go before config');
   // The warm-up counter stops here: the bridge's measured progress values follow on from it.
-  clearTimeout(warmupTimer);
-  const startUs = nowUs();
+  clearTimeout(timer);
   let sent = 0;
   const send = () => {
     sent++;
@@ -129,15 +134,7 @@ async function run(count: number, ratePerSecond: number): Promise<McpWorkerDone>
   if (ratePerSecond <= 0) {
     while (sent < count) send();
   } else {
-    await new Promise<void>((resolve) => {
-      const tick = () => {
-        const due = Math.min(count, dueBy(startUs, ratePerSecond));
-        while (sent < due) send();
-        if (sent >= count) resolve();
-        else setTimeout(tick, 1);
-      };
-      tick();
-    });
+    await new Promise<void>((resolve) => paced(ratePerSecond, count, send, resolve));
   }
   const lastUpdateUs = nowUs();
   await active.done();
