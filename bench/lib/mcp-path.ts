@@ -34,6 +34,7 @@ import type {
   McpWorkerDone,
 } from './mcp-targets.ts';
 import { type ProcSample, sampleProcess, sleep } from './proc.ts';
+import { readSettled, type SettleWindow } from './settle.ts';
 import { type LatencySummary, median } from './stats.ts';
 import {
   type DaemonEndpoints,
@@ -198,9 +199,9 @@ export interface McpStartupResult {
   idleAfterMs: number;
   /**
    * The server's and the separate daemon's memory later, once settled (one spawn, the last; the
-   * daemon's undefined where the path has none): V8's memory reducer gives back, about 8 s after
-   * start-up's last full collection, the young generation that start-up grew. That is the figure a
-   * host lives with; the one above is start-up's.
+   * daemon's undefined where the path has none), and when it was read: V8's memory reducer gives
+   * back, seconds after start-up's last full collection, the young generation that start-up grew
+   * (settle.ts). That is the figure a host lives with; the one above is start-up's.
    */
   settled?: { afterMs: number; server: IdleMemory; daemon: IdleMemory | undefined } | undefined;
 }
@@ -217,6 +218,8 @@ export interface IdleMemory {
  */
 export interface IdleFloor extends IdleMemory {
   settled?: IdleMemory | undefined;
+  /** When the settled figure was read, ms after the floor was ready. */
+  settledAfterMs?: number | undefined;
 }
 
 interface StartedPath {
@@ -480,15 +483,15 @@ function idleMemory(pid: number): IdleMemory {
 }
 
 /**
- * Spawn -> initialize, and idle memory `settleMs` after it, `spawns` times; with `settledMs`, the
- * last spawn's memory once more at that time after its initialize (McpStartupResult.settled).
+ * Spawn -> initialize, and idle memory `settleMs` after it, `spawns` times; with `settle`, the
+ * last spawn's memory once more when settled (McpStartupResult.settled).
  */
 export async function runMcpStartup(
   key: McpKey,
   options: McpRunOptions,
   spawns: number,
   settleMs: number,
-  settledMs?: number,
+  settle?: SettleWindow,
 ): Promise<McpStartupResult> {
   const startupMs: number[] = [];
   const startupCpuMs: number[] = [];
@@ -499,6 +502,7 @@ export async function runMcpStartup(
   let settled: McpStartupResult['settled'];
   for (let i = 0; i < spawns; i++) {
     const started = await startPath(key, options);
+    const readyAt = performance.now();
     startupCpuMs.push(sampleProcess(started.ready.serverPid).cpuSeconds * 1000);
     try {
       // Start-up's garbage has had its chance to go by then (the settled figure comes later).
@@ -512,13 +516,19 @@ export async function runMcpStartup(
         idleDaemonRssBytes = daemon.rssBytes;
         idleDaemonPrivateBytes = daemon.privateBytes;
       }
-      if (settledMs !== undefined && i === spawns - 1) {
-        await sleep(settledMs - settleMs);
-        settled = {
-          afterMs: settledMs,
-          server: idleMemory(started.ready.serverPid),
-          daemon: started.daemon === undefined ? undefined : idleMemory(started.daemon.pid),
-        };
+      if (settle !== undefined && i === spawns - 1) {
+        const pids = [started.ready.serverPid, ...(started.daemon ? [started.daemon.pid] : [])];
+        const soon = [
+          server,
+          ...(started.daemon ? [{ privateBytes: idleDaemonPrivateBytes }] : []),
+        ];
+        const { afterMs, memory } = await readSettled(
+          () => pids.map(idleMemory),
+          soon,
+          readyAt,
+          settle,
+        );
+        settled = { afterMs, server: memory[0] as IdleMemory, daemon: memory[1] };
       }
     } finally {
       await started.stop();
@@ -537,11 +547,11 @@ export async function runMcpStartup(
   };
 }
 
-/** The idle floor (bench/load/idle-floor.mjs), sampled after the same settling times as the servers. */
+/** The idle floor (bench/load/idle-floor.mjs), sampled as the servers are: soon, and settled. */
 export async function runIdleFloor(
   execArgv: string[],
   settleMs: number,
-  settledMs?: number,
+  settle?: SettleWindow,
 ): Promise<IdleFloor> {
   const script = fileURLToPath(new URL('../load/idle-floor.mjs', import.meta.url));
   const floor = spawn(process.execPath, [...execArgv, script], {
@@ -555,11 +565,13 @@ export async function runIdleFloor(
         if (text.includes('ready')) resolve();
       });
     });
+    const readyAt = performance.now();
     await sleep(settleMs);
-    const soon = idleMemory(floor.pid ?? -1);
-    if (settledMs === undefined) return soon;
-    await sleep(settledMs - settleMs);
-    return { ...soon, settled: idleMemory(floor.pid ?? -1) };
+    const pid = floor.pid ?? -1;
+    const soon = idleMemory(pid);
+    if (settle === undefined) return soon;
+    const { afterMs, memory } = await readSettled(() => [idleMemory(pid)], [soon], readyAt, settle);
+    return { ...soon, settled: memory[0], settledAfterMs: afterMs };
   } finally {
     floor.stdin.end();
     if (floor.exitCode === null) await new Promise((resolve) => floor.once('exit', resolve));

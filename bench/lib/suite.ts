@@ -364,13 +364,13 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
           { execArgv: options.serverExecArgv, beforeRoot: options.beforeRoot },
           1,
           sizes.startupSettleMs,
-          last ? sizes.startupSettledMs : undefined,
+          last ? sizes.startupSettled : undefined,
         ),
     );
     result.idleFloor = await runIdleFloor(
       options.serverExecArgv,
       sizes.startupSettleMs,
-      sizes.startupSettledMs,
+      sizes.startupSettled,
     ).then(
       (value) => ({ ok: true as const, value }),
       (error: Error) => ({ ok: false as const, error: error.message }),

@@ -6,6 +6,7 @@
 import { Child } from './child.ts';
 import { nowUs } from './frames.ts';
 import { cpuShare, sampleProcess, sleep } from './proc.ts';
+import type { SettleWindow } from './settle.ts';
 import { slope } from './stats.ts';
 import { type RunningSystem, type StartOptions, type SystemName, startSystem } from './systems.ts';
 import type {
@@ -48,11 +49,12 @@ export interface Sizes {
   mcpSteadyFromMs: number;
   /**
    * Spawns of each MCP server for start-up and idle memory; the pause before sampling memory; and
-   * when the last spawn's memory is read again, settled (after V8's memory reducer: mcp-path.ts).
+   * when the last spawn's memory is read again, settled: from, and at the latest (after V8's
+   * memory reducer: settle.ts).
    */
   startupSpawns: number;
   startupSettleMs: number;
-  startupSettledMs: number;
+  startupSettled: SettleWindow;
 }
 
 const FULL: Sizes = {
@@ -78,7 +80,7 @@ const FULL: Sizes = {
   mcpSteadyFromMs: 4000,
   startupSpawns: 5,
   startupSettleMs: 1000,
-  startupSettledMs: 12_000,
+  startupSettled: { fromMs: 12_000, untilMs: 30_000 },
 };
 
 /** The other sizes are the full one with shorter windows or smaller counts. */
@@ -125,7 +127,7 @@ export const SIZES: Record<'full' | 'quick' | 'profile' | 'smoke', Sizes> = {
     mcpSteadyFromMs: 100,
     startupSpawns: 1,
     startupSettleMs: 100,
-    startupSettledMs: 300,
+    startupSettled: { fromMs: 300, untilMs: 300 },
   },
 };
 

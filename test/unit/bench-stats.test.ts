@@ -1,8 +1,14 @@
-/** The harness's statistics, what every latency figure in the benchmark report rests on, and its reading of nats-server's log. */
+/**
+ * The harness's statistics, what every latency figure in the benchmark report rests on, its
+ * reading of nats-server's log, and when it takes an idle process's memory as settled.
+ */
+import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { framesDue } from '../../bench/lib/frames.ts';
 import { type McpRunResult, mergeMcpRuns } from '../../bench/lib/mcp-path.ts';
 import { natsPorts } from '../../bench/lib/nats-ports.ts';
+import { sampleProcess } from '../../bench/lib/proc.ts';
+import { hasSettled, readSettled, SETTLE_DROP_BYTES } from '../../bench/lib/settle.ts';
 import { median, summariseLatencies } from '../../bench/lib/stats.ts';
 
 describe('bench statistics', () => {
@@ -142,5 +148,76 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
       outOfOrder: 1,
       errors: ['lost'],
     });
+  });
+});
+
+describe('settled idle memory: read once the memory reducer has run, not at a fixed time', () => {
+  const MiB = 1024 * 1024;
+  const at = (...mib: number[]) => mib.map((m) => ({ privateBytes: m * MiB }));
+
+  it('settled: every process gave back a mebibyte or more since start, and held it for two readings', () => {
+    expect(hasSettled(at(32), at(23), at(23))).toBe(true);
+    expect(hasSettled(at(32, 13), at(23, 11), at(23.1, 11))).toBe(true);
+    // The first reading has nothing to agree with.
+    expect(hasSettled(at(32), undefined, at(23))).toBe(false);
+    // Not given back yet: start-up's figure, however steady.
+    expect(hasSettled(at(32), at(32), at(32))).toBe(false);
+    expect(hasSettled(at(32), at(31.5), at(31.5))).toBe(false);
+    // Still falling: the reducer is at work.
+    expect(hasSettled(at(32), at(27), at(23))).toBe(false);
+    // One process of two not settled: the separate daemon is read with its server.
+    expect(hasSettled(at(32, 13), at(23, 13), at(23, 13))).toBe(false);
+  });
+
+  /** A real Node process holding `holdMiB` of private memory until `releaseMs` (never if -1). */
+  function holder(holdMiB: number, releaseMs: number) {
+    const script = `let memory = Buffer.alloc(${holdMiB} * 1024 * 1024, 1);
+      if (${releaseMs} >= 0) setTimeout(() => { memory = undefined; globalThis.gc(); }, ${releaseMs});
+      process.stdout.write('ready\\n'); process.stdin.resume();`;
+    const child = spawn(process.execPath, ['--expose-gc', '-e', script], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const ready = new Promise<number>((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`the holder exited (${code})`)));
+      child.stdout.once('data', () => resolve(performance.now()));
+    });
+    return { child, ready, read: () => [sampleProcess(child.pid ?? -1)] };
+  }
+
+  it('a real process that gives memory back late is read after it did, not before', async () => {
+    const held = holder(48, 2500);
+    try {
+      const readyAt = await held.ready;
+      const soon = held.read();
+      const { afterMs, memory } = await readSettled(held.read, soon, readyAt, {
+        fromMs: 500,
+        untilMs: 20_000,
+      });
+      // A reading at the first time alone (500 ms) would have held the 48 MiB.
+      expect(afterMs).toBeGreaterThanOrEqual(2500);
+      expect(afterMs).toBeLessThan(20_000);
+      expect(memory[0]?.privateBytes).toBeLessThan((soon[0]?.privateBytes ?? 0) - 40 * MiB);
+    } finally {
+      held.child.kill();
+    }
+  });
+
+  it('a real process that keeps its memory is read at the last time, as it is', async () => {
+    const held = holder(8, -1);
+    try {
+      const readyAt = await held.ready;
+      const soon = held.read();
+      const { afterMs, memory } = await readSettled(held.read, soon, readyAt, {
+        fromMs: 200,
+        untilMs: 2500,
+      });
+      expect(afterMs).toBeGreaterThanOrEqual(1500);
+      expect(afterMs).toBeLessThanOrEqual(2500);
+      expect(memory[0]?.privateBytes).toBeGreaterThan(
+        (soon[0]?.privateBytes ?? 0) - SETTLE_DROP_BYTES,
+      );
+    } finally {
+      held.child.kill();
+    }
   });
 });
