@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backplaneTable } from '../bench/lib/backplane.ts';
 import { MCP_PATHS, mcpKeys } from '../bench/lib/mcp-path.ts';
-import { mcpTable, table, targets, targetTable } from '../bench/lib/report.ts';
+import { conditions, mcpTable, table, targets, targetTable } from '../bench/lib/report.ts';
 import { SETTLE_EVERY_MS } from '../bench/lib/settle.ts';
 import { ALL_SYSTEMS, runSuite, type SuiteResult, WORKLOADS } from '../bench/lib/suite.ts';
 import type { SystemName } from '../bench/lib/systems.ts';
@@ -464,6 +464,14 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
       .find((line) => line.includes('CPU s, each process'));
     expect(eachRow?.split(' | ')[header.indexOf('mcp (daemon)')]).toMatch(
       /^worker [\d.]+, client [\d.]+, daemon [\d.]+, mcp [\d.]+$/,
+    );
+    // What the host took over each window, read from this machine's /proc/stat.
+    const stealRow = mcpTable(result)
+      .split('\n')
+      .find((line) => line.includes('CPU time the host took (steal) over the window'));
+    expect(stealRow?.split(' | ')[header.indexOf('mcp (daemon)')]).toMatch(/^[\d.]+%$/);
+    expect(conditions(result)).toMatch(
+      /the host took [\d.]+% of the machine's CPU time over the run/,
     );
     expect(() => JSON.stringify(result)).not.toThrow();
   });

@@ -33,7 +33,7 @@ import type {
   McpWorkerConfig,
   McpWorkerDone,
 } from './mcp-targets.ts';
-import { type ProcSample, sampleProcess, sleep } from './proc.ts';
+import { type ProcSample, sampleMachineCpu, sampleProcess, sleep, stolenShare } from './proc.ts';
 import { readSettled, type SettleWindow } from './settle.ts';
 import { type LatencySummary, median } from './stats.ts';
 import {
@@ -176,6 +176,8 @@ export interface McpRunResult {
   systemCpuSeconds: number;
   /** The largest peak RSS of the system's own processes. */
   systemPeakRssBytes: number;
+  /** Share of the machine's CPU time the host took (steal) over the window: near 0 on a quiet host. */
+  stolenShare: number;
   errors: string[];
 }
 
@@ -631,11 +633,13 @@ export async function runMcpPath(
       ...started.system,
     ];
     const from = pids.map(({ pid }) => sampleProcess(pid));
+    const machineFrom = sampleMachineCpu();
     const sentPromise = worker.nextUnlessFailed<McpWorkerDone>('sent', timeoutMs);
     worker.send({ type: 'go', count: updates, ratePerSecond });
     const sent = await sentPromise;
     await called;
     const to = pids.map(({ pid }) => sampleProcess(pid));
+    const machineTo = sampleMachineCpu();
     const resultPromise = client.next<McpClientResult>('result', 30_000);
     client.send({ type: 'finish' });
     const result = await resultPromise;
@@ -661,6 +665,7 @@ export async function runMcpPath(
       processes,
       systemCpuSeconds: own.reduce((sum, p) => sum + p.cpuSeconds, 0),
       systemPeakRssBytes: Math.max(...own.map((p) => p.peakRssBytes)),
+      stolenShare: stolenShare(machineFrom, machineTo),
       errors: result.errors,
     };
   } finally {
@@ -710,6 +715,7 @@ export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
     })),
     systemCpuSeconds: mid((run) => run.systemCpuSeconds),
     systemPeakRssBytes: mid((run) => run.systemPeakRssBytes),
+    stolenShare: mid((run) => run.stolenShare),
     errors: [...new Set(runs.flatMap((run) => run.errors))],
   };
 }

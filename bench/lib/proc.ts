@@ -49,6 +49,38 @@ export function sampleProcess(pid: number): ProcSample {
   }
 }
 
+/** The machine's CPU time so far, all cores (/proc/stat), in clock ticks. */
+export interface MachineCpuSample {
+  totalTicks: number;
+  /**
+   * Time the hypervisor ran something else while this VM had work ready (steal): on a shared
+   * host, the contention that load average does not show, and what makes one run's figures move.
+   */
+  stealTicks: number;
+}
+
+export function sampleMachineCpu(): MachineCpuSample {
+  try {
+    // "cpu  user nice system idle iowait irq softirq steal guest guest_nice"; guest time is
+    // counted in user already.
+    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '';
+    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number);
+    if (ticks.length < 8 || ticks.some((n) => !Number.isFinite(n))) throw new Error(line);
+    return {
+      totalTicks: ticks.reduce((sum, n) => sum + n, 0),
+      stealTicks: ticks[7] ?? Number.NaN,
+    };
+  } catch {
+    return { totalTicks: Number.NaN, stealTicks: Number.NaN };
+  }
+}
+
+/** Share of the machine's CPU time the host took (steal) between two samples; NaN without /proc. */
+export function stolenShare(from: MachineCpuSample, to: MachineCpuSample): number {
+  const total = to.totalTicks - from.totalTicks;
+  return total > 0 ? (to.stealTicks - from.stealTicks) / total : Number.NaN;
+}
+
 /** Share of one core the process used between two samples (1 = a full core). */
 export function cpuShare(from: ProcSample, to: ProcSample): number {
   return (to.cpuSeconds - from.cpuSeconds) / ((to.atMs - from.atMs) / 1000);

@@ -330,6 +330,11 @@ function serverAndDaemon(server: number, daemon: number | undefined): string {
   return `${mib(server)}${daemon !== undefined && Number.isFinite(daemon) ? `; ${mib(daemon)}` : ''}`;
 }
 
+/** `12%`, `5.4%` (a tenth under 10%, where the quiet line is), or `n/a` where /proc/stat was not read. */
+function percent(share: number): string {
+  return Number.isFinite(share) ? `${(share * 100).toFixed(share < 0.1 ? 1 : 0)}%` : 'n/a';
+}
+
 function mib(bytes: number): string {
   return Number.isFinite(bytes) ? (bytes / MIB).toFixed(0) : 'n/a';
 }
@@ -360,15 +365,15 @@ function withRatios(
   });
 }
 
-/**
- * The MCP-path table: each path (and its --before build) beside the floor and
- * the peer, the p99, CPU and peak RSS with their ratios to both.
- */
 /** One figure of each process of a run, by role: `worker 0.55, client 2.02, daemon 1.04`. */
 function eachProcess(run: McpRunResult, figure: (process: ProcessFigures) => string): string {
   return run.processes.map((p) => `${p.role} ${figure(p)}`).join(', ');
 }
 
+/**
+ * The MCP-path table: each path (and its --before build) beside the floor and
+ * the peer, the p99, CPU and peak RSS with their ratios to both.
+ */
 export function mcpTable(result: SuiteResult): string {
   const present = new Set<string>([
     ...Object.keys(result.startup),
@@ -434,6 +439,10 @@ export function mcpTable(result: SuiteResult): string {
     );
     add('peak RSS MiB, each process', (k) =>
       cell(shape[k], (v) => eachProcess(v, (p) => mib(p.peakRssBytes))),
+    );
+    // A path measured while the host took CPU time away (steal) is not comparable with one that was not.
+    add('CPU time the host took (steal) over the window', (k) =>
+      cell(shape[k], (v) => percent(v.stolenShare)),
     );
   }
   if (Object.keys(result.startup).length > 0) {
@@ -610,11 +619,22 @@ export function targetTable(checks: TargetCheck[]): string {
   return lines.join('\n');
 }
 
+/**
+ * Steal above this share of the machine's CPU time makes a run not a quiet one: on this 2-vCPU VM,
+ * idle, it reads 0-2%; under a busy host, 20-28% during the mcp windows, and the same build's
+ * p99 went from 2 to 15-20 ms and its CPU moved by a tenth from one run to the next.
+ */
+export const QUIET_STEAL_SHARE = 0.05;
+
 export function conditions(result: SuiteResult): string {
   const c = result.conditions;
+  const steal = `the host took ${percent(c.stolenShare)} of the machine's CPU time over the run (steal)`;
   return [
     `${c.date}, Node ${c.node}, ${c.cores} x ${c.cpu}, ${c.memoryGiB} GiB, sizes "${c.sizes}"`,
     `load average before ${c.loadAverageBefore.map((l) => l.toFixed(2)).join(' ')}, after ${c.loadAverageAfter.map((l) => l.toFixed(2)).join(' ')}`,
+    c.stolenShare > QUIET_STEAL_SHARE
+      ? `NOT A QUIET RUN: ${steal}, more than ${percent(QUIET_STEAL_SHARE)}: its latency and CPU figures move with the host's load; run again when it is quiet`
+      : `${steal}`,
     ...c.skipped,
     'cpu: CPU of the server process over the measured window, as a share of one core. "per CPU-s" divides',
     'each rate by it: on a machine shared with other work, that ratio is the steadier one.',

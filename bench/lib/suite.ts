@@ -26,6 +26,7 @@ import {
   runMcpPath,
   runMcpStartup,
 } from './mcp-path.ts';
+import { sampleMachineCpu, stolenShare } from './proc.ts';
 import { natsServerPath, type SystemName } from './systems.ts';
 import {
   type FloodResult,
@@ -98,6 +99,8 @@ export interface SuiteResult {
     memoryGiB: number;
     loadAverageBefore: number[];
     loadAverageAfter: number[];
+    /** Share of the machine's CPU time the host took (steal) over the whole run. */
+    stolenShare: number;
     sizes: string;
     repeat: number;
     skipped: string[];
@@ -243,6 +246,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
   }
   // Every workload but ingest leaves out the systems that exist for the ingest A/B only.
   const full = systems.filter((name) => !INGEST_ONLY.includes(name));
+  const machineAtStart = sampleMachineCpu();
   const result: SuiteResult = {
     conditions: {
       date: new Date().toISOString(),
@@ -252,6 +256,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       memoryGiB: Math.round(totalmem() / 2 ** 30),
       loadAverageBefore: loadavg(),
       loadAverageAfter: [],
+      stolenShare: Number.NaN,
       sizes: options.sizeName,
       repeat: options.repeat,
       skipped,
@@ -448,5 +453,6 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     }
   }
   result.conditions.loadAverageAfter = loadavg();
+  result.conditions.stolenShare = stolenShare(machineAtStart, sampleMachineCpu());
   return result;
 }

@@ -7,9 +7,11 @@ import { describe, expect, it } from 'vitest';
 import { framesDue } from '../../bench/lib/frames.ts';
 import { type McpRunResult, mergeMcpRuns } from '../../bench/lib/mcp-path.ts';
 import { natsPorts } from '../../bench/lib/nats-ports.ts';
-import { sampleProcess } from '../../bench/lib/proc.ts';
+import { sampleMachineCpu, sampleProcess, stolenShare } from '../../bench/lib/proc.ts';
+import { conditions, QUIET_STEAL_SHARE } from '../../bench/lib/report.ts';
 import { hasSettled, readSettled, SETTLE_DROP_BYTES } from '../../bench/lib/settle.ts';
 import { median, summariseLatencies } from '../../bench/lib/stats.ts';
+import type { SuiteResult } from '../../bench/lib/suite.ts';
 
 describe('bench statistics', () => {
   it('percentiles are the nearest-rank ones of the samples, whatever their order', () => {
@@ -113,6 +115,7 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     ],
     systemCpuSeconds: cpu,
     systemPeakRssBytes: cpu * 100,
+    stolenShare: cpu / 10,
     errors: [],
     ...delivered,
   });
@@ -133,6 +136,7 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     ]);
     expect(merged.systemPeakRssBytes).toBe(100);
     expect(merged.resultAfterLastUpdateMs).toBe(51);
+    expect(merged.stolenShare).toBe(0.1);
   });
 
   it("keeps the worst run's delivery: a lost update or a late one shows", () => {
@@ -219,5 +223,62 @@ describe('settled idle memory: read once the memory reducer has run, not at a fi
     } finally {
       held.child.kill();
     }
+  });
+});
+
+describe('steal: the CPU time the host took, which load average does not show', () => {
+  it('is read from this machine: its CPU time grows as a process burns it', () => {
+    const from = sampleMachineCpu();
+    const until = performance.now() + 60;
+    while (performance.now() < until) {
+      // Burn: clock ticks are 10 ms, so 60 ms moves the machine's total.
+    }
+    const to = sampleMachineCpu();
+    expect(to.totalTicks).toBeGreaterThan(from.totalTicks);
+    expect(Number.isFinite(from.stealTicks)).toBe(true);
+    expect(to.stealTicks).toBeGreaterThanOrEqual(from.stealTicks);
+    const share = stolenShare(from, to);
+    expect(share).toBeGreaterThanOrEqual(0);
+    expect(share).toBeLessThanOrEqual(1);
+  });
+
+  it('is the stolen ticks over all ticks between two samples, NaN when nothing was read', () => {
+    expect(
+      stolenShare({ totalTicks: 1000, stealTicks: 10 }, { totalTicks: 1400, stealTicks: 110 }),
+    ).toBe(0.25);
+    expect(
+      stolenShare({ totalTicks: 5, stealTicks: 0 }, { totalTicks: 5, stealTicks: 0 }),
+    ).toBeNaN();
+    expect(
+      stolenShare({ totalTicks: Number.NaN, stealTicks: 0 }, { totalTicks: 9, stealTicks: 0 }),
+    ).toBeNaN();
+  });
+
+  it('the report says when a run was not a quiet one, and how much the host took', () => {
+    const run = (stolen: number) =>
+      conditions({
+        conditions: {
+          date: '2026-12-06T08:00:00.000Z',
+          node: 'v22',
+          cpu: 'cpu',
+          cores: 2,
+          memoryGiB: 24,
+          loadAverageBefore: [0.1, 0.2, 0.3],
+          loadAverageAfter: [0.4, 0.5, 0.6],
+          stolenShare: stolen,
+          sizes: 'full',
+          repeat: 1,
+          skipped: [],
+        },
+      } as unknown as SuiteResult);
+    expect(run(0.22)).toContain(
+      "NOT A QUIET RUN: the host took 22% of the machine's CPU time over the run (steal)",
+    );
+    expect(run(QUIET_STEAL_SHARE)).not.toContain('NOT A QUIET RUN');
+    expect(run(0.054)).toContain('NOT A QUIET RUN: the host took 5.4%');
+    expect(run(0.01)).toContain(
+      "the host took 1.0% of the machine's CPU time over the run (steal)",
+    );
+    expect(run(Number.NaN)).toContain('the host took n/a');
   });
 });
