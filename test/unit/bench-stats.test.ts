@@ -255,8 +255,12 @@ describe('steal: the CPU time the host took, which load average does not show', 
   });
 
   it('the report says when a run was not a quiet one, and how much the host took', () => {
-    const run = (stolen: number) =>
+    const run = (stolen: number, inAWindow?: number) =>
       conditions({
+        mcp:
+          inAWindow === undefined
+            ? {}
+            : { '1000': { http: { ok: true, value: { stolenShare: inAWindow } } } },
         conditions: {
           date: '2026-12-06T08:00:00.000Z',
           node: 'v22',
@@ -280,5 +284,10 @@ describe('steal: the CPU time the host took, which load average does not show', 
       "the host took 1.0% of the machine's CPU time over the run (steal)",
     );
     expect(run(Number.NaN)).toContain('the host took n/a');
+    // A run mostly idle, one of its MCP windows busy: the window decides.
+    expect(run(0.016, 0.24)).toContain(
+      "NOT A QUIET RUN: the host took 1.6% of the machine's CPU time over the run (steal), at most 24% in an MCP window",
+    );
+    expect(run(0.016, 0.02)).not.toContain('NOT A QUIET RUN');
   });
 });
