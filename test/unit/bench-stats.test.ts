@@ -9,7 +9,12 @@ import { type McpRunResult, mergeMcpRuns } from '../../bench/lib/mcp-path.ts';
 import { natsPorts } from '../../bench/lib/nats-ports.ts';
 import { sampleMachineCpu, sampleProcess, stolenShare } from '../../bench/lib/proc.ts';
 import { conditions, QUIET_STEAL_SHARE } from '../../bench/lib/report.ts';
-import { hasSettled, readSettled, SETTLE_DROP_BYTES } from '../../bench/lib/settle.ts';
+import {
+  hasSettled,
+  readSettled,
+  SETTLE_DROP_BYTES,
+  type SettleWindow,
+} from '../../bench/lib/settle.ts';
 import { median, summariseLatencies } from '../../bench/lib/stats.ts';
 import type { SuiteResult } from '../../bench/lib/suite.ts';
 
@@ -173,56 +178,45 @@ describe('settled idle memory: read once the memory reducer has run, not at a fi
     expect(hasSettled(at(32, 13), at(23, 13), at(23, 13))).toBe(false);
   });
 
-  /** A real Node process holding `holdMiB` of private memory until `releaseMs` (never if -1). */
-  function holder(holdMiB: number, releaseMs: number) {
+  /**
+   * A real Node process holding `holdMiB` of private memory until `releaseMs` (never if -1), read
+   * soon after it is ready and then as the harness reads a server's settled memory.
+   */
+  async function settleOf(holdMiB: number, releaseMs: number, window: SettleWindow) {
     const script = `let memory = Buffer.alloc(${holdMiB} * 1024 * 1024, 1);
       if (${releaseMs} >= 0) setTimeout(() => { memory = undefined; globalThis.gc(); }, ${releaseMs});
       process.stdout.write('ready\\n'); process.stdin.resume();`;
     const child = spawn(process.execPath, ['--expose-gc', '-e', script], {
       stdio: ['pipe', 'pipe', 'inherit'],
     });
-    const ready = new Promise<number>((resolve, reject) => {
-      child.once('exit', (code) => reject(new Error(`the holder exited (${code})`)));
-      child.stdout.once('data', () => resolve(performance.now()));
-    });
-    return { child, ready, read: () => [sampleProcess(child.pid ?? -1)] };
+    try {
+      const readyAt = await new Promise<number>((resolve, reject) => {
+        child.once('exit', (code) => reject(new Error(`the holder exited (${code})`)));
+        child.stdout.once('data', () => resolve(performance.now()));
+      });
+      const read = () => [sampleProcess(child.pid ?? -1)];
+      const first = read();
+      const { afterMs, memory } = await readSettled(read, first, readyAt, window);
+      const soon = first[0]?.privateBytes ?? Number.NaN;
+      return { soon, afterMs, settled: memory[0]?.privateBytes ?? Number.NaN };
+    } finally {
+      child.kill();
+    }
   }
 
   it('a real process that gives memory back late is read after it did, not before', async () => {
-    const held = holder(48, 2500);
-    try {
-      const readyAt = await held.ready;
-      const soon = held.read();
-      const { afterMs, memory } = await readSettled(held.read, soon, readyAt, {
-        fromMs: 500,
-        untilMs: 20_000,
-      });
-      // A reading at the first time alone (500 ms) would have held the 48 MiB.
-      expect(afterMs).toBeGreaterThanOrEqual(2500);
-      expect(afterMs).toBeLessThan(20_000);
-      expect(memory[0]?.privateBytes).toBeLessThan((soon[0]?.privateBytes ?? 0) - 40 * MiB);
-    } finally {
-      held.child.kill();
-    }
+    const { soon, afterMs, settled } = await settleOf(48, 2500, { fromMs: 500, untilMs: 20_000 });
+    // A reading at the first time alone (500 ms) would have held the 48 MiB.
+    expect(afterMs).toBeGreaterThanOrEqual(2500);
+    expect(afterMs).toBeLessThan(20_000);
+    expect(settled).toBeLessThan(soon - 40 * MiB);
   });
 
   it('a real process that keeps its memory is read at the last time, as it is', async () => {
-    const held = holder(8, -1);
-    try {
-      const readyAt = await held.ready;
-      const soon = held.read();
-      const { afterMs, memory } = await readSettled(held.read, soon, readyAt, {
-        fromMs: 200,
-        untilMs: 2500,
-      });
-      expect(afterMs).toBeGreaterThanOrEqual(1500);
-      expect(afterMs).toBeLessThanOrEqual(2500);
-      expect(memory[0]?.privateBytes).toBeGreaterThan(
-        (soon[0]?.privateBytes ?? 0) - SETTLE_DROP_BYTES,
-      );
-    } finally {
-      held.child.kill();
-    }
+    const { soon, afterMs, settled } = await settleOf(8, -1, { fromMs: 200, untilMs: 2500 });
+    expect(afterMs).toBeGreaterThanOrEqual(1500);
+    expect(afterMs).toBeLessThanOrEqual(2500);
+    expect(settled).toBeGreaterThan(soon - SETTLE_DROP_BYTES);
   });
 });
 
