@@ -13,6 +13,7 @@ import {
   hasSettled,
   readSettled,
   SETTLE_DROP_BYTES,
+  SETTLE_EVERY_MS,
   type SettleWindow,
 } from '../../bench/lib/settle.ts';
 import { median, summariseLatencies } from '../../bench/lib/stats.ts';
@@ -214,8 +215,9 @@ describe('settled idle memory: read once the memory reducer has run, not at a fi
 
   it('a real process that keeps its memory is read at the last time, as it is', async () => {
     const { soon, afterMs, settled } = await settleOf(8, -1, { fromMs: 200, untilMs: 2500 });
+    // The last reading that leaves a second before 2.5 s, late as a busy machine's timers are.
     expect(afterMs).toBeGreaterThanOrEqual(1500);
-    expect(afterMs).toBeLessThanOrEqual(2500);
+    expect(afterMs).toBeLessThan(2500 + SETTLE_EVERY_MS);
     expect(settled).toBeGreaterThan(soon - SETTLE_DROP_BYTES);
   });
 });
