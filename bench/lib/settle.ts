@@ -57,7 +57,11 @@ export async function readSettled<T extends Reading>(
   startedAt: number,
   { fromMs, untilMs }: SettleWindow,
 ): Promise<{ afterMs: number; memory: T[] }> {
-  await sleep(Math.max(0, startedAt + fromMs - performance.now()));
+  // A timer may fire a fraction of a millisecond early: wait until `fromMs` has passed.
+  const from = startedAt + fromMs;
+  for (let left = from - performance.now(); left > 0; left = from - performance.now()) {
+    await sleep(Math.ceil(left));
+  }
   let previous: T[] | undefined;
   for (;;) {
     const memory = read();
