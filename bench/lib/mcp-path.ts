@@ -219,9 +219,8 @@ export interface IdleMemory {
  * servers' idle figures are read: soon after start, and (`settled`) when theirs are.
  */
 export interface IdleFloor extends IdleMemory {
-  settled?: IdleMemory | undefined;
-  /** When the settled figure was read, ms after the floor was ready. */
-  settledAfterMs?: number | undefined;
+  /** Read as a server's settled figure is, `afterMs` after the floor was ready. */
+  settled?: (IdleMemory & { afterMs: number }) | undefined;
 }
 
 interface StartedPath {
@@ -510,26 +509,19 @@ export async function runMcpStartup(
       // Start-up's garbage has had its chance to go by then (the settled figure comes later).
       await sleep(settleMs);
       startupMs.push(started.ready.startupMs);
-      const server = idleMemory(started.ready.serverPid);
+      // The server, and the separate daemon where the path has one.
+      const pids = [started.ready.serverPid, ...(started.daemon ? [started.daemon.pid] : [])];
+      const soon = pids.map(idleMemory);
+      const [server, daemon] = soon as [IdleMemory, IdleMemory?];
       idleServerRssBytes.push(server.rssBytes);
       idleServerPrivateBytes.push(server.privateBytes);
-      if (started.daemon !== undefined) {
-        const daemon = idleMemory(started.daemon.pid);
+      if (daemon !== undefined) {
         idleDaemonRssBytes = daemon.rssBytes;
         idleDaemonPrivateBytes = daemon.privateBytes;
       }
       if (settle !== undefined && i === spawns - 1) {
-        const pids = [started.ready.serverPid, ...(started.daemon ? [started.daemon.pid] : [])];
-        const soon = [
-          server,
-          ...(started.daemon ? [{ privateBytes: idleDaemonPrivateBytes }] : []),
-        ];
-        const { afterMs, memory } = await readSettled(
-          () => pids.map(idleMemory),
-          soon,
-          readyAt,
-          settle,
-        );
+        const read = () => pids.map(idleMemory);
+        const { afterMs, memory } = await readSettled(read, soon, readyAt, settle);
         settled = { afterMs, server: memory[0] as IdleMemory, daemon: memory[1] };
       }
     } finally {
@@ -573,7 +565,7 @@ export async function runIdleFloor(
     const soon = idleMemory(pid);
     if (settle === undefined) return soon;
     const { afterMs, memory } = await readSettled(() => [idleMemory(pid)], [soon], readyAt, settle);
-    return { ...soon, settled: memory[0], settledAfterMs: afterMs };
+    return { ...soon, settled: { ...(memory[0] as IdleMemory), afterMs } };
   } finally {
     floor.stdin.end();
     if (floor.exitCode === null) await new Promise((resolve) => floor.once('exit', resolve));

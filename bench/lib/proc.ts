@@ -59,20 +59,20 @@ export interface MachineCpuSample {
   stealTicks: number;
 }
 
+const NO_MACHINE_CPU: MachineCpuSample = { totalTicks: Number.NaN, stealTicks: Number.NaN };
+
 export function sampleMachineCpu(): MachineCpuSample {
+  let line: string;
   try {
-    // "cpu  user nice system idle iowait irq softirq steal guest guest_nice"; guest time is
-    // counted in user already.
-    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '';
-    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number);
-    if (ticks.length < 8 || ticks.some((n) => !Number.isFinite(n))) throw new Error(line);
-    return {
-      totalTicks: ticks.reduce((sum, n) => sum + n, 0),
-      stealTicks: ticks[7] ?? Number.NaN,
-    };
+    line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '';
   } catch {
-    return { totalTicks: Number.NaN, stealTicks: Number.NaN };
+    return NO_MACHINE_CPU;
   }
+  // "cpu  user nice system idle iowait irq softirq steal guest guest_nice"; guest time is
+  // counted in user already.
+  const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number);
+  if (ticks.length < 8 || ticks.some((n) => !Number.isFinite(n))) return NO_MACHINE_CPU;
+  return { totalTicks: ticks.reduce((sum, n) => sum + n, 0), stealTicks: ticks[7] as number };
 }
 
 /** Share of the machine's CPU time the host took (steal) between two samples; NaN without /proc. */

@@ -631,7 +631,7 @@ export const QUIET_STEAL_SHARE = 0.05;
  * its share over the run can be 2% while the 1k/s windows lost 11-24%.
  */
 function mostStolenInAWindow(result: SuiteResult): number {
-  const shares = Object.values(result.mcp ?? {})
+  const shares = Object.values(result.mcp)
     .flatMap((shape) => Object.values(shape))
     .flatMap((outcome) => (outcome?.ok ? [outcome.value.stolenShare] : []))
     .filter((share) => Number.isFinite(share));
