@@ -7,7 +7,8 @@
  * The package's compiled files are plain files in one tree (dist/), so a
  * relative `.js` import from one of them is the URL it names, as Node would
  * find it; everything else (packages, node: built-ins) is Node's to resolve.
- * Needs module.registerHooks (Node 22.15+); without it, nothing changes.
+ * Needs module.registerHooks (Node 22.15+); without it, nothing changes. The same hook
+ * keeps zod's locales to English (zodLocaleIndex says why).
  */
 import * as nodeModule from 'node:module';
 
@@ -26,27 +27,45 @@ export function resolveOwnModule(
   return url.href;
 }
 
+/**
+ * Where the zod the package uses keeps its locale index, which loads all of zod's locales (64 of
+ * them, about 1 MiB of source) because zod's core re-exports it: 3 MiB of an idle `mcp`. The
+ * binary's processes speak English alone, zod's default, which zod imports from en.js itself;
+ * so this index is resolved to `./zod-english.js`, which has `en` only. Undefined when no zod is
+ * found from here (the hook then leaves every package to Node).
+ */
+function zodLocaleIndex(): string | undefined {
+  try {
+    return import.meta.resolve('zod/v4/locales');
+  } catch {
+    return undefined;
+  }
+}
+
 type ResolveHook = (
   specifier: string,
   context: { parentURL?: string | undefined },
-  nextResolve: (specifier: string, context: unknown) => unknown,
+  nextResolve: (specifier: string, context: unknown) => { url: string },
 ) => unknown;
 
 /**
  * Resolves relative imports among the modules under `rootHref` (a directory URL ending in `/`)
- * directly from now on; returns whether the hook is in place.
+ * directly from now on, and zod's locale index to English alone; returns whether the hook is in
+ * place.
  */
 export function resolveOwnModulesDirectly(rootHref: string): boolean {
   const register = (nodeModule as { registerHooks?: (hooks: { resolve: ResolveHook }) => unknown })
     .registerHooks;
   if (register === undefined) return false;
+  const localeIndex = zodLocaleIndex();
+  const englishOnly = new URL('./zod-english.js', import.meta.url).href;
   register({
     resolve(specifier, context, nextResolve) {
       const url = resolveOwnModule(specifier, context.parentURL, rootHref);
       // The package is "type": "module": its .js files are ES modules.
-      return url === undefined
-        ? nextResolve(specifier, context)
-        : { url, format: 'module', shortCircuit: true };
+      if (url !== undefined) return { url, format: 'module', shortCircuit: true };
+      const resolved = nextResolve(specifier, context);
+      return resolved.url === localeIndex ? { ...resolved, url: englishOnly } : resolved;
     },
   });
   return true;

@@ -59,6 +59,23 @@ describe('modules loaded when first used', () => {
     await mcp.close();
   });
 
+  it("`mcp-progress mcp` loads zod's English locale alone, and zod's errors still read in English", async () => {
+    const daemon = await startDaemon();
+    const log = join(tempDir(), 'modules.log');
+    const mcp = await connectStdio(['--runtime-dir', daemon.runtimeDir], logEnv(log));
+    // A token of the wrong type fails the tool's input schema: zod's message, from its en locale.
+    const refused = await mcp.client.callTool({
+      name: 'watch_progress',
+      arguments: { progressToken: { not: 'a token' } },
+    });
+    expect(refused.isError).toBe(true);
+    expect(JSON.stringify(refused.content)).toContain('Invalid input');
+    const locales = matching(loaded(log), /\/node_modules\/zod\/v4\/locales\//);
+    expect(locales.map((url) => url.replace(/^.*\/locales\//, ''))).toEqual(['en.js']);
+    expect(matching(loaded(log), /\/dist\/shared\/zod-english\.js$/)).toHaveLength(1);
+    await mcp.close();
+  });
+
   it('`mcp-progress mcp` with no daemon embeds one without ws, the gateway client or node-ipc; a worker brings node-ipc', async () => {
     const runtimeDir = join(tempDir(), 'rt');
     const log = join(tempDir(), 'modules.log');
