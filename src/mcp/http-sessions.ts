@@ -20,6 +20,7 @@ import type { Logger } from '../shared/log.js';
 import { BoundedEventStore } from './event-store.js';
 import { createProgressMcpServer } from './mcp-server.js';
 import type { ModernMcpHttp } from './modern-http.js';
+import { HANDED_ON } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 import {
   claimsSessionlessRevision,
@@ -498,7 +499,8 @@ function sendCounted(session: McpSession, events: BoundedEventStore): void {
           transport.onerror?.(error as Error);
         }
       }
-      return Promise.resolve();
+      // Written, queued on the stream or kept for a resume, now: the next may follow at once.
+      return HANDED_ON;
     }
     // The SDK's SSE event: "event: message\nid: <id>\ndata: <json>\n\n" (the id is counted when
     // it reaches the response, as a baseline move).

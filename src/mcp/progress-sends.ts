@@ -12,7 +12,14 @@ export interface McpProgressNotification {
   params: ProgressParams;
 }
 
+/**
+ * Sends one notification; settles once the transport has it. A send that handed it to the
+ * transport at once may return HANDED_ON: the next one then follows without waiting a turn.
+ */
 export type SendProgress = (notification: McpProgressNotification) => Promise<void>;
+
+/** What a SendProgress returns when the transport took the notification at once (a settled promise). */
+export const HANDED_ON: Promise<void> = Promise.resolve();
 
 /** Pings the client within the request (bounded by the timeout); settles when it answers. */
 export type ConfirmDelivery = (timeoutMs: number) => Promise<unknown>;
@@ -71,28 +78,43 @@ export class ProgressSends {
   }
 
   /**
-   * Hands one value to the transport; the next waits until it settles. Callbacks, not an async
-   * loop: at 1k updates/s each value goes out alone, and a loop started per value cost more
-   * than the send.
+   * Hands values to the transport, oldest first: while each is taken at once (HANDED_ON), the
+   * next follows now; otherwise it waits until that send settles. Callbacks, not an async loop:
+   * at 1k updates/s each value goes out alone, and a loop started per value cost more than the
+   * send.
    */
   #sendNow(params: ProgressParams): void {
-    this.#sending = true;
-    let sent: Promise<void>;
-    try {
-      sent = this.#send({ method: PROGRESS_METHOD, params });
-    } catch (error) {
-      sent = Promise.reject(error);
+    let next: ProgressParams | undefined = params;
+    while (next !== undefined) {
+      this.#sending = true;
+      let sent: Promise<void>;
+      try {
+        sent = this.#send({ method: PROGRESS_METHOD, params: next });
+      } catch (error) {
+        sent = Promise.reject(error);
+      }
+      if (sent !== HANDED_ON) {
+        sent.then(this.#onSent, this.#onSendFailed);
+        return;
+      }
+      this.#counted();
+      next = this.#waiting.shift();
     }
-    sent.then(this.#onSent, this.#onSendFailed);
+    this.#idle();
   }
 
   readonly #onSent = (): void => {
-    this.#lastSentAt = performance.now();
-    this.#sent++;
+    this.#counted();
     const next = this.#waiting.shift();
     if (next !== undefined) this.#sendNow(next);
     else this.#idle();
   };
+
+  /** One more value reached the transport, now. */
+  #counted(): void {
+    this.#lastSentAt = performance.now();
+    this.#sent++;
+  }
 
   /** The first failure stops sending: nothing is sent after it. */
   readonly #onSendFailed = (error: unknown): void => {

@@ -1,6 +1,10 @@
 /** ProgressSends: in order, bounded while the transport is behind, the final value never dropped. */
 import { describe, expect, it } from 'vitest';
-import { type McpProgressNotification, ProgressSends } from '../../src/mcp/progress-sends.js';
+import {
+  HANDED_ON,
+  type McpProgressNotification,
+  ProgressSends,
+} from '../../src/mcp/progress-sends.js';
 
 /** A transport that holds every send until released, as a host that stopped reading does. */
 function heldTransport() {
@@ -36,6 +40,35 @@ describe('ProgressSends', () => {
     }
     await sends.drain({ confirm: false });
     expect(transport.sent).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(sends.coalesced).toBe(0);
+  });
+
+  it('a send the transport took at once (HANDED_ON) lets the next go now, with no turn between them', async () => {
+    const sent: number[] = [];
+    // Takes every value at once, but holds one back on a promise while `slow` is set.
+    let slow: Promise<void> | undefined;
+    const sends = new ProgressSends((notification) => {
+      sent.push(notification.params.progress);
+      return slow ?? HANDED_ON;
+    });
+    sends.push({ progressToken: 't', progress: 1 });
+    sends.push({ progressToken: 't', progress: 2 });
+    // Both went out before push returned: nothing waited for a promise reaction.
+    expect(sent).toEqual([1, 2]);
+    let release: () => void = () => {};
+    slow = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    sends.push({ progressToken: 't', progress: 3 });
+    slow = undefined;
+    sends.push({ progressToken: 't', progress: 4 });
+    sends.push({ progressToken: 't', progress: 5 });
+    // 3 is in flight on a promise: 4 and 5 wait for it, then follow at once, in order.
+    expect(sent).toEqual([1, 2, 3]);
+    const drained = sends.drain({ confirm: false });
+    release();
+    await drained;
+    expect(sent).toEqual([1, 2, 3, 4, 5]);
     expect(sends.coalesced).toBe(0);
   });
 

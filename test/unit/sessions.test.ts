@@ -5,7 +5,11 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
 import { SessionHub, type SessionTransport } from '../../src/daemon/sessions.js';
-import { type Notification, progressNotification } from '../../src/protocol/notifications.js';
+import {
+  doneNotification,
+  type Notification,
+  progressNotification,
+} from '../../src/protocol/notifications.js';
 import { silentLogger } from '../../src/shared/log.js';
 
 interface Probe extends SessionTransport {
@@ -105,31 +109,43 @@ describe('session hub', () => {
     expect(hub.open('websocket', probe())).toBeDefined();
   });
 
-  it('members receive in order after the delivery; their queue and the transport count as unread', async () => {
+  it('a member gets a progress inside the delivery when nothing waits before it, a done after it, and what follows a done behind it', async () => {
     const { hub, router, publish } = setup(10, 2500);
     const transport = probe(false);
     const session = hub.open('mcp', transport);
     if (session === undefined) throw new Error('not admitted');
-    const got: number[] = [];
-    const member = hub.openMember(session, (n) => {
-      if ('progress' in n.params) got.push(n.params.progress);
-    });
+    const got: string[] = [];
+    const member = hub.openMember(session, (n) =>
+      got.push(
+        'progress' in n.params
+          ? `${n.params.progressToken}${n.params.progress}`
+          : `done ${n.params.progressToken}`,
+      ),
+    );
     router.subscribe(member.id, { progressToken: 'm' }, 0);
+    router.subscribe(member.id, { progressToken: 'n' }, 0);
     publish('m', 1);
+    // Handed over before publish returned.
+    expect(got).toEqual(['m1']);
+    router.finish(1, { v: 1, progressToken: 'n' }, 0);
     publish('m', 2);
-    // Nothing runs inside the router's loop.
-    expect(got).toEqual([]);
+    // The done waits for the router's update to end, and the progress behind it waits for the done.
+    expect(got).toEqual(['m1']);
     await settled();
-    expect(got).toEqual([1, 2]);
-    // The /mcp transport's own backlog plus what is queued passes the cap: the session goes.
-    transport.unread = 2510;
+    expect(got).toEqual(['m1', 'done n', 'm2']);
     publish('m', 3);
+    expect(got).toEqual(['m1', 'done n', 'm2', 'm3']);
+    // The /mcp transport's own backlog passes the cap: the session goes, and nothing more arrives.
+    transport.unread = 2510;
+    publish('m', 4);
     expect(transport.closedSlow).toBe(1);
     expect(hub.count).toBe(0);
     await settled();
     expect(router.stats().subscriptions).toBe(0);
-    // A member closed before its queue drained receives nothing more.
-    expect(got).toEqual([1, 2]);
+    publish('m', 5);
+    await settled();
+    // Found slow before m4 was handed over: neither it nor m5 arrived.
+    expect(got).toEqual(['m1', 'done n', 'm2', 'm3']);
   });
 
   it('messages queued for members behind the newest count as unread, across members', async () => {
@@ -140,26 +156,58 @@ describe('session hub', () => {
     const got: string[] = [];
     const a = hub.openMember(session, (n) => got.push(`a${n.params.progressToken}`));
     const b = hub.openMember(session, (n) => got.push(`b${n.params.progressToken}`));
-    router.subscribe(a.id, { progressToken: 'x' }, 0);
-    router.subscribe(b.id, { progressToken: 'y' }, 0);
-    // The size of each message here, as the hub counts it (every one has a one-digit value).
-    const bytes = Buffer.byteLength(
+    for (const [member, tokens] of [
+      [a, ['xd', 'x']],
+      [b, ['yd', 'y']],
+    ] as const)
+      for (const progressToken of tokens) router.subscribe(member.id, { progressToken }, 0);
+    // The size of each message here, as the hub counts it (the tokens are of one length).
+    const doneBytes = Buffer.byteLength(
+      JSON.stringify(doneNotification({ progressToken: 'xd', status: 'ok' })),
+    );
+    const progressBytes = Buffer.byteLength(
       JSON.stringify(progressNotification({ v: 1, progressToken: 'x', progress: 1 }, 1)),
     );
-    // Room for the transport's backlog plus one queued message, not two.
-    transport.unread = 2500 - bytes - bytes / 2;
+    // Room for the transport's backlog, both dones and half a progress.
+    transport.unread = 2500 - 2 * doneBytes - progressBytes / 2;
+    const finish = (progressToken: string) => router.finish(1, { v: 1, progressToken }, 0);
+    // Each done queues, and each progress behind its member's done: the newest is not counted.
+    finish('xd');
+    finish('yd');
     publish('x', 1);
+    expect(transport.closedSlow).toBe(0);
+    expect(got).toEqual([]);
+    // A fourth: the three behind it pass the cap.
     publish('y', 1);
-    expect(transport.closedSlow).toBe(0);
-    await settled();
-    expect(got).toEqual(['ax', 'by']);
-    // Three in one turn: the two behind the newest pass the cap.
-    publish('x', 2);
-    publish('y', 2);
-    expect(transport.closedSlow).toBe(0);
-    publish('x', 3);
     expect(transport.closedSlow).toBe(1);
     expect(hub.count).toBe(0);
+    await settled();
+    expect(got).toEqual([]);
+  });
+
+  it('one message a member hands to its transport does not close a session that reads; a backlog past the cap does', () => {
+    const cap = 1000;
+    const { hub, router } = setup(10, cap);
+    const transport = probe(false);
+    const session = hub.open('mcp', transport);
+    if (session === undefined) throw new Error('not admitted');
+    // The member writes what it receives to the transport, where it stays unread until the test reads it.
+    const member = hub.openMember(session, (n) => {
+      transport.unread += Buffer.byteLength(JSON.stringify(n));
+    });
+    router.subscribe(member.id, { progressToken: 'big' }, 0);
+    const big = (progress: number) =>
+      router.publish(1, { v: 1, progressToken: 'big', progress, message: 'x'.repeat(1400) }, 0);
+    big(1);
+    expect(transport.unread).toBeGreaterThan(cap);
+    expect(transport.closedSlow).toBe(0);
+    transport.unread = 0;
+    big(2);
+    expect(transport.closedSlow).toBe(0);
+    // Not read this time: what was waiting before the third already passes the cap.
+    big(3);
+    expect(transport.closedSlow).toBe(1);
+    expect(hub.slowSessionsClosed).toBe(1);
   });
 
   it('one message larger than the room left does not close a session that reads; a backlog past the cap does', () => {
