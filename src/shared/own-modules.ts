@@ -27,27 +27,32 @@ export function resolveOwnModule(
   return url.href;
 }
 
-/**
- * Where the zod the package uses keeps its locale index, which loads all of zod's locales (64 of
- * them, about 1 MiB of source) because zod's core re-exports it: about 1 MiB of an idle `mcp` and
- * 15 ms of its start-up. The binary's processes speak English alone, zod's default, which zod
- * imports from en.js itself;
- * so this index is resolved to `./zod-english.js`, which has `en` only. Undefined when no zod is
- * found from here (the hook then leaves every package to Node).
- */
-function zodLocaleIndex(): string | undefined {
-  try {
-    return import.meta.resolve('zod/v4/locales');
-  } catch {
-    return undefined;
-  }
-}
+type NextResolve = (specifier: string, context: unknown) => { url: string };
 
 type ResolveHook = (
   specifier: string,
   context: { parentURL?: string | undefined },
-  nextResolve: (specifier: string, context: unknown) => { url: string },
+  nextResolve: NextResolve,
 ) => unknown;
+
+/** How every zod's locale index URL ends: a cheap test before the look-up of ours. */
+const LOCALE_INDEX_TAIL = '/zod/v4/locales/index.js';
+
+/**
+ * Where the zod the package uses keeps its locale index, which loads all of zod's locales (64 of
+ * them, about 1 MiB of source) because zod's core re-exports it: about 1 MiB of an idle `mcp` and
+ * 15 ms of its start-up. The binary's processes speak English alone, zod's default, which zod
+ * imports from en.js itself; so this index is resolved to `./zod-english.js`, which has `en`
+ * only. Looked up through the hooks after ours (not import.meta.resolve, which would come back
+ * through this one); null when no zod is found from here.
+ */
+function zodLocaleIndex(nextResolve: NextResolve): string | null {
+  try {
+    return nextResolve('zod/v4/locales', { parentURL: import.meta.url }).url;
+  } catch {
+    return null;
+  }
+}
 
 /**
  * Resolves relative imports among the modules under `rootHref` (a directory URL ending in `/`)
@@ -58,7 +63,9 @@ export function resolveOwnModulesDirectly(rootHref: string): boolean {
   const register = (nodeModule as { registerHooks?: (hooks: { resolve: ResolveHook }) => unknown })
     .registerHooks;
   if (register === undefined) return false;
-  const localeIndex = zodLocaleIndex();
+  // Looked up when a zod locale index first resolves: a command that loads no zod (publish, run
+  // once per update from shell loops) pays nothing; a first bare-specifier look-up costs 3-4 ms.
+  let localeIndex: string | null | undefined;
   const englishOnly = new URL('./zod-english.js', import.meta.url).href;
   register({
     resolve(specifier, context, nextResolve) {
@@ -66,6 +73,8 @@ export function resolveOwnModulesDirectly(rootHref: string): boolean {
       // The package is "type": "module": its .js files are ES modules.
       if (url !== undefined) return { url, format: 'module', shortCircuit: true };
       const resolved = nextResolve(specifier, context);
+      if (!resolved.url.endsWith(LOCALE_INDEX_TAIL)) return resolved;
+      localeIndex ??= zodLocaleIndex(nextResolve);
       return resolved.url === localeIndex ? { ...resolved, url: englishOnly } : resolved;
     },
   });
