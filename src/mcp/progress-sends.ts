@@ -79,12 +79,12 @@ export class ProgressSends {
 
   /**
    * Hands values to the transport, oldest first: while each is taken at once (HANDED_ON), the
-   * next follows now; otherwise it waits until that send settles. Callbacks, not an async loop:
+   * next follows now; otherwise it waits until that send settles. Nothing left: idle. Callbacks, not an async loop:
    * at 1k updates/s each value goes out alone, and a loop started per value cost more than the
    * send.
    */
-  #sendNow(params: ProgressParams): void {
-    let next: ProgressParams | undefined = params;
+  #sendNow(first: ProgressParams | undefined): void {
+    let next = first;
     while (next !== undefined) {
       this.#sending = true;
       let sent: Promise<void>;
@@ -105,9 +105,7 @@ export class ProgressSends {
 
   readonly #onSent = (): void => {
     this.#counted();
-    const next = this.#waiting.shift();
-    if (next !== undefined) this.#sendNow(next);
-    else this.#idle();
+    this.#sendNow(this.#waiting.shift());
   };
 
   /** One more value reached the transport, now. */
