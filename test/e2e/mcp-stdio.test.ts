@@ -3,13 +3,17 @@
  * over stdio; separate worker processes publish to the daemon. The watch scenario, for every
  * client and transport, is in mcp-transports.test.ts.
  */
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { encodeFrame } from '../../src/protocol/wire.js';
 import { readDaemonInfo } from '../../src/shared/locate.js';
 import {
+  BIN,
   cleanupAll,
+  DAEMON_ENV,
   eventually,
   publishAccepted,
   runCli,
@@ -17,7 +21,8 @@ import {
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { connectStdio, textOf } from '../helpers/mcp.js';
+import { connectStdio, RAW_INITIALIZE, textOf, watchCall } from '../helpers/mcp.js';
+import { rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
@@ -217,6 +222,74 @@ describe('mcp-progress mcp over stdio', () => {
     expect(b.stderr()).not.toContain('internal error');
     await b.close();
   });
+});
+
+describe('a host that stops reading stdout for a moment', () => {
+  it('still gets every value of a full-delivery watch, in order, and then the result', async () => {
+    const daemon = await startDaemon();
+    const mcp = spawn(process.execPath, [BIN, 'mcp', '--runtime-dir', daemon.runtimeDir], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: DAEMON_ENV,
+    });
+    const received: Array<{ id?: number; method?: string; params?: { progress?: number } }> = [];
+    let pending = '';
+    mcp.stdout.setEncoding('utf8').on('data', (text: string) => {
+      const lines = (pending + text).split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) if (line.trim() !== '') received.push(JSON.parse(line));
+    });
+    const write = (message: object) => mcp.stdin.write(`${JSON.stringify(message)}\n`);
+    const answered = (id: number) =>
+      eventually(() => received.find((m) => m.id === id), 30_000, `the answer to request ${id}`);
+    write(RAW_INITIALIZE);
+    await answered(0);
+    write({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const token = 'paused-host';
+    write(watchCall(1, token, 600_000));
+    const worker = await rawWorker(daemon.info.socket);
+    const status = async () => {
+      const before = worker.replies.length;
+      worker.send('status', {});
+      const reply = await eventually(
+        () => worker.replies.slice(before).find((r) => r.type === 'status'),
+        10_000,
+        'a status reply',
+      );
+      return reply.data as { subscriptions: number; counters: { notificationsSent: number } };
+    };
+    await eventually(async () => ((await status()).subscriptions === 1 ? true : undefined));
+    // The host stops reading: the pipe and this side's buffer fill (a few hundred of these
+    // values), and the rest wait in `mcp`, each one, up to MAX_WAITING_PROGRESS_SENDS.
+    mcp.stdout.pause();
+    const values = 4000;
+    const message = `rendering frame ${'#'.repeat(200)}`;
+    for (let from = 0; from < values; from += 500) {
+      let batch = '';
+      for (let progress = from + 1; progress <= from + 500; progress++)
+        batch += encodeFrame('progress', { v: 1, progressToken: token, progress, message });
+      worker.write(batch);
+    }
+    // Every value has left the daemon for `mcp`, which takes them while its stdout is stuck.
+    await eventually(async () =>
+      (await status()).counters.notificationsSent >= values ? true : undefined,
+    );
+    mcp.stdout.resume();
+    worker.send('done', { v: 1, progressToken: token, seq: 1 });
+    await answered(1);
+    const progress = received
+      .filter((m) => m.method === 'notifications/progress')
+      .map((m) => m.params?.progress);
+    expect(progress.length).toBe(values);
+    expect(progress).toEqual(Array.from({ length: values }, (_, i) => i + 1));
+    const result = received.findIndex((m) => m.id === 1);
+    expect(received.slice(result + 1).filter((m) => m.method === 'notifications/progress')).toEqual(
+      [],
+    );
+    worker.destroy();
+    mcp.stdin.end();
+    await waitForExit(mcp);
+    await daemon.stop();
+  }, 60_000);
 });
 
 /** Settles once the daemon an `mcp` embeds (beside initialize) has written daemon.json. */
