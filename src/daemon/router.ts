@@ -575,19 +575,12 @@ export class Router {
   /** When tick() next has work to do, or Infinity. */
   nextDeadline(): number {
     let next = Math.min(this.#gate.nextDeadline(), this.#idleCheckAt);
-    // Called after every read: no iterator over an empty collection.
-    if (this.#orphans.size > 0) {
-      for (const since of this.#orphans.values()) {
-        next = Math.min(next, since + this.#options.abandonGraceMs);
-        break;
-      }
-    }
-    if (this.#doneOrder.size > 0) {
-      for (const stream of this.#doneOrder) {
-        next = Math.min(next, stream.updatedAt + this.#options.retentionMs);
-        break;
-      }
-    }
+    const orphanedSince = oldest(this.#orphans);
+    if (orphanedSince !== undefined)
+      next = Math.min(next, orphanedSince + this.#options.abandonGraceMs);
+    const oldestDone = oldest(this.#doneOrder);
+    if (oldestDone !== undefined)
+      next = Math.min(next, oldestDone.updatedAt + this.#options.retentionMs);
     return next;
   }
 
@@ -871,3 +864,11 @@ function seconds(ms: number): string {
 }
 
 export type { StreamEndStatus };
+
+/**
+ * The first value of a Map or Set, its oldest entry (both keep insertion order). nextDeadline
+ * runs after every read: no iterator is made for an empty one.
+ */
+function oldest<T>(entries: { readonly size: number; values(): Iterator<T> }): T | undefined {
+  return entries.size === 0 ? undefined : entries.values().next().value;
+}
