@@ -149,6 +149,7 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         'http@before',
         'defaults@before',
         'defaults-every@before',
+        'relay@before',
       ] as const) {
         const run = ok(result.mcp[shape]?.[key]);
         const what = `${key}, ${shape}`;

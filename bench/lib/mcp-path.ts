@@ -71,13 +71,17 @@ export const MCP_OWN_FLOOR: Partial<Record<McpPath, { path: McpPath; name: strin
 /** Paths that have something to start up but no progress tool; and paths with nothing to spawn. */
 const STARTUP_ONLY: readonly McpPath[] = ['sdk'];
 const RUN_ONLY: readonly McpPath[] = ['http-floor', 'http', 'defaults', 'defaults-every'];
-/** The paths that are this project's `bin/mcp-progress`, which --before runs from the other build too. */
+/**
+ * The paths that run this project's build (`bin/mcp-progress`, and relayProgress from dist/),
+ * which --before runs from the other build too.
+ */
 const BRIDGE_BUILD_PATHS: readonly McpPath[] = [
   'embedded',
   'http',
   'stdio',
   'defaults',
   'defaults-every',
+  'relay',
 ];
 
 export const MCP_PATH_LABELS: Record<McpPath, string> = {
@@ -319,7 +323,12 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
       config = {
         command: process.execPath,
         args: [...execArgv, RELAY_SERVER],
-        env: { ...bridgeEnv(), MCP_PROGRESS_BENCH_RUNTIME_DIR: runtimeDir },
+        env: {
+          ...bridgeEnv(),
+          MCP_PROGRESS_BENCH_RUNTIME_DIR: runtimeDir,
+          // The server imports relayProgress from the build this key runs.
+          MCP_PROGRESS_BENCH_BUILD: buildRoot,
+        },
         tool: 'relay_job',
         toolArgs: {},
         routeOnStderr: true,

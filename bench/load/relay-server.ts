@@ -4,11 +4,18 @@
  * the worker is done. The worker is the harness's: the route key goes to it
  * as one `ROUTE {env}` line on stderr, which the MCP client passes on.
  */
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 
-// The built package, as a user's server imports it (a variable path: tsc must not need dist/).
-const BUILT_MCP = new URL('../../dist/mcp/index.js', import.meta.url).href;
+// The built package, as a user's server imports it (a variable path: tsc must not need dist/):
+// this checkout's, or the build that MCP_PROGRESS_BENCH_BUILD names (bench --before).
+const buildRoot = process.env.MCP_PROGRESS_BENCH_BUILD;
+const BUILT_MCP =
+  buildRoot === undefined || buildRoot === ''
+    ? new URL('../../dist/mcp/index.js', import.meta.url).href
+    : pathToFileURL(join(buildRoot, 'dist/mcp/index.js')).href;
 const { relayProgress } = (await import(BUILT_MCP)) as typeof import('../../src/mcp/index.ts');
 
 const runtimeDir = process.env.MCP_PROGRESS_BENCH_RUNTIME_DIR;
