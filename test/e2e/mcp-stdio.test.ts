@@ -22,7 +22,7 @@ import {
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectStdio, RAW_INITIALIZE, textOf, watchCall } from '../helpers/mcp.js';
-import { rawWorker } from '../helpers/worker.js';
+import { rawWorker, workerStatus } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
@@ -247,16 +247,8 @@ describe('a host that stops reading stdout for a moment', () => {
     const token = 'paused-host';
     write(watchCall(1, token, 600_000));
     const worker = await rawWorker(daemon.info.socket);
-    const status = async () => {
-      const before = worker.replies.length;
-      worker.send('status', {});
-      const reply = await eventually(
-        () => worker.replies.slice(before).find((r) => r.type === 'status'),
-        10_000,
-        'a status reply',
-      );
-      return reply.data as { subscriptions: number; counters: { notificationsSent: number } };
-    };
+    const status = () =>
+      workerStatus<{ subscriptions: number; counters: { notificationsSent: number } }>(worker);
     await eventually(async () => ((await status()).subscriptions === 1 ? true : undefined));
     // The host stops reading: the pipe and this side's buffer fill (a few hundred of these
     // values), and the rest wait in `mcp`, each one, up to MAX_WAITING_PROGRESS_SENDS.

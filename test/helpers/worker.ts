@@ -61,6 +61,21 @@ export async function rawWorker(socketPath: string): Promise<RawWorker> {
   };
 }
 
+/**
+ * The daemon's figures over a worker connection, which opens no session: the answer to this
+ * request, not to an earlier one.
+ */
+export async function workerStatus<Status>(worker: RawWorker): Promise<Status> {
+  const before = worker.replies.length;
+  worker.send('status', {});
+  const reply = await eventually(
+    () => worker.replies.slice(before).find((r) => r.type === 'status'),
+    10_000,
+    'a status reply',
+  );
+  return reply.data as Status;
+}
+
 /** A raw worker that has published a first value (0 of 100, "starting") on `token`. */
 export async function publishingWorker(socketPath: string, token: string): Promise<RawWorker> {
   const worker = await rawWorker(socketPath);

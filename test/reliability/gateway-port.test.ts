@@ -13,7 +13,7 @@ import { connectGateway } from '../helpers/gateway.js';
 import { httpBase, initializeText } from '../helpers/mcp.js';
 import { asOtherUserOptions, OTHER_USER, otherUser } from '../helpers/other-user.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
-import { rawWorker } from '../helpers/worker.js';
+import { rawWorker, workerStatus } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
@@ -167,14 +167,8 @@ describe.skipIf(otherUser.skip)(
       await holder.ready;
       // Each connection past the cap closed the holder's oldest: exactly one each.
       const worker = await rawWorker(daemon.info.socket);
-      const status = async () => {
-        const before = worker.replies.length;
-        worker.send('status', {});
-        const reply = await eventually(() =>
-          worker.replies.slice(before).find((r) => r.type === 'status'),
-        );
-        return reply.data as { counters: { pendingConnectionsEvicted: number } };
-      };
+      const status = () =>
+        workerStatus<{ counters: { pendingConnectionsEvicted: number } }>(worker);
       const evicted = await eventually(async () => {
         const n = (await status()).counters.pendingConnectionsEvicted;
         return n >= held - cap ? n : undefined;

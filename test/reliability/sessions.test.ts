@@ -20,7 +20,7 @@ import {
   type TappedClient,
   watchCall,
 } from '../helpers/mcp.js';
-import { type RawWorker, rawWorker } from '../helpers/worker.js';
+import { type RawWorker, rawWorker, workerStatus } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
@@ -31,17 +31,7 @@ type Status = {
   counters: { slowSessionsClosed: number };
 };
 
-/** The daemon's figures over the worker socket, which opens no session. */
-async function statusOf(worker: RawWorker): Promise<Status> {
-  const before = worker.replies.length;
-  worker.send('status', {});
-  const reply = await eventually(
-    () => worker.replies.slice(before).find((r) => r.type === 'status'),
-    10_000,
-    'a status reply',
-  );
-  return reply.data as Status;
-}
+const statusOf = (worker: RawWorker) => workerStatus<Status>(worker);
 
 /** Opens a WebSocket session; resolves with 101 or the HTTP status and body of the refusal. */
 function tryWebSocket(info: DaemonInfo): Promise<{ status: number; body: string; ws?: WebSocket }> {
