@@ -86,17 +86,49 @@ export function cpuShare(from: ProcSample, to: ProcSample): number {
   return (to.cpuSeconds - from.cpuSeconds) / ((to.atMs - from.atMs) / 1000);
 }
 
-/** A TCP port that was free a moment ago, for servers that cannot take port 0 and report it. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Where free ports are picked: above the well-known and below the kernel's ephemeral range. */
+const PICKED_PORTS_FROM = 10_000;
+const PICK_ATTEMPTS = 50;
+
+/**
+ * The first port the kernel hands out for port 0 and for outgoing connections (Linux's
+ * ip_local_port_range; IANA's 49152 elsewhere).
+ */
+function ephemeralPortsFrom(): number {
+  try {
+    const low = Number(
+      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0],
+    );
+    return Number.isInteger(low) && low > PICKED_PORTS_FROM + 1000 ? low : 49_152;
+  } catch {
+    return 49_152;
+  }
+}
+
+/** Whether `port` can be listened on at 127.0.0.1 right now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A TCP port that was free a moment ago, for servers that cannot take port 0 and report it.
+ * Picked at random below the ephemeral range rather than by listening on port 0: a port the
+ * kernel just handed out and got back is the next outgoing connection's as soon as anyone's,
+ * and the server that wants it binds only later.
+ */
+export async function freePort(): Promise<number> {
+  const below = ephemeralPortsFrom();
+  for (let attempt = 0; attempt < PICK_ATTEMPTS; attempt++) {
+    const port = PICKED_PORTS_FROM + Math.floor(Math.random() * (below - PICKED_PORTS_FROM));
+    if (await canListen(port)) return port;
+  }
+  throw new Error(
+    `no free TCP port found in ${PICK_ATTEMPTS} tries between ${PICKED_PORTS_FROM} and ${below}`,
+  );
 }
 
 export function sleep(ms: number): Promise<void> {
