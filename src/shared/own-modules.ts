@@ -74,7 +74,8 @@ export function resolveOwnModulesDirectly(rootHref: string): boolean {
       if (url !== undefined) return { url, format: 'module', shortCircuit: true };
       const resolved = nextResolve(specifier, context);
       if (!resolved.url.endsWith(LOCALE_INDEX_TAIL)) return resolved;
-      localeIndex ??= zodLocaleIndex(nextResolve);
+      // null: looked up, no zod found from here; undefined: not looked up yet.
+      if (localeIndex === undefined) localeIndex = zodLocaleIndex(nextResolve);
       return resolved.url === localeIndex ? { ...resolved, url: englishOnly } : resolved;
     },
   });
