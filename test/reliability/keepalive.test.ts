@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { cleanupAll, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
-import { rawWorker } from '../helpers/worker.js';
+import { rawWorker, workerStatus } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
@@ -49,9 +49,10 @@ describe('WebSocket keepalive', () => {
     expect(answering.ws.readyState).toBe(WebSocket.OPEN);
     expect((await answering.request('progress/list')).result).toEqual({ streams: [] });
     const worker = await rawWorker(daemon.info.socket);
-    worker.send('status', {});
-    const status = await worker.reply((r) => r.type === 'status');
-    expect(status.data).toMatchObject({ sessions: 1, counters: { keepaliveTimeouts: 1 } });
+    expect(await workerStatus(worker)).toMatchObject({
+      sessions: 1,
+      counters: { keepaliveTimeouts: 1 },
+    });
     worker.destroy();
     await answering.close();
     await daemon.stop();
