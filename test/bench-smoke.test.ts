@@ -287,7 +287,7 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(wrong.stderr).toContain('--help');
   });
 
-  it('`--warm SECONDS` opens the MCP window after warm-up updates at its rate, and says so', () => {
+  it("`--warm SECONDS` opens the MCP window after warm-up updates at its rate, and says so; the targets' shape runs more than once", () => {
     const run = spawnSync(
       process.execPath,
       [BENCH, '--smoke', '--only', 'mcp', '--paths', 'floor,embedded', '--rates', '1000'].concat([
@@ -314,7 +314,12 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
       expect(warm.finalArrived, key).toBe(true);
       expect(warm.afterResult, key).toBe(0);
     }
-    expect(mcpTable(warmed)).toContain('at 1k/s, after 0.5 s warm: CPU s');
+    // Without --repeat the targets' shape runs Sizes.mcpTargetRuns times (2 at smoke size), the
+    // paths interleaved, and each cell is the median; the table says so.
+    for (const key of ['floor', 'embedded'] as const)
+      expect(ok(warmed.mcp['1000']?.[key]).perRun, key).toHaveLength(sizes.mcpTargetRuns);
+    expect(sizes.mcpTargetRuns).toBe(2);
+    expect(mcpTable(warmed)).toContain('at 1k/s, after 0.5 s warm, median of 2 runs: CPU s');
     const wrong = spawnSync(process.execPath, [BENCH, '--warm', 'soon'], { encoding: 'utf8' });
     expect(wrong.status).toBe(2);
     expect(wrong.stderr).toContain('--warm takes a number of seconds, 0 or more (got "soon")');

@@ -63,6 +63,8 @@ export type McpPath = (typeof MCP_PATHS)[number];
 export type McpKey = McpPath | `${McpPath}@before`;
 /** The peer the bridge's paths are compared with, and the floor under them all. */
 export const MCP_PEER: McpPath = 'telemetry';
+/** The mcp workload's shape (its key) that issue 27's targets judge: 10,000 updates at 1,000/s. */
+export const MCP_TARGET_SHAPE = '1000';
 export const MCP_FLOOR: McpPath = 'floor';
 /** Paths measured against a floor of their own transport too: /mcp against the HTTP floor. */
 export const MCP_OWN_FLOOR: Partial<Record<McpPath, { path: McpPath; name: string }>> = {
@@ -178,6 +180,11 @@ export interface McpRunResult {
   processes: ProcessFigures[];
   /** The system's own processes (daemon and MCP server; the peer's server), CPU seconds together. */
   systemCpuSeconds: number;
+  /**
+   * Each run's own figures, in the order the runs ran (one entry for a single run): the runs of
+   * every path interleave round by round, so entry i of two paths shared the machine's moment.
+   */
+  perRun: Array<{ systemCpuSeconds: number; p99Ms: number }>;
   /** The largest peak RSS of the system's own processes. */
   systemPeakRssBytes: number;
   /** Share of the machine's CPU time the host took (steal) over the window: near 0 on a quiet host. */
@@ -646,6 +653,7 @@ export async function runMcpPath(
     const result = await resultPromise;
     const processes = pids.map(({ role }, i) => figures(role, from[i], to[i]));
     const own = processes.slice(2);
+    const systemCpuSeconds = own.reduce((sum, p) => sum + p.cpuSeconds, 0);
     return {
       key,
       ratePerSecond,
@@ -664,7 +672,8 @@ export async function runMcpPath(
       finalAfterLastUpdateMs: (result.finalAtUs - sent.lastUpdateUs) / 1000,
       startupMs: started.ready.startupMs,
       processes,
-      systemCpuSeconds: own.reduce((sum, p) => sum + p.cpuSeconds, 0),
+      systemCpuSeconds,
+      perRun: [{ systemCpuSeconds, p99Ms: result.latency.p99Ms }],
       systemPeakRssBytes: Math.max(...own.map((p) => p.peakRssBytes)),
       stolenShare: stolenShare(machineFrom, machineTo),
       errors: result.errors,
@@ -715,6 +724,7 @@ export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
       peakRssBytes: mid((run) => run.processes[i]?.peakRssBytes ?? Number.NaN),
     })),
     systemCpuSeconds: mid((run) => run.systemCpuSeconds),
+    perRun: runs.flatMap((run) => run.perRun),
     systemPeakRssBytes: mid((run) => run.systemPeakRssBytes),
     stolenShare: mid((run) => run.stolenShare),
     errors: [...new Set(runs.flatMap((run) => run.errors))],

@@ -16,6 +16,7 @@ import { type FloodProbeResult, PROBE_FLOODERS, runFloodProbe } from './flood-pr
 import {
   type IdleFloor,
   MCP_PATHS,
+  MCP_TARGET_SHAPE,
   type McpKey,
   type McpPath,
   type McpRunResult,
@@ -75,6 +76,8 @@ export interface SuiteOptions {
   workloads: readonly WorkloadName[];
   /** Runs of each measurement; the median run is reported. */
   repeat: number;
+  /** Runs of the MCP targets' shape (MCP_TARGET_SHAPE), when not `repeat` (Sizes.mcpTargetRuns). */
+  mcpTargetRepeat?: number | undefined;
   /** Node flags for server processes, e.g. --cpu-prof. */
   serverExecArgv: string[];
   /** Paths of the MCP workloads (startup, mcp); default all, the peer included. */
@@ -401,7 +404,9 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
         options.samplesDir === undefined ? undefined : join(options.samplesDir, shape.key);
       result.mcp[shape.key] = await measureRow(
         mcpKeys(paths, 'mcp', options.beforeRoot !== undefined),
-        options.repeat,
+        shape.key === MCP_TARGET_SHAPE
+          ? (options.mcpTargetRepeat ?? options.repeat)
+          : options.repeat,
         log,
         (key) =>
           runMcpPath(

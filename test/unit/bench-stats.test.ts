@@ -8,7 +8,7 @@ import { framesDue } from '../../bench/lib/frames.ts';
 import { type McpRunResult, mergeMcpRuns } from '../../bench/lib/mcp-path.ts';
 import { natsPorts } from '../../bench/lib/nats-ports.ts';
 import { sampleMachineCpu, sampleProcess, stolenShare } from '../../bench/lib/proc.ts';
-import { conditions, QUIET_STEAL_SHARE } from '../../bench/lib/report.ts';
+import { conditions, mcpTable, QUIET_STEAL_SHARE, targets } from '../../bench/lib/report.ts';
 import {
   hasSettled,
   readSettled,
@@ -120,6 +120,7 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
       { role: 'daemon', cpuSeconds: cpu, peakRssBytes: cpu * 100 },
     ],
     systemCpuSeconds: cpu,
+    perRun: [{ systemCpuSeconds: cpu, p99Ms: p99 }],
     systemPeakRssBytes: cpu * 100,
     stolenShare: cpu / 10,
     errors: [],
@@ -143,6 +144,60 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     expect(merged.systemPeakRssBytes).toBe(100);
     expect(merged.resultAfterLastUpdateMs).toBe(51);
     expect(merged.stolenShare).toBe(0.1);
+  });
+
+  it("keeps each run's CPU and p99, in the order the runs ran", () => {
+    const merged = mergeMcpRuns([run(1.3, 2), run(1.0, 1), run(0.9, 3)]);
+    expect(merged.perRun).toEqual([
+      { systemCpuSeconds: 1.3, p99Ms: 2 },
+      { systemCpuSeconds: 1.0, p99Ms: 1 },
+      { systemCpuSeconds: 0.9, p99Ms: 3 },
+    ]);
+  });
+
+  it("judges the targets on the medians, and shows each round's ratio to the peer's run beside them", () => {
+    const shape = (peer: McpRunResult[], http: McpRunResult[]): Pick<SuiteResult, 'mcp'> => ({
+      mcp: {
+        '1000': {
+          telemetry: { ok: true, value: mergeMcpRuns(peer), runs: [], perCpuRuns: [] },
+          http: { ok: true, value: mergeMcpRuns(http), runs: [], perCpuRuns: [] },
+        },
+      },
+    });
+    const suite = (result: Pick<SuiteResult, 'mcp'>) =>
+      ({
+        ingest: {},
+        e2e: {},
+        latency: {},
+        fanout: {},
+        flood: {},
+        scale: {},
+        startup: {},
+        probe: {},
+        backplane: {},
+        ...result,
+      }) as unknown as SuiteResult;
+    const cpuCheck = (result: Pick<SuiteResult, 'mcp'>) =>
+      targets(suite(result)).find((check) => check.name.includes('CPU, /mcp'));
+    // Peer 1.0, 0.8, 1.0; /mcp 1.1, 1.0, 1.3: medians 1.0 and 1.1, met; round two's 1.25x shows.
+    const peer = [
+      run(1.0, 1, { warmMs: 0 }),
+      run(0.8, 1, { warmMs: 0 }),
+      run(1.0, 1, { warmMs: 0 }),
+    ];
+    const three = cpuCheck(shape(peer, [run(1.1, 1), run(1.0, 1), run(1.3, 1)]));
+    expect(three).toMatchObject({
+      value: '1.10 vs 1.00 s (1.10x; median of 3 runs, each: 1.10x, 1.25x, 1.30x)',
+      met: true,
+    });
+    expect(cpuCheck(shape(peer, [run(1.1, 1), run(1.3, 1), run(1.3, 1)]))?.met).toBe(false);
+    // The table says its cells are medians.
+    const table = mcpTable(suite(shape(peer, [run(1.1, 1), run(1.0, 1), run(1.3, 1)])));
+    expect(table).toContain('| 100 at 1k/s, median of 3 runs: CPU s of the system processes');
+    // One run: its own ratio, nothing more.
+    expect(cpuCheck(shape([run(1.0, 1, { warmMs: 0 })], [run(1.1, 1)]))?.value).toBe(
+      '1.10 vs 1.00 s (1.10x)',
+    );
   });
 
   it("keeps the worst run's delivery: a lost update or a late one shows", () => {
