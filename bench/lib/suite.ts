@@ -127,6 +127,22 @@ export interface SuiteResult {
   backplane: Record<number, Partial<Record<BackplanePath, Outcome<BackplaneResult>>>>;
 }
 
+/** Every workload's results, none measured yet: what a run fills in, by workload. */
+export function noMeasurements(): Omit<SuiteResult, 'conditions' | 'systems' | 'idleFloor'> {
+  return {
+    ingest: {},
+    e2e: {},
+    latency: {},
+    fanout: {},
+    flood: {},
+    scale: {},
+    startup: {},
+    mcp: {},
+    probe: {},
+    backplane: {},
+  };
+}
+
 async function attempt<T>(
   what: string,
   log: (line: string) => void,
@@ -265,16 +281,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
       skipped,
     },
     systems,
-    ingest: {},
-    e2e: {},
-    latency: {},
-    fanout: {},
-    flood: {},
-    scale: {},
-    startup: {},
-    mcp: {},
-    probe: {},
-    backplane: {},
+    ...noMeasurements(),
   };
   const start = {
     minIntervalMs: 0,

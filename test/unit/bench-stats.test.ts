@@ -17,7 +17,7 @@ import {
   type SettleWindow,
 } from '../../bench/lib/settle.ts';
 import { median, summariseLatencies } from '../../bench/lib/stats.ts';
-import type { SuiteResult } from '../../bench/lib/suite.ts';
+import { noMeasurements, type SuiteResult } from '../../bench/lib/suite.ts';
 
 describe('bench statistics', () => {
   it('percentiles are the nearest-rank ones of the samples, whatever their order', () => {
@@ -165,18 +165,7 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
       },
     });
     const suite = (result: Pick<SuiteResult, 'mcp'>) =>
-      ({
-        ingest: {},
-        e2e: {},
-        latency: {},
-        fanout: {},
-        flood: {},
-        scale: {},
-        startup: {},
-        probe: {},
-        backplane: {},
-        ...result,
-      }) as unknown as SuiteResult;
+      ({ ...noMeasurements(), ...result }) as SuiteResult;
     const cpuCheck = (result: Pick<SuiteResult, 'mcp'>) =>
       targets(suite(result)).find((check) => check.name.includes('CPU, /mcp'));
     // Peer 1.0, 0.8, 1.0; /mcp 1.1, 1.0, 1.3: medians 1.0 and 1.1, met; round two's 1.25x shows.
