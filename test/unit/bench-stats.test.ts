@@ -127,6 +127,10 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     ...delivered,
   });
 
+  /** A run's results with only the MCP workload's, for the report's targets and table. */
+  const suite = (result: Pick<SuiteResult, 'mcp'>) =>
+    ({ ...noMeasurements(), ...result }) as SuiteResult;
+
   it('gives each figure its own median: the CPU is not the run of the median p99', () => {
     // The median p99 (2) is the run with the highest CPU (1.3); the median CPU is 1.0.
     const merged = mergeMcpRuns([run(1.3, 2), run(1.0, 1), run(0.9, 3)]);
@@ -164,8 +168,6 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
         },
       },
     });
-    const suite = (result: Pick<SuiteResult, 'mcp'>) =>
-      ({ ...noMeasurements(), ...result }) as SuiteResult;
     const cpuCheck = (result: Pick<SuiteResult, 'mcp'>) =>
       targets(suite(result)).find((check) => check.name.includes('CPU, /mcp'));
     // Peer 1.0, 0.8, 1.0; /mcp 1.1, 1.0, 1.3: medians 1.0 and 1.1, met; round two's 1.25x shows.
@@ -187,6 +189,21 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     expect(cpuCheck(shape([run(1.0, 1, { warmMs: 0 })], [run(1.1, 1)]))?.value).toBe(
       '1.10 vs 1.00 s (1.10x)',
     );
+  });
+
+  it("judges the bridge's delivery and shows the peer's unjudged: a notification after the result", () => {
+    const late = { afterResult: 1, warmMs: 0 };
+    const delivery = (path: 'telemetry' | 'http') =>
+      targets(
+        suite({
+          mcp: {
+            '1000': { [path]: { ok: true, value: run(1, 1, late), runs: [], perCpuRuns: [] } },
+          },
+        }),
+      ).find((check) => check.name.includes('delivered every value'));
+    expect(delivery('http')).toMatchObject({ value: '100 / 100, final yes, 1 after', met: false });
+    expect(delivery('telemetry')).toMatchObject({ value: '100 / 100, final yes, 1 after' });
+    expect(delivery('telemetry')?.met).toBeUndefined();
   });
 
   it("keeps the worst run's delivery: a lost update or a late one shows", () => {
