@@ -3,7 +3,6 @@
  * over stdio; separate worker processes publish to the daemon. The watch scenario, for every
  * client and transport, is in mcp-transports.test.ts.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -11,9 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/protocol/wire.js';
 import { readDaemonInfo } from '../../src/shared/locate.js';
 import {
-  BIN,
   cleanupAll,
-  DAEMON_ENV,
   eventually,
   publishAccepted,
   runCli,
@@ -21,7 +18,8 @@ import {
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
-import { connectStdio, RAW_INITIALIZE, textOf, watchCall } from '../helpers/mcp.js';
+import { connectStdio, textOf, watchParams } from '../helpers/mcp.js';
+import { connectRawStdio } from '../helpers/raw-mcp.js';
 import { rawWorker, workerStatus } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
@@ -227,25 +225,9 @@ describe('mcp-progress mcp over stdio', () => {
 describe('a host that stops reading stdout for a moment', () => {
   it('still gets every value of a full-delivery watch, in order, and then the result', async () => {
     const daemon = await startDaemon();
-    const mcp = spawn(process.execPath, [BIN, 'mcp', '--runtime-dir', daemon.runtimeDir], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: DAEMON_ENV,
-    });
-    const received: Array<{ id?: number; method?: string; params?: { progress?: number } }> = [];
-    let pending = '';
-    mcp.stdout.setEncoding('utf8').on('data', (text: string) => {
-      const lines = (pending + text).split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) if (line.trim() !== '') received.push(JSON.parse(line));
-    });
-    const write = (message: object) => mcp.stdin.write(`${JSON.stringify(message)}\n`);
-    const answered = (id: number) =>
-      eventually(() => received.find((m) => m.id === id), 30_000, `the answer to request ${id}`);
-    write(RAW_INITIALIZE);
-    await answered(0);
-    write({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const mcp = await connectRawStdio(daemon, '2025-11-25');
     const token = 'paused-host';
-    write(watchCall(1, token, 600_000));
+    const call = mcp.send('tools/call', watchParams(token, 600_000));
     const worker = await rawWorker(daemon.info.socket);
     const status = () =>
       workerStatus<{ subscriptions: number; counters: { notificationsSent: number } }>(worker);
@@ -267,19 +249,19 @@ describe('a host that stops reading stdout for a moment', () => {
     );
     mcp.stdout.resume();
     worker.send('done', { v: 1, progressToken: token, seq: 1 });
-    await answered(1);
+    await mcp.ended(call);
+    const received = mcp.received;
     const progress = received
       .filter((m) => m.method === 'notifications/progress')
       .map((m) => m.params?.progress);
     expect(progress.length).toBe(values);
     expect(progress).toEqual(Array.from({ length: values }, (_, i) => i + 1));
-    const result = received.findIndex((m) => m.id === 1);
+    const result = received.findIndex((m) => m.id === call);
     expect(received.slice(result + 1).filter((m) => m.method === 'notifications/progress')).toEqual(
       [],
     );
     worker.destroy();
-    mcp.stdin.end();
-    await waitForExit(mcp);
+    await mcp.close();
     await daemon.stop();
   }, 60_000);
 });

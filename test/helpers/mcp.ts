@@ -284,15 +284,15 @@ export async function openRawSession(
 
 /** A tools/call of watch_progress on `token`, every update forwarded, under the caller's token. */
 export function watchCall(id: number, token: string, timeoutMs: number): object {
+  return { jsonrpc: '2.0', id, method: 'tools/call', params: watchParams(token, timeoutMs) };
+}
+
+/** watchCall's params: watch_progress on `token`, every update, under the caller's token. */
+export function watchParams(token: string, timeoutMs: number): Record<string, unknown> {
   return {
-    jsonrpc: '2.0',
-    id,
-    method: 'tools/call',
-    params: {
-      name: 'watch_progress',
-      arguments: { progressToken: token, minIntervalMs: 0, timeoutMs },
-      _meta: { progressToken: 'caller' },
-    },
+    name: 'watch_progress',
+    arguments: { progressToken: token, minIntervalMs: 0, timeoutMs },
+    _meta: { progressToken: 'caller' },
   };
 }
 

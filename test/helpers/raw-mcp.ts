@@ -5,6 +5,7 @@
  * `_meta` envelope on every request, over HTTP the standard headers). No SDK on the client side.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { BIN, eventually, type RunningDaemon, waitForExit } from './daemon.js';
 import { httpBase, postMcp } from './mcp.js';
 import { NEWEST_REVISION } from './mcp-v2.js';
@@ -136,56 +137,62 @@ export function untilStream(
   });
 }
 
-/** `mcp-progress mcp` on the daemon's runtime dir, spoken to as newline-delimited JSON-RPC. */
-export const RAW_STDIO: RawTransport = {
-  name: 'stdio',
-  async connect(daemon, revision) {
-    const child: ChildProcess = spawn(
-      process.execPath,
-      [BIN, 'mcp', '--runtime-dir', daemon.runtimeDir],
-      { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
-    );
-    const received: RawMessage[] = [];
-    let buffer = '';
-    child.stdout?.setEncoding('utf8').on('data', (text: string) => {
-      buffer += text;
-      let newline = buffer.indexOf('\n');
-      while (newline !== -1) {
-        const line = buffer.slice(0, newline).trim();
-        buffer = buffer.slice(newline + 1);
-        if (line !== '') received.push(JSON.parse(line) as RawMessage);
-        newline = buffer.indexOf('\n');
-      }
-    });
-    const write = (message: object) => child.stdin?.write(`${JSON.stringify(message)}\n`);
-    let nextId = 1;
-    const send = (method: string, params?: Record<string, unknown>): number => {
-      const id = nextId++;
-      const sent = revision === NEWEST_REVISION ? envelope(params) : params;
-      write({ jsonrpc: '2.0', id, method, ...(sent === undefined ? {} : { params: sent }) });
-      return id;
-    };
-    const opening = await open(received, send, revision);
-    if (revision === '2025-11-25') write({ jsonrpc: '2.0', method: 'notifications/initialized' });
-    return {
-      ...connected(received, opening, send),
-      ended: (id) => answerTo(received, id, END_TIMEOUT_MS),
-      async cancelRequest(id) {
-        const params = { requestId: id };
-        write({
-          jsonrpc: '2.0',
-          method: 'notifications/cancelled',
-          params: revision === NEWEST_REVISION ? envelope(params) : params,
-        });
-      },
-      async close() {
-        child.stdin?.end();
-        child.kill('SIGTERM');
-        await waitForExit(child);
-      },
-    };
-  },
-};
+/**
+ * `mcp-progress mcp` on the daemon's runtime dir, spoken to as newline-delimited JSON-RPC; with
+ * its stdout, which a test may pause as a host that stops reading does.
+ */
+export async function connectRawStdio(
+  daemon: RunningDaemon,
+  revision: Revision,
+): Promise<RawMcp & { readonly stdout: Readable }> {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [BIN, 'mcp', '--runtime-dir', daemon.runtimeDir],
+    { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+  );
+  const received: RawMessage[] = [];
+  let buffer = '';
+  child.stdout?.setEncoding('utf8').on('data', (text: string) => {
+    buffer += text;
+    let newline = buffer.indexOf('\n');
+    while (newline !== -1) {
+      const line = buffer.slice(0, newline).trim();
+      buffer = buffer.slice(newline + 1);
+      if (line !== '') received.push(JSON.parse(line) as RawMessage);
+      newline = buffer.indexOf('\n');
+    }
+  });
+  const write = (message: object) => child.stdin?.write(`${JSON.stringify(message)}\n`);
+  let nextId = 1;
+  const send = (method: string, params?: Record<string, unknown>): number => {
+    const id = nextId++;
+    const sent = revision === NEWEST_REVISION ? envelope(params) : params;
+    write({ jsonrpc: '2.0', id, method, ...(sent === undefined ? {} : { params: sent }) });
+    return id;
+  };
+  const opening = await open(received, send, revision);
+  if (revision === '2025-11-25') write({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  return {
+    ...connected(received, opening, send),
+    stdout: child.stdout as Readable,
+    ended: (id) => answerTo(received, id, END_TIMEOUT_MS),
+    async cancelRequest(id) {
+      const params = { requestId: id };
+      write({
+        jsonrpc: '2.0',
+        method: 'notifications/cancelled',
+        params: revision === NEWEST_REVISION ? envelope(params) : params,
+      });
+    },
+    async close() {
+      child.stdin?.end();
+      child.kill('SIGTERM');
+      await waitForExit(child);
+    },
+  };
+}
+
+export const RAW_STDIO: RawTransport = { name: 'stdio', connect: connectRawStdio };
 
 /** Reads a response body: one JSON message, or SSE events as they come. */
 async function readMessages(
