@@ -79,9 +79,9 @@ export class ProgressSends {
 
   /**
    * Hands values to the transport, oldest first: while each is taken at once (HANDED_ON), the
-   * next follows now; otherwise it waits until that send settles. Nothing left: idle. Callbacks, not an async loop:
-   * at 1k updates/s each value goes out alone, and a loop started per value cost more than the
-   * send.
+   * next follows now; otherwise it waits until that send settles. Nothing left: idle. Callbacks,
+   * not an async loop: at 1k updates/s each value goes out alone, and a loop started per value
+   * cost more than the send.
    */
   #sendNow(first: ProgressParams | undefined): void {
     let next = first;
