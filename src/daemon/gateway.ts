@@ -148,6 +148,9 @@ export class GatewayEndpoint {
   /** Sessions corked in this turn of the event loop; uncorked together on the next tick. */
   #corked: WsSession[] = [];
   #uncorkScheduled = false;
+  /** The payload #frame carries (both change together). */
+  #framedPayload: Buffer | undefined;
+  #frame: Buffer = Buffer.alloc(0);
   readonly counters: GatewayCounters = {
     pendingConnectionsEvicted: 0,
     handshakeTimeouts: 0,
@@ -425,7 +428,21 @@ export class GatewayEndpoint {
         process.nextTick(() => this.#uncorkAll());
       }
     }
-    session.ws.send(payload, { binary: false });
+    // After a close began, ws.send would drop it too.
+    if (session.ws.readyState !== session.ws.OPEN) return;
+    session.socket.write(this.#frameOf(payload));
+  }
+
+  /**
+   * The notification's WebSocket frame: a fan-out writes the hub's one payload to each session,
+   * so the newest frame is kept for the next session.
+   */
+  #frameOf(payload: Buffer): Buffer {
+    if (payload !== this.#framedPayload) {
+      this.#frame = textFrame(payload);
+      this.#framedPayload = payload;
+    }
+    return this.#frame;
   }
 
   #closeSlow(session: WsSession, graceMs: number): void {
@@ -616,6 +633,34 @@ export class GatewayEndpoint {
     });
   }
 }
+
+/**
+ * `payload` as one unmasked WebSocket text frame (RFC 6455 section 5.2), which the gateway writes
+ * to the socket itself: one buffer and one write, where ws.send writes a header and the payload
+ * as two (a writev): about 4% of the daemon's CPU at 1,000 updates a second, in an A/B run. It
+ * cannot cut into a frame of ws's own: with perMessageDeflate off, and never fragmenting, ws
+ * writes each of its frames (replies, pings, close) to the socket whole, at once.
+ */
+export function textFrame(payload: Buffer): Buffer {
+  const length = payload.length;
+  const header = length < 126 ? 2 : length < 65_536 ? 4 : 10;
+  const frame = Buffer.allocUnsafe(header + length);
+  frame[0] = FIN_TEXT;
+  if (header === 2) {
+    frame[1] = length;
+  } else if (header === 4) {
+    frame[1] = 126;
+    frame.writeUInt16BE(length, 2);
+  } else {
+    frame[1] = 127;
+    frame.writeBigUInt64BE(BigInt(length), 2);
+  }
+  payload.copy(frame, header);
+  return frame;
+}
+
+/** The first byte of a whole text frame: FIN, and opcode 1. */
+const FIN_TEXT = 0x81;
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();

@@ -50,6 +50,25 @@ describe('worker to gateway, verbatim', () => {
     await gateway.close();
   });
 
+  it('delivers a notification longer than 65,535 bytes whole (a 64-bit WebSocket length)', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'wide', minIntervalMs: 0 });
+    // 1e15 is 4 bytes in the frame and 16 in the notification: a frame under the limit that
+    // becomes a notification well over 65,535 bytes.
+    const numbers = Array.from({ length: 10_000 }, () => '1e15').join(',');
+    const frame = `{"type":"progress","data":{"v":1,"progressToken":"wide","progress":1,"_meta":{"n":[${numbers}]},"seq":1}}\f`;
+    const result = await pythonRawClient(daemon.info.socket, [frame], 1);
+    expect(result.replies).toEqual([{ type: 'ack', data: { seq: 1 } }]);
+    const [got] = await gateway.waitFor(1);
+    expect(got?.params).toEqual({
+      progressToken: 'wide',
+      progress: 1,
+      _meta: { n: Array.from({ length: 10_000 }, () => 1e15) },
+    });
+    expect(JSON.stringify(got).length).toBeGreaterThan(65_535);
+    await gateway.close();
+  });
+
   it('fans out to every subscriber and relabels with `as`', async () => {
     const a = await connectGateway(daemon.info);
     const b = await connectGateway(daemon.info);
