@@ -8,14 +8,18 @@
  * package's serveStdio and a 2.x server, both loaded only then, so a host's
  * start-up does not pay for them.
  */
+
+import type { Writable } from 'node:stream';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type {
   Transport,
   TransportSendOptions,
 } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServer as ModernMcpServer } from '@modelcontextprotocol/server';
+import { HANDED_ON } from './progress-sends.js';
 import { claimsSessionlessRevision } from './revision.js';
 
 export type StdioEnd =
@@ -54,7 +58,8 @@ export async function serveStdio(
   process.once('SIGINT', onSigint);
   process.once('SIGTERM', onSigterm);
   process.once('SIGHUP', onSighup);
-  const wire = new StdioServerTransport();
+  const wire = new StdioServerTransport(process.stdin, process.stdout);
+  wire.send = sendWithoutPromises(process.stdout);
   let stop: () => Promise<unknown> = () => server.close();
   if (modern === undefined) {
     wire.onclose = () => end('transport closed');
@@ -77,6 +82,22 @@ export async function serveStdio(
   await stop().catch(() => {});
   process.stdin.destroy();
   return reason;
+}
+
+/**
+ * The stdio transport's send without a promise per message: a message that stdout took at once
+ * returns HANDED_ON, so that a request's next progress notification follows in the same turn,
+ * where the SDK's send makes a promise for each and resolves it a microtask later. The same
+ * bytes in the same order (the SDK's serializeMessage, written at once), and a full stdout still
+ * holds the sender until 'drain'.
+ */
+export function sendWithoutPromises(
+  stdout: Writable,
+): (message: JSONRPCMessage, options?: TransportSendOptions) => Promise<void> {
+  return (message) =>
+    stdout.write(serializeMessage(message))
+      ? HANDED_ON
+      : new Promise((resolve) => stdout.once('drain', resolve));
 }
 
 /** Reads the first message, then connects the server of its revision; resolves with how to stop it. */
