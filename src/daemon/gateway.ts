@@ -26,7 +26,7 @@ import { missingPackage } from './installed.js';
 import { PeerUids } from './peer-uid.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import { listenOwnerOnly } from './runtime-dir.js';
-import type { SessionHub } from './sessions.js';
+import type { Payload, SessionHub } from './sessions.js';
 
 // Required, not imported: an ESM import of node:http reads every export, and its lazy
 // WebSocket and fetch getters load undici, about 10 MiB and 90 ms at every daemon start.
@@ -149,7 +149,7 @@ export class GatewayEndpoint {
   #corked: WsSession[] = [];
   #uncorkScheduled = false;
   /** The payload #frame carries (both change together). */
-  #framedPayload: Buffer | undefined;
+  #framedPayload: Payload | undefined;
   #frame: Buffer = Buffer.alloc(0);
   readonly counters: GatewayCounters = {
     pendingConnectionsEvicted: 0,
@@ -418,7 +418,7 @@ export class GatewayEndpoint {
   }
 
   /** Writes a notification; sessions written to in one turn are uncorked together on the next tick. */
-  #write(session: WsSession, payload: Buffer): void {
+  #write(session: WsSession, payload: Payload): void {
     if (!session.corked) {
       session.corked = true;
       session.socket.cork();
@@ -437,7 +437,7 @@ export class GatewayEndpoint {
    * The notification's WebSocket frame: a fan-out writes the hub's one payload to each session,
    * so the newest frame is kept for the next session.
    */
-  #frameOf(payload: Buffer): Buffer {
+  #frameOf(payload: Payload): Buffer {
     if (payload !== this.#framedPayload) {
       this.#frame = textFrame(payload);
       this.#framedPayload = payload;
@@ -635,14 +635,13 @@ export class GatewayEndpoint {
 }
 
 /**
- * `payload` as one unmasked WebSocket text frame (RFC 6455 section 5.2), which the gateway writes
+ * A payload as one unmasked WebSocket text frame (RFC 6455 section 5.2), which the gateway writes
  * to the socket itself: one buffer and one write, where ws.send writes a header and the payload
  * as two (a writev): about 4% of the daemon's CPU at 1,000 updates a second, in an A/B run. It
  * cannot cut into a frame of ws's own: with perMessageDeflate off, and never fragmenting, ws
  * writes each of its frames (replies, pings, close) to the socket whole, at once.
  */
-export function textFrame(payload: Buffer): Buffer {
-  const length = payload.length;
+export function textFrame({ text, bytes: length }: Payload): Buffer {
   const header = length < 126 ? 2 : length < 65_536 ? 4 : 10;
   const frame = Buffer.allocUnsafe(header + length);
   frame[0] = FIN_TEXT;
@@ -655,7 +654,7 @@ export function textFrame(payload: Buffer): Buffer {
     frame[1] = 127;
     frame.writeBigUInt64BE(BigInt(length), 2);
   }
-  payload.copy(frame, header);
+  frame.write(text, header, length, 'utf8');
   return frame;
 }
 

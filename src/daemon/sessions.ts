@@ -17,6 +17,16 @@ const SETTLED = Promise.resolve();
 /** How long a slow consumer has to read its backlog and the close before it is cut off. */
 export const SLOW_CONSUMER_GRACE_MS = 10_000;
 
+/** A notification's JSON text and its length in UTF-8 bytes, made once for every session it goes to. */
+export interface Payload {
+  readonly text: string;
+  readonly bytes: number;
+}
+
+export function payloadOf(text: string): Payload {
+  return { text, bytes: Buffer.byteLength(text) };
+}
+
 /** What a transport gives the hub for one of its sessions. */
 export interface SessionTransport {
   /**
@@ -24,7 +34,7 @@ export interface SessionTransport {
    * Called from inside the router's delivery loop: it must not call back into the router.
    * A WebSocket session's own; /mcp and in-process sessions receive through their members.
    */
-  write?(notification: Notification, payload: Buffer): void;
+  write?(notification: Notification, payload: Payload): void;
   /** Bytes written to the client and not yet read by it. */
   unreadBytes(): number;
   /** Closes the transport as a slow consumer; the hub has already let the session go. */
@@ -71,7 +81,7 @@ type Subscriber =
   | {
       readonly id: SubscriberId;
       readonly session: Session;
-      readonly write: (notification: Notification, payload: Buffer) => void;
+      readonly write: (notification: Notification, payload: Payload) => void;
       readonly member: false;
     }
   | {
@@ -111,7 +121,7 @@ export class SessionHub {
   #released: SubscriberId[] = [];
   #nextId = 1;
   #lastNotification: Notification | undefined;
-  #lastPayload: Buffer = Buffer.alloc(0);
+  #lastPayload: Payload = { text: '', bytes: 0 };
   notificationsSent = 0;
   slowSessionsClosed = 0;
 
@@ -273,13 +283,13 @@ export class SessionHub {
     if (notification !== this.#lastNotification) {
       // Both cache fields change together or not at all: a half-updated cache would send one
       // stream's payload under another's notification.
-      const payload = Buffer.from(JSON.stringify(notification));
+      const payload = payloadOf(JSON.stringify(notification));
       this.#lastNotification = notification;
       this.#lastPayload = payload;
     }
     subscriber.write(notification, this.#lastPayload);
     this.notificationsSent++;
-    this.#closeIfSlow(subscriber.session, this.#lastPayload.length);
+    this.#closeIfSlow(subscriber.session, this.#lastPayload.bytes);
   };
 
   /**

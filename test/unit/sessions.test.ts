@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
-import { SessionHub, type SessionTransport } from '../../src/daemon/sessions.js';
+import { type Payload, SessionHub, type SessionTransport } from '../../src/daemon/sessions.js';
 import {
   doneNotification,
   type Notification,
@@ -217,7 +217,7 @@ describe('session hub', () => {
     // What the transport was given stays unread until the test says it was read.
     transport.write = (notification, payload) => {
       transport.written.push(notification);
-      transport.unread += payload.length;
+      transport.unread += payload.bytes;
     };
     const id = hub.open('websocket', transport) ?? -1;
     router.subscribe(id, { progressToken: 'big' }, 0);
@@ -253,7 +253,7 @@ describe('session hub', () => {
 
   it('serialises a notification once for every session it goes to', () => {
     const { hub, router, publish } = setup();
-    const payloads: Buffer[] = [];
+    const payloads: Payload[] = [];
     for (let i = 0; i < 3; i++) {
       const id = hub.open('websocket', {
         write: (_n, payload) => payloads.push(payload),
@@ -265,7 +265,7 @@ describe('session hub', () => {
     publish('s', 1);
     expect(payloads).toHaveLength(3);
     expect(new Set(payloads).size).toBe(1);
-    expect(JSON.parse(String(payloads[0]))).toMatchObject({ params: { progress: 1 } });
+    expect(JSON.parse(payloads[0]?.text ?? '')).toMatchObject({ params: { progress: 1 } });
     expect(hub.notificationsSent).toBe(3);
   });
 });

@@ -7,6 +7,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { textFrame } from '../../src/daemon/gateway.js';
+import { payloadOf } from '../../src/daemon/sessions.js';
 import { eventually } from '../helpers/daemon.js';
 
 const server = createServer();
@@ -51,7 +52,7 @@ describe('textFrame', () => {
     const { client, server: side, received } = await connectPair();
     const text = 'ü'.repeat(Math.floor(length / 2)) + 'x'.repeat(length % 2);
     expect(Buffer.byteLength(text)).toBe(length);
-    side.socket.write(textFrame(Buffer.from(text)));
+    side.socket.write(textFrame(payloadOf(text)));
     await eventually(() => (received.length === 1 ? true : undefined), 10_000, 'the message');
     expect(received).toEqual([text]);
     client.close();
@@ -64,7 +65,7 @@ describe('textFrame', () => {
     const expected: string[] = [];
     for (let i = 0; i < 50; i++) {
       const own = `{"n":${i},"pad":"${'p'.repeat(i * 40)}"}`;
-      side.socket.write(textFrame(Buffer.from(own)));
+      side.socket.write(textFrame(payloadOf(own)));
       side.ws.send(`reply ${i}`);
       side.ws.ping();
       expected.push(own, `reply ${i}`);
