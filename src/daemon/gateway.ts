@@ -637,7 +637,7 @@ export class GatewayEndpoint {
 /**
  * A payload as one unmasked WebSocket text frame (RFC 6455 section 5.2), which the gateway writes
  * to the socket itself: one buffer and one write, where ws.send writes a header and the payload
- * as two (a writev): about 4% of the daemon's CPU at 1,000 updates a second, in an A/B run. It
+ * as two (a writev): 2-4% of the daemon's CPU at 1,000 updates a second in A/B runs. It
  * cannot cut into a frame of ws's own: with perMessageDeflate off, and never fragmenting, ws
  * writes each of its frames (replies, pings, close) to the socket whole, at once.
  */
