@@ -3,8 +3,10 @@
  * scenarios, for every client and transport, are in mcp-transports.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { publishAccepted } from '../helpers/daemon.js';
 import { daemonForFile } from '../helpers/file-daemon.js';
 import {
+  connectHttp,
   httpBase,
   MCP_POST_HEADERS,
   openRawSession,
@@ -12,6 +14,7 @@ import {
   publishWhenWatched,
   RAW_INITIALIZE,
   resumeSse,
+  waitForSubscribers,
   watchCall,
 } from '../helpers/mcp.js';
 
@@ -61,6 +64,32 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     );
     expect(response.status).toBe(404);
     expect(await response.json()).toMatchObject({ error: { message: /initialize a new session/ } });
+  });
+
+  it('frames every event of a watch as one whole HTTP chunk, whatever its UTF-8 length', async () => {
+    // After the first event the daemon writes each event straight to the socket as a chunk of its
+    // own (http-sessions.ts, writeChunk), sized by hand: multi-byte characters count as bytes.
+    const messages = ['ascii', 'é', '😀 émoji', '日本語のメッセージ', `${'ü'.repeat(300)}`, 'last'];
+    const mcp = await connectHttp(daemon.info);
+    try {
+      const token = 'multi-byte-messages';
+      const seen: Array<string | undefined> = [];
+      const call = mcp.client.callTool(
+        { name: 'watch_progress', arguments: { progressToken: token, minIntervalMs: 0 } },
+        undefined,
+        // A miscounted chunk garbles the stream: the result never arrives, and the call says so.
+        { onprogress: (progress) => seen.push(progress.message), timeout: 10_000 },
+      );
+      await waitForSubscribers(daemon.info, token);
+      const where = ['--socket', daemon.info.socket, '--token', token];
+      for (const message of messages) await publishAccepted(where, '--message', message);
+      await publishAccepted(where, '--done');
+      const result = await call;
+      expect(result.isError).not.toBe(true);
+      expect(seen).toEqual(messages);
+    } finally {
+      await mcp.close();
+    }
   });
 
   it("keeps a watch's progress events for Last-Event-ID: a client resuming after one gets the rest and the result", async () => {

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   checkDoneFrame,
   checkProgressFrame,
+  decodeEnvelope,
   doneFrameSchema,
   encodeFrame,
   explainClaimFrame,
@@ -360,6 +361,49 @@ describe('wire format', () => {
       'invalid_envelope',
       'invalid_envelope',
     ]);
+  });
+
+  it('takes exactly the bytes a strict UTF-8 decoder takes, a real U+FFFD included (property)', () => {
+    const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+    // Random bytes, text, and the cases a lenient decoder gets wrong: U+FFFD itself, an encoded
+    // surrogate, overlong forms, a code point past U+10FFFF, a cut sequence, a stray byte.
+    const part = fc.oneof(
+      fc.uint8Array({ maxLength: 12 }),
+      fc.string({ unit: 'binary', maxLength: 8 }).map((text) => Buffer.from(text)),
+      fc.constantFrom(
+        [0xef, 0xbf, 0xbd],
+        [0xed, 0xa0, 0x80],
+        [0xed, 0xbf, 0xbf],
+        [0xc0, 0x80],
+        [0xe0, 0x80, 0x80],
+        [0xf4, 0x90, 0x80, 0x80],
+        [0xe2, 0x82],
+        [0xff],
+        [0xef, 0xbb, 0xbf],
+      ),
+    );
+    fc.assert(
+      fc.property(fc.array(part, { maxLength: 4 }), (parts) => {
+        const inner = Buffer.concat(parts.map((bytes) => Buffer.from(bytes))).filter(
+          (byte) => byte !== 0x0c,
+        );
+        const frame = Buffer.concat([
+          Buffer.from('{"type":"progress","data":"'),
+          inner,
+          Buffer.from('"}'),
+        ]);
+        let expected: string | unknown;
+        try {
+          const envelope = decodeEnvelope(strict.decode(frame));
+          expected = envelope instanceof FrameError ? envelope.code : envelope;
+        } catch {
+          expected = 'invalid_utf8';
+        }
+        const got = codes(new FrameDecoder(1024), Buffer.concat([frame, Buffer.from([0x0c])]));
+        expect(got).toEqual([expected]);
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('a split multi-byte character is decoded once its bytes arrive', () => {
