@@ -69,7 +69,7 @@ describe('MCP over Streamable HTTP at /mcp', () => {
   it('frames every event of a watch as one whole HTTP chunk, whatever its UTF-8 length', async () => {
     // After the first event the daemon writes each event straight to the socket as a chunk of its
     // own (http-sessions.ts, writeChunk), sized by hand: multi-byte characters count as bytes.
-    const messages = ['ascii', 'é', '😀 émoji', '日本語のメッセージ', `${'ü'.repeat(300)}`, 'last'];
+    const messages = ['ascii', 'é', '😀 émoji', '日本語のメッセージ', 'ü'.repeat(300), 'last'];
     const mcp = await connectHttp(daemon.info);
     try {
       const token = 'multi-byte-messages';
