@@ -236,7 +236,7 @@ export class SessionHub {
       // A progress with nothing waiting before it is handed over inside the delivery (a watch
       // only writes to its transport; a member let go meanwhile leaves the router after the
       // publish). With this microtask and the send's promise reaction both taken out of a copy,
-      // /mcp used a tenth less CPU at 1,000 updates a second (README, thirteenth round, says
+      // /mcp used a tenth less CPU at 1,000 updates a second (docs/MCP-PATH.md, thirteenth round, says
       // how sure that is). A done runs after the router's update.
       takesNow: (notification) => !draining && notification.method === PROGRESS_METHOD,
       handOver,

@@ -1,7 +1,7 @@
 /**
  * Garbage collection on the main thread alone, for the daemon and `mcp`: a steady flow of small
  * messages makes many small collections, and sharing each out to V8's helper threads cost more
- * CPU than it saved (A/Bs at 1k updates/s in the README). The daemon is started with
+ * CPU than it saved (A/Bs at 1k updates/s in docs/MCP-PATH.md). The daemon is started with
  * --single-threaded-gc (bin/mcp-progress re-executes it anyway). `mcp` is not, because a host
  * waits for it at every start and a second Node start costs about 30 ms: it turns off the
  * parallel young-generation collection, most of what that flow makes, once running. Only flags

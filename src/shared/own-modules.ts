@@ -3,7 +3,7 @@
  * resolver turns every import into a path, realpaths it and back into a URL;
  * start-up's ~130 imports run three of its path functions often enough that
  * V8 wakes its optimising compiler for them, and the compiler's code stays
- * mapped: 6 MiB of an idle daemon's 61 MiB (docs in README.md, "The MCP path").
+ * mapped: 6 MiB of an idle daemon's 61 MiB (docs/MCP-PATH.md, the fourth round).
  * The package's compiled files are plain files in one tree (dist/), so a
  * relative `.js` import from one of them is the URL it names, as Node would
  * find it; everything else (packages, node: built-ins) is Node's to resolve.
