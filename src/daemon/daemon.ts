@@ -29,8 +29,11 @@ import {
   explainProgressFrame,
   type FrameRejection,
 } from '../protocol/validate.js';
+import { type IdleCollection, idleCollection } from '../shared/collection.js';
 import {
   DEFAULT_TASK_TTL_MS,
+  IDLE_COLLECTION_MIN_GROWTH_BYTES,
+  IDLE_COLLECTION_MS,
   MAX_LIVE_TASKS,
   MAX_TASK_TTL_MS,
   TASK_POLL_INTERVAL_MS,
@@ -105,6 +108,8 @@ export class Daemon {
   /** The gateway's Unix socket this daemon bound (the local link), if any: removed at stop. */
   #boundGatewaySocket: FileIdentity | undefined;
   readonly #scheduler: TickScheduler;
+  /** Gives memory back once workers are quiet (a daemon started by bin/mcp-progress only). */
+  #idleCollection: IdleCollection | undefined;
   /**
    * The clock reading shared by the frames of one read: they arrived together, and on this
    * hot path reading the clock (about 100 ns) costs as much as routing a frame.
@@ -172,6 +177,7 @@ export class Daemon {
         batchEnd: () => {
           this.#readAt = undefined;
           this.#scheduler.schedule();
+          this.#idleCollection?.activity();
         },
         closed: (connection) => {
           this.#router.removeConnection(connection.id, this.now());
@@ -327,6 +333,12 @@ export class Daemon {
       // Look again: a daemon with another socket may have written daemon.json meanwhile.
       await refuseLiveDaemonInfo(options.runtimeDir, infoPath);
       await writeDaemonInfo(infoPath, daemon.#info);
+      daemon.#idleCollection = idleCollection({
+        idleMs: IDLE_COLLECTION_MS,
+        minGrowthBytes: IDLE_COLLECTION_MIN_GROWTH_BYTES,
+        collected: (before, after) =>
+          log.debug(`idle: gave memory back, heap ${mebibytes(before)} -> ${mebibytes(after)} MiB`),
+      });
       lock.orphaned = async () => {
         if (!(await filesGone(options.socketPath, daemon.#boundSocket, infoPath))) return false;
         // Yielding the runtime dir: its gateway.sock goes with it, for the next daemon to take.
@@ -554,6 +566,7 @@ export class Daemon {
    */
   async #teardown(graceMs: number): Promise<void> {
     this.#scheduler.stop();
+    this.#idleCollection?.stop();
     // While the socket is still bound its file cannot be freed and its inode reused,
     // so the identity check is exact: unlink first, then close.
     await removeIfSameFile(this.options.socketPath, this.#boundSocket);
@@ -762,6 +775,10 @@ function addRoutes(
     },
     true,
   );
+}
+
+function mebibytes(bytes: number): string {
+  return (bytes / 2 ** 20).toFixed(1);
 }
 
 function listenError(options: DaemonOptions, error: NodeJS.ErrnoException): Error {

@@ -10,7 +10,7 @@
  * full collection. The user's own choice of flags for collection (NODE_OPTIONS, node's flags)
  * stands.
  */
-import { setFlagsFromString } from 'node:v8';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 
 /** V8 flags that choose how collection shares its work out, by any spelling. */
 const COLLECTION_FLAG =
@@ -36,4 +36,111 @@ export function collectOnMainThread(): boolean {
   if (choosesOwnCollection()) return false;
   for (const flag of MAIN_THREAD_COLLECTION_FLAGS) setFlagsFromString(flag);
   return true;
+}
+
+/**
+ * The daemon gives memory back when it is idle, not while progress flows through it. V8's memory
+ * reducer runs a memory-reducing collection about 8 s after start-up's first full collection when
+ * the process allocates slowly, and to V8 a daemon relaying 1,000 small updates a second does: the
+ * reduction (a pause of 5-10 ms, some 30 ms of marking, then a young generation half the size, so
+ * twice the scavenges) fell in the first job a fresh daemon served. So the daemon starts without
+ * it (bin/mcp-progress adds these flags when it starts the daemon again), and IdleCollection does
+ * that work once no worker frame has arrived for a while. `mcp`, and the daemon it embeds, keep
+ * V8's: they start once, and V8 reads that flag only when it sets up its heap.
+ */
+export const IDLE_COLLECTION_FLAGS = ['--no-memory-reducer', '--expose-gc'] as const;
+
+/** V8 flags of the user's own for the memory reducer or for `gc`, by any spelling. */
+const REDUCTION_FLAG = /memory[-_]reducer|expose[-_]gc/;
+
+/** Whether Node was started with flags of the user's own for reducing memory. */
+export function choosesOwnReduction(
+  execArgv: readonly string[] = process.execArgv,
+  nodeOptions: string = process.env.NODE_OPTIONS ?? '',
+): boolean {
+  return REDUCTION_FLAG.test(`${nodeOptions} ${execArgv.join(' ')}`);
+}
+
+export interface IdleCollectionOptions {
+  /** A collection waits until nothing has happened for this long. */
+  readonly idleMs: number;
+  /** ...and until the heap has grown this much since the last one (start-up counts as growth). */
+  readonly minGrowthBytes: number;
+  /** The heap's committed bytes now. */
+  readonly heapBytes: () => number;
+  /** One collection that gives memory back. */
+  readonly collect: () => void;
+  /** Told after each collection: the committed heap before and after it. */
+  readonly collected?: (beforeBytes: number, afterBytes: number) => void;
+}
+
+/**
+ * Collects once the process has been idle for `idleMs` (no `activity()` in a whole period), and
+ * only when the heap grew by `minGrowthBytes` since the last collection: a job that reports every
+ * few seconds allocates little between its frames, and pays nothing. Start-up counts as activity.
+ * `activity()` runs once per worker read: it sets a flag, and arms the timer when none is armed.
+ */
+export class IdleCollection {
+  readonly #options: IdleCollectionOptions;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #active = false;
+  #heapAfterLast = 0;
+  #stopped = false;
+
+  constructor(options: IdleCollectionOptions) {
+    this.#options = options;
+    this.#arm();
+  }
+
+  /** Something happened: the next collection waits for a whole idle period after it. */
+  activity(): void {
+    this.#active = true;
+    if (this.#timer === undefined && !this.#stopped) this.#arm();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #arm(): void {
+    this.#active = false;
+    this.#timer = setTimeout(this.#check, this.#options.idleMs);
+    this.#timer.unref();
+  }
+
+  readonly #check = (): void => {
+    this.#timer = undefined;
+    if (this.#active) {
+      this.#arm();
+      return;
+    }
+    const before = this.#options.heapBytes();
+    if (before < this.#heapAfterLast + this.#options.minGrowthBytes) return;
+    this.#options.collect();
+    this.#heapAfterLast = this.#options.heapBytes();
+    this.#options.collected?.(before, this.#heapAfterLast);
+  };
+}
+
+/**
+ * The daemon's IdleCollection when this process was started without V8's memory reducer and
+ * with `gc` (IDLE_COLLECTION_FLAGS, by bin/mcp-progress); otherwise undefined, and V8's reducer
+ * (or the user's own choice) does the work. The collection is V8's last-resort one: a plain full
+ * collection gives no memory back to the system, this one (about 30 ms on an idle daemon) does.
+ */
+export function idleCollection(
+  options: Pick<IdleCollectionOptions, 'idleMs' | 'minGrowthBytes' | 'collected'>,
+  execArgv: readonly string[] = process.execArgv,
+): IdleCollection | undefined {
+  const gc = globalThis.gc;
+  if (gc === undefined || !IDLE_COLLECTION_FLAGS.every((flag) => execArgv.includes(flag))) {
+    return undefined;
+  }
+  return new IdleCollection({
+    ...options,
+    heapBytes: () => getHeapStatistics().total_heap_size,
+    collect: () => void gc({ type: 'major', execution: 'sync', flavor: 'last-resort' }),
+  });
 }

@@ -156,6 +156,14 @@ export const FLOWING_TURBOFAN_CALLS = 400;
 export const FLOWING_CALLS_AFTER_TYPE_CHANGE = 100;
 
 /**
+ * The daemon gives memory back (shared/collection.ts) once no worker frame has arrived for this
+ * long, V8's own wait before its memory reducer runs; and only when its heap grew by this much
+ * since it last did (an idle daemon's young generation, grown, is 8 MiB).
+ */
+export const IDLE_COLLECTION_MS = 8000;
+export const IDLE_COLLECTION_MIN_GROWTH_BYTES = 4 * 1024 * 1024;
+
+/**
  * Hosts a daemon keeps track of on one NATS backplane prefix at most (docs/BACKPLANE.md): a
  * crowd of invented host names cannot grow the table, and when it is full a new host takes the
  * place of one not heard for 3 heartbeats, never of a host heard recently.

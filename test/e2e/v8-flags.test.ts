@@ -12,8 +12,14 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { choosesOwnCollection, MAIN_THREAD_COLLECTION_FLAGS } from '../../src/shared/collection.js';
-import { cleanupAll, ROOT, startDaemon, tempDir } from '../helpers/daemon.js';
+import { connectPublisher } from '../../src/client/index.js';
+import {
+  choosesOwnCollection,
+  IDLE_COLLECTION_FLAGS,
+  MAIN_THREAD_COLLECTION_FLAGS,
+} from '../../src/shared/collection.js';
+import { IDLE_COLLECTION_MS } from '../../src/shared/defaults.js';
+import { cleanupAll, eventually, ROOT, startDaemon, tempDir } from '../helpers/daemon.js';
 import { connectStdio } from '../helpers/mcp.js';
 
 afterAll(() => cleanupAll());
@@ -76,6 +82,52 @@ describe.skipIf(process.platform !== 'linux')('the V8 flags of long-lived comman
     // The young generation's cap stays the daemon's alone: it costs start-up, which mcp pays often.
     expect(mcp.argv).not.toContain('--max-semi-space-size=4');
   });
+
+  it("start the daemon without V8's memory reducer, with gc for its own, unless NODE_OPTIONS chooses", async () => {
+    const daemon = await startDaemon();
+    expect(argv(daemon.child.pid)).toEqual(expect.arrayContaining([...IDLE_COLLECTION_FLAGS]));
+    expect(await daemon.stop()).toBe(0);
+
+    const saved = process.env.NODE_OPTIONS;
+    // V8's memory flags are not allowed in NODE_OPTIONS; --expose-gc is, and counts as a choice.
+    process.env.NODE_OPTIONS = '--expose-gc';
+    const chosen = await startDaemon().finally(() => {
+      if (saved === undefined) delete process.env.NODE_OPTIONS;
+      else process.env.NODE_OPTIONS = saved;
+    });
+    const own = argv(chosen.child.pid);
+    for (const flag of IDLE_COLLECTION_FLAGS) expect(own).not.toContain(flag);
+    expect(await chosen.stop()).toBe(0);
+  });
+
+  it('give memory back once workers are quiet, never while frames flow', async () => {
+    const daemon = await startDaemon(['--log-level', 'debug']);
+    const gaveBack = () =>
+      daemon.stderr().match(/idle: gave memory back, heap ([\d.]+) -> ([\d.]+) MiB/);
+    const publisher = await connectPublisher({
+      token: 'idle-memory',
+      socket: daemon.info.socket,
+      intervalMs: 0,
+    });
+    // Frames every 50 ms from start-up on, for longer than the idle period: no collection meanwhile.
+    const flowUntil = Date.now() + IDLE_COLLECTION_MS + 2000;
+    for (let progress = 1; Date.now() < flowUntil; progress++) {
+      publisher.update({ progress });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(gaveBack()).toBeNull();
+    const flowEnded = Date.now();
+    await publisher.close();
+    const match = await eventually(
+      () => gaveBack() ?? undefined,
+      3 * IDLE_COLLECTION_MS,
+      'the idle collection',
+    );
+    // One idle period after the last frame at the earliest, and the heap smaller after it.
+    expect(Date.now() - flowEnded).toBeGreaterThanOrEqual(IDLE_COLLECTION_MS - 100);
+    expect(Number(match[2])).toBeLessThan(Number(match[1]));
+    expect(await daemon.stop()).toBe(0);
+  }, 60_000);
 
   it("leave collection to the user's own flags for it", async () => {
     expect((await mcpFlags(['--no-concurrent-marking'])).setAtRunTime).toEqual([]);
