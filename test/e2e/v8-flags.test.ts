@@ -19,7 +19,14 @@ import {
   MAIN_THREAD_COLLECTION_FLAGS,
 } from '../../src/shared/collection.js';
 import { IDLE_COLLECTION_MS } from '../../src/shared/defaults.js';
-import { cleanupAll, eventually, ROOT, startDaemon, tempDir } from '../helpers/daemon.js';
+import {
+  cleanupAll,
+  eventually,
+  ROOT,
+  type RunningDaemon,
+  startDaemon,
+  tempDir,
+} from '../helpers/daemon.js';
 import { connectStdio } from '../helpers/mcp.js';
 
 afterAll(() => cleanupAll());
@@ -54,18 +61,23 @@ async function mcpFlags(
   }
 }
 
+/** A daemon started with NODE_OPTIONS set to `options`: the user's own choice of flags. */
+async function daemonWithNodeOptions(options: string): Promise<RunningDaemon> {
+  const saved = process.env.NODE_OPTIONS;
+  process.env.NODE_OPTIONS = options;
+  return startDaemon().finally(() => {
+    if (saved === undefined) delete process.env.NODE_OPTIONS;
+    else process.env.NODE_OPTIONS = saved;
+  });
+}
+
 describe.skipIf(process.platform !== 'linux')('the V8 flags of long-lived commands', () => {
   it("cap the daemon's young generation at 4 MiB a semi-space, unless NODE_OPTIONS chooses", async () => {
     const daemon = await startDaemon();
     expect(argv(daemon.child.pid)).toContain('--max-semi-space-size=4');
     expect(await daemon.stop()).toBe(0);
 
-    const saved = process.env.NODE_OPTIONS;
-    process.env.NODE_OPTIONS = '--max-semi-space-size=16';
-    const chosen = await startDaemon().finally(() => {
-      if (saved === undefined) delete process.env.NODE_OPTIONS;
-      else process.env.NODE_OPTIONS = saved;
-    });
+    const chosen = await daemonWithNodeOptions('--max-semi-space-size=16');
     expect(argv(chosen.child.pid).filter((arg) => arg.includes('semi-space'))).toEqual([]);
     expect(await chosen.stop()).toBe(0);
   });
@@ -88,13 +100,8 @@ describe.skipIf(process.platform !== 'linux')('the V8 flags of long-lived comman
     expect(argv(daemon.child.pid)).toEqual(expect.arrayContaining([...IDLE_COLLECTION_FLAGS]));
     expect(await daemon.stop()).toBe(0);
 
-    const saved = process.env.NODE_OPTIONS;
     // V8's memory flags are not allowed in NODE_OPTIONS; --expose-gc is, and counts as a choice.
-    process.env.NODE_OPTIONS = '--expose-gc';
-    const chosen = await startDaemon().finally(() => {
-      if (saved === undefined) delete process.env.NODE_OPTIONS;
-      else process.env.NODE_OPTIONS = saved;
-    });
+    const chosen = await daemonWithNodeOptions('--expose-gc');
     const own = argv(chosen.child.pid);
     for (const flag of IDLE_COLLECTION_FLAGS) expect(own).not.toContain(flag);
     expect(await chosen.stop()).toBe(0);
