@@ -16,7 +16,7 @@ import {
   type ProcessFigures,
   splitKey,
 } from './mcp-path.ts';
-import { median } from './stats.ts';
+import { median, ratioOfMeans } from './stats.ts';
 import type { Outcome, SuiteResult } from './suite.ts';
 import { SYSTEM_LABELS, type SystemName } from './systems.ts';
 
@@ -190,22 +190,31 @@ const FULL_DELIVERY: readonly McpPath[] = [
   'relay',
 ];
 
+/** From this many rounds on, a target's line also gives the ratio of means and its 95% interval. */
+const INTERVAL_MIN_ROUNDS = 5;
+
 /**
  * With several runs: the medians' ratio is judged, and each run's ratio to the peer's run of the
  * same round follows it (the paths' runs interleave, so a round's runs shared the machine's
- * moment), so that a target met by one run and missed by the next shows as such.
+ * moment), so that a target met by one run and missed by the next shows as such. With
+ * INTERVAL_MIN_ROUNDS or more, the ratio of the means over the rounds and its 95% interval
+ * follow too: how far a verdict of three rounds' medians can be trusted on this machine.
  */
 function eachRun(
   path: McpRunResult,
   peer: McpRunResult,
   figure: (run: McpRunResult['perRun'][number]) => number,
 ): string {
-  if (path.perRun.length < 2 || path.perRun.length !== peer.perRun.length) return '';
+  const rounds = path.perRun.length;
+  if (rounds < 2 || rounds !== peer.perRun.length) return '';
   const ratios = path.perRun.map((run, i) => {
     const peerRun = peer.perRun[i];
     return peerRun === undefined ? 'n/a' : `${times(figure(run), figure(peerRun))}x`;
   });
-  return `; median of ${path.perRun.length} runs, each: ${ratios.join(', ')}`;
+  const each = `; median of ${rounds} runs, each: ${ratios.join(', ')}`;
+  if (rounds < INTERVAL_MIN_ROUNDS) return each;
+  const { ratio, low, high } = ratioOfMeans(path.perRun.map(figure), peer.perRun.map(figure));
+  return `${each}; over the ${rounds} rounds ${ratio.toFixed(2)}x (95% interval ${low.toFixed(2)}-${high.toFixed(2)})`;
 }
 
 function mcpTargets(result: SuiteResult): TargetCheck[] {

@@ -73,3 +73,58 @@ export function median(values: readonly number[]): number {
     ? (sorted[mid] ?? Number.NaN)
     : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
+
+/** A ratio of means with its 95% interval. */
+export interface RatioInterval {
+  readonly ratio: number;
+  readonly low: number;
+  readonly high: number;
+}
+
+/** Resamples per interval: the 2.5th and 97.5th percentiles are steady to about 0.01 at this count. */
+const RESAMPLES = 10_000;
+
+/**
+ * The ratio of the means of two series measured in the same rounds (`a[i]` beside `b[i]`), and
+ * its 95% interval: a percentile bootstrap that resamples whole rounds, so that what a round did
+ * to both (the machine's moment) stays paired. Three rounds judge a target by their medians;
+ * this says how far that verdict can be trusted. Seeded: the same figures give the same interval.
+ */
+export function ratioOfMeans(a: readonly number[], b: readonly number[]): RatioInterval {
+  const n = a.length;
+  if (n === 0 || n !== b.length) return { ratio: Number.NaN, low: Number.NaN, high: Number.NaN };
+  const random = mulberry32(n);
+  const ratios = new Float64Array(RESAMPLES);
+  for (let r = 0; r < RESAMPLES; r++) {
+    let sumA = 0;
+    let sumB = 0;
+    for (let k = 0; k < n; k++) {
+      const pick = Math.floor(random() * n);
+      sumA += a[pick] ?? 0;
+      sumB += b[pick] ?? 0;
+    }
+    ratios[r] = sumA / sumB;
+  }
+  ratios.sort();
+  return {
+    ratio: sum(a) / sum(b),
+    low: ratios[Math.floor(RESAMPLES * 0.025)] ?? Number.NaN,
+    high: ratios[Math.floor(RESAMPLES * 0.975)] ?? Number.NaN,
+  };
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((total, value) => total + value, 0);
+}
+
+/** A small seeded generator of uniform numbers in [0, 1) (Mulberry32). */
+function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -16,7 +16,7 @@ import {
   SETTLE_EVERY_MS,
   type SettleWindow,
 } from '../../bench/lib/settle.ts';
-import { median, summariseLatencies } from '../../bench/lib/stats.ts';
+import { median, ratioOfMeans, summariseLatencies } from '../../bench/lib/stats.ts';
 import { noMeasurements, type SuiteResult } from '../../bench/lib/suite.ts';
 
 describe('bench statistics', () => {
@@ -36,6 +36,28 @@ describe('bench statistics', () => {
     });
     expect(summariseLatencies(Float64Array.from([5000]))).toMatchObject({ p50Ms: 5, p999Ms: 5 });
     expect(summariseLatencies(new Float64Array(0)).p99Ms).toBeNaN();
+  });
+
+  it('the ratio of means over paired rounds, with a 95% interval that resamples whole rounds', () => {
+    // Every round 2x: no resample can say otherwise.
+    expect(ratioOfMeans([2, 4, 6, 8, 10], [1, 2, 3, 4, 5])).toEqual({ ratio: 2, low: 2, high: 2 });
+    // A machine that slows both in one round moves the ratio little: rounds stay paired.
+    const steady = ratioOfMeans([1.2, 2.4, 1.2, 1.2, 1.2, 1.2], [1, 2, 1, 1, 1, 1]);
+    expect(steady.low).toBeCloseTo(1.2, 10);
+    expect(steady.high).toBeCloseTo(1.2, 10);
+    // Rounds that disagree: the interval holds the ratio, and is as wide as they disagree.
+    const a = [1.26, 1.05, 1.33, 1.22, 1.43, 1.32, 1.1, 1.15];
+    const b = [1, 1, 1, 1, 1, 1, 1, 1];
+    const noisy = ratioOfMeans(a, b);
+    expect(noisy.ratio).toBeCloseTo(1.2325, 10);
+    expect(noisy.low).toBeGreaterThan(1.1);
+    expect(noisy.low).toBeLessThan(noisy.ratio);
+    expect(noisy.high).toBeGreaterThan(noisy.ratio);
+    expect(noisy.high).toBeLessThan(1.36);
+    // Seeded: the same figures, the same interval.
+    expect(ratioOfMeans(a, b)).toEqual(noisy);
+    expect(ratioOfMeans([], [])).toMatchObject({ ratio: Number.NaN });
+    expect(ratioOfMeans([1, 2], [1])).toMatchObject({ low: Number.NaN });
   });
 
   it('the median of an even count is the mean of the middle two, and NaN is left out', () => {
@@ -185,6 +207,11 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     // The table says its cells are medians.
     const table = mcpTable(suite(shape(peer, [run(1.1, 1), run(1.0, 1), run(1.3, 1)])));
     expect(table).toContain('| 100 at 1k/s, median of 3 runs: CPU s of the system processes');
+    // Five rounds or more: the ratio of means over them and its interval follow.
+    const five = (cpu: number[]) => cpu.map((seconds) => run(seconds, 1, { warmMs: 0 }));
+    expect(cpuCheck(shape(five([1, 1, 1, 1, 1]), five([1.1, 1.2, 1.3, 1.2, 1.2])))?.value).toBe(
+      '1.20 vs 1.00 s (1.20x; median of 5 runs, each: 1.10x, 1.20x, 1.30x, 1.20x, 1.20x; over the 5 rounds 1.20x (95% interval 1.14-1.26))',
+    );
     // One run: its own ratio, nothing more.
     expect(cpuCheck(shape([run(1.0, 1, { warmMs: 0 })], [run(1.1, 1)]))?.value).toBe(
       '1.10 vs 1.00 s (1.10x)',
