@@ -28,7 +28,12 @@ export function choosesOwnCollection(
   execArgv: readonly string[] = process.execArgv,
   nodeOptions: string = process.env.NODE_OPTIONS ?? '',
 ): boolean {
-  return COLLECTION_FLAG.test(`${nodeOptions} ${execArgv.join(' ')}`);
+  return namesFlag(COLLECTION_FLAG, execArgv, nodeOptions);
+}
+
+/** Whether the flags Node was started with (its own, and NODE_OPTIONS) name one `pattern` matches. */
+function namesFlag(pattern: RegExp, execArgv: readonly string[], nodeOptions: string): boolean {
+  return pattern.test(`${nodeOptions} ${execArgv.join(' ')}`);
 }
 
 /** Collects on the main thread from now on, unless the user chose otherwise; whether it did. */
@@ -58,7 +63,7 @@ export function choosesOwnReduction(
   execArgv: readonly string[] = process.execArgv,
   nodeOptions: string = process.env.NODE_OPTIONS ?? '',
 ): boolean {
-  return REDUCTION_FLAG.test(`${nodeOptions} ${execArgv.join(' ')}`);
+  return namesFlag(REDUCTION_FLAG, execArgv, nodeOptions);
 }
 
 export interface IdleCollectionOptions {
