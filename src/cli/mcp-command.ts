@@ -7,7 +7,8 @@ import {
 } from '../mcp/progress-source.js';
 import { serveStdio } from '../mcp/stdio.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
-import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_PORT } from '../shared/defaults.js';
+import { holdReducerWhileProgressFlows } from '../shared/collection.js';
+import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_PORT, IDLE_COLLECTION_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../shared/log.js';
@@ -98,6 +99,15 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   const log = createLogger(values['log-level'] as LogLevel, (line) => io.err(line));
+  const reducerHold = holdReducerWhileProgressFlows({
+    quietMs: IDLE_COLLECTION_MS,
+    changed: (held) =>
+      log.debug(
+        held
+          ? "progress flows: V8's memory reducer held off until it is quiet"
+          : "quiet: V8's memory reducer may run again",
+      ),
+  });
   // Typed input is not JSON-RPC and the SDK ignores it: say once what this is for.
   if (process.stdin.isTTY === true) io.err(TERMINAL_NOTICE);
   const runtimeDir = resolveRuntimeDir(values['runtime-dir'], io.env);
@@ -142,6 +152,7 @@ export async function mcpCommand(argv: string[], io: Io): Promise<number> {
     (await import('../mcp/modern-server.js')).createModernProgressMcpServer(serverOptions),
   );
   log.debug(`stdio ended (${ended}), stopping`);
+  reducerHold?.stop();
   await source.close();
   await Promise.all(daemons.map((daemon) => daemon.stop()));
   return 0;

@@ -11,6 +11,7 @@
  * stands.
  */
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { onEachProgress } from './tiering.js';
 
 /** V8 flags that choose how collection shares its work out, by any spelling. */
 const COLLECTION_FLAG =
@@ -66,6 +67,50 @@ export function choosesOwnReduction(
   return namesFlag(REDUCTION_FLAG, execArgv, nodeOptions);
 }
 
+/**
+ * Calls `quiet` once a whole period of `periodMs` has passed with no `activity()`, then waits for
+ * the next activity. `activity()` runs once per worker read or per update: it sets a flag, and
+ * arms the timer when none is armed.
+ */
+export class QuietPeriods {
+  readonly #periodMs: number;
+  readonly #quiet: () => void;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #active = false;
+  #stopped = false;
+
+  /** `armed`: the first period starts now, as if there had been activity. */
+  constructor(periodMs: number, quiet: () => void, armed: boolean) {
+    this.#periodMs = periodMs;
+    this.#quiet = quiet;
+    if (armed) this.#arm();
+  }
+
+  /** Something happened: `quiet` waits for a whole period after it. */
+  activity(): void {
+    this.#active = true;
+    if (this.#timer === undefined && !this.#stopped) this.#arm();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #arm(): void {
+    this.#active = false;
+    this.#timer = setTimeout(this.#check, this.#periodMs);
+    this.#timer.unref();
+  }
+
+  readonly #check = (): void => {
+    this.#timer = undefined;
+    if (this.#active) this.#arm();
+    else this.#quiet();
+  };
+}
+
 export interface IdleCollectionOptions {
   /** A collection waits until nothing has happened for this long. */
   readonly idleMs: number;
@@ -83,50 +128,33 @@ export interface IdleCollectionOptions {
  * Collects once the process has been idle for `idleMs` (no `activity()` in a whole period), and
  * only when the heap grew by `minGrowthBytes` since the last collection: a job that reports every
  * few seconds allocates little between its frames, and pays nothing. Start-up counts as activity.
- * `activity()` runs once per worker read: it sets a flag, and arms the timer when none is armed.
  */
 export class IdleCollection {
   readonly #options: IdleCollectionOptions;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #active = false;
+  readonly #quiet: QuietPeriods;
   #heapAfterLast = 0;
-  #stopped = false;
 
   constructor(options: IdleCollectionOptions) {
     this.#options = options;
-    this.#arm();
+    this.#quiet = new QuietPeriods(options.idleMs, () => this.#collectIfGrown(), true);
   }
 
   /** Something happened: the next collection waits for a whole idle period after it. */
   activity(): void {
-    this.#active = true;
-    if (this.#timer === undefined && !this.#stopped) this.#arm();
+    this.#quiet.activity();
   }
 
   stop(): void {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#quiet.stop();
   }
 
-  #arm(): void {
-    this.#active = false;
-    this.#timer = setTimeout(this.#check, this.#options.idleMs);
-    this.#timer.unref();
-  }
-
-  readonly #check = (): void => {
-    this.#timer = undefined;
-    if (this.#active) {
-      this.#arm();
-      return;
-    }
+  #collectIfGrown(): void {
     const before = this.#options.heapBytes();
     if (before < this.#heapAfterLast + this.#options.minGrowthBytes) return;
     this.#options.collect();
     this.#heapAfterLast = this.#options.heapBytes();
     this.#options.collected?.(before, this.#heapAfterLast);
-  };
+  }
 }
 
 /**
@@ -148,4 +176,89 @@ export function idleCollection(
     heapBytes: () => getHeapStatistics().total_heap_size,
     collect: () => void gc({ type: 'major', execution: 'sync', flavor: 'last-resort' }),
   });
+}
+
+/**
+ * `mcp` keeps V8's memory reducer out of the jobs it relays. It cannot start without it as the
+ * daemon does (a second start costs a host about 20 ms at every start, and V8 reads that flag only
+ * when it sets up its heap), and start-up's first full collection arms it: about 8 s later, in the
+ * first job, it ran a memory-reducing collection (concurrent marking on V8's helper threads,
+ * about 0.1 s of CPU at 1k updates/s), then shrank the young generation. The reducer starts its
+ * collection only when incremental marking may start, which V8 checks each time from its flag: so
+ * while progress flows that flag is off, and the reducer waits its 8 s again, until the flow has
+ * been quiet for a whole period; then it is on again and the reducer gives memory back as before.
+ * A full collection the heap needs meanwhile still runs, in one pause instead of in steps.
+ */
+export const REDUCER_HOLD_FLAGS = {
+  hold: '--no-incremental-marking',
+  release: '--incremental-marking',
+} as const;
+
+/** V8 flags of the user's own for the memory reducer or for incremental marking, by any spelling. */
+const HOLD_FLAG = /memory[-_]reducer|incremental[-_]marking/;
+
+export interface ReducerHoldOptions {
+  /** The hold ends once no progress has flowed for this long. */
+  readonly quietMs: number;
+  /** Sets one V8 flag in this process. */
+  readonly setFlag: (flag: string) => void;
+  /** Told when the hold starts (true) and ends (false). */
+  readonly changed?: (held: boolean) => void;
+}
+
+/** Holds V8's memory reducer off from the first `activity()` until a quiet period after the last. */
+export class ReducerHold {
+  readonly #options: ReducerHoldOptions;
+  readonly #quiet: QuietPeriods;
+  #held = false;
+  #stopped = false;
+
+  constructor(options: ReducerHoldOptions) {
+    this.#options = options;
+    this.#quiet = new QuietPeriods(options.quietMs, () => this.#release(), false);
+  }
+
+  get held(): boolean {
+    return this.#held;
+  }
+
+  /** Progress flowed: held from now until a whole quiet period after the last call. */
+  activity(): void {
+    if (this.#stopped) return;
+    if (!this.#held) {
+      this.#held = true;
+      this.#options.setFlag(REDUCER_HOLD_FLAGS.hold);
+      this.#options.changed?.(true);
+    }
+    this.#quiet.activity();
+  }
+
+  /** Ends the hold now, for good. */
+  stop(): void {
+    this.#stopped = true;
+    this.#quiet.stop();
+    this.#release();
+  }
+
+  #release(): void {
+    if (!this.#held) return;
+    this.#held = false;
+    this.#options.setFlag(REDUCER_HOLD_FLAGS.release);
+    this.#options.changed?.(false);
+  }
+}
+
+/**
+ * `mcp`'s ReducerHold, told of each update through progressFlows (shared/tiering.ts); undefined
+ * when this process runs without V8's reducer or the user chose flags for it or for marking.
+ */
+export function holdReducerWhileProgressFlows(
+  options: Pick<ReducerHoldOptions, 'quietMs' | 'changed'>,
+  execArgv: readonly string[] = process.execArgv,
+  nodeOptions: string = process.env.NODE_OPTIONS ?? '',
+): ReducerHold | undefined {
+  if (namesFlag(HOLD_FLAG, execArgv, nodeOptions)) return undefined;
+  const hold = new ReducerHold({ ...options, setFlag: (flag) => setFlagsFromString(flag) });
+  onEachProgress(() => hold.activity());
+  return hold;
 }

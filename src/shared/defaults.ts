@@ -158,7 +158,8 @@ export const FLOWING_CALLS_AFTER_TYPE_CHANGE = 100;
 /**
  * The daemon gives memory back (shared/collection.ts) once no worker frame has arrived for this
  * long, V8's own wait before its memory reducer runs; and only when its heap grew by this much
- * since it last did (an idle daemon's young generation, grown, is 8 MiB).
+ * since it last did (an idle daemon's young generation, grown, is 8 MiB). `mcp` lets V8's memory
+ * reducer run again once no update has flowed through it for as long.
  */
 export const IDLE_COLLECTION_MS = 8000;
 export const IDLE_COLLECTION_MIN_GROWTH_BYTES = 4 * 1024 * 1024;

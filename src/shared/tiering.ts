@@ -24,6 +24,7 @@ const V8_TURBOFAN_CALLS = 3000;
 const V8_CALLS_AFTER_TYPE_CHANGE = 500;
 
 let flowing = false;
+let eachProgress: (() => void) | undefined;
 
 /** Whether this Node's V8 has no tier between its baseline code and TurboFan. */
 export function lacksMiddleTier(config: { variables?: object } = process.config): boolean {
@@ -48,8 +49,20 @@ export function progressHasFlowed(): boolean {
   return flowing;
 }
 
-/** Called as progress flows through this process: the first time, hot code is optimised sooner for a while. */
+/**
+ * Called with each update that flows through this process (`mcp` holds V8's memory reducer off
+ * with it: shared/collection.ts); undefined takes it away.
+ */
+export function onEachProgress(listener: (() => void) | undefined): void {
+  eachProgress = listener;
+}
+
+/**
+ * Called as each update flows through this process: the first time, hot code is optimised sooner
+ * for a while.
+ */
 export function progressFlows(windowMs = FLOWING_TIER_UP_MS): void {
+  eachProgress?.();
   if (flowing) return;
   flowing = true;
   if (!lacksMiddleTier() || choosesOwnTiering()) return;

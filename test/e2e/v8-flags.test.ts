@@ -5,20 +5,25 @@
  * with it), and its garbage collection runs on the main thread alone (helper threads woken for
  * each small collection cost more CPU than they saved: `npm run bench` measures it). `mcp`, which
  * a host waits for at each start, starts once and turns parallel collection off itself (seen by a
- * probe loaded into it). A user's own choice, in NODE_OPTIONS or in node's flags, stands.
+ * probe loaded into it). `mcp` also holds V8's memory reducer off while progress flows through
+ * it (seen by the same probe, and, in a plain Node, by when V8's reducer collects). A user's own
+ * choice, in NODE_OPTIONS or in node's flags, stands.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectPublisher } from '../../src/client/index.js';
 import {
   choosesOwnCollection,
   IDLE_COLLECTION_FLAGS,
   MAIN_THREAD_COLLECTION_FLAGS,
+  REDUCER_HOLD_FLAGS,
 } from '../../src/shared/collection.js';
 import { IDLE_COLLECTION_MS } from '../../src/shared/defaults.js';
+import { readDaemonInfo } from '../../src/shared/locate.js';
 import {
   cleanupAll,
   eventually,
@@ -33,6 +38,7 @@ afterAll(() => cleanupAll());
 
 const PROBE = join(ROOT, 'test/fixtures/v8-flag-probe.mjs');
 const GC_TICKS = join(ROOT, 'test/fixtures/gc-helper-ticks.mjs');
+const REDUCER_HOLD = join(ROOT, 'test/fixtures/reducer-hold.mjs');
 
 const argv = (pid: number | undefined) =>
   readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
@@ -136,6 +142,54 @@ describe.skipIf(process.platform !== 'linux')('the V8 flags of long-lived comman
     expect(await daemon.stop()).toBe(0);
   }, 60_000);
 
+  it("hold V8's memory reducer off in mcp while progress flows, and let go once it is quiet", async () => {
+    const runtimeDir = tempDir();
+    const out = join(tempDir(), 'flags');
+    writeFileSync(out, '');
+    const mcp = await connectStdio(
+      ['--log-level', 'debug'],
+      { MCP_PROGRESS_RUNTIME_DIR: runtimeDir, V8_FLAG_PROBE_OUT: out },
+      ['--import', pathToFileURL(PROBE).href],
+    );
+    const holdFlags = () =>
+      readFileSync(out, 'utf8')
+        .split('\n')
+        .filter((flag) => flag === REDUCER_HOLD_FLAGS.hold || flag === REDUCER_HOLD_FLAGS.release);
+    try {
+      // No daemon ran: mcp embeds one, so a worker's frames flow through the mcp process itself.
+      const info = await eventually(
+        () => readDaemonInfo(runtimeDir).catch(() => undefined),
+        10_000,
+        'the embedded daemon',
+      );
+      expect(holdFlags()).toEqual([]);
+      const publisher = await connectPublisher({
+        token: 'reducer-hold',
+        socket: info.socket,
+        intervalMs: 0,
+      });
+      for (let progress = 1; progress <= 40; progress++) {
+        publisher.update({ progress });
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      await publisher.close();
+      const flowEnded = Date.now();
+      await eventually(() => (holdFlags().length > 0 ? true : undefined), 5000, 'the hold');
+      expect(holdFlags()).toEqual([REDUCER_HOLD_FLAGS.hold]);
+      await eventually(
+        () => (holdFlags().length === 2 ? true : undefined),
+        3 * IDLE_COLLECTION_MS,
+        'the release',
+      );
+      expect(holdFlags()).toEqual([REDUCER_HOLD_FLAGS.hold, REDUCER_HOLD_FLAGS.release]);
+      expect(Date.now() - flowEnded).toBeGreaterThanOrEqual(IDLE_COLLECTION_MS - 100);
+      expect(mcp.stderr()).toContain("progress flows: V8's memory reducer held off");
+      expect(mcp.stderr()).toContain("quiet: V8's memory reducer may run again");
+    } finally {
+      await mcp.close();
+    }
+  }, 60_000);
+
   it("leave collection to the user's own flags for it", async () => {
     expect((await mcpFlags(['--no-concurrent-marking'])).setAtRunTime).toEqual([]);
   });
@@ -162,4 +216,42 @@ describe.skipIf(process.platform !== 'linux')('collecting on the main thread', (
     expect(choosesOwnCollection([], '--concurrent-marking')).toBe(true);
     expect(choosesOwnCollection(['--max-semi-space-size=4'], '--import ./probe.mjs')).toBe(false);
   });
+});
+
+describe("V8's memory reducer, held off while progress flows", () => {
+  /** When V8's reducer collected in the fixture, ms after the collection that armed it. */
+  async function reductions(
+    mode: 'hold' | 'free',
+    flowMs: number,
+    quietWaitMs: number,
+  ): Promise<{ flowEnded: number; reduced: number[] }> {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--expose-gc', REDUCER_HOLD, mode, String(flowMs), String(quietWaitMs)],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const events = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { flowEnded?: number; reduced?: number });
+    return {
+      flowEnded: events.find((event) => event.flowEnded !== undefined)?.flowEnded ?? Number.NaN,
+      reduced: events.flatMap((event) => (event.reduced === undefined ? [] : [event.reduced])),
+    };
+  }
+
+  it('collects in a real Node only once the flow has been quiet, where without the hold it collects mid-flow', async () => {
+    // V8 runs its reducer about 8 s after the arming collection: the flow lasts past that.
+    const flowMs = 11_000;
+    const [free, held] = await Promise.all([
+      // Without the hold, nothing to wait for once the flow has ended.
+      reductions('free', flowMs, 0),
+      reductions('hold', flowMs, 20_000),
+    ]);
+    // Without the hold, V8's reducer collects while progress flows: the case this guards against.
+    expect(free.reduced.filter((at) => at < free.flowEnded).length).toBeGreaterThan(0);
+    // With it, not until the flow has ended (and the hold's quiet second passed), and then it does.
+    expect(held.reduced.filter((at) => at < held.flowEnded)).toEqual([]);
+    expect(held.reduced.filter((at) => at > held.flowEnded).length).toBeGreaterThan(0);
+  }, 90_000);
 });

@@ -1,52 +1,60 @@
 /**
  * When the daemon gives memory back (shared/collection.ts): after a whole idle period with no
- * activity, and only when the heap grew since the last time. Fake timers drive the real class;
- * the heap is a number the test sets.
+ * activity, and only when the heap grew since the last time. And when `mcp` holds V8's memory
+ * reducer off: from the first update until a quiet period after the last. Fake timers drive the
+ * real classes; the heap is a number the test sets, the V8 flags a list the hold writes to.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   choosesOwnReduction,
+  holdReducerWhileProgressFlows,
   IDLE_COLLECTION_FLAGS,
   IdleCollection,
   idleCollection,
+  REDUCER_HOLD_FLAGS,
+  ReducerHold,
 } from '../../src/shared/collection.js';
+import { onEachProgress } from '../../src/shared/tiering.js';
 
 const IDLE_MS = 8000;
 const GROWTH = 4;
 
-let heap: number;
-let collections: Array<{ at: number; before: number; after: number }>;
-let idle: IdleCollection;
-
 beforeEach(() => {
   vi.useFakeTimers({ now: 0 });
-  heap = 20;
-  collections = [];
-  idle = new IdleCollection({
-    idleMs: IDLE_MS,
-    minGrowthBytes: GROWTH,
-    heapBytes: () => heap,
-    // What a collection gives back: the heap shrinks to 12.
-    collect: () => {
-      heap = 12;
-    },
-    collected: (before, after) => collections.push({ at: Date.now(), before, after }),
-  });
 });
 afterEach(() => {
-  idle.stop();
   vi.useRealTimers();
 });
 
-/** Activity every `everyMs` until `untilMs` (fake time). */
-function busy(untilMs: number, everyMs: number): void {
-  while (Date.now() + everyMs <= untilMs) {
-    vi.advanceTimersByTime(everyMs);
-    idle.activity();
-  }
-}
-
 describe('IdleCollection', () => {
+  let heap: number;
+  let collections: Array<{ at: number; before: number; after: number }>;
+  let idle: IdleCollection;
+
+  beforeEach(() => {
+    heap = 20;
+    collections = [];
+    idle = new IdleCollection({
+      idleMs: IDLE_MS,
+      minGrowthBytes: GROWTH,
+      heapBytes: () => heap,
+      // What a collection gives back: the heap shrinks to 12.
+      collect: () => {
+        heap = 12;
+      },
+      collected: (before, after) => collections.push({ at: Date.now(), before, after }),
+    });
+  });
+  afterEach(() => idle.stop());
+
+  /** Activity every `everyMs` until `untilMs` (fake time). */
+  function busy(untilMs: number, everyMs: number): void {
+    while (Date.now() + everyMs <= untilMs) {
+      vi.advanceTimersByTime(everyMs);
+      idle.activity();
+    }
+  }
+
   it('collects once start-up has been followed by a whole idle period, and then not again', () => {
     vi.advanceTimersByTime(IDLE_MS - 1);
     expect(collections).toEqual([]);
@@ -106,5 +114,82 @@ describe('idleCollection', () => {
     expect(choosesOwnReduction([], '--expose_gc')).toBe(true);
     expect(choosesOwnReduction([], '--no-memory-reducer')).toBe(true);
     expect(choosesOwnReduction(['--max-semi-space-size=4'], '--single-threaded-gc')).toBe(false);
+  });
+});
+
+describe('ReducerHold', () => {
+  const QUIET_MS = 8000;
+  let flags: Array<{ at: number; flag: string }>;
+  let hold: ReducerHold;
+  const { hold: HOLD, release: RELEASE } = REDUCER_HOLD_FLAGS;
+
+  beforeEach(() => {
+    flags = [];
+    hold = new ReducerHold({
+      quietMs: QUIET_MS,
+      setFlag: (flag) => flags.push({ at: Date.now(), flag }),
+    });
+  });
+  afterEach(() => hold.stop());
+
+  /** An update every `everyMs` until `untilMs` (fake time). */
+  function flowing(untilMs: number, everyMs: number): void {
+    while (Date.now() + everyMs <= untilMs) {
+      vi.advanceTimersByTime(everyMs);
+      hold.activity();
+    }
+  }
+
+  it('sets nothing before progress flows: start-up is not a flow', () => {
+    vi.advanceTimersByTime(10 * QUIET_MS);
+    expect(flags).toEqual([]);
+    expect(hold.held).toBe(false);
+  });
+
+  it('holds at the first update, once, and lets go a whole quiet period after the last', () => {
+    flowing(60_000, 1);
+    expect(flags).toEqual([{ at: 1, flag: HOLD }]);
+    expect(hold.held).toBe(true);
+    vi.advanceTimersByTime(2 * QUIET_MS);
+    expect(flags).toHaveLength(2);
+    expect(flags[1]?.flag).toBe(RELEASE);
+    expect(flags[1]?.at).toBeGreaterThanOrEqual(60_000 + QUIET_MS);
+    expect(flags[1]?.at).toBeLessThanOrEqual(60_000 + 2 * QUIET_MS);
+    expect(hold.held).toBe(false);
+  });
+
+  it('keeps holding through gaps shorter than the quiet period, and holds again after a release', () => {
+    flowing(40_000, QUIET_MS / 2);
+    expect(flags.map(({ flag }) => flag)).toEqual([HOLD]);
+    vi.advanceTimersByTime(2 * QUIET_MS);
+    flowing(Date.now() + 1000, 10);
+    expect(flags.map(({ flag }) => flag)).toEqual([HOLD, RELEASE, HOLD]);
+  });
+
+  it('lets go at once when stopped, and holds no more', () => {
+    hold.activity();
+    hold.stop();
+    hold.activity();
+    vi.advanceTimersByTime(10 * QUIET_MS);
+    expect(flags.map(({ flag }) => flag)).toEqual([HOLD, RELEASE]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe('holdReducerWhileProgressFlows', () => {
+  afterEach(() => onEachProgress(undefined));
+
+  it("is there unless the process runs without V8's reducer or the user chose flags for it", () => {
+    const options = { quietMs: 8000 };
+    const made = holdReducerWhileProgressFlows(options, [], '');
+    expect(made).toBeInstanceOf(ReducerHold);
+    made?.stop();
+    // The daemon (started without it), and a user's own flags, by either spelling, stand.
+    expect(holdReducerWhileProgressFlows(options, ['--no-memory-reducer'], '')).toBeUndefined();
+    expect(holdReducerWhileProgressFlows(options, [], '--no-incremental_marking')).toBeUndefined();
+    expect(holdReducerWhileProgressFlows(options, ['--incremental-marking'], '')).toBeUndefined();
+    const alsoMade = holdReducerWhileProgressFlows(options, ['--single-threaded-gc'], '');
+    expect(alsoMade).toBeInstanceOf(ReducerHold);
+    alsoMade?.stop();
   });
 });
