@@ -52,7 +52,8 @@ export function collectOnMainThread(): boolean {
  * twice the scavenges) fell in the first job a fresh daemon served. So the daemon starts without
  * it (bin/mcp-progress adds these flags when it starts the daemon again), and IdleCollection does
  * that work once no worker frame has arrived for a while. `mcp`, and the daemon it embeds, keep
- * V8's: they start once, and V8 reads that flag only when it sets up its heap.
+ * V8's: they start once, and V8 reads that flag only when it sets up its heap. `mcp` holds it off
+ * while progress flows instead (ReducerHold, below).
  */
 export const IDLE_COLLECTION_FLAGS = ['--no-memory-reducer', '--expose-gc'] as const;
 
