@@ -26,6 +26,14 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
+/** Calls `activity` every `everyMs` of fake time until `untilMs`. */
+function everyUntil(untilMs: number, everyMs: number, activity: () => void): void {
+  while (Date.now() + everyMs <= untilMs) {
+    vi.advanceTimersByTime(everyMs);
+    activity();
+  }
+}
+
 describe('IdleCollection', () => {
   let heap: number;
   let collections: Array<{ at: number; before: number; after: number }>;
@@ -47,13 +55,8 @@ describe('IdleCollection', () => {
   });
   afterEach(() => idle.stop());
 
-  /** Activity every `everyMs` until `untilMs` (fake time). */
-  function busy(untilMs: number, everyMs: number): void {
-    while (Date.now() + everyMs <= untilMs) {
-      vi.advanceTimersByTime(everyMs);
-      idle.activity();
-    }
-  }
+  const busy = (untilMs: number, everyMs: number) =>
+    everyUntil(untilMs, everyMs, () => idle.activity());
 
   it('collects once start-up has been followed by a whole idle period, and then not again', () => {
     vi.advanceTimersByTime(IDLE_MS - 1);
@@ -132,13 +135,8 @@ describe('ReducerHold', () => {
   });
   afterEach(() => hold.stop());
 
-  /** An update every `everyMs` until `untilMs` (fake time). */
-  function flowing(untilMs: number, everyMs: number): void {
-    while (Date.now() + everyMs <= untilMs) {
-      vi.advanceTimersByTime(everyMs);
-      hold.activity();
-    }
-  }
+  const flowing = (untilMs: number, everyMs: number) =>
+    everyUntil(untilMs, everyMs, () => hold.activity());
 
   it('sets nothing before progress flows: start-up is not a flow', () => {
     vi.advanceTimersByTime(10 * QUIET_MS);
