@@ -37,6 +37,17 @@ function namesFlag(pattern: RegExp, execArgv: readonly string[], nodeOptions: st
   return pattern.test(`${nodeOptions} ${execArgv.join(' ')}`);
 }
 
+/** V8 flags of the user's own for the size of the young generation's semi-spaces. */
+const YOUNG_GENERATION_FLAG = /semi-space/;
+
+/** Whether Node was started with flags of the user's own for the young generation's size. */
+export function choosesOwnYoungGeneration(
+  execArgv: readonly string[] = process.execArgv,
+  nodeOptions: string = process.env.NODE_OPTIONS ?? '',
+): boolean {
+  return namesFlag(YOUNG_GENERATION_FLAG, execArgv, nodeOptions);
+}
+
 /** Collects on the main thread from now on, unless the user chose otherwise; whether it did. */
 export function collectOnMainThread(): boolean {
   if (choosesOwnCollection()) return false;

@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   choosesOwnReduction,
+  choosesOwnYoungGeneration,
   holdReducerWhileProgressFlows,
   IDLE_COLLECTION_FLAGS,
   IdleCollection,
@@ -117,6 +118,10 @@ describe('idleCollection', () => {
     expect(choosesOwnReduction([], '--expose_gc')).toBe(true);
     expect(choosesOwnReduction([], '--no-memory-reducer')).toBe(true);
     expect(choosesOwnReduction(['--max-semi-space-size=4'], '--single-threaded-gc')).toBe(false);
+    // The daemon's young-generation cap gives way to the user's own size, from either place.
+    expect(choosesOwnYoungGeneration(['--max-semi-space-size=8'], '')).toBe(true);
+    expect(choosesOwnYoungGeneration([], '--min-semi-space-size=2')).toBe(true);
+    expect(choosesOwnYoungGeneration(['--expose-gc'], '--single-threaded-gc')).toBe(false);
   });
 });
 
