@@ -216,6 +216,8 @@ export interface ReducerHoldOptions {
   readonly setFlag: (flag: string) => void;
   /** Told when the hold starts (true) and ends (false). */
   readonly changed?: (held: boolean) => void;
+  /** Told once, when the hold is stopped. */
+  readonly stopped?: () => void;
 }
 
 /** Holds V8's memory reducer off from the first `activity()` until a quiet period after the last. */
@@ -247,9 +249,11 @@ export class ReducerHold {
 
   /** Ends the hold now, for good. */
   stop(): void {
+    if (this.#stopped) return;
     this.#stopped = true;
     this.#quiet.stop();
     this.#release();
+    this.#options.stopped?.();
   }
 
   #release(): void {
@@ -270,7 +274,12 @@ export function holdReducerWhileProgressFlows(
   nodeOptions: string = process.env.NODE_OPTIONS ?? '',
 ): ReducerHold | undefined {
   if (namesFlag(HOLD_FLAG, execArgv, nodeOptions)) return undefined;
-  const hold = new ReducerHold({ ...options, setFlag: (flag) => setFlagsFromString(flag) });
-  onEachProgress(() => hold.activity());
+  let stopListening = (): void => {};
+  const hold = new ReducerHold({
+    ...options,
+    setFlag: (flag) => setFlagsFromString(flag),
+    stopped: () => stopListening(),
+  });
+  stopListening = onEachProgress(() => hold.activity());
   return hold;
 }

@@ -51,10 +51,13 @@ export function progressHasFlowed(): boolean {
 
 /**
  * Called with each update that flows through this process (`mcp` holds V8's memory reducer off
- * with it: shared/collection.ts); undefined takes it away.
+ * with it: shared/collection.ts). Returns what takes it away again (a later listener stays).
  */
-export function onEachProgress(listener: (() => void) | undefined): void {
+export function onEachProgress(listener: () => void): () => void {
   eachProgress = listener;
+  return () => {
+    if (eachProgress === listener) eachProgress = undefined;
+  };
 }
 
 /**

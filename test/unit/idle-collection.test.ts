@@ -15,7 +15,7 @@ import {
   REDUCER_HOLD_FLAGS,
   ReducerHold,
 } from '../../src/shared/collection.js';
-import { onEachProgress } from '../../src/shared/tiering.js';
+import { onEachProgress, progressFlows } from '../../src/shared/tiering.js';
 
 const IDLE_MS = 8000;
 const GROWTH = 4;
@@ -180,7 +180,8 @@ describe('ReducerHold', () => {
 });
 
 describe('holdReducerWhileProgressFlows', () => {
-  afterEach(() => onEachProgress(undefined));
+  let unlisten = (): void => {};
+  afterEach(() => unlisten());
 
   it("is there unless the process runs without V8's reducer or the user chose flags for it", () => {
     const options = { quietMs: 8000 };
@@ -194,5 +195,24 @@ describe('holdReducerWhileProgressFlows', () => {
     const alsoMade = holdReducerWhileProgressFlows(options, ['--single-threaded-gc'], '');
     expect(alsoMade).toBeInstanceOf(ReducerHold);
     alsoMade?.stop();
+  });
+
+  it('hears each update until stopped, and stopping takes away only its own listener', () => {
+    const changes: boolean[] = [];
+    const made = holdReducerWhileProgressFlows(
+      { quietMs: 8000, changed: (held) => changes.push(held) },
+      [],
+      '',
+    );
+    // A zero window: the tier-up that the first update starts ends at the next timer turn.
+    progressFlows(0);
+    vi.advanceTimersByTime(1);
+    expect(changes).toEqual([true]);
+    const later: number[] = [];
+    unlisten = onEachProgress(() => later.push(Date.now()));
+    made?.stop();
+    progressFlows(0);
+    expect(changes).toEqual([true, false]);
+    expect(later).toHaveLength(1);
   });
 });
