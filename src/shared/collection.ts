@@ -274,12 +274,12 @@ export function holdReducerWhileProgressFlows(
   nodeOptions: string = process.env.NODE_OPTIONS ?? '',
 ): ReducerHold | undefined {
   if (namesFlag(HOLD_FLAG, execArgv, nodeOptions)) return undefined;
-  let stopListening = (): void => {};
   const hold = new ReducerHold({
     ...options,
     setFlag: (flag) => setFlagsFromString(flag),
+    // Called only by stop(), after the listener below is in place.
     stopped: () => stopListening(),
   });
-  stopListening = onEachProgress(() => hold.activity());
+  const stopListening = onEachProgress(() => hold.activity());
   return hold;
 }
