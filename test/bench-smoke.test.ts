@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backplaneTable } from '../bench/lib/backplane.ts';
-import { MCP_PATHS, mcpKeys } from '../bench/lib/mcp-path.ts';
+import { MCP_PATHS, type McpRunResult, mcpKeys } from '../bench/lib/mcp-path.ts';
 import { conditions, mcpTable, table, targets, targetTable } from '../bench/lib/report.ts';
 import { SETTLE_EVERY_MS } from '../bench/lib/settle.ts';
 import { ALL_SYSTEMS, runSuite, type SuiteResult, WORKLOADS } from '../bench/lib/suite.ts';
@@ -440,30 +440,51 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(mcpTable(result)).toContain(
       `at 1k/s: p99 from ${sizes.mcpSteadyFromMs / 1000} s on (warm-up left out)`,
     );
+    /** The result with each run's figures changed by `change` (the runs that failed as they were). */
+    const withRuns = (change: (key: string, value: McpRunResult) => McpRunResult): SuiteResult => ({
+      ...result,
+      mcp: Object.fromEntries(
+        Object.entries(result.mcp).map(([shape, row]) => [
+          shape,
+          Object.fromEntries(
+            Object.entries(row).map(([key, outcome]) => [
+              key,
+              outcome?.ok ? { ...outcome, value: change(key, outcome.value) } : outcome,
+            ]),
+          ),
+        ]),
+      ),
+    });
     // --quick's 1,500 ms reads as 1.5 s, not rounded to 2.
-    const quickSteady = Object.fromEntries(
-      Object.entries(result.mcp).map(([shape, row]) => [
-        shape,
-        Object.fromEntries(
-          Object.entries(row).map(([key, outcome]) => [
-            key,
-            outcome?.ok ? { ...outcome, value: { ...outcome.value, steadyFromMs: 1500 } } : outcome,
-          ]),
-        ),
-      ]),
+    expect(mcpTable(withRuns((_, value) => ({ ...value, steadyFromMs: 1500 })))).toContain(
+      'p99 from 1.5 s on',
     );
-    expect(mcpTable({ ...result, mcp: quickSteady })).toContain('p99 from 1.5 s on');
     // /mcp is set against the HTTP floor too (its own transport's floor); stdio paths are not.
-    const cpuRow = mcpTable(result)
-      .split('\n')
-      .find((line) => line.includes('CPU s of the system processes'));
-    const header = mcpTable(result).split('\n')[0]?.split(' | ') ?? [];
-    const cells = cpuRow?.split(' | ') ?? [];
-    const column = (label: string) => cells[header.indexOf(label)] ?? '';
+    // The CPU figures are set: a tiny run's floor can use less than one clock tick (0 s).
+    const cpuCells = (table: string) => {
+      const lines = table.split('\n');
+      const header = lines[0]?.split(' | ') ?? [];
+      const cells =
+        lines.find((line) => line.includes('CPU s of the system processes'))?.split(' | ') ?? [];
+      return (label: string) => cells[header.indexOf(label)] ?? '';
+    };
+    const column = cpuCells(
+      mcpTable(withRuns((_, value) => ({ ...value, systemCpuSeconds: 0.5 }))),
+    );
     expect(column('/mcp (SDK client)')).toMatch(
       /^[\d.]+ \([\d.]+x floor, [\d.]+x HTTP floor, [\d.]+x peer\)$/,
     );
     expect(column('mcp (embedded)')).toMatch(/^[\d.]+ \([\d.]+x floor, [\d.]+x peer\)$/);
+    // A floor that used no tick gives no ratio: n/a, not "n/ax".
+    const noFloorTick = cpuCells(
+      mcpTable(
+        withRuns((key, value) => ({ ...value, systemCpuSeconds: key === 'http-floor' ? 0 : 0.5 })),
+      ),
+    );
+    expect(noFloorTick('/mcp (SDK client)')).toMatch(
+      /^[\d.]+ \([\d.]+x floor, n\/a HTTP floor, [\d.]+x peer\)$/,
+    );
+    const header = mcpTable(result).split('\n')[0]?.split(' | ') ?? [];
     // Each process's own CPU: daemon + `mcp` shows both of its servers apart.
     const eachRow = mcpTable(result)
       .split('\n')

@@ -209,7 +209,7 @@ function eachRun(
   if (rounds < 2 || rounds !== peer.perRun.length) return '';
   const ratios = path.perRun.map((run, i) => {
     const peerRun = peer.perRun[i];
-    return peerRun === undefined ? 'n/a' : `${times(figure(run), figure(peerRun))}x`;
+    return peerRun === undefined ? 'n/a' : times(figure(run), figure(peerRun));
   });
   const each = `; median of ${rounds} runs, each: ${ratios.join(', ')}`;
   if (rounds < INTERVAL_MIN_ROUNDS) return each;
@@ -230,13 +230,13 @@ function mcpTargets(result: SuiteResult): TargetCheck[] {
       const b = bridge.value;
       checks.push({
         name: `MCP path at 1k updates/s: p99, ${MCP_PATH_LABELS[path]} vs ${MCP_PATH_LABELS[MCP_PEER]}`,
-        value: `${ms(b.latency.p99Ms)} vs ${ms(p.latency.p99Ms)} ms (${times(b.latency.p99Ms, p.latency.p99Ms)}x${eachRun(b, p, (run) => run.p99Ms)})`,
+        value: `${ms(b.latency.p99Ms)} vs ${ms(p.latency.p99Ms)} ms (${times(b.latency.p99Ms, p.latency.p99Ms)}${eachRun(b, p, (run) => run.p99Ms)})`,
         target: `<= ${peerRatio}x the peer`,
         met: b.latency.p99Ms <= peerRatio * p.latency.p99Ms,
       });
       checks.push({
         name: `MCP path at 1k updates/s: CPU, ${MCP_PATH_LABELS[path]} vs ${MCP_PATH_LABELS[MCP_PEER]}`,
-        value: `${b.systemCpuSeconds.toFixed(2)} vs ${p.systemCpuSeconds.toFixed(2)} s (${times(b.systemCpuSeconds, p.systemCpuSeconds)}x${eachRun(b, p, (run) => run.systemCpuSeconds)})`,
+        value: `${b.systemCpuSeconds.toFixed(2)} vs ${p.systemCpuSeconds.toFixed(2)} s (${times(b.systemCpuSeconds, p.systemCpuSeconds)}${eachRun(b, p, (run) => run.systemCpuSeconds)})`,
         target: `<= ${peerRatio}x the peer`,
         met: b.systemCpuSeconds <= peerRatio * p.systemCpuSeconds,
       });
@@ -246,7 +246,7 @@ function mcpTargets(result: SuiteResult): TargetCheck[] {
       const d = defaults.value;
       checks.push({
         name: `MCP path at 1k updates/s: CPU, ${MCP_PATH_LABELS.defaults} vs ${MCP_PATH_LABELS[MCP_PEER]}`,
-        value: `${d.systemCpuSeconds.toFixed(2)} vs ${p.systemCpuSeconds.toFixed(2)} s (${times(d.systemCpuSeconds, p.systemCpuSeconds)}x${eachRun(d, p, (run) => run.systemCpuSeconds)})`,
+        value: `${d.systemCpuSeconds.toFixed(2)} vs ${p.systemCpuSeconds.toFixed(2)} s (${times(d.systemCpuSeconds, p.systemCpuSeconds)}${eachRun(d, p, (run) => run.systemCpuSeconds)})`,
         target: '<= 0.5x the peer',
         met: d.systemCpuSeconds <= 0.5 * p.systemCpuSeconds,
       });
@@ -299,7 +299,7 @@ function mcpTargets(result: SuiteResult): TargetCheck[] {
     const bareMs = bare?.ok ? median(bare.value.startupMs) : Number.NaN;
     checks.push({
       name: `${MCP_PATH_LABELS[path]}: spawn -> initialize result (median of ${startup.value.startupMs.length}) vs ${MCP_PATH_LABELS.sdk}`,
-      value: `${startMs.toFixed(0)} vs ${bareMs.toFixed(0)} ms (${times(startMs, bareMs)}x; server CPU ${median(startup.value.startupCpuMs).toFixed(0)} ms)`,
+      value: `${startMs.toFixed(0)} vs ${bareMs.toFixed(0)} ms (${times(startMs, bareMs)}; server CPU ${median(startup.value.startupCpuMs).toFixed(0)} ms)`,
       target: '<= 1.15x the bare SDK server',
       met: Number.isFinite(bareMs) ? startMs <= 1.15 * bareMs : undefined,
     });
@@ -344,10 +344,10 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
 }
 
-/** value / base, two decimals. */
+/** value / base, two decimals and its `x`; `n/a` where the base is 0 (a floor too short to tick). */
 function times(value: number, base: number): string {
   const r = value / base;
-  return Number.isFinite(r) ? r.toFixed(2) : 'n/a';
+  return Number.isFinite(r) ? `${r.toFixed(2)}x` : 'n/a';
 }
 
 /** The idle floor beside the daemon's figure: what any Node process that listens as it does holds. */
@@ -386,7 +386,7 @@ function withRatios(
     const own = figure(value);
     const against = (other: McpPath | undefined, name: string) => {
       const base = other === undefined ? undefined : row[other];
-      return other === key || !base?.ok ? '' : `${times(own, figure(base.value))}x ${name}`;
+      return other === key || !base?.ok ? '' : `${times(own, figure(base.value))} ${name}`;
     };
     const ownFloor = MCP_OWN_FLOOR[splitKey(key).path];
     const ratios = [
