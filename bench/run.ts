@@ -15,7 +15,7 @@ import { ALL_SYSTEMS, runSuite, WORKLOADS, type WorkloadName } from './lib/suite
 import { ROOT, SYSTEM_LABELS, type SystemName } from './lib/systems.ts';
 import { SIZES } from './lib/workloads.ts';
 
-const HELP = `usage: npm run bench -- [options]\n\nRuns the bridge, its baselines and its peers on this machine, and prints tables with the\ntargets as ratios (bench/README.md says what each workload measures).\n\n  --json               print the full results as JSON instead of tables\n  --quick              shorter runs (same shapes)\n  --smoke              tiny sizes: checks the harness, measures nothing\n  --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe,\n                       backplane\n  --systems a,b        bridge, norate (ingest only: the bridge without rate/ETA), raw, nodeipc,\n                       nats\n  --paths a,b          MCP paths of the startup and mcp workloads: floor, http-floor, telemetry,\n                       embedded, http, stdio, defaults, defaults-every, relay, sdk (start-up\n                       only)\n  --rates a,b          shapes of the mcp workload: 1000, 10000 (updates/s), burst (default: all)\n  --repeat N           run each throughput and latency measurement N times, report the median\n                       (default 1; in a full run the mcp workload's 1k/s shape, which its\n                       targets judge, runs 3 times, the paths interleaved)\n  --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",\n                       to measure a change against its parent in the same run (the MCP paths,\n                       their workers' Node client, and the backplane too)\n  --samples DIR        write the mcp workload's per-update latencies, one file per path and shape\n                       (DIR/<shape>/<path>.tsv: ms since the first update, latency ms)\n  --warm SECONDS       open each mcp workload window only after SECONDS of warm-up updates at its\n                       rate (a burst's at 1000/s), every path alike: steady state apart from\n                       warm-up. The issue's ratio targets are checked on cold runs only\n  --profile            write V8 CPU profiles of the servers to bench/results/profiles/ (sampled\n                       every 100 µs; their CPU figures are not comparable with a plain run's)\n  --help               this text\n`;
+const HELP = `usage: npm run bench -- [options]\n\nRuns the bridge, its baselines and its peers on this machine, and prints tables with the\ntargets as ratios (bench/README.md says what each workload measures).\n\n  --json               print the full results as JSON instead of tables\n  --quick              shorter runs (same shapes)\n  --smoke              tiny sizes: checks the harness, measures nothing\n  --only a,b           workloads: ingest, e2e, latency, fanout, flood, scale, startup, mcp, probe,\n                       backplane\n  --systems a,b        bridge, norate (ingest only: the bridge without rate/ETA), raw, nodeipc,\n                       nats\n  --paths a,b          MCP paths of the startup and mcp workloads: floor, http-floor, telemetry,\n                       embedded, http, stdio, defaults, defaults-every, relay, sdk (start-up\n                       only)\n  --rates a,b          shapes of the mcp workload: 1000, 10000 (updates/s), burst (default: all)\n  --repeat N           run each throughput and latency measurement N times, report the median\n                       (default 1; in a full run the mcp workload's 1k/s shape, which its\n                       targets judge, runs 3 times, the paths interleaved)\n  --before DIR         also run the bridge built in DIR (bin/ and dist/) as "bridge (before)",\n                       to measure a change against its parent in the same run (the MCP paths,\n                       their workers' Node client, and the backplane too)\n  --samples DIR        write the mcp workload's per-update latencies, one file per path and shape\n                       (DIR/<shape>/<path>.tsv: ms since the first update, latency ms)\n  --warm SECONDS       open each mcp workload window only after SECONDS of warm-up updates at its\n                       rate (a burst's at 1000/s), every path alike: steady state apart from\n                       warm-up. The issue's ratio targets are checked on cold runs only\n  --batch N            the mcp workload's worker sends its updates N at a time, every N/rate\n                       seconds (default 1: one every 1/rate). Each is still its own write; a\n                       server that did not run between them reads them in one read (pinned to\n                       one CPU, always), so this separates what a server costs per wake from\n                       what it costs per update. The issue's targets are checked at 1 only\n  --profile            write V8 CPU profiles of the servers to bench/results/profiles/ (sampled\n                       every 100 µs; their CPU figures are not comparable with a plain run's)\n  --help               this text\n`;
 
 function parseOptions() {
   try {
@@ -34,6 +34,7 @@ function parseOptions() {
         before: { type: 'string' },
         samples: { type: 'string' },
         warm: { type: 'string' },
+        batch: { type: 'string' },
       },
     }).values;
   } catch (error) {
@@ -78,6 +79,20 @@ function warmMs(text: string | undefined): number | undefined {
 }
 const mcpWarmMs = warmMs(values.warm);
 
+/** --batch, checked up front: a whole number of updates, 1 or more. */
+function batch(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const updates = Number(text);
+  if (text.trim() === '' || !Number.isInteger(updates) || updates < 1) {
+    process.stderr.write(
+      `--batch takes a whole number of updates, 1 or more (got "${text}"): e.g. --batch 10\n`,
+    );
+    process.exit(2);
+  }
+  return updates;
+}
+const mcpBatch = batch(values.batch);
+
 // Profiling runs one long instance of each chosen workload, so that each profile shows one thing.
 // Exit through process.exit so that the servers started so far are killed with the harness.
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
@@ -104,6 +119,7 @@ const result = await runSuite({
   beforeRoot: values.before,
   samplesDir: values.samples,
   mcpWarmMs,
+  mcpBatch,
   paths: list<McpPath>(values.paths, MCP_PATHS, 'path'),
   mcpShapes:
     values.rates === undefined

@@ -163,6 +163,8 @@ export interface McpRunResult {
   steadyFromMs: number;
   /** How long warm-up updates came at the measured rate before the window opened (--warm; 0: cold). */
   warmMs: number;
+  /** Updates the worker sent together, every `batch / ratePerSecond` seconds (--batch; 1: one at a time). */
+  batch: number;
   /** Warm-up updates the worker sent before the measured ones (a few when cold). */
   warmUpdates: number;
   /** Progress notifications the client's onprogress got, all of them; and those of measured updates. */
@@ -269,6 +271,12 @@ export interface McpRunOptions {
    * warm-up. 0 or undefined: the window opens at the first notification, cold.
    */
   warmMs?: number | undefined;
+  /**
+   * Updates the worker sends together, every `batch / rate` seconds (bench --batch), each its
+   * own write: what a server costs per wake apart from what it costs per update. 1 or undefined:
+   * one at a time.
+   */
+  batch?: number | undefined;
 }
 
 async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPath> {
@@ -631,8 +639,9 @@ export async function runMcpPath(
     worker.send({ type: 'warmup' });
     await firstSeen;
     const warmMs = options.warmMs ?? 0;
+    const batch = options.batch ?? 1;
     if (warmMs > 0) {
-      worker.send({ type: 'warm', ratePerSecond });
+      worker.send({ type: 'warm', ratePerSecond, batch });
       await sleep(warmMs);
     }
     const pids = [
@@ -643,7 +652,7 @@ export async function runMcpPath(
     const from = pids.map(({ pid }) => sampleProcess(pid));
     const machineFrom = sampleMachineCpu();
     const sentPromise = worker.nextUnlessFailed<McpWorkerDone>('sent', timeoutMs);
-    worker.send({ type: 'go', count: updates, ratePerSecond });
+    worker.send({ type: 'go', count: updates, ratePerSecond, batch });
     const sent = await sentPromise;
     await called;
     const to = pids.map(({ pid }) => sampleProcess(pid));
@@ -662,6 +671,7 @@ export async function runMcpPath(
       steadyLatency: result.steadyLatency,
       steadyFromMs: options.steadyFromMs ?? 0,
       warmMs,
+      batch,
       warmUpdates: sent.warmups,
       notifications: result.notifications,
       measured: result.measured,
@@ -709,6 +719,7 @@ export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
     steadyLatency: latency((run) => run.steadyLatency),
     steadyFromMs: first.steadyFromMs,
     warmMs: first.warmMs,
+    batch: first.batch,
     warmUpdates: Math.min(...runs.map((run) => run.warmUpdates)),
     notifications: Math.min(...runs.map((run) => run.notifications)),
     measured: Math.min(...runs.map((run) => run.measured)),

@@ -221,8 +221,9 @@ function mcpTargets(result: SuiteResult): TargetCheck[] {
   const checks: TargetCheck[] = [];
   const at1k = result.mcp[MCP_TARGET_SHAPE];
   const peer = at1k?.[MCP_PEER];
-  // The issue's ratios are of a cold window (the record's shape); a --warm run is not checked.
-  if (at1k !== undefined && peer?.ok && peer.value.warmMs === 0) {
+  // The issue's ratios are of a cold window, one update at a time (the record's shape); a --warm
+  // or --batch run is not checked.
+  if (at1k !== undefined && peer?.ok && peer.value.warmMs === 0 && peer.value.batch === 1) {
     const p = peer.value;
     for (const { path, peerRatio } of MCP_BOUNDS) {
       const bridge = at1k[path];
@@ -423,12 +424,14 @@ export function mcpTable(result: SuiteResult): string {
     const updates = sample?.ok ? sample.value.updates : 0;
     const warmMs = sample?.ok ? sample.value.warmMs : 0;
     const warm = warmMs > 0 ? `, after ${seconds(warmMs)} warm` : '';
+    const batch = sample?.ok ? sample.value.batch : 1;
+    const batched = batch > 1 ? `, ${batch} at a time` : '';
     const runs = sample?.ok && sample.value.perRun.length > 1 ? sample.value.perRun.length : 0;
     const medians = runs > 0 ? `, median of ${runs} runs` : '';
     const label =
       key === 'burst'
         ? `burst of ${rate(updates)}${warm}${medians}`
-        : `${rate(updates)} at ${rate(Number(key))}/s${warm}${medians}`;
+        : `${rate(updates)} at ${rate(Number(key))}/s${batched}${warm}${medians}`;
     const add = (what: string, cells: (key: McpKey) => string) => {
       lines.push(row([`${label}: ${what}`, ...keys.map(cells)]));
     };

@@ -90,6 +90,8 @@ export interface SuiteOptions {
   samplesDir?: string | undefined;
   /** Warm-up at the measured rate before each MCP-path window (McpRunOptions.warmMs). */
   mcpWarmMs?: number | undefined;
+  /** Updates the MCP-path worker sends together (McpRunOptions.batch). */
+  mcpBatch?: number | undefined;
   log: (line: string) => void;
 }
 
@@ -402,10 +404,11 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     ].filter((shape) => options.mcpShapes?.includes(shape.key) ?? true);
     for (const shape of shapes) {
       const warm = options.mcpWarmMs ? `, after ${options.mcpWarmMs / 1000} s of warm-up` : '';
+      const batched = (options.mcpBatch ?? 1) > 1 ? `, ${options.mcpBatch} at a time` : '';
       log(
         shape.rate === 0
           ? `MCP path, a burst of ${shape.updates} updates${warm}`
-          : `MCP path, ${shape.updates} updates at ${shape.rate}/s${warm}`,
+          : `MCP path, ${shape.updates} updates at ${shape.rate}/s${batched}${warm}`,
       );
       const samplesDir =
         options.samplesDir === undefined ? undefined : join(options.samplesDir, shape.key);
@@ -424,6 +427,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
               samplesDir,
               steadyFromMs: sizes.mcpSteadyFromMs,
               warmMs: options.mcpWarmMs,
+              batch: options.mcpBatch,
             },
             shape.updates,
             shape.rate,

@@ -98,30 +98,39 @@ function warmUp(): void {
 }
 
 /**
- * Calls `send` `count` times (Infinity: until its timer is cleared) at `ratePerSecond`, the first
- * at once: each 1 ms tick sends what is due by the clock, so a stalled loop catches up. Then `done`.
+ * Calls `send` `count` times (Infinity: until its timer is cleared) at `ratePerSecond`, `batch` at
+ * a time, the first at once: each tick (1 ms, or a batch's time) sends the batches due by the
+ * clock, so a stalled loop catches up. Then `done`.
  */
-function paced(ratePerSecond: number, count: number, send: () => void, done: () => void): void {
+function paced(
+  ratePerSecond: number,
+  count: number,
+  batch: number,
+  send: () => void,
+  done: () => void,
+): void {
   const startUs = nowUs();
+  const tickMs = Math.max(1, Math.floor((batch * 1000) / ratePerSecond));
   let sent = 0;
   const tick = () => {
-    const due = Math.min(count, Math.floor(((nowUs() - startUs) / 1e6) * ratePerSecond) + 1);
+    const batches = Math.floor(((nowUs() - startUs) / 1e6) * (ratePerSecond / batch)) + 1;
+    const due = Math.min(count, batches * batch);
     for (; sent < due; sent++) send();
     if (sent >= count) done();
-    else timer = setTimeout(tick, 1);
+    else timer = setTimeout(tick, tickMs);
   };
   tick();
 }
 
-/** Warm-up updates at `ratePerSecond` (a burst's at BURST_WARM_RATE) until `go`. */
-function warmAtRate(ratePerSecond: number): void {
+/** Warm-up updates at `ratePerSecond` (a burst's at BURST_WARM_RATE), `batch` at a time, until `go`. */
+function warmAtRate(ratePerSecond: number, batch: number): void {
   clearTimeout(timer);
   const rate = ratePerSecond > 0 ? ratePerSecond : BURST_WARM_RATE;
-  paced(rate, Number.POSITIVE_INFINITY, sendWarmUp, () => {});
+  paced(rate, Number.POSITIVE_INFINITY, batch, sendWarmUp, () => {});
 }
 
-/** `count` updates at `ratePerSecond` (0: all at once), then done. */
-async function run(count: number, ratePerSecond: number): Promise<McpWorkerDone> {
+/** `count` updates at `ratePerSecond` (0: all at once), `batch` at a time, then done. */
+async function run(count: number, ratePerSecond: number, batch: number): Promise<McpWorkerDone> {
   const active = sink;
   if (active === undefined) throw new Error('go before config');
   // The warm-up counter stops here: the bridge's measured progress values follow on from it.
@@ -134,7 +143,7 @@ async function run(count: number, ratePerSecond: number): Promise<McpWorkerDone>
   if (ratePerSecond <= 0) {
     while (sent < count) send();
   } else {
-    await new Promise<void>((resolve) => paced(ratePerSecond, count, send, resolve));
+    await new Promise<void>((resolve) => paced(ratePerSecond, count, batch, send, resolve));
   }
   const lastUpdateUs = nowUs();
   await active.done();
@@ -173,10 +182,14 @@ onParentMessage((message: Message) => {
       warmUp();
       break;
     case 'warm':
-      warmAtRate(message.ratePerSecond as number);
+      warmAtRate(message.ratePerSecond as number, (message.batch as number | undefined) ?? 1);
       break;
     case 'go':
-      run(message.count as number, message.ratePerSecond as number).then(
+      run(
+        message.count as number,
+        message.ratePerSecond as number,
+        (message.batch as number | undefined) ?? 1,
+      ).then(
         (done) => toParent({ ...done }),
         (error: Error) => toParent({ type: 'failed', error: error.message }),
       );

@@ -128,6 +128,7 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     steadyLatency: { count: 60, p50Ms: p99 / 8, p99Ms: p99 / 2, p999Ms: p99, maxMs: p99 * 3 },
     steadyFromMs: 4000,
     warmMs: 5000,
+    batch: 1,
     warmUpdates: Math.round(cpu * 5000),
     notifications: 100,
     measured: 100,
