@@ -382,6 +382,14 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         expect(together.length / (sentAt.length - 1), key).toBeGreaterThanOrEqual(0.6);
       }
       expect(mcpTable(batched)).toContain('at 1k/s, 5 at a time, median of 2 runs: CPU s');
+      // How many reads the servers made, to see how many updates each read took.
+      for (const key of ['floor', 'embedded'] as const) {
+        const server = ok(batched.mcp['1000']?.[key]).processes.at(-1);
+        expect(server?.readCalls, key).toBeGreaterThan(0);
+      }
+      expect(mcpTable(batched)).toMatch(
+        /5 at a time, median of 2 runs: read calls per update, each process \| worker \d+\.\d\d, client \d+\.\d\d, floor relay \d+\.\d\d \|/,
+      );
     } finally {
       rmSync(batchSamples, { recursive: true, force: true });
     }

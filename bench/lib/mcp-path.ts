@@ -147,6 +147,8 @@ export interface ProcessFigures {
   cpuSeconds: number;
   /** Peak resident memory over the process's life (VmHWM). */
   peakRssBytes: number;
+  /** Read calls over the same window: a server's wakes, near enough (--batch shows how many it read at once). */
+  readCalls: number;
 }
 
 export interface McpRunResult {
@@ -733,6 +735,7 @@ export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
       role,
       cpuSeconds: mid((run) => run.processes[i]?.cpuSeconds ?? Number.NaN),
       peakRssBytes: mid((run) => run.processes[i]?.peakRssBytes ?? Number.NaN),
+      readCalls: mid((run) => run.processes[i]?.readCalls ?? Number.NaN),
     })),
     systemCpuSeconds: mid((run) => run.systemCpuSeconds),
     perRun: runs.flatMap((run) => run.perRun),
@@ -781,5 +784,6 @@ function figures(
     cpuSeconds:
       from === undefined || to === undefined ? Number.NaN : to.cpuSeconds - from.cpuSeconds,
     peakRssBytes: to?.peakRssBytes ?? Number.NaN,
+    readCalls: from === undefined || to === undefined ? Number.NaN : to.readCalls - from.readCalls,
   };
 }

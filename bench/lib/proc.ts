@@ -14,6 +14,8 @@ export interface ProcSample {
   privateBytes: number;
   /** User plus system CPU seconds so far. */
   cpuSeconds: number;
+  /** Read calls so far (/proc/<pid>/io syscr: read(2) and its kin, on any descriptor), or NaN. */
+  readCalls: number;
   /** When the sample was taken, monotonic milliseconds. */
   atMs: number;
 }
@@ -31,11 +33,13 @@ export function sampleProcess(pid: number): ProcSample {
     // Fields after the command name, which may itself contain spaces and parentheses.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const ticks = Number(fields[11]) + Number(fields[12]);
+    const reads = /syscr:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
     return {
       rssBytes: rss ? Number(rss[1]) * 1024 : Number.NaN,
       peakRssBytes: peak ? Number(peak[1]) * 1024 : Number.NaN,
       privateBytes: anon ? Number(anon[1]) * 1024 : Number.NaN,
       cpuSeconds: ticks / CLOCK_TICKS,
+      readCalls: reads ? Number(reads[1]) : Number.NaN,
       atMs,
     };
   } catch {
@@ -44,6 +48,7 @@ export function sampleProcess(pid: number): ProcSample {
       peakRssBytes: Number.NaN,
       privateBytes: Number.NaN,
       cpuSeconds: Number.NaN,
+      readCalls: Number.NaN,
       atMs,
     };
   }

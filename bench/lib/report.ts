@@ -475,6 +475,10 @@ export function mcpTable(result: SuiteResult): string {
     add('CPU s, each process', (k) =>
       cell(shape[k], (v) => eachProcess(v, (p) => p.cpuSeconds.toFixed(2))),
     );
+    // Per update: about 1 where each update wakes the process alone; less where --batch lets it read several at once.
+    add('read calls per update, each process', (k) =>
+      cell(shape[k], (v) => eachProcess(v, (p) => (p.readCalls / v.updates).toFixed(2))),
+    );
     add('peak RSS MiB, each process', (k) =>
       cell(shape[k], (v) => eachProcess(v, (p) => mib(p.peakRssBytes))),
     );

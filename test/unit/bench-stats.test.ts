@@ -139,8 +139,8 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     finalAfterLastUpdateMs: 1,
     startupMs: 200,
     processes: [
-      { role: 'worker', cpuSeconds: 0.5, peakRssBytes: 1 },
-      { role: 'daemon', cpuSeconds: cpu, peakRssBytes: cpu * 100 },
+      { role: 'worker', cpuSeconds: 0.5, peakRssBytes: 1, readCalls: 10 },
+      { role: 'daemon', cpuSeconds: cpu, peakRssBytes: cpu * 100, readCalls: cpu * 1000 },
     ],
     systemCpuSeconds: cpu,
     perRun: [{ systemCpuSeconds: cpu, p99Ms: p99 }],
@@ -165,8 +165,8 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     expect(merged.warmMs).toBe(5000);
     expect(merged.warmUpdates).toBe(4500);
     expect(merged.processes).toEqual([
-      { role: 'worker', cpuSeconds: 0.5, peakRssBytes: 1 },
-      { role: 'daemon', cpuSeconds: 1.0, peakRssBytes: 100 },
+      { role: 'worker', cpuSeconds: 0.5, peakRssBytes: 1, readCalls: 10 },
+      { role: 'daemon', cpuSeconds: 1.0, peakRssBytes: 100, readCalls: 1000 },
     ]);
     expect(merged.systemPeakRssBytes).toBe(100);
     expect(merged.resultAfterLastUpdateMs).toBe(51);
