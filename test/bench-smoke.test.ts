@@ -45,6 +45,19 @@ afterAll(() => {
   rmSync(samplesDir, { recursive: true, force: true });
 });
 
+/** A smoke-sized run of the floor and embedded paths at 1k/s, with `options`, from the real binary. */
+function smokeMcpRun(options: string[]): SuiteResult {
+  const run = spawnSync(
+    process.execPath,
+    [BENCH, '--smoke', '--only', 'mcp', '--paths', 'floor,embedded', '--rates', '1000']
+      .concat(options)
+      .concat(['--json']),
+    { encoding: 'utf8', timeout: 120_000 },
+  );
+  expect(run.status, run.stderr).toBe(0);
+  return JSON.parse(run.stdout) as SuiteResult;
+}
+
 /** The smoke run's result with each MCP-path run changed: for what a tiny run cannot show. */
 function withRuns(change: (key: string, value: McpRunResult) => McpRunResult): SuiteResult {
   return {
@@ -306,17 +319,7 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
   });
 
   it("`--warm SECONDS` opens the MCP window after warm-up updates at its rate, and says so; the targets' shape runs more than once", () => {
-    const run = spawnSync(
-      process.execPath,
-      [BENCH, '--smoke', '--only', 'mcp', '--paths', 'floor,embedded', '--rates', '1000'].concat([
-        '--warm',
-        '0.5',
-        '--json',
-      ]),
-      { encoding: 'utf8', timeout: 120_000 },
-    );
-    expect(run.status, run.stderr).toBe(0);
-    const warmed = JSON.parse(run.stdout) as SuiteResult;
+    const warmed = smokeMcpRun(['--warm', '0.5']);
     for (const key of ['floor', 'embedded'] as const) {
       const cold = ok(result.mcp['1000']?.[key]);
       const warm = ok(warmed.mcp['1000']?.[key]);
@@ -346,19 +349,7 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
   it('`--batch N` sends the MCP updates N at a time, says so, and checks no ratio target', () => {
     const batchSamples = mkdtempSync(join(tmpdir(), 'bench-smoke-batch-'));
     try {
-      const run = spawnSync(
-        process.execPath,
-        [BENCH, '--smoke', '--only', 'mcp', '--paths', 'floor,embedded', '--rates', '1000'].concat([
-          '--batch',
-          '5',
-          '--samples',
-          batchSamples,
-          '--json',
-        ]),
-        { encoding: 'utf8', timeout: 120_000 },
-      );
-      expect(run.status, run.stderr).toBe(0);
-      const batched = JSON.parse(run.stdout) as SuiteResult;
+      const batched = smokeMcpRun(['--batch', '5', '--samples', batchSamples]);
       for (const key of ['floor', 'embedded'] as const) {
         const five = ok(batched.mcp['1000']?.[key]);
         expect(five.batch, key).toBe(5);
