@@ -22,6 +22,20 @@ export interface ProcSample {
 
 const CLOCK_TICKS = 100;
 
+/**
+ * Read calls so far, or NaN: /proc/<pid>/io asks for more than the rest of /proc/<pid> (ptrace
+ * read access, which Yama may refuse for a process that is not our descendant), so its absence
+ * costs this figure only.
+ */
+function readCalls(pid: number): number {
+  try {
+    const reads = /syscr:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return reads ? Number(reads[1]) : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 export function sampleProcess(pid: number): ProcSample {
   const atMs = performance.now();
   try {
@@ -33,13 +47,12 @@ export function sampleProcess(pid: number): ProcSample {
     // Fields after the command name, which may itself contain spaces and parentheses.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const ticks = Number(fields[11]) + Number(fields[12]);
-    const reads = /syscr:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
     return {
       rssBytes: rss ? Number(rss[1]) * 1024 : Number.NaN,
       peakRssBytes: peak ? Number(peak[1]) * 1024 : Number.NaN,
       privateBytes: anon ? Number(anon[1]) * 1024 : Number.NaN,
       cpuSeconds: ticks / CLOCK_TICKS,
-      readCalls: reads ? Number(reads[1]) : Number.NaN,
+      readCalls: readCalls(pid),
       atMs,
     };
   } catch {

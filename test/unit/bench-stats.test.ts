@@ -2,7 +2,8 @@
  * The harness's statistics, what every latency figure in the benchmark report rests on, its
  * reading of nats-server's log, and when it takes an idle process's memory as settled.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { framesDue } from '../../bench/lib/frames.ts';
 import { type McpRunResult, mergeMcpRuns } from '../../bench/lib/mcp-path.ts';
@@ -18,6 +19,13 @@ import {
 } from '../../bench/lib/settle.ts';
 import { median, ratioOfMeans, summariseLatencies } from '../../bench/lib/stats.ts';
 import { noMeasurements, type SuiteResult } from '../../bench/lib/suite.ts';
+import { ROOT } from '../helpers/daemon.js';
+import {
+  asOtherUserOptions,
+  letOthersReachCheckout,
+  OTHER_USER,
+  otherUser,
+} from '../helpers/other-user.js';
 
 describe('bench statistics', () => {
   it('percentiles are the nearest-rank ones of the samples, whatever their order', () => {
@@ -374,5 +382,26 @@ describe('steal: the CPU time the host took, which load average does not show', 
       "NOT A QUIET RUN: the host took 1.6% of the machine's CPU time over the run (steal), at most 24% in an MCP window",
     );
     expect(run(0.016, 0.02)).not.toContain('NOT A QUIET RUN');
+  });
+});
+
+describe.skipIf(otherUser.skip)(`sampleProcess as another local user (${OTHER_USER})`, () => {
+  it('gives CPU and memory of a process whose read calls it may not see (/proc/<pid>/io)', () => {
+    otherUser.require();
+    letOthersReachCheckout();
+    // Ours, as its owner: every figure.
+    expect(sampleProcess(process.pid).readCalls).toBeGreaterThan(0);
+    // Ours, seen by another user: /proc/<pid>/stat and status are open to it, io is not.
+    const code = `const { sampleProcess } = await import(${JSON.stringify(join(ROOT, 'bench/lib/proc.ts'))});
+process.stdout.write(JSON.stringify(sampleProcess(${process.pid})));`;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', code], {
+      encoding: 'utf8',
+      ...asOtherUserOptions(),
+    });
+    expect(run.status, run.stderr).toBe(0);
+    const seen = JSON.parse(run.stdout) as Record<string, number | null>;
+    expect(seen.cpuSeconds).toBeGreaterThan(0);
+    expect(seen.peakRssBytes).toBeGreaterThan(0);
+    expect(seen.readCalls).toBeNull(); // NaN, as JSON
   });
 });
