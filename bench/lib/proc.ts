@@ -24,8 +24,8 @@ const CLOCK_TICKS = 100;
 
 /**
  * Read calls so far, or NaN: /proc/<pid>/io asks for more than the rest of /proc/<pid> (ptrace
- * read access, which Yama may refuse for a process that is not our descendant), so its absence
- * costs this figure only.
+ * read access: refused for another user's process, and by Yama for one that is not our
+ * descendant), so its absence costs this figure only.
  */
 function readCalls(pid: number): number {
   try {
