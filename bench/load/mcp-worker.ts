@@ -182,14 +182,10 @@ onParentMessage((message: Message) => {
       warmUp();
       break;
     case 'warm':
-      warmAtRate(message.ratePerSecond as number, (message.batch as number | undefined) ?? 1);
+      warmAtRate(message.ratePerSecond as number, message.batch as number);
       break;
     case 'go':
-      run(
-        message.count as number,
-        message.ratePerSecond as number,
-        (message.batch as number | undefined) ?? 1,
-      ).then(
+      run(message.count as number, message.ratePerSecond as number, message.batch as number).then(
         (done) => toParent({ ...done }),
         (error: Error) => toParent({ type: 'failed', error: error.message }),
       );
