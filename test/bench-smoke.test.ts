@@ -547,6 +547,19 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(eachRow?.split(' | ')[header.indexOf('mcp (daemon)')]).toMatch(
       /^worker [\d.]+, client [\d.]+, daemon [\d.]+, mcp [\d.]+$/,
     );
+    // And the kernel's part of it, each process: never more than the whole.
+    const kernelRow = mcpTable(result)
+      .split('\n')
+      .find((line) => line.includes('of which in the kernel (system), each process'));
+    expect(kernelRow?.split(' | ')[header.indexOf('/mcp (SDK client)')]).toMatch(
+      /^worker [\d.]+, client [\d.]+, daemon [\d.]+$/,
+    );
+    for (const [key, value] of Object.entries(result.mcp['1000'] ?? {})) {
+      for (const p of ok(value).processes) {
+        expect(p.systemSeconds, `${key} ${p.role}`).toBeGreaterThanOrEqual(0);
+        expect(p.systemSeconds, `${key} ${p.role}`).toBeLessThanOrEqual(p.cpuSeconds);
+      }
+    }
     // What the host took over each window, read from this machine's /proc/stat.
     const stealRow = mcpTable(result)
       .split('\n')

@@ -145,6 +145,8 @@ export interface ProcessFigures {
   role: string;
   /** CPU seconds from the first notification to the tool result. */
   cpuSeconds: number;
+  /** The part of cpuSeconds spent in the kernel (ProcSample.systemSeconds). */
+  systemSeconds: number;
   /** Peak resident memory over the process's life (VmHWM). */
   peakRssBytes: number;
   /** Read calls over the same window: a server's wakes, near enough (--batch shows how many it read at once). */
@@ -734,6 +736,7 @@ export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
     processes: first.processes.map(({ role }, i) => ({
       role,
       cpuSeconds: mid((run) => run.processes[i]?.cpuSeconds ?? Number.NaN),
+      systemSeconds: mid((run) => run.processes[i]?.systemSeconds ?? Number.NaN),
       peakRssBytes: mid((run) => run.processes[i]?.peakRssBytes ?? Number.NaN),
       readCalls: mid((run) => run.processes[i]?.readCalls ?? Number.NaN),
     })),
@@ -779,11 +782,13 @@ function figures(
   from: ProcSample | undefined,
   to: ProcSample | undefined,
 ): ProcessFigures {
+  const change = (figure: (sample: ProcSample) => number): number =>
+    from === undefined || to === undefined ? Number.NaN : figure(to) - figure(from);
   return {
     role,
-    cpuSeconds:
-      from === undefined || to === undefined ? Number.NaN : to.cpuSeconds - from.cpuSeconds,
+    cpuSeconds: change((sample) => sample.cpuSeconds),
+    systemSeconds: change((sample) => sample.systemSeconds),
     peakRssBytes: to?.peakRssBytes ?? Number.NaN,
-    readCalls: from === undefined || to === undefined ? Number.NaN : to.readCalls - from.readCalls,
+    readCalls: change((sample) => sample.readCalls),
   };
 }
