@@ -145,8 +145,8 @@ export interface ProcessFigures {
   role: string;
   /** CPU seconds from the first notification to the tool result. */
   cpuSeconds: number;
-  /** The part of cpuSeconds spent in the kernel (ProcSample.systemSeconds). */
-  systemSeconds: number;
+  /** The part of cpuSeconds spent in the kernel, system time (ProcSample.kernelSeconds). */
+  kernelSeconds: number;
   /** Peak resident memory over the process's life (VmHWM). */
   peakRssBytes: number;
   /** Read calls over the same window: a server's wakes, near enough (--batch shows how many it read at once). */
@@ -736,7 +736,7 @@ export function mergeMcpRuns(runs: McpRunResult[]): McpRunResult {
     processes: first.processes.map(({ role }, i) => ({
       role,
       cpuSeconds: mid((run) => run.processes[i]?.cpuSeconds ?? Number.NaN),
-      systemSeconds: mid((run) => run.processes[i]?.systemSeconds ?? Number.NaN),
+      kernelSeconds: mid((run) => run.processes[i]?.kernelSeconds ?? Number.NaN),
       peakRssBytes: mid((run) => run.processes[i]?.peakRssBytes ?? Number.NaN),
       readCalls: mid((run) => run.processes[i]?.readCalls ?? Number.NaN),
     })),
@@ -787,7 +787,7 @@ function figures(
   return {
     role,
     cpuSeconds: change((sample) => sample.cpuSeconds),
-    systemSeconds: change((sample) => sample.systemSeconds),
+    kernelSeconds: change((sample) => sample.kernelSeconds),
     peakRssBytes: to?.peakRssBytes ?? Number.NaN,
     readCalls: change((sample) => sample.readCalls),
   };

@@ -15,10 +15,10 @@ export interface ProcSample {
   /** User plus system CPU seconds so far. */
   cpuSeconds: number;
   /**
-   * The system part of it: time in the kernel on the process's behalf (its reads, writes and
-   * polls; a transport's cost shows here: loopback TCP costs more of it than a pipe).
+   * The kernel's part of it (system time, stime): its reads, writes and polls. A transport's
+   * cost shows here: loopback TCP costs more of it than a pipe.
    */
-  systemSeconds: number;
+  kernelSeconds: number;
   /** Read calls so far (/proc/<pid>/io syscr: read(2) and its kin, on any descriptor), or NaN. */
   readCalls: number;
   /** When the sample was taken, monotonic milliseconds. */
@@ -58,7 +58,7 @@ export function sampleProcess(pid: number): ProcSample {
       peakRssBytes: peak ? Number(peak[1]) * 1024 : Number.NaN,
       privateBytes: anon ? Number(anon[1]) * 1024 : Number.NaN,
       cpuSeconds: (userTicks + systemTicks) / CLOCK_TICKS,
-      systemSeconds: systemTicks / CLOCK_TICKS,
+      kernelSeconds: systemTicks / CLOCK_TICKS,
       readCalls: readCalls(pid),
       atMs,
     };
@@ -68,7 +68,7 @@ export function sampleProcess(pid: number): ProcSample {
       peakRssBytes: Number.NaN,
       privateBytes: Number.NaN,
       cpuSeconds: Number.NaN,
-      systemSeconds: Number.NaN,
+      kernelSeconds: Number.NaN,
       readCalls: Number.NaN,
       atMs,
     };

@@ -478,7 +478,7 @@ export function mcpTable(result: SuiteResult): string {
     // The kernel's share: what the transport costs (loopback TCP more than a pipe), apart from
     // the process's own work, which is the rest (user time).
     add('of which in the kernel (system), each process', (k) =>
-      cell(shape[k], (v) => eachProcess(v, (p) => p.systemSeconds.toFixed(2))),
+      cell(shape[k], (v) => eachProcess(v, (p) => p.kernelSeconds.toFixed(2))),
     );
     // Per update: about 1 where each update wakes the process alone; less where --batch lets it read several at once.
     add('read calls per update, each process', (k) =>

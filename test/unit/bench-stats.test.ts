@@ -148,11 +148,11 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     finalAfterLastUpdateMs: 1,
     startupMs: 200,
     processes: [
-      { role: 'worker', cpuSeconds: 0.5, systemSeconds: 0.2, peakRssBytes: 1, readCalls: 10 },
+      { role: 'worker', cpuSeconds: 0.5, kernelSeconds: 0.2, peakRssBytes: 1, readCalls: 10 },
       {
         role: 'daemon',
         cpuSeconds: cpu,
-        systemSeconds: cpu / 4,
+        kernelSeconds: cpu / 4,
         peakRssBytes: cpu * 100,
         readCalls: cpu * 1000,
       },
@@ -180,8 +180,8 @@ describe('mergeMcpRuns: the runs of one MCP path as one result', () => {
     expect(merged.warmMs).toBe(5000);
     expect(merged.warmUpdates).toBe(4500);
     expect(merged.processes).toEqual([
-      { role: 'worker', cpuSeconds: 0.5, systemSeconds: 0.2, peakRssBytes: 1, readCalls: 10 },
-      { role: 'daemon', cpuSeconds: 1.0, systemSeconds: 0.25, peakRssBytes: 100, readCalls: 1000 },
+      { role: 'worker', cpuSeconds: 0.5, kernelSeconds: 0.2, peakRssBytes: 1, readCalls: 10 },
+      { role: 'daemon', cpuSeconds: 1.0, kernelSeconds: 0.25, peakRssBytes: 100, readCalls: 1000 },
     ]);
     expect(merged.systemPeakRssBytes).toBe(100);
     expect(merged.resultAfterLastUpdateMs).toBe(51);
@@ -328,7 +328,7 @@ describe('settled idle memory: read once the memory reducer has run, not at a fi
 
 describe("sampleProcess: a process's CPU, and the kernel's part of it", () => {
   /** Runs `work` until the process's `figure` has grown by `by` seconds (ticks are 10 ms). */
-  const until = (figure: 'cpuSeconds' | 'systemSeconds', by: number, work: () => void) => {
+  const until = (figure: 'cpuSeconds' | 'kernelSeconds', by: number, work: () => void) => {
     const from = sampleProcess(process.pid);
     const deadline = performance.now() + 20_000;
     let to = from;
@@ -339,17 +339,17 @@ describe("sampleProcess: a process's CPU, and the kernel's part of it", () => {
     return { from, to };
   };
 
-  it('counts system calls as system time', () => {
-    const { from, to } = until('systemSeconds', 0.05, () => {
+  it('counts system calls as kernel time', () => {
+    const { from, to } = until('kernelSeconds', 0.05, () => {
       for (let i = 0; i < 2000; i++) statSync('/');
     });
-    expect(to.systemSeconds - from.systemSeconds).toBeGreaterThanOrEqual(0.05);
+    expect(to.kernelSeconds - from.kernelSeconds).toBeGreaterThanOrEqual(0.05);
     expect(to.cpuSeconds - from.cpuSeconds).toBeGreaterThanOrEqual(
-      to.systemSeconds - from.systemSeconds,
+      to.kernelSeconds - from.kernelSeconds,
     );
   });
 
-  it('counts work in the process itself as CPU, not system time', () => {
+  it('counts work in the process itself as CPU, not kernel time', () => {
     let sink = 0;
     const { from, to } = until('cpuSeconds', 0.2, () => {
       for (let i = 0; i < 1e6; i++) sink += Math.sqrt(i);
@@ -358,7 +358,7 @@ describe("sampleProcess: a process's CPU, and the kernel's part of it", () => {
     const cpu = to.cpuSeconds - from.cpuSeconds;
     expect(cpu).toBeGreaterThanOrEqual(0.2);
     // The loop makes no system calls (performance.now() is the vDSO's): nearly all of it is user time.
-    expect(to.systemSeconds - from.systemSeconds).toBeLessThan(cpu / 2);
+    expect(to.kernelSeconds - from.kernelSeconds).toBeLessThan(cpu / 2);
   });
 });
 
