@@ -283,6 +283,11 @@ export interface McpRunOptions {
   batch?: number | undefined;
 }
 
+/** How the progress log and the table name a batched run: ", N at a time"; nothing at 1. */
+export function batchLabel(batch: number | undefined): string {
+  return (batch ?? 1) > 1 ? `, ${batch} at a time` : '';
+}
+
 async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPath> {
   const { path, before } = splitKey(key);
   const { execArgv } = options;

@@ -1,6 +1,7 @@
 /** The suite's table (Markdown, readable in a terminal) and the issue's targets, as ratios. */
 import { p99Added } from './backplane.ts';
 import {
+  batchLabel,
   type IdleMemory,
   MCP_FLOOR,
   MCP_OWN_FLOOR,
@@ -424,8 +425,7 @@ export function mcpTable(result: SuiteResult): string {
     const updates = sample?.ok ? sample.value.updates : 0;
     const warmMs = sample?.ok ? sample.value.warmMs : 0;
     const warm = warmMs > 0 ? `, after ${seconds(warmMs)} warm` : '';
-    const batch = sample?.ok ? sample.value.batch : 1;
-    const batched = batch > 1 ? `, ${batch} at a time` : '';
+    const batched = batchLabel(sample?.ok ? sample.value.batch : 1);
     const runs = sample?.ok && sample.value.perRun.length > 1 ? sample.value.perRun.length : 0;
     const medians = runs > 0 ? `, median of ${runs} runs` : '';
     const label =

@@ -14,6 +14,7 @@ import {
 } from './backplane.ts';
 import { type FloodProbeResult, PROBE_FLOODERS, runFloodProbe } from './flood-probe.ts';
 import {
+  batchLabel,
   type IdleFloor,
   MCP_PATHS,
   MCP_TARGET_SHAPE,
@@ -404,7 +405,7 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResult> {
     ].filter((shape) => options.mcpShapes?.includes(shape.key) ?? true);
     for (const shape of shapes) {
       const warm = options.mcpWarmMs ? `, after ${options.mcpWarmMs / 1000} s of warm-up` : '';
-      const batched = (options.mcpBatch ?? 1) > 1 ? `, ${options.mcpBatch} at a time` : '';
+      const batched = batchLabel(options.mcpBatch);
       log(
         shape.rate === 0
           ? `MCP path, a burst of ${shape.updates} updates${warm}`
