@@ -65,33 +65,40 @@ function list<T extends string>(
   return chosen as T[];
 }
 
-/** --warm's seconds as milliseconds, checked up front: a number of seconds, 0 or more. */
-function warmMs(text: string | undefined): number | undefined {
+/**
+ * A number option, checked up front: one `accepts` refuses exits 2, saying what `flag` takes
+ * (`takes`) with an `example`.
+ */
+function numberOption(
+  flag: string,
+  text: string | undefined,
+  accepts: (value: number) => boolean,
+  takes: string,
+  example: string,
+): number | undefined {
   if (text === undefined) return undefined;
-  const seconds = Number(text);
-  if (text.trim() === '' || !Number.isFinite(seconds) || seconds < 0) {
-    process.stderr.write(
-      `--warm takes a number of seconds, 0 or more (got "${text}"): e.g. --warm 5\n`,
-    );
+  const value = Number(text);
+  if (text.trim() === '' || !accepts(value)) {
+    process.stderr.write(`${flag} takes ${takes} (got "${text}"): e.g. ${flag} ${example}\n`);
     process.exit(2);
   }
-  return Math.round(seconds * 1000);
+  return value;
 }
-const mcpWarmMs = warmMs(values.warm);
-
-/** --batch, checked up front: a whole number of updates, 1 or more. */
-function batch(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const updates = Number(text);
-  if (text.trim() === '' || !Number.isInteger(updates) || updates < 1) {
-    process.stderr.write(
-      `--batch takes a whole number of updates, 1 or more (got "${text}"): e.g. --batch 10\n`,
-    );
-    process.exit(2);
-  }
-  return updates;
-}
-const mcpBatch = batch(values.batch);
+const warmSeconds = numberOption(
+  '--warm',
+  values.warm,
+  (seconds) => Number.isFinite(seconds) && seconds >= 0,
+  'a number of seconds, 0 or more',
+  '5',
+);
+const mcpWarmMs = warmSeconds === undefined ? undefined : Math.round(warmSeconds * 1000);
+const mcpBatch = numberOption(
+  '--batch',
+  values.batch,
+  (updates) => Number.isInteger(updates) && updates >= 1,
+  'a whole number of updates, 1 or more',
+  '10',
+);
 
 // Profiling runs one long instance of each chosen workload, so that each profile shows one thing.
 // Exit through process.exit so that the servers started so far are killed with the harness.
