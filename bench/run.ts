@@ -92,6 +92,14 @@ const warmSeconds = numberOption(
   '5',
 );
 const mcpWarmMs = warmSeconds === undefined ? undefined : Math.round(warmSeconds * 1000);
+const repeat =
+  numberOption(
+    '--repeat',
+    values.repeat,
+    (times) => Number.isInteger(times) && times >= 1,
+    'a whole number of runs, 1 or more',
+    '5',
+  ) ?? 1;
 const mcpBatch = numberOption(
   '--batch',
   values.batch,
@@ -115,7 +123,6 @@ const resultsDir = join(ROOT, 'bench/results');
 const profileDir = join(resultsDir, 'profiles');
 if (values.profile) mkdirSync(profileDir, { recursive: true });
 
-const repeat = Math.max(1, Number(values.repeat ?? 1) || 1);
 const result = await runSuite({
   sizes: SIZES[sizeName],
   sizeName,

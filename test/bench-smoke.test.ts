@@ -394,6 +394,19 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
     expect(wrong.stderr).toContain('--batch takes a whole number of updates, 1 or more (got "0")');
   });
 
+  it('`--repeat N` takes a whole number of runs, 1 or more, and refuses anything else up front', () => {
+    for (const given of ['0', 'three', '2.5']) {
+      const wrong = spawnSync(process.execPath, [BENCH, '--repeat', given], {
+        encoding: 'utf8',
+        timeout: 30_000, // a bench that ran instead of refusing is stopped, and fails here
+      });
+      expect(wrong.status, given).toBe(2);
+      expect(wrong.stderr).toContain(
+        `--repeat takes a whole number of runs, 1 or more (got "${given}"): e.g. --repeat 5`,
+      );
+    }
+  });
+
   it('flood plus probe: the bridge answered every probe during the flood, refusing nothing', () => {
     for (const [flooders, row] of Object.entries(result.probe)) {
       const probe = ok(row.bridge);
