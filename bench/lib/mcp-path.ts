@@ -33,7 +33,14 @@ import type {
   McpWorkerConfig,
   McpWorkerDone,
 } from './mcp-targets.ts';
-import { type ProcSample, sampleMachineCpu, sampleProcess, sleep, stolenShare } from './proc.ts';
+import {
+  type ProcSample,
+  sampleMachineCpu,
+  sampleProcess,
+  secondsBetween,
+  sleep,
+  stolenShare,
+} from './proc.ts';
 import { readSettled, type SettleWindow } from './settle.ts';
 import { type LatencySummary, median } from './stats.ts';
 import {
@@ -789,10 +796,12 @@ function figures(
 ): ProcessFigures {
   const change = (figure: (sample: ProcSample) => number): number =>
     from === undefined || to === undefined ? Number.NaN : figure(to) - figure(from);
+  const seconds = (figure: 'cpuSeconds' | 'kernelSeconds'): number =>
+    from === undefined || to === undefined ? Number.NaN : secondsBetween(from, to, figure);
   return {
     role,
-    cpuSeconds: change((sample) => sample.cpuSeconds),
-    kernelSeconds: change((sample) => sample.kernelSeconds),
+    cpuSeconds: seconds('cpuSeconds'),
+    kernelSeconds: seconds('kernelSeconds'),
     peakRssBytes: to?.peakRssBytes ?? Number.NaN,
     readCalls: change((sample) => sample.readCalls),
   };

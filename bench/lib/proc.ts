@@ -107,9 +107,22 @@ export function stolenShare(from: MachineCpuSample, to: MachineCpuSample): numbe
   return total > 0 ? (to.stealTicks - from.stealTicks) / total : Number.NaN;
 }
 
+/**
+ * CPU seconds (all, or the kernel's part) a process used between two samples, a whole number of
+ * clock ticks: each sample is ticks / 100, and a bare difference of two of them may be off in
+ * the last bit (the kernel's part then came out above the whole).
+ */
+export function secondsBetween(
+  from: ProcSample,
+  to: ProcSample,
+  figure: 'cpuSeconds' | 'kernelSeconds',
+): number {
+  return Math.round((to[figure] - from[figure]) * CLOCK_TICKS) / CLOCK_TICKS;
+}
+
 /** Share of one core the process used between two samples (1 = a full core). */
 export function cpuShare(from: ProcSample, to: ProcSample): number {
-  return (to.cpuSeconds - from.cpuSeconds) / ((to.atMs - from.atMs) / 1000);
+  return secondsBetween(from, to, 'cpuSeconds') / ((to.atMs - from.atMs) / 1000);
 }
 
 /** Where free ports are picked: above the well-known and below the kernel's ephemeral range. */

@@ -9,7 +9,12 @@ import { describe, expect, it } from 'vitest';
 import { framesDue } from '../../bench/lib/frames.ts';
 import { type McpRunResult, mergeMcpRuns } from '../../bench/lib/mcp-path.ts';
 import { natsPorts } from '../../bench/lib/nats-ports.ts';
-import { sampleMachineCpu, sampleProcess, stolenShare } from '../../bench/lib/proc.ts';
+import {
+  sampleMachineCpu,
+  sampleProcess,
+  secondsBetween,
+  stolenShare,
+} from '../../bench/lib/proc.ts';
 import { conditions, mcpTable, QUIET_STEAL_SHARE, targets } from '../../bench/lib/report.ts';
 import {
   hasSettled,
@@ -343,10 +348,9 @@ describe("sampleProcess: a process's CPU, and the kernel's part of it", () => {
     const { from, to } = until('kernelSeconds', 0.05, () => {
       for (let i = 0; i < 2000; i++) statSync('/');
     });
-    expect(to.kernelSeconds - from.kernelSeconds).toBeGreaterThanOrEqual(0.05);
-    // Differences of tick counts / 100: equal ones may differ in the last bit.
-    expect(to.cpuSeconds - from.cpuSeconds + 1e-9).toBeGreaterThanOrEqual(
-      to.kernelSeconds - from.kernelSeconds,
+    expect(secondsBetween(from, to, 'kernelSeconds')).toBeGreaterThanOrEqual(0.05);
+    expect(secondsBetween(from, to, 'cpuSeconds')).toBeGreaterThanOrEqual(
+      secondsBetween(from, to, 'kernelSeconds'),
     );
   });
 
@@ -360,6 +364,21 @@ describe("sampleProcess: a process's CPU, and the kernel's part of it", () => {
     expect(cpu).toBeGreaterThanOrEqual(0.2);
     // The loop makes no system calls (performance.now() is the vDSO's): nearly all of it is user time.
     expect(to.kernelSeconds - from.kernelSeconds).toBeLessThan(cpu / 2);
+  });
+
+  it("differences are whole ticks: the kernel's part is never above the whole, even in the last bit", () => {
+    // One tick of system time, none of user time: bare differences of ticks / 100 give
+    // 0.009999999999999998 for the whole and 0.01 for the kernel's part.
+    const sample = (userTicks: number, systemTicks: number) => ({
+      ...sampleProcess(process.pid),
+      cpuSeconds: (userTicks + systemTicks) / 100,
+      kernelSeconds: systemTicks / 100,
+    });
+    const from = sample(1, 1);
+    const to = sample(1, 2);
+    expect(to.kernelSeconds - from.kernelSeconds).toBeGreaterThan(to.cpuSeconds - from.cpuSeconds);
+    expect(secondsBetween(from, to, 'cpuSeconds')).toBe(0.01);
+    expect(secondsBetween(from, to, 'kernelSeconds')).toBe(0.01);
   });
 });
 
