@@ -6,12 +6,9 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { MCP_PATH } from '../mcp/http-path.js';
-import type {
-  McpHttpSessions,
-  McpSessionGrant,
-  McpSessionTransport,
-} from '../mcp/http-sessions.js';
+import type { McpHttpSessions } from '../mcp/http-sessions.js';
 import type { ProgressSource } from '../mcp/progress-source.js';
+import type { McpSessionGrant, McpSessionTransport } from '../mcp/session-host.js';
 import type { RejectCode } from '../protocol/errors.js';
 // Not protocol/index.js: that loads zod and every schema, which reading workers does not need.
 import {

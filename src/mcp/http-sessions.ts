@@ -27,6 +27,7 @@ import {
   isSessionlessRevision,
   PROTOCOL_VERSION_HEADER,
 } from './revision.js';
+import type { McpSessionGrant, McpSessionHost } from './session-host.js';
 
 type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
@@ -35,31 +36,11 @@ export { MCP_PATH } from './http-path.js';
 /** The largest POST body /mcp reads (the SDK transport's own default). */
 export const MAX_MCP_BODY_BYTES = 4 * 1024 * 1024;
 
-/** What the daemon's session hub sees of one /mcp session. */
-export interface McpSessionTransport {
-  /** Bytes written on the session's open SSE responses and not yet read by the client. */
-  unreadBytes(): number;
-  /** Ends the session as a slow consumer: its streams end now and are cut off after `graceMs`. */
-  closeSlow(graceMs: number): void;
-}
-
-/** A session the hub admitted: its progress source, and how to give its place back. */
-export interface McpSessionGrant {
-  readonly source: ProgressSource;
-  close(): void;
-}
-
-/** The daemon's session hub, as /mcp needs it: one place under --max-sessions per MCP session. */
-export interface McpSessionHost {
-  /** Admits a session, or says why not (the session cap). */
-  open(transport: McpSessionTransport): McpSessionGrant | { refused: string };
-}
-
 export interface McpHttpOptions {
   readonly host: McpSessionHost;
   /**
-   * For the sessionless 2026-07-28 requests: each watch opens its own session
-   * through it, so the hub's caps hold for them too.
+   * For the sessionless 2026-07-28 requests: what they ask of the daemon. A request that watches
+   * progress takes its place from `host` (modern-http.ts), so the hub's caps hold for it too.
    */
   readonly source: ProgressSource;
   /** A session with no request for this long is closed (clients that never send DELETE). */
@@ -226,6 +207,7 @@ export class McpHttpSessions {
     this.#modern ??= import('./modern-http.js').then(
       ({ ModernMcpHttp }) =>
         new ModernMcpHttp({
+          host: this.#options.host,
           source: this.#options.source,
           defaultMinIntervalMs: this.#options.defaultMinIntervalMs,
         }),

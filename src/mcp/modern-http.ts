@@ -6,9 +6,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
+import type { ListParams, ProgressToken } from '../protocol/frames.js';
+import type { TaskCreateParams, TaskListParams } from '../protocol/tasks.js';
 import { BridgeError } from '../shared/errors.js';
 import type { ProgressServerOptions } from './mcp-server.js';
 import { createModernProgressMcpServer } from './modern-server.js';
+import type { ProgressSession, ProgressSource } from './progress-source.js';
+import type { McpSessionGrant, McpSessionHost, McpSessionTransport } from './session-host.js';
 import {
   type ListenMessage,
   refusedListen,
@@ -17,17 +21,105 @@ import {
   taskListenRequest,
 } from './tasks-extension.js';
 
+export interface ModernMcpOptions extends ProgressServerOptions {
+  /** The daemon's session hub: a request that watches progress takes a place from it. */
+  readonly host: McpSessionHost;
+}
+
+/**
+ * The progress source of one 2026-07-28 request. What it reads comes from the daemon's source;
+ * its first progress session takes a place from the hub, with the request's SSE response as the
+ * transport, as a 2025 session does. So the hub's caps hold for it: --max-sessions, and a client
+ * that leaves more than --max-session-buffer-bytes of the response unread is closed as a slow
+ * consumer.
+ */
+class RequestSource implements ProgressSource {
+  readonly #shared: ProgressSource;
+  readonly #host: McpSessionHost;
+  readonly #transport: McpSessionTransport;
+  #grant: McpSessionGrant | undefined;
+  #released = false;
+
+  constructor(shared: ProgressSource, host: McpSessionHost, transport: McpSessionTransport) {
+    this.#shared = shared;
+    this.#host = host;
+    this.#transport = transport;
+  }
+
+  async openSession(): Promise<ProgressSession> {
+    if (this.#released)
+      throw new BridgeError('client_went_away', 'the request ended: its client went away');
+    if (this.#grant === undefined) {
+      const grant = this.#host.open(this.#transport);
+      if ('refused' in grant) throw new BridgeError('too_many_sessions', grant.refused);
+      this.#grant = grant;
+    }
+    return this.#grant.source.openSession();
+  }
+
+  list(params?: ListParams) {
+    return this.#shared.list(params);
+  }
+
+  get(token: ProgressToken) {
+    return this.#shared.get(token);
+  }
+
+  cancel(token: ProgressToken, reason?: string) {
+    return this.#shared.cancel(token, reason);
+  }
+
+  createTask(params: TaskCreateParams) {
+    return this.#shared.createTask(params);
+  }
+
+  getTask(taskId: string) {
+    return this.#shared.getTask(taskId);
+  }
+
+  cancelTask(taskId: string, reason?: string) {
+    return this.#shared.cancelTask(taskId, reason);
+  }
+
+  listTasks(params?: TaskListParams) {
+    return this.#shared.listTasks(params);
+  }
+
+  /** The daemon's source outlives the request: closing gives the request's place back only. */
+  async close(): Promise<void> {
+    this.release();
+  }
+
+  /** The request is over: its place goes back to the hub, and with it its progress sessions. */
+  release(): void {
+    this.#released = true;
+    this.#grant?.close();
+    this.#grant = undefined;
+  }
+}
+
 export class ModernMcpHttp {
+  readonly #options: ModernMcpOptions;
   readonly #handler: McpHttpHandler;
   /** Every task listen stream of /mcp: a cancel on any request is told to them all. */
   readonly #listens: TaskListens;
+  /** The source of each request in flight, by the Request the handler hands its server factory. */
+  readonly #sources = new WeakMap<Request, RequestSource>();
 
-  constructor(options: ProgressServerOptions) {
+  constructor(options: ModernMcpOptions) {
+    this.#options = options;
     this.#listens = new TaskListens(options.source);
     // 'reject': http-sessions.ts keeps serving the 2025 revisions with their sessions.
-    this.#handler = createMcpHandler(() => createModernProgressMcpServer(options, this.#listens), {
-      legacy: 'reject',
-    });
+    this.#handler = createMcpHandler(
+      (context) => {
+        const own = context.requestInfo && this.#sources.get(context.requestInfo);
+        return createModernProgressMcpServer(
+          { ...options, source: own ?? options.source },
+          this.#listens,
+        );
+      },
+      { legacy: 'reject' },
+    );
   }
 
   /** Answers one POST whose body the caller already read and parsed. */
@@ -40,39 +132,66 @@ export class ModernMcpHttp {
     }
     // A client that goes away mid tools/call aborts its watch (and the subscription) at once.
     const gone = new AbortController();
+    let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+    let slow = false;
+    const source = new RequestSource(this.#options.source, this.#options.host, {
+      // Read eagerly below, so what the client has not taken is all here.
+      unreadBytes: () => response.writableLength,
+      closeSlow: (graceMs) => {
+        slow = true;
+        // Out of the hub's delivery, which calls this: ending the watch unsubscribes. The response
+        // ends after what it holds; what the client does not read within the grace is cut off.
+        queueMicrotask(() => {
+          gone.abort();
+          reader?.cancel().catch(() => {});
+          if (response.headersSent) response.end();
+          else response.destroy();
+          setTimeout(() => response.destroy(), graceMs).unref();
+        });
+      },
+    });
     response.once('close', () => {
       if (!response.writableFinished) gone.abort();
+      source.release();
     });
     const headers = new Headers();
     for (const [name, value] of Object.entries(request.headers)) {
       if (value === undefined) continue;
       for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one);
     }
-    const answer = await this.#handler.fetch(
-      new Request(`http://${request.headers.host ?? 'localhost'}${request.url ?? '/mcp'}`, {
+    const asked = new Request(
+      `http://${request.headers.host ?? 'localhost'}${request.url ?? '/mcp'}`,
+      {
         method: 'POST',
         headers,
         body: JSON.stringify(body),
         signal: gone.signal,
-      }),
-      { parsedBody: body },
+      },
     );
+    this.#sources.set(asked, source);
+    const answer = await this.#handler.fetch(asked, { parsedBody: body });
+    if (slow || response.destroyed) {
+      await answer.body?.cancel().catch(() => {});
+      return;
+    }
     response.writeHead(answer.status, Object.fromEntries(answer.headers));
     if (answer.body === null) {
       response.end();
       return;
     }
-    const reader = answer.body.getReader();
-    const stop = () => reader.cancel().catch(() => {});
+    reader = answer.body.getReader();
+    const stop = () => reader?.cancel().catch(() => {});
     response.once('close', stop);
     try {
       for (;;) {
         const { done, value } = await reader.read();
-        if (done) break;
-        // Honour backpressure: an unread client must not grow the daemon.
-        if (!response.write(value)) await writable(response);
+        if (done || slow) break;
+        // Without waiting for drain: the 2.x transport queues whatever is not read, with no bound
+        // of its own, so what the client leaves unread is held here, where the hub counts it
+        // (unreadBytes) and closes the request past --max-session-buffer-bytes.
+        response.write(value);
       }
-      response.end();
+      if (!slow) response.end();
     } catch {
       response.destroy();
     } finally {

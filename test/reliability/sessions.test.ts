@@ -19,7 +19,9 @@ import {
   RAW_INITIALIZE,
   type TappedClient,
   watchCall,
+  watchParams,
 } from '../helpers/mcp.js';
+import { NEWEST_REVISION } from '../helpers/mcp-v2.js';
 import { type RawWorker, rawWorker, workerStatus } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
@@ -225,6 +227,87 @@ describe('an /mcp client that stops reading its SSE stream', () => {
     expect(gone.statusCode).toBe(404);
     await readAll(gone);
     // The healthy subscriber got every value, in order.
+    worker.send('done', { v: 1, progressToken: token, seq: 1 });
+    await worker.reply((r) => r.type === 'ack');
+    const got = await healthy.waitFor(sent + 1, 60_000);
+    expect(got.at(-2)?.params.progress).toBe(sent);
+    expect(got.at(-1)?.method).toBe('notifications/progress/done');
+    stalled.destroy();
+    await healthy.close();
+    worker.destroy();
+    await daemon.stop();
+  }, 90_000);
+});
+
+describe('a 2026-07-28 /mcp client that stops reading its SSE stream', () => {
+  it('is closed past --max-session-buffer-bytes, like a 2025 session; others go on', async () => {
+    const cap = 1024 * 1024;
+    const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
+    const worker = await rawWorker(daemon.info.socket);
+    const token = 'sse-firehose-sessionless';
+    const healthy = await connectGateway(daemon.info);
+    await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    // No session: the request carries the revision in its _meta and in its headers. Its response
+    // starts with the first value, so it is awaited once values flow.
+    const params = watchParams(token, 600_000);
+    const answered = postRaw(
+      daemon.info,
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          ...params,
+          _meta: {
+            ...(params._meta as object),
+            'io.modelcontextprotocol/protocolVersion': NEWEST_REVISION,
+            'io.modelcontextprotocol/clientInfo': { name: 'stalled', version: '0' },
+            'io.modelcontextprotocol/clientCapabilities': {},
+          },
+        },
+      },
+      {
+        'mcp-protocol-version': NEWEST_REVISION,
+        'mcp-method': 'tools/call',
+        'mcp-name': 'watch_progress',
+      },
+    );
+    await eventually(async () => ((await statusOf(worker)).subscriptions === 2 ? true : undefined));
+    const before = await statusOf(worker);
+    expect(before.sessions).toBe(2);
+    let sent = 0;
+    const publish = () => {
+      worker.write(paddedBatch(token, sent));
+      sent += 500;
+    };
+    publish();
+    // Never read: with no reader the response takes no more than its buffers hold.
+    const stalled = await answered;
+    stalled.pause();
+    expect(stalled.statusCode).toBe(200);
+    const closed = async () => {
+      publish();
+      const status = await statusOf(worker);
+      return status.counters.slowSessionsClosed === 1 ? status : undefined;
+    };
+    const after = await eventually(
+      closed,
+      60_000,
+      'the stalled 2026-07-28 request to be closed as slow',
+    );
+    const grew = after.memory.rss - before.memory.rss;
+    console.log(
+      `2026-07-28 /mcp slow consumer: ${sent} frames of ~1 KB past a stalled SSE reader; daemon RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher when it was closed`,
+    );
+    expect(after.sessions).toBe(1);
+    // Its watch ended with it: only the healthy subscriber is left.
+    await eventually(async () => ((await statusOf(worker)).subscriptions === 1 ? true : undefined));
+    // The response ends: what was written before the close, then nothing.
+    stalled.resume();
+    await new Promise<void>((resolve) => {
+      stalled.once('close', resolve);
+      stalled.once('end', resolve);
+    });
     worker.send('done', { v: 1, progressToken: token, seq: 1 });
     await worker.reply((r) => r.type === 'ack');
     const got = await healthy.waitFor(sent + 1, 60_000);

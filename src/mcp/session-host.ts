@@ -1,0 +1,26 @@
+/**
+ * What /mcp asks of the daemon's session hub, for both revisions: a place under --max-sessions
+ * for each session (a 2025 MCP session, or a 2026-07-28 request that watches progress), and
+ * the unread-buffer cap on what the session's SSE responses hold.
+ */
+import type { ProgressSource } from './progress-source.js';
+
+/** What the daemon's session hub sees of one /mcp session. */
+export interface McpSessionTransport {
+  /** Bytes written on the session's open SSE responses and not yet read by the client. */
+  unreadBytes(): number;
+  /** Ends the session as a slow consumer: its streams end now and are cut off after `graceMs`. */
+  closeSlow(graceMs: number): void;
+}
+
+/** A session the hub admitted: its progress source, and how to give its place back. */
+export interface McpSessionGrant {
+  readonly source: ProgressSource;
+  close(): void;
+}
+
+/** The daemon's session hub, as /mcp needs it: one place under --max-sessions per MCP session. */
+export interface McpSessionHost {
+  /** Admits a session, or says why not (the session cap). */
+  open(transport: McpSessionTransport): McpSessionGrant | { refused: string };
+}
