@@ -292,11 +292,15 @@ export class DoneJournal {
     });
   }
 
-  /** The same, on this thread, at once: for a connection that closes, or a daemon that stops. */
+  /**
+   * The same, on this thread, at once: for a connection that closes, or a daemon that stops.
+   * A sync in flight covers dones whose acks its caller lets go now, so it counts: they are on
+   * disk only once this one has returned too.
+   */
   syncNow(): void {
     const dones = this.#unsynced;
     this.#unsynced = 0;
-    if (dones > 0 && this.#fd !== undefined) fdatasyncSync(this.#fd);
+    if ((dones > 0 || this.#syncing > 0) && this.#fd !== undefined) fdatasyncSync(this.#fd);
   }
 
   figures(): JournalFigures {

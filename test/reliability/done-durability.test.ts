@@ -9,6 +9,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/protocol/wire.js';
 import type { DaemonInfo } from '../../src/shared/locate.js';
@@ -138,13 +139,13 @@ async function daemonUnderStrace(straceArgs: string[]) {
   return {
     info,
     stderr,
+    /** The trace's lines as strace has written them so far (it writes each as its call returns). */
+    soFar: () => traceLines(trace),
     /** Stops the daemon and reads its trace. */
     async stop() {
       process.kill(info.pid, 'SIGTERM');
       await waitForExit(child);
-      const lines = readFileSync(trace, 'utf8')
-        .split('\n')
-        .map((line) => line.replace(/^\d+\s+/, ''));
+      const lines = traceLines(trace);
       const at = (test: (line: string) => boolean, from = 0) => {
         const found = lines.findIndex((line, i) => i >= from && test(line));
         expect(found, 'the call is in the trace').toBeGreaterThanOrEqual(0);
@@ -153,6 +154,18 @@ async function daemonUnderStrace(straceArgs: string[]) {
       return { lines, at };
     },
   };
+}
+
+/** An fdatasync that returned 0 (whole, or resumed after another thread's call). */
+const syncReturns = (line: string) =>
+  /^fdatasync\(\d+\)\s+= 0/.test(line) || /^<\.\.\. fdatasync resumed>.*= 0/.test(line);
+
+/** A trace file's lines, each thread's id cut off. */
+function traceLines(trace: string): string[] {
+  if (!existsSync(trace)) return [];
+  return readFileSync(trace, 'utf8')
+    .split('\n')
+    .map((line) => line.replace(/^\d+\s+/, ''));
 }
 
 /** The daemon's write of its ack of `seq` to a worker. */
@@ -193,8 +206,6 @@ describe.skipIf(process.platform !== 'linux')('acked done survives a power loss'
       }
       const { lines, at } = trace;
       const syncStarts = (line: string) => line.startsWith('fdatasync(');
-      const syncReturns = (line: string) =>
-        /^fdatasync\(\d+\)\s+= 0/.test(line) || /^<\.\.\. fdatasync resumed>.*= 0/.test(line);
       /** The ack of a done comes after a sync that started after its journal write had returned. */
       const expectSyncedBeforeAck = (token: string, seq: number) => {
         const started = at(syncStarts, at(journaled(token)) + 1);
@@ -205,6 +216,53 @@ describe.skipIf(process.platform !== 'linux')('acked done survives a power loss'
       // Group commit: the twenty dones of one read took one fdatasync.
       const syncs = lines.slice(at(journaled('batch-0')), at(ackOf(1))).filter(syncStarts);
       expect(syncs).toHaveLength(1);
+    },
+  );
+
+  it.skipIf(strace.skip)(
+    'a sync at once while one is in flight (a holding connection closes, the daemon stops) returns after an fdatasync',
+    async () => {
+      strace.require();
+      const trace = join(tempDir('mcp-progress-strace-'), 'journal.strace');
+      const child = spawn(
+        'strace',
+        [
+          '-f',
+          '-qq',
+          '-s',
+          '256',
+          '-e',
+          'trace=write,fdatasync',
+          '-o',
+          trace,
+          process.execPath,
+          fileURLToPath(new URL('../fixtures/journal-sync-now.mjs', import.meta.url)),
+          tempDir(),
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      const output = collectOutput(child);
+      await waitForExit(child);
+      expect(output.stdout()).toBe('released\n');
+      // Each line with its thread: the sync in flight runs on the thread pool, so only a sync on
+      // the thread that releases (the main one) is known to have returned when it releases.
+      const calls = readFileSync(trace, 'utf8')
+        .split('\n')
+        .map((line) => /^(\d+)\s+(.*)$/.exec(line))
+        .filter((match) => match !== null)
+        .map(([, thread, call]) => ({ thread, call: call as string }));
+      const released = calls.findIndex(({ call }) => call.startsWith('write(1, "released'));
+      expect(released, 'the write of "released"').toBeGreaterThanOrEqual(0);
+      const written = calls.findIndex(({ call }) => journaled('synced-at-once')(call));
+      expect(written, "the done's write").toBeGreaterThanOrEqual(0);
+      const mainThread = calls[released]?.thread;
+      const syncedHere = calls
+        .slice(written + 1, released)
+        .some(({ thread, call }) => thread === mainThread && syncReturns(call));
+      expect(
+        syncedHere,
+        'an fdatasync on the releasing thread, between the write and the release',
+      ).toBe(true);
     },
   );
 
