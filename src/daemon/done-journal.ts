@@ -59,6 +59,11 @@ const EXPIRY_MIN_INTERVAL_MS = 1000;
 const LOGGED_REFUSALS = 5;
 /** One connection's dones may hold at most maxBytes / this of the journal at a time. */
 export const JOURNAL_SHARE_DIVISOR = 4;
+/**
+ * A full journal is rewritten for a done once its expired lines make room for it and reach
+ * maxBytes / this: a file at the cap is not rewritten whole for every line that expires.
+ */
+const COMPACT_AT_CAP_DIVISOR = 64;
 
 export function doneJournalPath(runtimeDir: string): string {
   return join(runtimeDir, 'dones.jsonl');
@@ -218,16 +223,20 @@ export class DoneJournal {
     const share = Math.floor(this.#maxBytes / JOURNAL_SHARE_DIVISOR);
     const held = this.#ownerBytes.get(owner) ?? 0;
     if (held + bytes > share) return this.#overOwnShare(owner, held, bytes, share);
-    if (
-      this.#fileBytes + bytes > this.#maxBytes &&
-      this.#fileBytes - this.#liveBytes >= this.#maxBytes / 4
-    ) {
+    const over = this.#fileBytes + bytes - this.#maxBytes;
+    const expired = this.#fileBytes - this.#liveBytes;
+    const enoughExpired = Math.ceil(this.#maxBytes / COMPACT_AT_CAP_DIVISOR);
+    if (over > 0 && expired >= over && expired >= enoughExpired) {
       const failure = this.#rewrite();
       if (failure !== undefined) return this.#failed(failure);
     }
     if (this.#fileBytes + bytes > this.#maxBytes) {
+      const waiting =
+        this.#fileBytes > this.#liveBytes
+          ? ` and ${this.#fileBytes - this.#liveBytes} of expired ones (the file is rewritten without them once they make room and reach ${enoughExpired})`
+          : '';
       return this.#failed(
-        `it is full: ${this.#liveBytes} bytes of dones within the retention window, and this one (${bytes} bytes) would pass --max-journal-bytes ${this.#maxBytes}`,
+        `it is full: ${this.#liveBytes} bytes of dones within the retention window${waiting}, and this one (${bytes} bytes) would pass --max-journal-bytes ${this.#maxBytes}`,
       );
     }
     try {

@@ -182,6 +182,30 @@ describe('done journal: bounded in bytes', () => {
     journal.close();
   });
 
+  it('full, with expired lines that make room: compacts and takes the done, however few they are', async () => {
+    const maxBytes = 1024 * 1024;
+    const { path, open, advance, now } = setup({ maxBytes });
+    const journal = open();
+    await journal.recover();
+    // Two dones that will expire, then (half a window later) live ones up to the cap.
+    for (let i = 0; i < 2; i++)
+      expect(
+        journal.record(done(now(), { progressToken: `old-${i}`, message }), i),
+      ).toBeUndefined();
+    advance(RETENTION_MS / 2);
+    let failure: string | undefined;
+    for (let i = 0; i < 100 && failure === undefined; i++)
+      failure = journal.record(done(now(), { progressToken: `live-${i}`, message }), i % 8);
+    expect(failure).toContain('would pass --max-journal-bytes 1048576');
+    // The two old ones expire: about 48 KiB of expired lines, far less than a quarter of the cap.
+    advance(RETENTION_MS / 2 + 1);
+    expect(journal.record(done(now(), { progressToken: 'after', message }), 1)).toBeUndefined();
+    expect(journal.figures()).toMatchObject({ failing: false });
+    expect(statSync(path).size).toBeLessThanOrEqual(maxBytes);
+    expect(readFileSync(path, 'utf8')).not.toContain('old-0');
+    journal.close();
+  });
+
   it('one connection holds at most a quarter of it: a flooding worker is refused, the others are not', async () => {
     const maxBytes = 1024 * 1024;
     const { open, advance, now } = setup({ maxBytes });
