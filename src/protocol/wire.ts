@@ -43,7 +43,6 @@ export class FrameError extends Error {
 const FORM_FEED = 0x0c;
 /** fatal: invalid UTF-8 is an error, never U+FFFD; ignoreBOM: a BOM stays in the text, so JSON refuses it. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-const EMPTY = Buffer.alloc(0);
 
 /** JSON's insignificant whitespace: space, tab, LF, CR. */
 function isJsonWhitespace(byte: number): boolean {
@@ -70,7 +69,12 @@ function trimWhitespace(bytes: Buffer): Buffer {
  * included, are at most twice the frame limit.
  */
 export class FrameDecoder {
-  #buffer: Buffer = EMPTY;
+  /** The incomplete frame waiting for its form feed, as the reads brought it (copies). */
+  #tail: Buffer[] = [];
+  #tailBytes = 0;
+  /** Where in the tail its first byte other than whitespace is (-1: none yet), and past its last. */
+  #contentStart = -1;
+  #contentEnd = 0;
   readonly #maxBytes: number;
 
   constructor(maxBytes: number) {
@@ -85,7 +89,15 @@ export class FrameDecoder {
         : Buffer.isBuffer(chunk)
           ? chunk
           : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    const combined = this.#buffer.length === 0 ? bytes : Buffer.concat([this.#buffer, bytes]);
+    let combined = bytes;
+    if (this.#tailBytes > 0) {
+      // A frame that comes a little at a time is looked at a read at a time, and joined once,
+      // when its form feed comes: each read costs its own length, not the frame's so far.
+      if (bytes.indexOf(FORM_FEED) === -1)
+        return this.#keep(bytes) ? [] : [tooLarge(this.#maxBytes)];
+      combined = Buffer.concat([...this.#tail, bytes]);
+      this.#clearTail();
+    }
     const out: Array<Envelope | FrameError> = [];
     let start = 0;
     let end = combined.indexOf(FORM_FEED);
@@ -95,31 +107,48 @@ export class FrameDecoder {
       start = end + 1;
       end = combined.indexOf(FORM_FEED, start);
     }
-    if (start === combined.length) {
-      // The usual read: whole frames only, nothing left to keep.
-      this.#buffer = EMPTY;
-      return out;
-    }
-    const rest = combined.subarray(start);
-    if (rest.length > 2 * this.#maxBytes || trimWhitespace(rest).length > this.#maxBytes) {
-      this.#buffer = EMPTY;
+    // The usual read ends here: whole frames only, nothing left to keep.
+    if (start < combined.length && !this.#keep(combined.subarray(start))) {
       out.push(tooLarge(this.#maxBytes));
-    } else {
-      // A copy: the tail must not keep a large chunk alive.
-      this.#buffer = rest.length === 0 ? EMPTY : Buffer.from(rest);
     }
     return out;
   }
 
   /** Bytes of an incomplete frame waiting for its form feed. */
   get pending(): number {
-    return this.#buffer.length;
+    return this.#tailBytes;
   }
 
   /** An incomplete frame has begun: bytes other than whitespace wait for their form feed. */
   get partial(): boolean {
-    for (const byte of this.#buffer) if (!isJsonWhitespace(byte)) return true;
-    return false;
+    return this.#contentStart !== -1;
+  }
+
+  /**
+   * Adds bytes with no form feed to the tail (a copy: the tail must not keep a large chunk
+   * alive); false, and the tail dropped, when the tail passes its bound.
+   */
+  #keep(bytes: Buffer): boolean {
+    for (let i = 0; i < bytes.length; i++) {
+      if (isJsonWhitespace(bytes[i] as number)) continue;
+      if (this.#contentStart === -1) this.#contentStart = this.#tailBytes + i;
+      this.#contentEnd = this.#tailBytes + i + 1;
+    }
+    this.#tailBytes += bytes.length;
+    const content = this.#contentStart === -1 ? 0 : this.#contentEnd - this.#contentStart;
+    if (this.#tailBytes > 2 * this.#maxBytes || content > this.#maxBytes) {
+      this.#clearTail();
+      return false;
+    }
+    this.#tail.push(Buffer.from(bytes));
+    return true;
+  }
+
+  #clearTail(): void {
+    this.#tail = [];
+    this.#tailBytes = 0;
+    this.#contentStart = -1;
+    this.#contentEnd = 0;
   }
 
   #decode(frame: Buffer): Envelope | FrameError {

@@ -5,6 +5,7 @@ import {
   checkProgressFrame,
   decodeEnvelope,
   doneFrameSchema,
+  type Envelope,
   encodeFrame,
   explainClaimFrame,
   FrameDecoder,
@@ -227,6 +228,66 @@ describe('claim frame validation', () => {
   });
 });
 
+/**
+ * The property's oracle: the decoder as it was, which joined each read to the whole tail and
+ * scanned it all again (simple, and quadratic in a frame that comes a byte at a time).
+ */
+class JoiningDecoder {
+  readonly #maxBytes: number;
+  #tail = Buffer.alloc(0);
+
+  constructor(maxBytes: number) {
+    this.#maxBytes = maxBytes;
+  }
+
+  get pending(): number {
+    return this.#tail.length;
+  }
+
+  get partial(): boolean {
+    return trimmed(this.#tail).length > 0;
+  }
+
+  push(read: Buffer): Array<Envelope | string> {
+    const joined = Buffer.concat([this.#tail, read]);
+    const out: Array<Envelope | string> = [];
+    let start = 0;
+    for (let end = joined.indexOf(0x0c); end !== -1; end = joined.indexOf(0x0c, start)) {
+      const frame = trimmed(joined.subarray(start, end));
+      // One whole frame, decoded alone: what is compared here is how reads are split.
+      if (frame.length > 0)
+        out.push(
+          ...codes(new FrameDecoder(this.#maxBytes), Buffer.concat([frame, Buffer.from('\f')])),
+        );
+      start = end + 1;
+    }
+    const rest = joined.subarray(start);
+    if (rest.length > 2 * this.#maxBytes || trimmed(rest).length > this.#maxBytes) {
+      this.#tail = Buffer.alloc(0);
+      out.push('frame_too_large');
+    } else {
+      this.#tail = Buffer.from(rest);
+    }
+    return out;
+  }
+}
+
+/** The bytes without JSON's whitespace (space, tab, LF, CR) at either end. */
+function trimmed(bytes: Buffer): Buffer {
+  const space = (byte: number | undefined) =>
+    byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d;
+  let start = 0;
+  let end = bytes.length;
+  while (start < end && space(bytes[start])) start++;
+  while (end > start && space(bytes[end - 1])) end--;
+  return bytes.subarray(start, end);
+}
+
+/** A push's frames, bad ones as their codes. */
+function codes(decoder: FrameDecoder, chunk: string | Uint8Array): Array<Envelope | string> {
+  return decoder.push(chunk).map((e) => (e instanceof FrameError ? e.code : e));
+}
+
 describe('wire format', () => {
   it('encodes an envelope followed by one form feed', () => {
     expect(encodeFrame('progress', { v: 1, progressToken: 'a' })).toBe(
@@ -245,6 +306,40 @@ describe('wire format', () => {
       ]);
       expect(decoder.pending).toBe(0);
     }
+  });
+
+  it('splits reads as joining each read to the whole tail and scanning it again would (property)', () => {
+    // Frames, bad frames, whitespace and floods of it, and unfinished tails, at a 24-byte limit.
+    const piece = fc.constantFrom(
+      encodeFrame('ack', { seq: 1 }),
+      '{"type":"x"}\f',
+      'nope\f',
+      ' \r\n\t',
+      ' '.repeat(30),
+      '\f',
+      '{"type":"€€"}',
+      'x'.repeat(30),
+      '{"type":"abcdefghijklmnopq"}\f',
+    );
+    fc.assert(
+      fc.property(
+        fc.array(piece, { maxLength: 8 }),
+        fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 20 }),
+        (pieces, sizes) => {
+          const bytes = Buffer.from(pieces.join(''), 'utf8');
+          const decoder = new FrameDecoder(24);
+          const oracle = new JoiningDecoder(24);
+          for (let at = 0, i = 0; at < bytes.length; i++) {
+            const read = bytes.subarray(at, at + (sizes[i % sizes.length] as number));
+            expect(codes(decoder, read)).toEqual(oracle.push(read));
+            expect(decoder.pending).toBe(oracle.pending);
+            expect(decoder.partial).toBe(oracle.partial);
+            at += read.length;
+          }
+        },
+      ),
+      { numRuns: 2000 },
+    );
   });
 
   it('counts the frame limit in UTF-8 bytes, for complete frames and the unread tail', () => {
@@ -310,9 +405,6 @@ describe('wire format', () => {
     const tooLong = decoder.push('x'.repeat(17))[0];
     expect(tooLong instanceof FrameError && tooLong.code).toBe('frame_too_large');
   });
-
-  const codes = (decoder: FrameDecoder, chunk: string | Uint8Array) =>
-    decoder.push(chunk).map((e) => (e instanceof FrameError ? e.code : e));
 
   it('counts bytes, not UTF-16 units, for the frame limit', () => {
     // {"type":"é"} is 13 bytes as UTF-8 and 12 UTF-16 units.
