@@ -10,7 +10,7 @@ import { Daemon } from '../../src/daemon/daemon.js';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import { silentLogger } from '../../src/shared/log.js';
 import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
-import { connectGateway } from '../helpers/gateway.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import {
   connectHttp,
   httpBase,
@@ -193,6 +193,38 @@ function paddedBatch(token: string, from: number): string {
   return frames.join('');
 }
 
+/** The flood of the stalled-reader tests: padded batches for `token`, counted. */
+function firehose(worker: RawWorker, token: string) {
+  let sent = 0;
+  const publish = () => {
+    worker.write(paddedBatch(token, sent));
+    sent += 500;
+  };
+  return {
+    sent: () => sent,
+    publish,
+    /** Publishes until the daemon says it closed a slow session (loopback buffers hold many MiB). */
+    untilSlowClosed: (what: string) =>
+      eventually(
+        async () => {
+          publish();
+          const status = await statusOf(worker);
+          return status.counters.slowSessionsClosed === 1 ? status : undefined;
+        },
+        60_000,
+        what,
+      ),
+    /** Ends the stream; `healthy`, subscribed to it, got every value in order, then the done. */
+    async expectEveryValue(healthy: GatewayClient): Promise<void> {
+      worker.send('done', { v: 1, progressToken: token, seq: 1 });
+      await worker.reply((r) => r.type === 'ack');
+      const got = await healthy.waitFor(sent + 1, 60_000);
+      expect(got.at(-2)?.params.progress).toBe(sent);
+      expect(got.at(-1)?.method).toBe('notifications/progress/done');
+    },
+  };
+}
+
 describe('an /mcp client that stops reading its SSE stream', () => {
   it('is closed past --max-session-buffer-bytes; the daemon holds no more for it; others go on', async () => {
     // The cap applies to the healthy subscriber too: 1 MiB leaves it room on a loaded machine.
@@ -208,30 +240,18 @@ describe('an /mcp client that stops reading its SSE stream', () => {
     stalled.pause();
     await eventually(async () => ((await statusOf(worker)).subscriptions === 2 ? true : undefined));
     const before = await statusOf(worker);
-    let sent = 0;
-    // Loopback buffers can hold many MiB, so publish in batches until the daemon says it closed it.
-    const closed = async () => {
-      worker.write(paddedBatch(token, sent));
-      sent += 500;
-      const status = await statusOf(worker);
-      return status.counters.slowSessionsClosed === 1 ? status : undefined;
-    };
-    const after = await eventually(closed, 60_000, 'the stalled /mcp session to be closed as slow');
+    const flood = firehose(worker, token);
+    const after = await flood.untilSlowClosed('the stalled /mcp session to be closed as slow');
     const grew = after.memory.rss - before.memory.rss;
     console.log(
-      `/mcp slow consumer: ${sent} frames of ~1 KB past a stalled SSE reader; daemon RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher when it was closed`,
+      `/mcp slow consumer: ${flood.sent()} frames of ~1 KB past a stalled SSE reader; daemon RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher when it was closed`,
     );
     expect(after.sessions).toBe(1);
     // The session is gone: its id is unknown now.
     const gone = await postRaw(daemon.info, { jsonrpc: '2.0', id: 2, method: 'ping' }, inSession);
     expect(gone.statusCode).toBe(404);
     await readAll(gone);
-    // The healthy subscriber got every value, in order.
-    worker.send('done', { v: 1, progressToken: token, seq: 1 });
-    await worker.reply((r) => r.type === 'ack');
-    const got = await healthy.waitFor(sent + 1, 60_000);
-    expect(got.at(-2)?.params.progress).toBe(sent);
-    expect(got.at(-1)?.method).toBe('notifications/progress/done');
+    await flood.expectEveryValue(healthy);
     stalled.destroy();
     await healthy.close();
     worker.destroy();
@@ -275,29 +295,18 @@ describe('a 2026-07-28 /mcp client that stops reading its SSE stream', () => {
     await eventually(async () => ((await statusOf(worker)).subscriptions === 2 ? true : undefined));
     const before = await statusOf(worker);
     expect(before.sessions).toBe(2);
-    let sent = 0;
-    const publish = () => {
-      worker.write(paddedBatch(token, sent));
-      sent += 500;
-    };
-    publish();
+    const flood = firehose(worker, token);
+    flood.publish();
     // Never read: with no reader the response takes no more than its buffers hold.
     const stalled = await answered;
     stalled.pause();
     expect(stalled.statusCode).toBe(200);
-    const closed = async () => {
-      publish();
-      const status = await statusOf(worker);
-      return status.counters.slowSessionsClosed === 1 ? status : undefined;
-    };
-    const after = await eventually(
-      closed,
-      60_000,
+    const after = await flood.untilSlowClosed(
       'the stalled 2026-07-28 request to be closed as slow',
     );
     const grew = after.memory.rss - before.memory.rss;
     console.log(
-      `2026-07-28 /mcp slow consumer: ${sent} frames of ~1 KB past a stalled SSE reader; daemon RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher when it was closed`,
+      `2026-07-28 /mcp slow consumer: ${flood.sent()} frames of ~1 KB past a stalled SSE reader; daemon RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher when it was closed`,
     );
     expect(after.sessions).toBe(1);
     // Its watch ended with it: only the healthy subscriber is left.
@@ -308,11 +317,7 @@ describe('a 2026-07-28 /mcp client that stops reading its SSE stream', () => {
       stalled.once('close', resolve);
       stalled.once('end', resolve);
     });
-    worker.send('done', { v: 1, progressToken: token, seq: 1 });
-    await worker.reply((r) => r.type === 'ack');
-    const got = await healthy.waitFor(sent + 1, 60_000);
-    expect(got.at(-2)?.params.progress).toBe(sent);
-    expect(got.at(-1)?.method).toBe('notifications/progress/done');
+    await flood.expectEveryValue(healthy);
     stalled.destroy();
     await healthy.close();
     worker.destroy();
