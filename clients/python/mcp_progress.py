@@ -516,6 +516,14 @@ class Progress:
                     "the daemon refused a frame (%s) and closed the connection; it is not sent again: %s" % (code, data.get("message")),
                 )
                 return False if done_seq >= 0 else None
+            if code == "too_many_connections":
+                # Accepted only to say so and close: coming back at once would not help.
+                self._refused = True
+                self._warn(
+                    str(code),
+                    "the daemon on %s serves --max-connections workers already: %s; reconnecting with backoff" % (self.socket_path, data.get("message")),
+                )
+                return None
             if done_seq >= 0 and data.get("seq") == done_seq:
                 if done_retried and code == "stream_closed":
                     return True  # a resent done found the stream it had already ended

@@ -143,7 +143,10 @@ class SocketPublisher implements Publisher {
   #nextSeq = 1;
   /** The seq of the update resent after a reconnect: a non_monotonic answer to it only means the daemon had it. */
   #resyncSeq = -1;
-  /** The daemon refused a frame of the last connection as malformed: the next one does not reset the backoff. */
+  /**
+   * The daemon refused the last connection (a frame of it as malformed, or itself, being full):
+   * the next one does not reset the backoff.
+   */
   #refused = false;
   /** A connection was established at least once: only then does done wait out its full retry. */
   #everConnected = false;
@@ -529,6 +532,15 @@ class SocketPublisher implements Publisher {
         }
         if (REFUSED_FRAME_CODES.has(rejection.code)) {
           this.#refusedFrame(rejection);
+          return;
+        }
+        if (rejection.code === 'too_many_connections') {
+          // It accepted the connect only to say so and close: coming back at once would not help.
+          this.#refused = true;
+          this.#report(
+            'too_many_connections',
+            `the daemon on ${this.#socketPath} serves --max-connections workers already: ${rejection.message}; reconnecting with backoff`,
+          );
           return;
         }
         if (this.#replyWaiter !== undefined && rejection.seq === this.#replyWaiter.seq) {

@@ -23,6 +23,7 @@ import {
   useWatchedBridge,
 } from '../helpers/gateway.js';
 import { PYTHON, PYTHON_ARGS } from '../helpers/python.js';
+import { rawWorker } from '../helpers/worker.js';
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());
@@ -412,6 +413,44 @@ describe.each(CLIENTS)('the $name client, refused a frame as malformed', ({ star
     await expectDelivered(worker, true);
     expect(await doneNotice(gateway, token)).toEqual({ progressToken: token, status: 'ok' });
     expect(progressOf(gateway.notifications, token)).toEqual([]);
+  });
+});
+
+describe.each(CLIENTS)('the $name client, at a daemon that is full', ({ start }) => {
+  it('comes back with backoff, not at once, and gets in once there is room', async () => {
+    const daemon = await startDaemon(['--max-connections', '1']);
+    const gateway = await connectGateway(daemon.info);
+    const held = await rawWorker(daemon.info.socket);
+    const token = uniqueToken('full');
+    await gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token });
+    await ready(worker);
+    worker.send({ update: { progress: 1 } });
+    // The daemon counts each connection it refused (read every 10 ms).
+    const refusedReach = (count: number) =>
+      eventually(
+        async () => {
+          const status = (await gateway.request('progress/status')).result as {
+            counters: { connectionsRefused: number };
+          };
+          return status.counters.connectionsRefused >= count ? performance.now() : undefined;
+        },
+        30_000,
+        `${count} refused connections`,
+      );
+    const first = await refusedReach(1);
+    const sixth = await refusedReach(6);
+    // The waits before reconnects double from 25-50 ms: at least 25 + 50 + 100 + 200 + 400 ms
+    // from the first refusal to the sixth, less what reading the count late took off. Coming
+    // back at once, as both clients did, they were 25-50 ms apart.
+    expect(sixth - first).toBeGreaterThanOrEqual(600);
+    held.destroy();
+    const value = await progressReaching(gateway, token, 1);
+    expect(value).toMatchObject({ progressToken: token, progress: 1 });
+    worker.send({ done: 'ok' });
+    await expectDelivered(worker, true);
+    await gateway.close();
+    await daemon.stop();
   });
 });
 

@@ -3,8 +3,15 @@
 import { connect } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { connectPublisher } from '../../src/client/index.js';
 import { encodeFrame } from '../../src/protocol/wire.js';
-import { cleanupAll, type RunningDaemon, runCli, startDaemon } from '../helpers/daemon.js';
+import {
+  cleanupAll,
+  eventually,
+  type RunningDaemon,
+  runCli,
+  startDaemon,
+} from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import { honestPair } from '../helpers/honest.js';
 import { httpBase } from '../helpers/mcp.js';
@@ -60,6 +67,38 @@ describe('limits', () => {
       (await runCli(['status', '--json', '--socket', daemon.info.socket])).stdout,
     );
     expect(status.counters.connectionsRefused).toBe(1);
+    await daemon.stop();
+  });
+
+  it('a publisher refused for --max-connections comes back with backoff, not at once, and gets in once there is room', async () => {
+    const daemon = await startDaemon(['--max-connections', '1']);
+    const held = await rawWorker(daemon.info.socket);
+    const refused: Array<{ at: number; message: string }> = [];
+    const publisher = await connectPublisher({
+      token: 'waits-its-turn',
+      socket: daemon.info.socket,
+      intervalMs: 0,
+      onError: (error) => {
+        if (error.code === 'too_many_connections')
+          refused.push({ at: performance.now(), message: error.message });
+      },
+    });
+    publisher.update({ progress: 1 });
+    await eventually(() => (refused.length >= 6 ? true : undefined), 30_000, 'six refusals');
+    expect(refused[0]?.message).toContain('--max-connections');
+    expect(refused[0]?.message).toContain('reconnecting with backoff');
+    // The waits before reconnects double from 25-50 ms: at least 25 + 50 + 100 + 200 + 400 ms
+    // from the first refusal to the sixth. Coming back at once, they were 25-50 ms apart.
+    const first = refused[0]?.at ?? 0;
+    const sixth = refused[5]?.at ?? 0;
+    expect(sixth - first).toBeGreaterThanOrEqual(775);
+    const watcher = await connectGateway(daemon.info);
+    await watcher.request('progress/subscribe', { progressToken: 'waits-its-turn' });
+    held.destroy();
+    const [value] = await watcher.waitFor(1, 10_000);
+    expect(value?.params.progress).toBe(1);
+    await publisher.close();
+    await watcher.close();
     await daemon.stop();
   });
 
