@@ -306,10 +306,20 @@ interface DaemonTarget {
 }
 
 async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
-  const fallbackSocket = resolveSocketPath({
-    socket: options.socket,
-    runtimeDir: options.runtimeDir,
-  });
+  let fallbackSocket: string;
+  try {
+    fallbackSocket = resolveSocketPath({ socket: options.socket, runtimeDir: options.runtimeDir });
+  } catch (error) {
+    // No socket to name (a relative $MCP_PROGRESS_RUNTIME_DIR): an empty one leaves the worker's
+    // client to look for its own, and to say why it cannot.
+    return {
+      socket: '',
+      url: undefined,
+      secret: undefined,
+      gateway: {},
+      problem: (error as Error).message,
+    };
+  }
   if (options.url !== undefined && options.secret !== undefined) {
     const gateway = { url: options.url, secret: options.secret };
     return { socket: fallbackSocket, ...gateway, gateway, problem: undefined };

@@ -226,6 +226,45 @@ describe.each(SDKS)('relayProgress in a $name', ({ host }) => {
     },
   );
 
+  it('a relative $MCP_PROGRESS_RUNTIME_DIR costs one warning that says so, and never the tool call', async () => {
+    const records: WorkerRecord[] = [];
+    const warnings: string[] = [];
+    const saved = {
+      dir: process.env.MCP_PROGRESS_RUNTIME_DIR,
+      socket: process.env.MCP_PROGRESS_SOCKET,
+    };
+    process.env.MCP_PROGRESS_RUNTIME_DIR = 'relative/dir';
+    delete process.env.MCP_PROGRESS_SOCKET;
+    try {
+      // No runtime dir of its own: the relay finds the daemon from the environment.
+      const server = await host(
+        bridged(records, {
+          runtimeDir: () => '',
+          onWarning: (m) => warnings.push(m),
+          spawn: false,
+        }),
+      );
+      const client = await connectUrl(server.url);
+      const result = await client.client.callTool(
+        { name: 'render', arguments: { steps: 1 } },
+        undefined,
+        { onprogress: () => {} },
+      );
+      expect(result.isError).toBeFalsy();
+      expect(textOf(result)).toBe('nothing to render');
+      expect(records.map((r) => r.relaying)).toEqual([false]);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain('progress is not relayed');
+      expect(warnings[0]).toContain('"relative/dir", a relative path');
+      await client.close();
+      await server.close();
+    } finally {
+      if (saved.dir === undefined) delete process.env.MCP_PROGRESS_RUNTIME_DIR;
+      else process.env.MCP_PROGRESS_RUNTIME_DIR = saved.dir;
+      if (saved.socket !== undefined) process.env.MCP_PROGRESS_SOCKET = saved.socket;
+    }
+  });
+
   it('a daemon that refuses the connection (its session cap) is reported as such, not as unreachable', async () => {
     const capped = await startDaemon(['--max-sessions', '1']);
     const holder = await connectGateway(capped.info);
