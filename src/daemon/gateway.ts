@@ -197,13 +197,15 @@ export class GatewayEndpoint {
 
   /**
    * Adds an HTTP route; `authorized` routes require the secret like the WebSocket does, or pass
-   * the check of their own (the page's cookie). A request that passes is no longer pending.
+   * the check of their own (the page's cookie). A request that passes is no longer pending. A
+   * refusal carries `refusalHeaders` too (the page's, on its routes).
    */
   route(
     method: string,
     path: string,
     handler: HttpHandler,
     authorized: boolean | Authorizer = false,
+    refusalHeaders: Readonly<Record<string, string>> = {},
   ): void {
     const check =
       authorized === true
@@ -217,7 +219,7 @@ export class GatewayEndpoint {
         ? (request, response) => {
             const refusal = check(request);
             if (refusal) {
-              sendText(response, refusal.status, `${refusal.message}\n`);
+              sendText(response, refusal.status, `${refusal.message}\n`, refusalHeaders);
               return;
             }
             this.#authenticated(request.socket);
@@ -684,8 +686,14 @@ function presentedSecret(request: IncomingMessage): string | undefined {
   return requestTarget(request).query.get('access_token') ?? undefined;
 }
 
-function sendText(response: ServerResponse, status: number, text: string): void {
+function sendText(
+  response: ServerResponse,
+  status: number,
+  text: string,
+  headers: Readonly<Record<string, string>> = {},
+): void {
   response.writeHead(status, {
+    ...headers,
     'content-type': 'text/plain; charset=utf-8',
     'cache-control': 'no-store',
     'x-content-type-options': 'nosniff',

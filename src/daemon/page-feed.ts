@@ -14,6 +14,7 @@ import {
   PAGE_FEED_INTERVAL_MS,
   PAGE_FEED_MAX_REMOVALS,
 } from '../shared/defaults.js';
+import { PAGE_HEADERS } from './page-headers.js';
 import type { SessionHub } from './sessions.js';
 
 /** What a tab is sent in one event: jobs as the daemon summarises them, and removed tokens. */
@@ -93,15 +94,15 @@ export class PageFeed {
       },
     });
     if (id === undefined) {
-      response.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' });
+      response.writeHead(503, { ...PAGE_HEADERS, 'content-type': 'text/plain; charset=utf-8' });
       response.end(`${this.#hub.refusal() ?? 'the session cap is reached'}\n`);
       return;
     }
     // The first tab finds the table as it is now; later ones share the batches already made.
     if (this.#tabs.size === 0) this.#scan();
     response.writeHead(200, {
+      ...PAGE_HEADERS,
       'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
       'x-accel-buffering': 'no',
     });
     response.write(`retry: ${RECONNECT_MS}\n\n`);

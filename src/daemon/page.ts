@@ -13,6 +13,7 @@ import type { Refusal } from './access.js';
 import { type GatewayEndpoint, requestTarget } from './gateway.js';
 import type { PageAccess } from './page-access.js';
 import type { PageFeed } from './page-feed.js';
+import { PAGE_HEADERS } from './page-headers.js';
 
 export const PAGE_PATHS = {
   page: '/',
@@ -21,18 +22,6 @@ export const PAGE_PATHS = {
   events: '/events',
   cancel: '/cancel',
 } as const;
-
-/** The headers of every page response, refusals included. */
-export const PAGE_HEADERS: Readonly<Record<string, string>> = {
-  'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  'x-content-type-options': 'nosniff',
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'no-referrer',
-  'cross-origin-opener-policy': 'same-origin',
-  'cross-origin-resource-policy': 'same-origin',
-  'cache-control': 'no-store',
-};
 
 /** A cancel's body is one token and a reason: anything longer is not from the page. */
 const MAX_CANCEL_BODY_BYTES = 4096;
@@ -81,9 +70,10 @@ export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): 
       response.end();
     },
     (request) => access.ticketRefusal(request),
+    PAGE_HEADERS,
   );
-  endpoint.route('GET', PAGE_PATHS.script, serve(PAGE_PATHS.script), cookie);
-  endpoint.route('GET', PAGE_PATHS.style, serve(PAGE_PATHS.style), cookie);
+  endpoint.route('GET', PAGE_PATHS.script, serve(PAGE_PATHS.script), cookie, PAGE_HEADERS);
+  endpoint.route('GET', PAGE_PATHS.style, serve(PAGE_PATHS.style), cookie, PAGE_HEADERS);
   endpoint.route(
     'GET',
     PAGE_PATHS.events,
@@ -97,12 +87,14 @@ export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): 
       feed.open(request, response, lastEventId);
     },
     cookie,
+    PAGE_HEADERS,
   );
   endpoint.route(
     'POST',
     PAGE_PATHS.cancel,
     (request, response) => cancel(request, response, backend),
     (request) => cancelRefusal(request, endpoint, access),
+    PAGE_HEADERS,
   );
 }
 

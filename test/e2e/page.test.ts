@@ -5,9 +5,11 @@
  * screenshot that README shows (docs/page.png).
  */
 import { readFileSync } from 'node:fs';
+import { get, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PAGE_HEADERS } from '../../src/daemon/page-headers.js';
 import { cleanupAll, ROOT, type RunningDaemon, startDaemon, tempDir } from '../helpers/daemon.js';
 import { type DrivenWorker, killWorkers, nodeWorker } from '../helpers/driven-worker.js';
 import { httpAsk, pageTicketUrl } from '../helpers/page.js';
@@ -59,6 +61,23 @@ async function cellShows(token: string, cell: string, text: string): Promise<voi
     `${row(token)} .${cell}`,
     text,
   );
+}
+
+/** The page's own headers (CSP, framing, referrer, ...), on a response of it. */
+function expectPageHeaders(headers: IncomingHttpHeaders, what: string): void {
+  for (const [name, value] of Object.entries(PAGE_HEADERS))
+    expect(headers[name], `${what}: ${name}`).toBe(value);
+}
+
+/** The headers of a response that streams (the page's feed), and then the request is dropped. */
+function headersOf(url: string, headers: Record<string, string>): Promise<IncomingHttpHeaders> {
+  return new Promise((resolve, reject) => {
+    const asked = get(url, { headers }, (response) => {
+      resolve(response.headers);
+      asked.destroy();
+    });
+    asked.on('error', reject);
+  });
 }
 
 describe.skipIf(chromium.skip)('the live page in chromium', () => {
@@ -182,6 +201,7 @@ describe.skipIf(chromium.skip)('the live page in chromium', () => {
       const bare = await httpAsk(`${base}${path}`, { headers: own });
       expect(bare.status, path).toBe(401);
       expect(bare.body).toContain('mcp-progress open');
+      expectPageHeaders(bare.headers, `401 of ${path}`);
     }
     const cancel = (headers: Record<string, string>) =>
       httpAsk(`${base}/cancel`, {
@@ -189,15 +209,27 @@ describe.skipIf(chromium.skip)('the live page in chromium', () => {
         headers: { ...own, 'content-type': 'application/json', ...headers },
         body: JSON.stringify({ progressToken: 'train-7' }),
       });
-    expect((await cancel({ origin: base })).status).toBe(401);
-    const foreign = await cancel({ cookie: withCookie, origin: 'http://evil.example' });
-    expect(foreign.status).toBe(403);
-    expect(foreign.body).toContain('Origin http://evil.example is not allowed');
-    expect((await cancel({ cookie: withCookie })).status).toBe(403);
-    expect(
-      (await cancel({ cookie: withCookie, origin: base, 'content-type': 'text/plain' })).status,
-    ).toBe(415);
-    expect((await cancel({ cookie: withCookie, origin: base })).status).toBe(200);
+    const refusals = [
+      { status: 401, answer: await cancel({ origin: base }) },
+      { status: 403, answer: await cancel({ cookie: withCookie, origin: 'http://evil.example' }) },
+      { status: 403, answer: await cancel({ cookie: withCookie }) },
+      {
+        status: 415,
+        answer: await cancel({ cookie: withCookie, origin: base, 'content-type': 'text/plain' }),
+      },
+      { status: 200, answer: await cancel({ cookie: withCookie, origin: base }) },
+    ];
+    for (const { status, answer } of refusals) {
+      expect(answer.status).toBe(status);
+      expectPageHeaders(answer.headers, `${status} of /cancel`);
+    }
+    expect(refusals[1]?.answer.body).toContain('Origin http://evil.example is not allowed');
+    // What it serves with the cookie carries them too, the feed of /events included.
+    expectPageHeaders(
+      (await httpAsk(`${base}/page.js`, { headers: { ...own, cookie: withCookie } })).headers,
+      '/page.js',
+    );
+    expectPageHeaders(await headersOf(`${base}/events`, { ...own, cookie: withCookie }), '/events');
     const rebound = await httpAsk(`${base}/`, {
       headers: { host: `evil.example:${port}`, cookie: withCookie },
     });
