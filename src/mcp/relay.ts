@@ -312,13 +312,7 @@ async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
   } catch (error) {
     // No socket to name (a relative $MCP_PROGRESS_RUNTIME_DIR): an empty one leaves the worker's
     // client to look for its own, and to say why it cannot.
-    return {
-      socket: '',
-      url: undefined,
-      secret: undefined,
-      gateway: {},
-      problem: (error as Error).message,
-    };
+    return noDaemon('', error);
   }
   if (options.url !== undefined && options.secret !== undefined) {
     const gateway = { url: options.url, secret: options.secret };
@@ -335,14 +329,19 @@ async function findDaemon(options: RelayOptions): Promise<DaemonTarget> {
       problem: undefined,
     };
   } catch (error) {
-    return {
-      socket: fallbackSocket,
-      url: undefined,
-      secret: undefined,
-      gateway: {},
-      problem: (error as Error).message,
-    };
+    return noDaemon(fallbackSocket, error);
   }
+}
+
+/** No daemon to relay to, and why: the worker is given `socket` and runs without progress. */
+function noDaemon(socket: string, error: unknown): DaemonTarget {
+  return {
+    socket,
+    url: undefined,
+    secret: undefined,
+    gateway: {},
+    problem: (error as Error).message,
+  };
 }
 
 async function activeRelay(
