@@ -794,15 +794,16 @@ function figures(
   from: ProcSample | undefined,
   to: ProcSample | undefined,
 ): ProcessFigures {
-  const change = (figure: (sample: ProcSample) => number): number =>
-    from === undefined || to === undefined ? Number.NaN : figure(to) - figure(from);
-  const seconds = (figure: 'cpuSeconds' | 'kernelSeconds'): number =>
-    from === undefined || to === undefined ? Number.NaN : secondsBetween(from, to, figure);
+  if (from === undefined || to === undefined) {
+    const none = Number.NaN;
+    const peakRssBytes = to?.peakRssBytes ?? none;
+    return { role, cpuSeconds: none, kernelSeconds: none, peakRssBytes, readCalls: none };
+  }
   return {
     role,
-    cpuSeconds: seconds('cpuSeconds'),
-    kernelSeconds: seconds('kernelSeconds'),
-    peakRssBytes: to?.peakRssBytes ?? Number.NaN,
-    readCalls: change((sample) => sample.readCalls),
+    cpuSeconds: secondsBetween(from, to, 'cpuSeconds'),
+    kernelSeconds: secondsBetween(from, to, 'kernelSeconds'),
+    peakRssBytes: to.peakRssBytes,
+    readCalls: to.readCalls - from.readCalls,
   };
 }
