@@ -10,7 +10,12 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ProgressToken } from '../protocol/frames.js';
 import type { Refusal } from './access.js';
-import { type GatewayEndpoint, requestTarget } from './gateway.js';
+import {
+  type Authorizer,
+  type GatewayEndpoint,
+  type HttpHandler,
+  requestTarget,
+} from './gateway.js';
 import type { PageAccess } from './page-access.js';
 import type { PageFeed } from './page-feed.js';
 import { PAGE_HEADERS } from './page-headers.js';
@@ -42,6 +47,9 @@ export interface PageBackend {
 export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): void {
   const { access, feed } = backend;
   const cookie = (request: IncomingMessage) => access.cookieRefusal(request, endpoint.names);
+  // Every page route: its refusals carry the page's headers too.
+  const route = (method: string, path: string, handler: HttpHandler, check: Authorizer) =>
+    endpoint.route(method, path, handler, check, PAGE_HEADERS);
   const assets = new Map<string, Buffer>();
   const asset = (path: keyof typeof ASSETS): Buffer => {
     let body = assets.get(path);
@@ -56,7 +64,7 @@ export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): 
       response.writeHead(200, { ...PAGE_HEADERS, 'content-type': ASSETS[path].type });
       response.end(asset(path));
     };
-  endpoint.route(
+  route(
     'GET',
     PAGE_PATHS.page,
     (request, response) => {
@@ -70,11 +78,10 @@ export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): 
       response.end();
     },
     (request) => access.ticketRefusal(request),
-    PAGE_HEADERS,
   );
-  endpoint.route('GET', PAGE_PATHS.script, serve(PAGE_PATHS.script), cookie, PAGE_HEADERS);
-  endpoint.route('GET', PAGE_PATHS.style, serve(PAGE_PATHS.style), cookie, PAGE_HEADERS);
-  endpoint.route(
+  route('GET', PAGE_PATHS.script, serve(PAGE_PATHS.script), cookie);
+  route('GET', PAGE_PATHS.style, serve(PAGE_PATHS.style), cookie);
+  route(
     'GET',
     PAGE_PATHS.events,
     (request, response) => {
@@ -87,14 +94,12 @@ export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): 
       feed.open(request, response, lastEventId);
     },
     cookie,
-    PAGE_HEADERS,
   );
-  endpoint.route(
+  route(
     'POST',
     PAGE_PATHS.cancel,
     (request, response) => cancel(request, response, backend),
     (request) => cancelRefusal(request, endpoint, access),
-    PAGE_HEADERS,
   );
 }
 
