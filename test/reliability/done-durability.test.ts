@@ -160,12 +160,20 @@ async function daemonUnderStrace(straceArgs: string[]) {
 const syncReturns = (line: string) =>
   /^fdatasync\(\d+\)\s+= 0/.test(line) || /^<\.\.\. fdatasync resumed>.*= 0/.test(line);
 
-/** A trace file's lines, each thread's id cut off. */
-function traceLines(trace: string): string[] {
+/** A trace file's calls, in order, each with the id of its thread ('' where a line has none). */
+function traceCalls(trace: string): Array<{ thread: string; call: string }> {
   if (!existsSync(trace)) return [];
   return readFileSync(trace, 'utf8')
     .split('\n')
-    .map((line) => line.replace(/^\d+\s+/, ''));
+    .map((line) => {
+      const [, thread = '', call = ''] = /^(?:(\d+)\s+)?(.*)$/.exec(line) ?? [];
+      return { thread, call };
+    });
+}
+
+/** A trace file's lines, each thread's id cut off. */
+function traceLines(trace: string): string[] {
+  return traceCalls(trace).map(({ call }) => call);
 }
 
 /** The daemon's write of its ack of `seq` to a worker. */
@@ -246,11 +254,7 @@ describe.skipIf(process.platform !== 'linux')('acked done survives a power loss'
       expect(output.stdout()).toBe('released\n');
       // Each line with its thread: the sync in flight runs on the thread pool, so only a sync on
       // the thread that releases (the main one) is known to have returned when it releases.
-      const calls = readFileSync(trace, 'utf8')
-        .split('\n')
-        .map((line) => /^(\d+)\s+(.*)$/.exec(line))
-        .filter((match) => match !== null)
-        .map(([, thread, call]) => ({ thread, call: call as string }));
+      const calls = traceCalls(trace);
       const released = calls.findIndex(({ call }) => call.startsWith('write(1, "released'));
       expect(released, 'the write of "released"').toBeGreaterThanOrEqual(0);
       const written = calls.findIndex(({ call }) => journaled('synced-at-once')(call));
