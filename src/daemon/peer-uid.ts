@@ -17,10 +17,47 @@ const MIN_READ_INTERVAL_MS = 50;
 /** Looks peers up in one read of the table per batch of connections, read off the event loop. */
 export class PeerUids {
   #readyAt = 0;
+  /** Each socket's uid once asked for by uidOf (a socket keeps its peer for its life). */
+  readonly #known = new WeakMap<Socket, Promise<number | undefined>>();
+  /** Sockets asked for by uidOf since the last read began. */
+  #asked: Array<{ socket: Socket; answer: (uid: number | undefined) => void }> = [];
+  #reading = false;
 
   /** When the next read may start (performance.now()). */
   get readyAt(): number {
     return this.#readyAt;
+  }
+
+  /**
+   * The uid at the other end of one socket (undefined where the table cannot tell). Sockets asked
+   * for while a read waits or runs share the next read, which starts no sooner than readyAt.
+   */
+  uidOf(socket: Socket): Promise<number | undefined> {
+    let uid = this.#known.get(socket);
+    if (uid === undefined) {
+      uid = new Promise((answer) => this.#asked.push({ socket, answer }));
+      this.#known.set(socket, uid);
+      this.#readSoon();
+    }
+    return uid;
+  }
+
+  #readSoon(): void {
+    if (this.#reading || this.#asked.length === 0) return;
+    this.#reading = true;
+    setTimeout(
+      () => {
+        const asked = this.#asked;
+        this.#asked = [];
+        const answer = (uids: ReadonlyMap<Socket, number | undefined>) => {
+          for (const { socket, answer } of asked) answer(uids.get(socket));
+          this.#reading = false;
+          this.#readSoon();
+        };
+        this.lookup(asked.map((a) => a.socket)).then(answer, () => answer(new Map()));
+      },
+      Math.max(0, this.#readyAt - performance.now()),
+    ).unref();
   }
 
   /** The uid at the other end of each socket; undefined where the table cannot tell. */
@@ -28,13 +65,25 @@ export class PeerUids {
     const started = performance.now();
     const wanted = new Map<string, Socket[]>();
     const tables = new Set<string>();
+    const want = (key: string, socket: Socket, table: string) => {
+      wanted.set(key, [...(wanted.get(key) ?? []), socket]);
+      tables.add(table);
+    };
     for (const socket of sockets) {
       const peer = tableAddress(socket.remoteAddress, socket.remotePort);
       const ours = tableAddress(socket.localAddress, socket.localPort);
       if (peer === undefined || ours === undefined) continue;
-      const key = `${peer} ${ours}`;
-      wanted.set(key, [...(wanted.get(key) ?? []), socket]);
-      tables.add(socket.localFamily === 'IPv4' ? '/proc/net/tcp' : '/proc/net/tcp6');
+      want(
+        `${peer} ${ours}`,
+        socket,
+        socket.localFamily === 'IPv4' ? '/proc/net/tcp' : '/proc/net/tcp6',
+      );
+      // A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d; the client's own row,
+      // an IPv4 socket's, is in the IPv4 table.
+      const peerV4 = tableAddress(unmapped(socket.remoteAddress), socket.remotePort);
+      const oursV4 = tableAddress(unmapped(socket.localAddress), socket.localPort);
+      if (peerV4 !== undefined && oursV4 !== undefined)
+        want(`${peerV4} ${oursV4}`, socket, '/proc/net/tcp');
     }
     const uids = new Map<Socket, number | undefined>();
     for (const table of tables) {
@@ -57,6 +106,12 @@ export class PeerUids {
       performance.now() + Math.max(MIN_READ_INTERVAL_MS, 4 * (performance.now() - started));
     return uids;
   }
+}
+
+/** The IPv4 address inside an IPv4-mapped IPv6 one (::ffff:a.b.c.d); undefined for any other. */
+function unmapped(address: string | undefined): string | undefined {
+  const match = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address ?? '');
+  return match?.[1];
 }
 
 /**
