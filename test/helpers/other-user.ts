@@ -66,10 +66,20 @@ const runAsOther = (code: string, args: readonly string[]) => [
   ...args,
 ];
 
+/** How long a snippet of asOtherUser may take: it blocks the test's thread, so no test timeout can end it. */
+const OTHER_USER_SNIPPET_TIMEOUT_MS = 30_000;
+
 /** Runs a Python snippet as the other user and returns what it printed. */
 export function asOtherUser(code: string, ...args: string[]): string {
-  const result = spawnSync('runuser', runAsOther(code, args), { encoding: 'utf8', cwd: '/' });
-  if (result.status !== 0) throw new Error(`python as ${OTHER_USER} failed: ${result.stderr}`);
+  const result = spawnSync('runuser', runAsOther(code, args), {
+    encoding: 'utf8',
+    cwd: '/',
+    timeout: OTHER_USER_SNIPPET_TIMEOUT_MS,
+  });
+  if (result.status !== 0)
+    throw new Error(
+      `python as ${OTHER_USER} failed: ${result.error?.message ?? ''} ${result.stderr}`,
+    );
   return result.stdout.trim();
 }
 
