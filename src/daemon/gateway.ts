@@ -89,8 +89,13 @@ export type EndpointLog = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
 export type HttpHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/** A route's own access check: why the request is refused, or undefined to serve it. */
-export type Authorizer = (request: IncomingMessage) => Refusal | undefined;
+/**
+ * A route's own access check: why the request is refused, or undefined to serve it; a check that
+ * must look something up (the user at the other end) answers later.
+ */
+export type Authorizer = (
+  request: IncomingMessage,
+) => Refusal | undefined | Promise<Refusal | undefined>;
 
 interface WsSession {
   readonly id: SessionId;
@@ -217,13 +222,24 @@ export class GatewayEndpoint {
       `${method} ${path}`,
       check !== undefined
         ? (request, response) => {
+            const decide = (refusal: Refusal | undefined) => {
+              // Closed (or evicted) while a later check looked it up: nothing to answer.
+              if (request.socket.destroyed) return;
+              if (refusal) {
+                sendText(response, refusal.status, `${refusal.message}\n`, refusalHeaders);
+                return;
+              }
+              this.#authenticated(request.socket);
+              handler(request, response);
+            };
             const refusal = check(request);
-            if (refusal) {
-              sendText(response, refusal.status, `${refusal.message}\n`, refusalHeaders);
+            if (!(refusal instanceof Promise)) {
+              decide(refusal);
               return;
             }
-            this.#authenticated(request.socket);
-            handler(request, response);
+            refusal.then(decide, (error: Error) =>
+              decide({ status: 500, message: `cannot check this request: ${error.message}` }),
+            );
           }
         : handler,
     );
@@ -453,6 +469,15 @@ export class GatewayEndpoint {
     this.#closingSlow.add(session.ws);
     session.ws.once('close', () => this.#closingSlow.delete(session.ws));
     setTimeout(() => session.ws.terminate(), graceMs).unref();
+  }
+
+  /**
+   * The uid of the process at the other end of a connection: the daemon's own on the local link
+   * (its socket is 0600), from the kernel's table for loopback TCP on Linux, undefined elsewhere.
+   */
+  peerUid(socket: Socket): Promise<number | undefined> {
+    if (this.#localSockets.has(socket)) return Promise.resolve(process.getuid?.());
+    return this.#peerUids.uidOf(socket);
   }
 
   /** The daemon's own names and origins (after listen): the page's routes check them too. */

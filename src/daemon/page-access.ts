@@ -7,6 +7,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { checkPageTicket, PAGE_TICKET_PARAM, sign } from '../shared/page-ticket.js';
 import type { OwnNames, Refusal } from './access.js';
@@ -42,10 +43,12 @@ export class PageAccess {
     this.#cookieName = `mcp_progress_page_${port}`;
   }
 
-  /** Why a ticket in this request's URL would not be accepted; undefined when it would. */
-  ticketRefusal(request: IncomingMessage): Refusal | undefined {
+  /** Why a ticket in this request's URL (or its cookie) would not be accepted; undefined when it would. */
+  ticketRefusal(request: IncomingMessage, names: OwnNames): Refusal | undefined {
     const ticket = requestTarget(request).query.get(PAGE_TICKET_PARAM);
-    if (ticket === null) return this.cookieRefusal(request);
+    if (ticket === null) return this.cookieRefusal(request, names);
+    const foreign = originRefusal(request, names);
+    if (foreign !== undefined) return foreign;
     const check = checkPageTicket(this.#secret, ticket);
     const problem = check.ok
       ? this.#redeemed.has(check.nonce)
@@ -77,14 +80,9 @@ export class PageAccess {
   }
 
   /** 401 without a valid page cookie; 403 for a foreign Origin. */
-  cookieRefusal(request: IncomingMessage, names?: OwnNames): Refusal | undefined {
-    const origin = request.headers.origin;
-    if (origin !== undefined && names !== undefined && !names.origins.has(origin)) {
-      return {
-        status: 403,
-        message: `Origin ${origin} is not allowed: the page only answers its own origin (${[...names.origins].join(', ')})`,
-      };
-    }
+  cookieRefusal(request: IncomingMessage, names: OwnNames): Refusal | undefined {
+    const foreign = originRefusal(request, names);
+    if (foreign !== undefined) return foreign;
     if (this.#validCookie(request)) return undefined;
     return {
       status: 401,
@@ -110,6 +108,36 @@ export class PageAccess {
     }
     return false;
   }
+}
+
+/** 403 for an Origin that is not the daemon's own (a page of another site, or another port). */
+function originRefusal(request: IncomingMessage, names: OwnNames): Refusal | undefined {
+  const origin = request.headers.origin;
+  if (origin === undefined || names.origins.has(origin)) return undefined;
+  return {
+    status: 403,
+    message: `Origin ${origin} is not allowed: the page only answers its own origin (${[...names.origins].join(', ')})`,
+  };
+}
+
+/**
+ * 403 when another local user holds the other end of the connection. A cookie is scoped to the
+ * host, not the port, so a browser hands it to any server on localhost, another user's too; with
+ * this check such a user, holding the cookie or a ticket, still cannot use it (where the kernel
+ * names the peer: the local link, and loopback TCP on Linux).
+ */
+export async function ownerRefusal(
+  request: IncomingMessage,
+  peers: { peerUid(socket: Socket): Promise<number | undefined> },
+): Promise<Refusal | undefined> {
+  const own = process.getuid?.();
+  if (own === undefined) return undefined;
+  const peer = await peers.peerUid(request.socket);
+  if (peer === undefined || peer === own) return undefined;
+  return {
+    status: 403,
+    message: `this page is its daemon's user's (uid ${own}) and this connection is another user's (uid ${peer}): open it as that user, with "mcp-progress open"`,
+  };
 }
 
 /** Reads the page key, or makes one (mode 0600) on the first start on this runtime directory. */

@@ -10,13 +10,8 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ProgressToken } from '../protocol/frames.js';
 import type { Refusal } from './access.js';
-import {
-  type Authorizer,
-  type GatewayEndpoint,
-  type HttpHandler,
-  requestTarget,
-} from './gateway.js';
-import type { PageAccess } from './page-access.js';
+import { type GatewayEndpoint, type HttpHandler, requestTarget } from './gateway.js';
+import { ownerRefusal, type PageAccess } from './page-access.js';
 import type { PageFeed } from './page-feed.js';
 import { PAGE_HEADERS } from './page-headers.js';
 
@@ -47,9 +42,21 @@ export interface PageBackend {
 export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): void {
   const { access, feed } = backend;
   const cookie = (request: IncomingMessage) => access.cookieRefusal(request, endpoint.names);
-  // Every page route: its refusals carry the page's headers too.
-  const route = (method: string, path: string, handler: HttpHandler, check: Authorizer) =>
-    endpoint.route(method, path, handler, check, PAGE_HEADERS);
+  // Every page route: its own check, then, the ticket or cookie being good, that the other end
+  // is the daemon's user; its refusals carry the page's headers too.
+  const route = (
+    method: string,
+    path: string,
+    handler: HttpHandler,
+    check: (request: IncomingMessage) => Refusal | undefined,
+  ) =>
+    endpoint.route(
+      method,
+      path,
+      handler,
+      (request) => check(request) ?? ownerRefusal(request, endpoint),
+      PAGE_HEADERS,
+    );
   const assets = new Map<string, Buffer>();
   const asset = (path: keyof typeof ASSETS): Buffer => {
     let body = assets.get(path);
@@ -77,7 +84,7 @@ export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): 
       response.writeHead(303, { ...PAGE_HEADERS, 'set-cookie': setCookie, location: '/' });
       response.end();
     },
-    (request) => access.ticketRefusal(request),
+    (request) => access.ticketRefusal(request, endpoint.names),
   );
   route('GET', PAGE_PATHS.script, serve(PAGE_PATHS.script), cookie);
   route('GET', PAGE_PATHS.style, serve(PAGE_PATHS.style), cookie);

@@ -203,6 +203,17 @@ describe.skipIf(chromium.skip)('the live page in chromium', () => {
       expect(bare.body).toContain('mcp-progress open');
       expectPageHeaders(bare.headers, `401 of ${path}`);
     }
+    // A page of another origin (another port of localhost is one) gets none of them, even where
+    // the browser sends it the cookie, nor can it redeem a ticket.
+    const ticket = new URL(await pageTicketUrl(runtimeDir));
+    for (const path of ['/', '/events', '/page.js', `/${ticket.search}`]) {
+      const foreign = await httpAsk(`${base}${path}`, {
+        headers: { ...own, cookie: withCookie, origin: 'http://localhost:1' },
+      });
+      expect(foreign.status, path).toBe(403);
+      expect(foreign.body).toContain('Origin http://localhost:1 is not allowed');
+      expectPageHeaders(foreign.headers, `403 of ${path}`);
+    }
     const cancel = (headers: Record<string, string>) =>
       httpAsk(`${base}/cancel`, {
         method: 'POST',

@@ -10,6 +10,7 @@ import { cleanupAll, type RunningDaemon, runCli, startDaemon, tempDir } from '..
 import { nodeWorker, pythonWorker } from '../helpers/driven-worker.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { asOtherUser, OTHER_USER, otherUser, TRY_CONNECT } from '../helpers/other-user.js';
+import { httpAsk, pageCookie, pageTicketUrl } from '../helpers/page.js';
 import { rootOnly } from '../helpers/tools.js';
 import { rawWorker } from '../helpers/worker.js';
 
@@ -20,6 +21,20 @@ try:
     print("read")
 except OSError as e:
     print(type(e).__name__)
+`;
+
+/** HTTP requests to 127.0.0.1:argv[1], each [method, path, headers]; prints [[status, body], ...]. */
+const TRY_HTTP = `
+import http.client, json, sys
+answers = []
+for method, path, headers in json.loads(sys.argv[2]):
+    connection = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+    connection.request(method, path, body="{}" if method == "POST" else None, headers=headers)
+    response = connection.getresponse()
+    # A refusal's body is short and ends; a page that is served (an event stream) may not end.
+    answers.append([response.status, response.read().decode() if response.status != 200 else ""])
+    connection.close()
+print(json.dumps(answers))
 `;
 
 let daemon: RunningDaemon;
@@ -56,6 +71,39 @@ describe.skipIf(otherUser.skip)(`another local user (${OTHER_USER})`, () => {
     } finally {
       chmodSync(daemon.runtimeDir, mode & 0o777);
     }
+  });
+
+  it("cannot use the page with the owner's cookie or one-time URL: 403 naming both users; the owner can", async () => {
+    const url = new URL(daemon.info.url);
+    const names = { host: url.host };
+    const cookie = await pageCookie(daemon.runtimeDir);
+    const ticket = new URL(await pageTicketUrl(daemon.runtimeDir));
+    const origin = `http://${url.host}`;
+    const json = { 'content-type': 'application/json', origin };
+    const requests = [
+      ['GET', '/healthz', names],
+      ['GET', '/', { ...names, cookie }],
+      ['GET', '/page.js', { ...names, cookie }],
+      ['GET', '/events', { ...names, cookie }],
+      ['POST', '/cancel', { ...names, cookie, ...json }],
+      ['GET', `${ticket.pathname}${ticket.search}`, names],
+    ];
+    const answers = JSON.parse(asOtherUser(TRY_HTTP, url.port, JSON.stringify(requests))) as Array<
+      [number, string]
+    >;
+    // It reaches the port (healthz needs nothing); every page route refuses it.
+    expect(answers[0]?.[0]).toBe(200);
+    const own = process.getuid?.();
+    for (const [status, body] of answers.slice(1)) {
+      expect(status).toBe(403);
+      expect(body).toMatch(new RegExp(`uid ${own}\\b.*uid \\d+.*mcp-progress open`));
+    }
+    // The same cookie serves the owner, and the ticket it could not redeem is still good.
+    expect(
+      (await httpAsk(`http://${url.host}/page.js`, { headers: { ...names, cookie } })).status,
+    ).toBe(200);
+    const redeemed = await httpAsk(ticket.href, { headers: names });
+    expect(redeemed.status).toBe(303);
   });
 
   it('the check itself works: the other user can reach a socket that allows it', () => {
