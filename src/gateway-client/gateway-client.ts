@@ -101,7 +101,13 @@ export interface GatewayClientOptions {
    * like any other failed one, until `reconnectTimeoutMs`.
    */
   readonly handshakeTimeoutMs?: number | undefined;
-  /** Called on each connect (after resubscribing) and each drop. */
+  /**
+   * The connection's state: 'connected' once a connection is up and has resubscribed
+   * (the first before connect() resolves), 'disconnected' when that connection drops.
+   * The two strictly alternate, starting with 'connected': a reconnect that drops
+   * again before it has resubscribed is reported by neither. Nothing is reported
+   * once close() is called (close() itself reports nothing).
+   */
   readonly onState?: ((state: 'connected' | 'disconnected') => void) | undefined;
 }
 
@@ -139,6 +145,8 @@ export class GatewayClient {
   #connecting: Promise<void> | undefined;
   /** The connection of the attempt in progress, until its handshake ends either way. */
   #handshaking: WebSocket | undefined;
+  /** The connection last reported 'connected', until it is reported 'disconnected'. */
+  #reported: WebSocket | undefined;
   /** Why the client gave up reconnecting, once it did. */
   #lost: BridgeError | undefined;
   #giveUpTimer: NodeJS.Timeout | undefined;
@@ -494,6 +502,10 @@ export class GatewayClient {
         ),
       );
     }
+    // Not for a connection that dropped while it resubscribed (its drop already started the
+    // next attempt), nor after close(): either would report a connection that is gone.
+    if (this.#closed || this.#ws !== ws) return;
+    this.#reported = ws;
     this.#options.onState?.('connected');
   }
 
@@ -526,7 +538,10 @@ export class GatewayClient {
     if (this.#ws !== ws) return;
     this.#ws = undefined;
     this.#failPending(new BridgeError('disconnected', 'the connection to the daemon dropped'));
-    this.#options.onState?.('disconnected');
+    if (this.#reported === ws) {
+      this.#reported = undefined;
+      this.#options.onState?.('disconnected');
+    }
     if (this.#closed || this.#options.reconnect === false) return;
     const timeoutMs = this.#options.reconnectTimeoutMs ?? DEFAULT_RECONNECT_TIMEOUT_MS;
     if (Number.isFinite(timeoutMs)) {

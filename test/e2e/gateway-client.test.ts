@@ -6,6 +6,7 @@ import { GatewayClient, GatewayRpcError } from '../../src/gateway-client/gateway
 import type { Notification } from '../../src/protocol/notifications.js';
 import { BridgeError } from '../../src/shared/errors.js';
 import { cleanupAll, eventually, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
+import { startLinkRelay } from '../helpers/link-relay.js';
 
 afterAll(() => cleanupAll());
 
@@ -96,6 +97,61 @@ describe('GatewayClient', () => {
     expect(states).toEqual(['connected', 'disconnected', 'connected']);
     await client.close();
     await second.stop();
+  });
+
+  it('reports a connection only once it has resubscribed: one that drops while it resubscribes gets no state, and states alternate', async () => {
+    const daemon = await startDaemon();
+    const relay = await startLinkRelay(daemon.info);
+    const states: string[] = [];
+    const client = await GatewayClient.connect({
+      runtimeDir: relay.runtimeDir,
+      onState: (s) => states.push(s),
+    });
+    const seen: number[] = [];
+    await client.subscribe({ progressToken: 'resubscribing', minIntervalMs: 0 }, (n) => {
+      if (n.method === 'notifications/progress') seen.push(n.params.progress);
+    });
+    // The reconnect's connection dies at its first message, the resubscribe; the next one lives.
+    relay.verdict = (connection) => (connection.index === 2 ? 'cut' : 'pass');
+    relay.connections[0]?.cut();
+    await eventually(
+      () => (relay.connections.length >= 3 && states.at(-1) === 'connected' ? true : undefined),
+      10_000,
+      'the third connection to be reported',
+    );
+    expect(relay.connections[1]?.sent.map((text) => JSON.parse(text).method)).toEqual([
+      'progress/subscribe',
+    ]);
+    await publish(daemon.info.socket, 'resubscribing', 1);
+    await eventually(() => (seen.length === 1 ? true : undefined), 10_000, 'a value after');
+    expect(states).toEqual(['connected', 'disconnected', 'connected']);
+    await client.close();
+    await relay.close();
+    await daemon.stop();
+  });
+
+  it('reports nothing after close(), even for a reconnect whose resubscribe was under way', async () => {
+    const daemon = await startDaemon();
+    const relay = await startLinkRelay(daemon.info);
+    const states: string[] = [];
+    const client = await GatewayClient.connect({
+      runtimeDir: relay.runtimeDir,
+      onState: (s) => states.push(s),
+    });
+    await client.subscribe({ progressToken: 'closing', minIntervalMs: 0 }, () => {});
+    // The reconnect's resubscribe is held unanswered; close() comes while it waits.
+    relay.verdict = (connection) => (connection.index === 2 ? 'hold' : 'pass');
+    relay.connections[0]?.cut();
+    await eventually(
+      () => (relay.connections[1]?.sent.length === 1 ? true : undefined),
+      10_000,
+      'the resubscribe on the reconnect',
+    );
+    expect(states).toEqual(['connected', 'disconnected']);
+    await client.close();
+    expect(states).toEqual(['connected', 'disconnected']);
+    await relay.close();
+    await daemon.stop();
   });
 
   it('a resubscribe the restarted daemon refuses ends that subscription through onError, with the code and the token', async () => {
