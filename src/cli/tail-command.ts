@@ -79,6 +79,8 @@ const WAIT_FOR: ReadonlySet<string> = new Set([...NO_LIVE_DAEMON, 'gateway_timeo
 const FRAME_MS = 100;
 /** And at least this often, so that rates fall and stalled streams show while nothing arrives. */
 const TICK_MS = 1000;
+/** Any period: the interval that keeps tail running never does anything. */
+const HOLD_MS = 2 ** 30;
 
 const HIDE_CURSOR = '\x1b[?25l';
 const SHOW_CURSOR = '\x1b[?25h';
@@ -219,9 +221,13 @@ export async function tailCommand(argv: string[], io: Io): Promise<number> {
   const stop = () => finish(0);
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  // tail runs until done or interrupted: while its daemon is away nothing else holds the event
+  // loop (the gateway client's reconnect timers are unref'd), and it would end, 0, mid-restart.
+  const running = setInterval(() => {}, HOLD_MS);
   try {
     return await tailUntilFinished(plan, io, finished, finish);
   } finally {
+    clearInterval(running);
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
   }

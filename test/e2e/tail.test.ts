@@ -252,6 +252,40 @@ describe('mcp-progress tail --json', () => {
 });
 
 describe('mcp-progress tail across a daemon restart', () => {
+  it('with a token, waits while the daemon is away, follows it on the new daemon, and exits once done', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    const token = uniqueToken('restart-named');
+    const tail = startTail([token, '--json'], runtimeDir);
+    const before = await connectGateway(first.info);
+    await subscribed(token, 1, before);
+    await before.close();
+    await first.stop('SIGKILL');
+    await eventually(
+      () => (tail.stderr().includes('lost the daemon') ? true : undefined),
+      60_000,
+      'tail to lose the daemon',
+    );
+    const second = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    const gateway = await connectGateway(second.info);
+    try {
+      // Nothing but tail's own wish to go on may hold it while no daemon is up.
+      const outcome = await Promise.race([
+        subscribed(token, 1, gateway).then(() => 'resubscribed'),
+        tail.exit.then((code) => `exited with ${code} (stderr: ${tail.stderr()})`),
+      ]);
+      expect(outcome).toBe('resubscribed');
+      await publishTo(second, token, '--done');
+      expect(await tail.exit).toBe(0);
+      expect(tail.lines().map((line) => JSON.parse(line).params)).toEqual([
+        { progressToken: token, status: 'ok' },
+      ]);
+    } finally {
+      await gateway.close();
+      await second.stop();
+    }
+  });
+
   it('shows a stream that finishes after the restart once, and does not follow it again', async () => {
     const runtimeDir = tempDir();
     const first = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
