@@ -70,8 +70,11 @@ Examples:
   mcp-progress tail render-1 --json | jq .params.progress
 `;
 
-/** How often the list of streams is polled for new ones when no token is named, and for a daemon when none is up. */
-const POLL_MS = 500;
+/**
+ * How often the list of streams is polled for new ones when no token is named and the daemon
+ * refused progress/subscribeAll, and for a daemon when none is up.
+ */
+export const POLL_MS = 500;
 
 /** Connect errors tail waits out: no daemon yet, or one that accepted the connection and said nothing. */
 const WAIT_FOR: ReadonlySet<string> = new Set([...NO_LIVE_DAEMON, 'gateway_timeout']);
@@ -241,6 +244,7 @@ async function tailUntilFinished(
 ): Promise<number> {
   const model = new TailModel();
   let view: View | undefined;
+  let tail: Tail | undefined;
   let state: 'connected' | 'disconnected' = 'connected';
   const client = await connectWhenUp(
     {
@@ -251,6 +255,8 @@ async function tailUntilFinished(
         state = next;
         if (next === 'disconnected' && plan.mode !== 'screen')
           io.err('mcp-progress tail: lost the daemon, reconnecting\n');
+        // The first 'connected' comes before tail exists; a later one is a reconnect.
+        if (next === 'connected') tail?.reconnected();
         view?.render();
       },
     },
@@ -259,10 +265,8 @@ async function tailUntilFinished(
   );
   if (client === undefined) return finished;
   view = createView(plan.mode, io, model, () => state);
-  const tail = new Tail(client, plan, io, model, view, finish);
+  tail = new Tail(client, plan, io, model, view, finish);
 
-  let poller: NodeJS.Timeout | undefined;
-  let stopped = false;
   if (plan.named.length > 0) {
     for (const token of plan.named) await tail.follow(token);
     // Piped or redirected there is no screen to show an empty row: say once what tail waits for.
@@ -274,17 +278,12 @@ async function tailUntilFinished(
   } else {
     await tail.followAll();
     await tail.discover();
-    // Not after the stop: a poll in flight then fails, and must not schedule the next one.
-    const poll = () => {
-      if (!stopped) poller = setTimeout(() => void tail.discover().finally(poll), POLL_MS);
-    };
-    poll();
+    tail.pollWhileListing();
   }
   view.render();
 
   const code = await finished;
-  stopped = true;
-  clearTimeout(poller);
+  tail.stop();
   view.close();
   await client.close();
   return code;
@@ -345,6 +344,11 @@ class Tail {
   /** Following every stream through progress/subscribeAll (else by listing them). */
   #followsAll = false;
   #listed = false;
+  /** The listings, one after another: a reconnect's must not follow a done stream the first also does. */
+  #listing: Promise<void> = Promise.resolve();
+  /** The next list poll, while tail lists the streams rather than follows all of them. */
+  #poller: NodeJS.Timeout | undefined;
+  #stopped = false;
   /**
    * With followAll, the notifications of a stream not shown yet, held while progress/get says
    * which host it is on, so that its first line names the host as every later one does.
@@ -394,6 +398,8 @@ class Tail {
       this.#io.err(
         `${printable(`mcp-progress tail: cannot follow every stream as it starts: ${error.message}; listing the streams every ${POLL_MS / 1000} s instead, each followed from the value it has then`)}\n`,
       );
+      // Refused at a reconnect's resubscribe: tail was not polling until now.
+      this.pollWhileListing();
     };
     try {
       await this.#client.subscribeAll(
@@ -408,15 +414,55 @@ class Tail {
   }
 
   /**
+   * Lists the streams every POLL_MS while tail does not follow all of them (the daemon refused
+   * subscribeAll). Following all, it lists only at start and after a reconnect: the subscription
+   * reports every stream that starts, its values and its done, and a progress/get each new
+   * stream's host, so polling the whole table would learn nothing.
+   */
+  pollWhileListing(): void {
+    if (this.#stopped || this.#followsAll || this.#poller !== undefined) return;
+    this.#poller = setTimeout(
+      () =>
+        void this.discover().finally(() => {
+          this.#poller = undefined;
+          this.pollWhileListing();
+        }),
+      POLL_MS,
+    );
+  }
+
+  /**
+   * Reconnected (the subscriptions are back): following all, one listing learns what the
+   * connection may have missed, the hosts of streams that started again meanwhile (and the
+   * finished streams, if the listing at start failed).
+   */
+  reconnected(): void {
+    if (this.#followsAll) void this.discover();
+  }
+
+  /** No more polls, not even after one in flight fails. */
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#poller);
+  }
+
+  /**
    * With followAll: the finished streams the daemon keeps (once), and each stream's host.
    * Without: follows the streams the daemon lists that are not followed yet.
    */
-  async discover(): Promise<void> {
+  discover(): Promise<void> {
+    const listed = this.#listing.then(() => this.#discover());
+    // A listing that threw must not stop the ones after it.
+    this.#listing = listed.catch(() => {});
+    return listed;
+  }
+
+  async #discover(): Promise<void> {
     let streams: StreamSummary[];
     try {
       streams = await this.#client.listAll();
     } catch {
-      return; // disconnected: the gateway client reconnects, and the next poll goes on
+      return; // disconnected: the gateway client reconnects, and lists again then (or polls)
     }
     if (this.#followsAll) {
       // The list comes after every notification sent before it: a stream done here with no
@@ -452,7 +498,10 @@ class Tail {
       held.push(notification);
       return;
     }
-    if (this.#model.get(token) !== undefined) {
+    // A value after the row's done starts a new stream under the token, perhaps on another host.
+    const row = this.#model.get(token);
+    const restarts = row?.status !== undefined && notification.method === 'notifications/progress';
+    if (row !== undefined && !restarts) {
       this.#received(notification);
       return;
     }

@@ -2,6 +2,7 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { POLL_MS } from '../../src/cli/tail-command.js';
 import {
   BIN,
   collectOutput,
@@ -14,7 +15,9 @@ import {
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient, useWatchedBridge } from '../helpers/gateway.js';
+import { startLinkRelay } from '../helpers/link-relay.js';
 import { tool } from '../helpers/tools.js';
+import { rawWorker } from '../helpers/worker.js';
 
 const runCli = slowProcessTests();
 
@@ -251,6 +254,117 @@ describe('mcp-progress tail --json', () => {
   });
 });
 
+describe('mcp-progress tail without tokens, following every stream', () => {
+  it('lists the stream table at start and after a reconnect, not on a timer while the subscription reports every stream', async () => {
+    const daemon = await startDaemon(PATIENT_DAEMON_ARGS);
+    // tail reaches the daemon through a relay that records what it asks.
+    const relay = await startLinkRelay(daemon.info);
+    const worker = await rawWorker(daemon.info.socket);
+    const methodsOf = (sent: readonly string[]) =>
+      sent.map((text) => (JSON.parse(text) as { method?: string }).method);
+    const count = (method: string) =>
+      relay.requests().filter((request) => request.method === method).length;
+    try {
+      const tail = startTail(['--json', '--min-interval-ms', '0'], relay.runtimeDir);
+      await eventually(
+        () => (count('progress/list') === 1 ? true : undefined),
+        60_000,
+        "tail's listing at start",
+      );
+      const shown = (token: string) =>
+        tail
+          .lines()
+          .map((line) => JSON.parse(line).params)
+          .filter((params) => params.progressToken === token);
+      // Streams start, move and end over several poll periods; each is shown whole, from the
+      // subscription and one progress/get (its host), with no listing of the whole table.
+      const since = Date.now();
+      let streams = 0;
+      while (streams < 3 || Date.now() - since < 4 * POLL_MS) {
+        const token = uniqueToken('unpolled');
+        streams++;
+        worker.send('progress', { v: 1, progressToken: token, progress: 1 });
+        await eventually(() => (shown(token).length === 1 ? true : undefined), 60_000, 'a value');
+        worker.send('done', { v: 1, progressToken: token });
+        await eventually(() => (shown(token).length === 2 ? true : undefined), 60_000, 'a done');
+        expect(shown(token)).toEqual([
+          { progressToken: token, progress: 1 },
+          { progressToken: token, status: 'ok' },
+        ]);
+      }
+      expect(count('progress/list')).toBe(1);
+      expect(count('progress/get')).toBe(streams);
+      // A connection that dropped may have missed a done or a host: one listing after the resubscribe.
+      relay.connections[0]?.cut();
+      await eventually(
+        () => ((relay.connections[1]?.sent.length ?? 0) >= 2 ? true : undefined),
+        60_000,
+        "tail's requests after it reconnected",
+      );
+      expect(methodsOf(relay.connections[1]?.sent ?? [])).toEqual([
+        'progress/subscribeAll',
+        'progress/list',
+      ]);
+      tail.child.kill('SIGTERM');
+      expect(await tail.exit).toBe(0);
+      expect(count('progress/list')).toBe(2);
+    } finally {
+      worker.destroy();
+      await relay.close();
+      await daemon.stop();
+    }
+  });
+});
+
+describe('mcp-progress tail without tokens, a token that starts again', () => {
+  it('asks progress/get (its host) for the new stream of a token whose done it showed, and shows both whole', async () => {
+    // Done streams are evicted at once: the token may start a new stream right after.
+    const daemon = await startDaemon([...PATIENT_DAEMON_ARGS, '--retention-ms', '0']);
+    const relay = await startLinkRelay(daemon.info);
+    const gateway = await connectGateway(daemon.info);
+    const worker = await rawWorker(daemon.info.socket);
+    const gets = () =>
+      relay.requests().filter((request) => request.method === 'progress/get').length;
+    try {
+      const tail = startTail(['--json', '--min-interval-ms', '0'], relay.runtimeDir);
+      await followsAll(gateway);
+      const token = uniqueToken('again');
+      const shown = () =>
+        tail
+          .lines()
+          .map((line) => JSON.parse(line).params)
+          .filter((params) => params.progressToken === token);
+      for (const round of [1, 2]) {
+        worker.send('progress', { v: 1, progressToken: token, progress: round });
+        worker.send('done', { v: 1, progressToken: token });
+        await eventually(
+          () => (shown().length === 2 * round ? true : undefined),
+          60_000,
+          `stream ${round}`,
+        );
+        await eventually(async () => {
+          const reply = await gateway.request('progress/get', { progressToken: token });
+          return (reply.result as { stream?: unknown }).stream === undefined ? true : undefined;
+        });
+      }
+      expect(shown()).toEqual([
+        { progressToken: token, progress: 1 },
+        { progressToken: token, status: 'ok' },
+        { progressToken: token, progress: 2 },
+        { progressToken: token, status: 'ok' },
+      ]);
+      expect(gets()).toBe(2);
+      tail.child.kill('SIGTERM');
+      expect(await tail.exit).toBe(0);
+    } finally {
+      worker.destroy();
+      await gateway.close();
+      await relay.close();
+      await daemon.stop();
+    }
+  });
+});
+
 describe('mcp-progress tail across a daemon restart', () => {
   it('with a token, waits while the daemon is away, follows it on the new daemon, and exits once done', async () => {
     const runtimeDir = tempDir();
@@ -364,11 +478,20 @@ describe('mcp-progress tail stopped while its list poll is unanswered', () => {
   it.skipIf(ss.skip)('exits on SIGTERM, and polls no more', async () => {
     ss.require();
     const runtimeDir = tempDir();
-    const daemon = await startDaemon(PATIENT_DAEMON_ARGS, runtimeDir);
+    // tail polls the list only when it cannot follow every stream: the one place is taken.
+    const daemon = await startDaemon(
+      [...PATIENT_DAEMON_ARGS, '--max-subscribe-all', '1'],
+      runtimeDir,
+    );
     const gateway = await connectGateway(daemon.info);
+    expect((await gateway.request('progress/subscribeAll')).error).toBeUndefined();
     const tail = startTail(['--json'], runtimeDir);
     try {
-      await followsAll(gateway);
+      await eventually(
+        () => (tail.stderr().includes('listing the streams every') ? true : undefined),
+        60_000,
+        'tail to fall back to listing',
+      );
       await gateway.close();
       daemon.child.kill('SIGSTOP');
       // tail's next list poll is then in flight: its bytes wait unread at the stopped daemon.
