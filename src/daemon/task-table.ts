@@ -23,7 +23,10 @@ interface Task {
   status: TaskStatus;
   reason: string | undefined;
   updatedAt: number;
-  /** The stream's summary when the task left working: the router forgets done streams sooner. */
+  /**
+   * The stream's summary when the task left working (the router forgets done streams sooner);
+   * undefined once terminal: it had none then, and reports none.
+   */
   final: StreamSummary | undefined;
 }
 
@@ -118,7 +121,7 @@ export class TaskTable {
   ): TaskRecord | undefined {
     const task = this.#live(taskId, now);
     if (task === undefined) return undefined;
-    const stream = task.final ?? streamOf(task.progressToken);
+    const stream = this.#streamOf(task, streamOf);
     if (stream !== undefined) this.#follow(task, stream, now);
     return this.#record(task, stream);
   }
@@ -135,7 +138,7 @@ export class TaskTable {
   ): { task: TaskRecord; wasWorking: boolean } | undefined {
     const task = this.#live(taskId, now);
     if (task === undefined) return undefined;
-    const stream = task.final ?? streamOf(task.progressToken);
+    const stream = this.#streamOf(task, streamOf);
     if (stream !== undefined) this.#follow(task, stream, now);
     const wasWorking = task.status === 'working';
     if (wasWorking) {
@@ -168,7 +171,7 @@ export class TaskTable {
     for (const task of this.#tasks.values()) {
       if (after !== undefined && task.order <= after) continue;
       if (tasks.length === limit) return { tasks, next: after };
-      const stream = task.final ?? streamOf(task.progressToken);
+      const stream = this.#streamOf(task, streamOf);
       if (stream !== undefined) this.#follow(task, stream, now);
       tasks.push(this.#record(task, stream));
       after = task.order;
@@ -208,6 +211,18 @@ export class TaskTable {
     task.reason = reason;
     task.updatedAt = now;
     task.final = stream;
+  }
+
+  /**
+   * The stream a task reports: the token's while it is working, and from then on only what it
+   * kept (none, when it left working before a stream appeared): a stream that starts on its token
+   * afterwards, a reuse of the token included, is another job's.
+   */
+  #streamOf(
+    task: Task,
+    streamOf: (token: ProgressToken) => StreamSummary | undefined,
+  ): StreamSummary | undefined {
+    return task.status === 'working' ? streamOf(task.progressToken) : task.final;
   }
 
   #evictOldestTerminal(): boolean {

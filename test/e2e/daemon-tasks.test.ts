@@ -70,6 +70,28 @@ describe('task/* on the gateway', () => {
     worker.destroy();
   });
 
+  it('a task cancelled before its stream appeared is not changed or shown that stream when a worker later publishes on its token', async () => {
+    const t = token('cancel-early');
+    const task = await client.createTask({ progressToken: t });
+    const cancelled = await client.cancelTask(task.taskId, 'changed my mind');
+    expect(cancelled).toMatchObject({
+      workers: 0,
+      task: { status: 'cancelled', reason: 'changed my mind' },
+    });
+    expect(cancelled.task?.stream).toBeUndefined();
+    const worker = await rawWorker(daemon.info.socket);
+    worker.send('progress', { v: 1, progressToken: t, progress: 4, total: 8, message: 'other' });
+    await eventually(async () => ((await client.get(t))?.last?.progress === 4 ? true : undefined));
+    const after = await client.getTask(task.taskId);
+    expect(after).toEqual(cancelled.task);
+    const listed = (await client.listTasks()).tasks.find((one) => one.taskId === task.taskId);
+    expect(listed).toEqual(cancelled.task);
+    worker.send('done', { v: 1, progressToken: t, status: 'ok' });
+    await eventually(async () => ((await client.get(t))?.state === 'done' ? true : undefined));
+    expect(await client.getTask(task.taskId)).toEqual(cancelled.task);
+    worker.destroy();
+  });
+
   it('fails with the reason when the worker goes away without done', async () => {
     const t = token('abandoned');
     const task = await client.createTask({ progressToken: t });

@@ -77,6 +77,32 @@ describe('TaskTable', () => {
     expect(tasks.cancel(task.taskId, undefined, streamOf, 5)?.wasWorking).toBe(false);
   });
 
+  it('a task cancelled before its stream appeared keeps no stream: a later stream on its token is not its', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const task = create('later', 0);
+    expect(tasks.cancel(task.taskId, 'not needed', streamOf, 1)).toMatchObject({
+      wasWorking: true,
+      task: { status: 'cancelled', reason: 'not needed' },
+    });
+    // A worker starts on the token afterwards (or another job reuses it), and ends.
+    router.publish(1, { v: 1, progressToken: 'later', progress: 7, total: 10, message: 'x' }, 5);
+    expect(router.get('later')).toBeDefined();
+    const cancelled = { status: 'cancelled', reason: 'not needed', updatedAt: 1 };
+    const got = tasks.get(task.taskId, streamOf, 6);
+    expect(got).toMatchObject(cancelled);
+    expect(got?.stream).toBeUndefined();
+    const listed = tasks.list(undefined, 10, streamOf, 6).tasks[0];
+    expect(listed).toMatchObject(cancelled);
+    expect(listed?.stream).toBeUndefined();
+    const again = tasks.cancel(task.taskId, undefined, streamOf, 7);
+    expect(again).toMatchObject({ wasWorking: false, task: cancelled });
+    expect(again?.task.stream).toBeUndefined();
+    router.finish(1, { v: 1, progressToken: 'later', status: 'ok', message: 'all done' }, 8);
+    const ended = tasks.get(task.taskId, streamOf, 9);
+    expect(ended).toMatchObject(cancelled);
+    expect(ended?.stream).toBeUndefined();
+  });
+
   it('takes the outcome of a stream that ended before the task was created', () => {
     const { router, create } = setup();
     router.publish(1, { v: 1, progressToken: 'early', progress: 1 }, 1);
