@@ -39,6 +39,7 @@ import {
   WATCH_TOOL,
   watchTaskArguments,
 } from './mcp-server.js';
+import { HANDED_ON } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 import { mcpTask, taskChangedAt, taskToolResult, unknownTask } from './tasks.js';
 
@@ -380,26 +381,48 @@ export class TaskListens {
     await Promise.all(listeners.map((listener) => listener.close(true)));
   }
 
-  /** Tells the task now, then follows its stream: each update and its end re-read the task. */
+  /**
+   * Tells the task now, then follows its stream: each update, its end and each poll interval
+   * prompt a look at the task. One look at a time: a prompt while one is in flight (its write
+   * waiting for a client that does not read) asks for one more after it, which tells the newest
+   * state. So a stalled listen holds one message per task, never one per change.
+   */
   async #follow(listener: TaskListener, record: TaskRecord): Promise<void> {
     await listener.tell(record);
     if (TERMINAL_TASK_STATUSES.has(record.status)) return;
     let poll: NodeJS.Timeout | undefined;
-    const tellNow = async (): Promise<void> => {
-      const now = await this.#source.getTask(record.taskId);
-      // A task past its TTL is gone from the daemon: nothing more to look at.
-      if (now === undefined) clearInterval(poll);
-      else await listener.tell(now);
+    let looking = false;
+    let again = false;
+    const look = (): void => {
+      if (looking) {
+        again = true;
+        return;
+      }
+      looking = true;
+      again = false;
+      this.#source
+        .getTask(record.taskId)
+        // A task past its TTL is gone from the daemon: nothing more to look at.
+        .then((now) => (now === undefined ? clearInterval(poll) : listener.tell(now)))
+        .catch(() => {})
+        .finally(() => {
+          looking = false;
+          if (again) look();
+        });
     };
     const forwarding = await forwardOnOwnSession(
       this.#source,
       { progressToken: record.progressToken, minIntervalMs: TASK_STATUS_MIN_INTERVAL_MS },
-      // Nothing is forwarded as progress: each update only prompts a look at the task.
-      outsideRequest(undefined, tellNow),
+      // Nothing is forwarded as progress: each update only prompts a look (taken at once, so the
+      // forward never queues updates behind a look).
+      outsideRequest(undefined, () => {
+        look();
+        return HANDED_ON;
+      }),
     );
     // What the stream does not show (a cancel made through another process) is seen at the
     // next look: one every poll interval, the pace a polling client would see it at.
-    poll = setInterval(() => tellNow().catch(() => {}), TASK_POLL_INTERVAL_MS);
+    poll = setInterval(look, TASK_POLL_INTERVAL_MS);
     poll.unref();
     const stop = async () => {
       clearInterval(poll);
@@ -412,7 +435,7 @@ export class TaskListens {
     forwarding.ended
       .then(async () => {
         await stop();
-        await tellNow();
+        look();
       })
       .catch(() => {});
   }

@@ -1,0 +1,129 @@
+/**
+ * The task listen streams of the tasks extension (subscriptions/listen with taskIds) over a
+ * source that stands in for the daemon, on fake timers: what a listen holds for a client that
+ * stopped reading while its task keeps changing.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { NotificationHandler } from '../../src/gateway-client/gateway-client.js';
+import type { ProgressSource } from '../../src/mcp/progress-source.js';
+import {
+  detailedTask,
+  type ListenMessage,
+  TASK_STATUS_NOTIFICATION,
+  TaskListens,
+} from '../../src/mcp/tasks-extension.js';
+import { DONE_METHOD, PROGRESS_METHOD } from '../../src/protocol/notifications.js';
+import type { TaskRecord } from '../../src/protocol/tasks.js';
+import { TASK_POLL_INTERVAL_MS } from '../../src/shared/defaults.js';
+
+/** One job and its task, as the daemon would answer for them; advance() is one more update. */
+function job() {
+  let progress = 0;
+  let status: TaskRecord['status'] = 'working';
+  let notify: NotificationHandler | undefined;
+  const record = (): TaskRecord => ({
+    taskId: 'task-1',
+    progressToken: 'job',
+    status,
+    createdAt: 0,
+    updatedAt: status === 'working' ? 0 : progress,
+    ttlMs: 600_000,
+    pollIntervalMs: TASK_POLL_INTERVAL_MS,
+    stream: {
+      progressToken: 'job',
+      last: { progressToken: 'job', progress, total: 1_000_000 },
+      state: status === 'working' ? 'active' : 'done',
+      ...(status === 'working' ? {} : { status: 'ok' as const }),
+      subscribers: 1,
+      startedAt: 0,
+      updatedAt: progress,
+    },
+  });
+  const unused = () => Promise.reject(new Error('not used by task listens'));
+  const source: ProgressSource = {
+    openSession: async () => ({
+      subscribe: async (_params, handler) => {
+        notify = handler;
+        return { unsubscribe: async () => {} };
+      },
+      close: async () => {},
+    }),
+    getTask: async (taskId) => (taskId === 'task-1' ? record() : undefined),
+    list: unused,
+    get: unused,
+    cancel: unused,
+    createTask: unused,
+    cancelTask: unused,
+    listTasks: unused,
+    close: async () => {},
+  };
+  return {
+    source,
+    record,
+    advance(): void {
+      progress++;
+      notify?.({
+        jsonrpc: '2.0',
+        method: PROGRESS_METHOD,
+        params: { progressToken: 'job', progress, total: 1_000_000 },
+      });
+    },
+    finish(): void {
+      status = 'completed';
+      notify?.({
+        jsonrpc: '2.0',
+        method: DONE_METHOD,
+        params: { progressToken: 'job', status: 'ok' },
+      });
+    },
+  };
+}
+
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('TaskListens', () => {
+  it('holds one message per task for a client that stopped reading, however often the task changes, then tells the newest state and ends', async () => {
+    const task = job();
+    const listens = new TaskListens(task.source);
+    const written: ListenMessage[] = [];
+    const waiting: Array<() => void> = [];
+    let reading = true;
+    // A client that stops reading: each write then waits, as for 'drain' that does not come.
+    const write = (message: ListenMessage): Promise<void> => {
+      written.push(message);
+      return reading ? Promise.resolve() : new Promise((resolve) => waiting.push(resolve));
+    };
+    await listens.listen({ id: 7, taskIds: ['task-1'], declared: true }, write);
+    expect(written.map((message) => message.method)).toEqual([
+      'notifications/subscriptions/acknowledged',
+      TASK_STATUS_NOTIFICATION,
+    ]);
+
+    reading = false;
+    // 1000 updates of the stream and 100 poll intervals, every one a new statusMessage.
+    for (let update = 1; update <= 1000; update++) {
+      task.advance();
+      if (update % 10 === 0) await vi.advanceTimersByTimeAsync(TASK_POLL_INTERVAL_MS);
+    }
+    expect(written.length - 2).toBe(1);
+    expect(waiting).toHaveLength(1);
+
+    // Reading again: the one that waited, then the newest state, not each one in between.
+    reading = true;
+    waiting.shift()?.();
+    await vi.waitFor(() => expect(written).toHaveLength(4));
+    const newest = detailedTask(task.record()).statusMessage;
+    expect(written[3]?.params).toMatchObject({ statusMessage: newest });
+
+    task.finish();
+    await vi.waitFor(() => expect(written.at(-1)?.result).toBeDefined());
+    expect(written.at(-2)?.params).toMatchObject({ status: 'completed' });
+    expect(written).toHaveLength(6);
+    expect(waiting).toHaveLength(0);
+  });
+});
