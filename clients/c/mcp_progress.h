@@ -23,8 +23,10 @@
  * without a daemon keeps working: its updates fail, and it may ignore that. The daemon may start
  * after the worker, or restart under it: when open could not connect, or the daemon went away,
  * each later call connects again first (waits of 50 ms doubling to 2 s between tries, as the
- * Node and Python clients), claims the token again if it was claimed, sends the newest update
- * made meanwhile (it failed then, and was kept: not a backlog), and goes on; poll waits
+ * Node and Python clients; a daemon at its --max-connections accepts a connection only to refuse
+ * it, which does not end the backoff), claims the token again if it was claimed, sends the newest
+ * update made meanwhile (it failed then, or went to a refused connection, and was kept: not a
+ * backlog), and goes on; poll waits
  * for the daemon up to its timeout, and done up to its own (250 ms when it never connected);
  * a done refused journal_failed (the daemon's disk is full) is sent again every 250 ms then.
  * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
@@ -61,8 +63,12 @@ typedef struct mcp_progress {
   int closed;
   int attempts;
   long retry_at;
+  /* The daemon refused the last connection (too_many_connections): the next does not reset the
+   * backoff. */
+  int refused_connection;
   char refused[64]; /* The code of the daemon's last refusal. */
   char pending[8192]; /* The newest update made while not connected: sent first on connecting. */
+  char sent[8192]; /* The newest update sent on this connection: kept if the daemon refuses it. */
 } mcp_progress;
 
 /*
@@ -227,7 +233,9 @@ static int mcpp_connect(mcp_progress *p) {
 #endif
   p->connected = 1;
   p->ever_connected = 1;
-  p->attempts = 0;
+  if (!p->refused_connection) p->attempts = 0;
+  p->refused_connection = 0;
+  p->sent[0] = 0;
   p->inbox_used = 0;
   return 0;
 }
@@ -275,9 +283,14 @@ static int mcpp_wait_for_retry(mcp_progress *p, long deadline) {
   return 1;
 }
 
-/* The daemon went away: the next call may try at once (it may be back), then backs off. */
+/* The daemon went away: the next call may try at once (it may be back), then backs off. A daemon
+ * that closed a connection it refused is still there, and full: p.error says so already. */
 static int mcpp_lost(mcp_progress *p, const char *why) {
   mcpp_disconnect(p);
+  if (p->refused_connection) {
+    p->retry_at = mcpp_now_ms() + mcpp_backoff_ms(p->attempts++);
+    return -1;
+  }
   p->retry_at = 0;
   return mcpp_fail(p, "lost the daemon: %s", why);
 }
@@ -313,7 +326,9 @@ static int mcpp_send(mcp_progress *p, const char *type, const char *fields) {
   if (used < 0 || used + (int)strlen(fields) + 4 >= (int)sizeof frame)
     return mcpp_fail(p, "the %s frame is over %d bytes: shorten the message", type, MCP_PROGRESS_MAX_FRAME);
   used += snprintf(frame + used, sizeof frame - (size_t)used, "%s}}\f", fields);
-  return mcpp_write_all(p, frame, (size_t)used);
+  if (mcpp_write_all(p, frame, (size_t)used) != 0) return -1;
+  if (strcmp(type, "progress") == 0 && strlen(fields) < sizeof p->sent) strcpy(p->sent, fields);
+  return 0;
 }
 
 /* The string value of "key" in a frame the daemon wrote (JSON.stringify: no spaces), unescaped. */
@@ -365,7 +380,15 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
     mcpp_field_string(frame, "code", code, sizeof code);
     mcpp_field_string(frame, "message", message, sizeof message);
     memcpy(p->refused, code, sizeof code); /* The same size, and ended. */
-    mcpp_fail(p, "the daemon refused a frame (%s): %s", code, message);
+    if (strcmp(code, "too_many_connections") == 0) {
+      /* Accepted only to say so and close: coming back at once would not help, and what was sent
+       * on this connection was ignored (its newest update goes first on the next). */
+      p->refused_connection = 1;
+      if (p->sent[0] != 0) strcpy(p->pending, p->sent);
+      mcpp_fail(p, "the daemon on %s serves --max-connections workers already: %s; reconnecting with backoff", p->socket_path, message);
+    } else {
+      mcpp_fail(p, "the daemon refused a frame (%s): %s", code, message);
+    }
     *rejected = 1;
     return mcpp_field_integer(frame, "seq");
   }

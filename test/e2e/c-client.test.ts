@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { buildCWorker, cc } from '../helpers/c-client.js';
 import {
   cleanupAll,
@@ -26,6 +26,7 @@ import {
   untilWorkerConnected,
   waitForEvent,
 } from '../helpers/stepped-worker.js';
+import { rawWorker } from '../helpers/worker.js';
 
 describe.skipIf(cc.skip)('the C client on Linux', () => {
   let daemon: RunningDaemon;
@@ -150,6 +151,59 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     const reply = await gateway.request('progress/get', { progressToken: 'c-stale' });
     expect(reply.result).toMatchObject({ stream: { state: 'done' } });
     await gateway.close();
+  });
+
+  it('at a daemon that is full: comes back with backoff, not at once, and gets in once there is room', async () => {
+    const full = await startDaemon(['--max-connections', '1']);
+    const gateway = await connectGateway(full.info);
+    const held = await rawWorker(full.info.socket);
+    await gateway.request('progress/subscribe', { progressToken: 'c-full', minIntervalMs: 0 });
+    await eventually(
+      async () => {
+        const status = (await gateway.request('progress/status')).result as { connections: number };
+        return status.connections === 1 ? true : undefined;
+      },
+      10_000,
+      'the daemon to serve the connection that fills it',
+    );
+    const { child, worker, steps } = startWorker('done', 'c-full', {
+      values: 1,
+      socket: full.info.socket,
+    });
+    // It waits for its step file: if the test fails first, it would wait on forever.
+    onTestFinished(() => {
+      child.kill();
+    });
+    // The daemon counts each connection it refused (read every 10 ms).
+    const refusedReach = (count: number) =>
+      eventually(
+        async () => {
+          const status = (await gateway.request('progress/status')).result as {
+            counters: { connectionsRefused: number };
+          };
+          return status.counters.connectionsRefused >= count ? performance.now() : undefined;
+        },
+        30_000,
+        `${count} refused connections`,
+      );
+    const first = await refusedReach(1);
+    const sixth = await refusedReach(6);
+    // The waits before reconnects double from 25-50 ms: at least 25 + 50 + 100 + 200 + 400 ms
+    // from the first refusal to the sixth, less what reading the count late took off.
+    expect(sixth - first).toBeGreaterThanOrEqual(600);
+    held.destroy();
+    // Its update went out on a refused connection, which the daemon ignored: it is kept and sent
+    // once the worker is in.
+    await eventually(
+      () => (progressValues(gateway, 'c-full').includes(1) ? true : undefined),
+      10_000,
+      'value 1',
+    );
+    writeFileSync(join(steps, 'ack-1'), '');
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
+    expect(await waitForExit(child)).toBe(0);
+    await gateway.close();
+    expect(await full.stop()).toBe(0);
   });
 
   it('says what is missing when there is no token', async () => {
