@@ -627,21 +627,26 @@ export class GatewayEndpoint {
       opened.pingedAt = undefined;
     };
     ws.on('pong', heard);
+    const failed = (error: Error) =>
+      this.#log.warn(`session ${id}: request failed: ${error.message}`);
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!this.#sessions.has(id)) return;
       heard();
       let answer: string | undefined;
       try {
+        // A method that throws (a bug) fails its request only: handleRpcText answers it with
+        // internal_error and the request's id.
         answer = isBinary
           ? rpcError(
               null,
               'invalid_request',
               'send JSON-RPC as WebSocket text messages, not binary',
             )
-          : handleRpcText(id, data.toString('utf8'), this.#backend);
+          : handleRpcText(id, data.toString('utf8'), this.#backend, failed);
       } catch (error) {
-        // A bug or an oversized reply fails this request only, never the daemon or the session.
-        this.#log.warn(`session ${id}: request failed: ${(error as Error).message}`);
+        // Never the daemon or the session: a failure before the request's id was read has no id
+        // to answer with.
+        failed(error as Error);
         answer = rpcError(
           null,
           'internal_error',

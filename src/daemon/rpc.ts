@@ -261,11 +261,16 @@ function numericIdText(text: string): string | undefined {
   return sources.get(message);
 }
 
-/** Handles one text message; returns the reply, or undefined for a notification. */
+/**
+ * Handles one text message; returns the reply, or undefined for a notification. A method that
+ * throws (a bug) fails its request only: `failed` hears of it, and the reply is internal_error
+ * with the request's id.
+ */
 export function handleRpcText(
   session: SessionId,
   text: string,
   backend: GatewayBackend,
+  failed: (error: Error) => void,
 ): string | undefined {
   let message: unknown;
   try {
@@ -305,6 +310,25 @@ export function handleRpcText(
     const numberText = numericIdText(text);
     if (numberText !== undefined && numberText !== JSON.stringify(id)) rpcId = { numberText };
   }
+  try {
+    return answer(session, message, hasId, rpcId, backend);
+  } catch (error) {
+    const cause = error instanceof Error ? error : new Error(String(error));
+    failed(cause);
+    // JSON-RPC 2.0: the error carries the request's id, once read (§5); a notification gets none (§4.1).
+    if (!hasId) return undefined;
+    return rpcError(rpcId, 'internal_error', `the daemon failed on this request: ${cause.message}`);
+  }
+}
+
+/** The reply to a message whose id has been read: its checks, then its method's outcome. */
+function answer(
+  session: SessionId,
+  message: Record<string, unknown>,
+  hasId: boolean,
+  rpcId: RpcId,
+  backend: GatewayBackend,
+): string | undefined {
   if (message.jsonrpc !== '2.0') {
     return rpcError(
       rpcId,

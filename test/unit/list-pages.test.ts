@@ -39,12 +39,18 @@ function backendOf(router: Router, maxBytes: number): GatewayBackend {
   };
 }
 
+/** No method here should fail: one that does fails the test with its own error. */
+function rethrow(error: Error): never {
+  throw error;
+}
+
 let nextId = 1;
 function call(backend: GatewayBackend, method: string, params?: unknown) {
   const text = handleRpcText(
     1,
     JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }),
     backend,
+    rethrow,
   );
   return JSON.parse(text ?? 'null') as {
     result?: unknown;
@@ -71,6 +77,7 @@ function allPages(
         params: cursor === undefined ? params : { ...params, cursor },
       }),
       backend,
+      rethrow,
     );
     replies.push(text ?? '');
     const page = (JSON.parse(text ?? 'null') as { result: ListResult }).result;
