@@ -154,7 +154,7 @@ export function serveTasksExtension(
     // The daemon marks the task cancelled and tells its workers before this answers.
     const { task } = await source.cancelTask(taskId);
     if (task === undefined) throw invalidParams(unknownTask(taskId));
-    await listens.changed(task);
+    listens.changed(task);
     return {};
   });
   // Never input_required, so no input is outstanding: an update of a known task is acknowledged
@@ -250,7 +250,10 @@ class TaskListener {
     return true;
   }
 
-  /** Tells the task as it is now, once per change; after its end, nothing more of it. */
+  /**
+   * Tells the task as it is now, once per change; after its end, nothing more of it. The write
+   * starts before the first await (TaskListens.changed relies on it); the promise waits for it.
+   */
   async tell(record: TaskRecord): Promise<void> {
     const followed = this.#tasks.get(record.taskId);
     if (followed === undefined || followed.ended || this.#closed) return;
@@ -304,7 +307,8 @@ class TaskListener {
 /**
  * The listen streams for tasks of one server process (a stdio connection, or /mcp): each task
  * listened to is told at once, then on each change of its statusMessage (coalesced) and of its
- * status, from its stream; a cancel made through this process is told before tasks/cancel answers.
+ * status, from its stream; a cancel made through this process is written to them before
+ * tasks/cancel answers, which waits for none of them to be read.
  */
 export class TaskListens {
   readonly #source: ProgressSource;
@@ -364,13 +368,16 @@ export class TaskListens {
     listener.close(graceful).catch(() => {});
   }
 
-  /** A task changed in this process: every listener of it is told now. */
-  async changed(record: TaskRecord): Promise<void> {
-    await Promise.all(
-      [...this.#listeners]
-        .filter((listener) => listener.follows(record.taskId))
-        .map((listener) => listener.tell(record)),
-    );
+  /**
+   * A task changed in this process (a cancel made here): every listener of it is told now. Each
+   * message is written before this returns (tell writes before it first waits), so over stdio it
+   * comes before the cancel's answer; the writes are not awaited, since one waits for its client
+   * to read, and a listen whose client stopped reading must hold up no one's answer.
+   */
+  changed(record: TaskRecord): void {
+    for (const listener of this.#listeners) {
+      if (listener.follows(record.taskId)) listener.tell(record).catch(() => {});
+    }
   }
 
   /** Ends every listen gracefully (the server is going away). */

@@ -3,9 +3,10 @@
  * SEP-2663), driven by a raw JSON-RPC client over the stdio of the real `mcp-progress mcp` and
  * over the daemon's /mcp, with real workers on the daemon's socket. Each scenario runs over both.
  */
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
-import { httpBase, postMcp, waitForSubscribers } from '../helpers/mcp.js';
+import { httpBase, MCP_POST_HEADERS, postMcp, waitForSubscribers } from '../helpers/mcp.js';
 import { NEWEST_REVISION } from '../helpers/mcp-v2.js';
 import {
   CLIENT_CAPABILITIES,
@@ -23,6 +24,7 @@ import {
   publishingWorker,
   publishSteadily,
   type RawWorker,
+  rawWorker,
   steadyJobResult,
 } from '../helpers/worker.js';
 
@@ -225,6 +227,16 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2026-07-28 task over $name', 
     expect(await getTask(mcp, task.taskId)).toMatchObject({ status: 'cancelled' });
     const cancel = await worker.reply((envelope) => envelope.type === 'cancel');
     expect(cancel.data).toMatchObject({ progressToken: t });
+    if (transport === RAW_STDIO) {
+      // One pipe: the listen was written the cancel before the answer (over HTTP, another stream).
+      const toldCancel = toldMessages(mcp, id, task.taskId).find(
+        (m) => m.params?.status === 'cancelled',
+      );
+      expect(toldCancel).toBeDefined();
+      expect(mcp.received.indexOf(toldCancel as RawMessage)).toBeLessThan(
+        mcp.received.indexOf(cancelled),
+      );
+    }
     await eventually(() =>
       told(mcp, id, task.taskId).some((now) => now.status === 'cancelled') ? true : undefined,
     );
@@ -381,4 +393,110 @@ describe('2026-07-28 tasks are the daemon’s', () => {
     worker.destroy();
     await http.close();
   });
+});
+
+/**
+ * Opens a task listen on /mcp on a connection of its own, by node:http, and stops reading its
+ * SSE stream at once (paused): what the daemon writes to it piles up in its buffers.
+ */
+function stalledListen(id: string, taskIds: string[]): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(`${httpBase(daemon.info)}/mcp`);
+    const request = httpRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        agent: false,
+        headers: {
+          ...MCP_POST_HEADERS,
+          authorization: `Bearer ${daemon.info.secret}`,
+          'mcp-protocol-version': NEWEST_REVISION,
+          'mcp-method': 'subscriptions/listen',
+        },
+      },
+      (response) => {
+        response.pause();
+        resolve(response);
+      },
+    );
+    request.once('error', reject);
+    request.end(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method: 'subscriptions/listen',
+        params: {
+          notifications: { taskIds },
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': NEWEST_REVISION,
+            'io.modelcontextprotocol/clientInfo': { name: 'stalled', version: '0' },
+            ...WITH_TASKS,
+          },
+        },
+      }),
+    );
+  });
+}
+
+describe('a task listen on /mcp whose client stopped reading', () => {
+  it('holds up no other client’s tasks/cancel, and that client’s own listen is told the cancel', async () => {
+    // Every notification on a listen carries its request id (_meta's subscriptionId): a long id
+    // makes each one large, so a few changes of a few tasks fill the loopback buffers.
+    const LONG_ID_BYTES = 256 * 1024;
+    // More than a stalled loopback connection holds (the daemon's send buffer tops out at 4 MiB
+    // here, tcp_wmem; the unread receive buffer stays far smaller), several times over.
+    const FILLED_BYTES = 32 * 1024 * 1024;
+    const jobs = Array.from({ length: 8 }, (_, n) => token(`stalled-${n}`));
+    const worker = await rawWorker(daemon.info.socket);
+    const healthy = await RAW_HTTP.connect(daemon, NEWEST_REVISION);
+    let stalled: IncomingMessage | undefined;
+    try {
+      let progress = 0;
+      const publish = () => {
+        progress++;
+        for (const t of jobs) {
+          worker.send('progress', { v: 1, progressToken: t, progress, total: 1_000_000_000 });
+        }
+      };
+      publish();
+      const tasks: DetailedTask[] = [];
+      for (const t of jobs) tasks.push(await startTask(healthy, t, `label-${t}`));
+      const taskIds = tasks.map((task) => task.taskId);
+      stalled = await stalledListen('x'.repeat(LONG_ID_BYTES), taskIds);
+      expect(stalled.statusCode).toBe(200);
+      // The healthy client listens to the same tasks: each change it is told, the stalled listen
+      // was written too, until its buffers were full.
+      const { id } = await listen(healthy, taskIds);
+      const toldCount = () =>
+        taskIds.reduce((sum, taskId) => sum + told(healthy, id, taskId).length, 0);
+      await eventually(
+        () => {
+          publish();
+          return toldCount() * LONG_ID_BYTES > FILLED_BYTES ? true : undefined;
+        },
+        60_000,
+        'enough task changes to fill the stalled listen’s buffers',
+      );
+      const [cancelledTask] = tasks as [DetailedTask];
+      // Answered whatever the stalled client does (request() fails when no answer comes).
+      const cancelled = await healthy.request('tasks/cancel', {
+        taskId: cancelledTask.taskId,
+        _meta: WITH_TASKS,
+      });
+      expect(cancelled.error).toBeUndefined();
+      expect(cancelled.result).toMatchObject({ resultType: 'complete' });
+      await worker.reply((envelope) => envelope.type === 'cancel');
+      await eventually(() =>
+        told(healthy, id, cancelledTask.taskId).some((now) => now.status === 'cancelled')
+          ? true
+          : undefined,
+      );
+    } finally {
+      stalled?.destroy();
+      worker.destroy();
+      await healthy.close();
+    }
+  }, 120_000);
 });

@@ -126,4 +126,27 @@ describe('TaskListens', () => {
     expect(written).toHaveLength(6);
     expect(waiting).toHaveLength(0);
   });
+
+  it('writes a cancel made in this process to a listen whose client stopped reading before changed() returns, and waits for no write', async () => {
+    const task = job();
+    const listens = new TaskListens(task.source);
+    const written: ListenMessage[] = [];
+    let reading = true;
+    const write = (message: ListenMessage): Promise<void> => {
+      written.push(message);
+      // A client that stopped reading: the write waits for a 'drain' that does not come.
+      return reading ? Promise.resolve() : new Promise(() => {});
+    };
+    await listens.listen({ id: 7, taskIds: ['task-1'], declared: true }, write);
+    reading = false;
+    task.advance();
+    await vi.waitFor(() => expect(written).toHaveLength(3));
+
+    const cancelled: TaskRecord = { ...task.record(), status: 'cancelled', updatedAt: 1 };
+    // Nothing to await: the cancel's answer follows at once, after what was written here.
+    const returned: unknown = listens.changed(cancelled);
+    expect(returned).toBeUndefined();
+    expect(written).toHaveLength(4);
+    expect(written[3]?.params).toMatchObject({ taskId: 'task-1', status: 'cancelled' });
+  });
 });
