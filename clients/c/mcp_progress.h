@@ -24,7 +24,8 @@
  * after the worker, or restart under it: when open could not connect, or the daemon went away,
  * each later call connects again first (waits of 50 ms doubling to 2 s between tries, as the
  * Node and Python clients; a daemon at its --max-connections accepts a connection only to refuse
- * it, which does not end the backoff), claims the token again if it was claimed, sends the newest
+ * it, and one that refuses a frame as malformed closes the connection, neither of which ends the
+ * backoff), claims the token again if it was claimed, sends the newest
  * update made meanwhile (it failed then, or went to a refused connection, and was kept: not a
  * backlog), and goes on; poll waits
  * for the daemon up to its timeout, and done up to its own (250 ms when it never connected);
@@ -63,8 +64,8 @@ typedef struct mcp_progress {
   int closed;
   int attempts;
   long retry_at;
-  /* The daemon refused the last connection (too_many_connections): the next does not reset the
-   * backoff. */
+  /* The daemon refused the last connection (too_many_connections), or a frame of it as
+   * malformed: the next does not reset the backoff. */
   int refused_connection;
   char refused[64]; /* The code of the daemon's last refusal. */
   char pending[8192]; /* The newest update made while not connected: sent first on connecting. */
@@ -284,7 +285,8 @@ static int mcpp_wait_for_retry(mcp_progress *p, long deadline) {
 }
 
 /* The daemon went away: the next call may try at once (it may be back), then backs off. A daemon
- * that closed a connection it refused is still there, and full: p.error says so already. */
+ * that closed a connection it refused is still there (full, or refusing what this worker sends):
+ * p.error says so already. */
 static int mcpp_lost(mcp_progress *p, const char *why) {
   mcpp_disconnect(p);
   if (p->refused_connection) {
@@ -362,6 +364,15 @@ static long mcpp_field_integer(const char *frame, const char *key) {
   return at == NULL ? -1 : strtol(at + strlen(pattern), NULL, 10);
 }
 
+/* Whether the daemon refuses a frame with `code` as malformed and closes the connection
+ * (REFUSED_FRAME_CODES in src/client/done-answers.ts). */
+static int mcpp_refuses_frame(const char *code) {
+  static const char *const codes[] = {"invalid_utf8", "invalid_json", "invalid_envelope", "reserved_event", "frame_too_large"};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    if (strcmp(code, codes[i]) == 0) return 1;
+  return 0;
+}
+
 /* Handles one frame from the daemon; returns its seq if it answers one (ack or rejected). */
 static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
   char type[32] = "";
@@ -387,6 +398,9 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
       if (p->sent[0] != 0) strcpy(p->pending, p->sent);
       mcpp_fail(p, "the daemon on %s serves --max-connections workers already: %s; reconnecting with backoff", p->socket_path, message);
     } else {
+      /* A malformed frame (a token or message that is not UTF-8, a NaN) closes the connection,
+       * and the next would send the same: coming back at once would loop (PROTOCOL 2.5). */
+      if (mcpp_refuses_frame(code)) p->refused_connection = 1;
       mcpp_fail(p, "the daemon refused a frame (%s): %s", code, message);
     }
     *rejected = 1;

@@ -206,6 +206,54 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     expect(await full.stop()).toBe(0);
   });
 
+  it('whose every frame is refused as malformed: comes back with backoff, not at once', async () => {
+    const refusing = await startDaemon();
+    const gateway = await connectGateway(refusing.info);
+    const steps = tempDir();
+    // A token that is not UTF-8 (an 0xFF byte): the daemon refuses each connection's first frame
+    // with invalid_utf8 and closes it. Node passes an environment only as text, so sh makes it.
+    const child = spawn(
+      'sh',
+      [
+        '-c',
+        `MCP_PROGRESS_TOKEN="$(printf 'c-bad\\377')" exec "$0" "$@"`,
+        program,
+        'done',
+        '1',
+        steps,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, MCP_PROGRESS_SOCKET: refusing.info.socket },
+      },
+    );
+    collectOutput(child);
+    // It waits for its step file, which never comes: it would poll on forever.
+    onTestFinished(() => {
+      child.kill();
+    });
+    const invalidUtf8Reach = (count: number) =>
+      eventually(
+        async () => {
+          const status = (await gateway.request('progress/status')).result as {
+            counters: { framesRejected: { invalid_utf8?: number } };
+          };
+          return (status.counters.framesRejected.invalid_utf8 ?? 0) >= count
+            ? performance.now()
+            : undefined;
+        },
+        30_000,
+        `${count} frames refused invalid_utf8`,
+      );
+    const first = await invalidUtf8Reach(1);
+    const sixth = await invalidUtf8Reach(6);
+    // One refusal a connection, and the waits before reconnects double from 25-50 ms: at least
+    // 25 + 50 + 100 + 200 + 400 ms from the first to the sixth, less what reading it late took off.
+    expect(sixth - first).toBeGreaterThanOrEqual(600);
+    await gateway.close();
+    expect(await refusing.stop()).toBe(0);
+  });
+
   it('says what is missing when there is no token', async () => {
     const child = spawn(program, ['done', '1', tempDir()], {
       stdio: ['ignore', 'pipe', 'pipe'],
