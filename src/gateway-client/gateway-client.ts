@@ -471,9 +471,10 @@ export class GatewayClient {
     clearTimeout(this.#giveUpTimer);
     this.#giveUpTimer = undefined;
     // A Buffer (binaryType nodebuffer): its own toString, not String(), which looks it up first.
-    ws.on('message', (data) =>
-      this.#message(Buffer.isBuffer(data) ? data.toString() : String(data)),
-    );
+    // A connection no longer current (close() lingering on it) must not reach a handler.
+    ws.on('message', (data) => {
+      if (this.#ws === ws) this.#message(Buffer.isBuffer(data) ? data.toString() : String(data));
+    });
     ws.on('error', () => {});
     ws.on('close', () => this.#dropped(ws));
     // Resubscribe whatever was live before a reconnect.

@@ -7,6 +7,7 @@ import type { Notification } from '../../src/protocol/notifications.js';
 import { BridgeError } from '../../src/shared/errors.js';
 import { cleanupAll, eventually, runCli, startDaemon, tempDir } from '../helpers/daemon.js';
 import { startLinkRelay } from '../helpers/link-relay.js';
+import { progressFrame, rawWorker } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
 
@@ -150,6 +151,49 @@ describe('GatewayClient', () => {
     expect(states).toEqual(['connected', 'disconnected']);
     await client.close();
     expect(states).toEqual(['connected', 'disconnected']);
+    await relay.close();
+    await daemon.stop();
+  });
+
+  it("delivers nothing of a connection close() is closing: a notification in close()'s linger is dropped", async () => {
+    const daemon = await startDaemon();
+    const relay = await startLinkRelay(daemon.info);
+    const client = await GatewayClient.connect({ runtimeDir: relay.runtimeDir });
+    const seen: number[] = [];
+    await client.subscribe({ progressToken: 'lingering', minIntervalMs: 0 }, (n) => {
+      if (n.method === 'notifications/progress') seen.push(n.params.progress);
+    });
+    // A worker already connected: its value 2 reaches the client well within close()'s linger.
+    const worker = await rawWorker(daemon.info.socket);
+    worker.send('progress', progressFrame('lingering', 1));
+    await eventually(() => (seen.length === 1 ? true : undefined), 10_000, 'value 1');
+    // From the next message on nothing the client sends reaches the daemon, its close frame
+    // neither: the daemon keeps the session and sends on while close() lingers.
+    relay.verdict = () => 'hold';
+    const listing = client.list().catch((e: unknown) => e);
+    await eventually(
+      () => (relay.connections[0]?.sent.length === 2 ? true : undefined),
+      10_000,
+      'the held request',
+    );
+    const closing = client.close();
+    worker.send('progress', progressFrame('lingering', 2));
+    await eventually(
+      () =>
+        relay.connections[0]?.received.some(
+          (text) => (JSON.parse(text) as { params?: { progress?: number } }).params?.progress === 2,
+        )
+          ? true
+          : undefined,
+      10_000,
+      'value 2 passed on to the closing client',
+    );
+    // The socket ends after value 2: close() is over once the client has read all of it.
+    relay.connections[0]?.cut();
+    await closing;
+    expect(await listing).toMatchObject({ code: 'closed' });
+    expect(seen).toEqual([1]);
+    worker.destroy();
     await relay.close();
     await daemon.stop();
   });

@@ -3,7 +3,7 @@
  * see what a client sends, or cut its connection at one exact message. It has a runtime dir of
  * its own whose daemon.json is the daemon's with `gatewaySocket` naming the relay, so a client
  * (GatewayClient, tail) that finds the daemon there connects through it. Bytes pass unchanged
- * both ways; the relay only reads the client's WebSocket frames to name each message.
+ * both ways; the relay only reads the WebSocket frames of both sides to name each message.
  */
 import { writeFileSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
@@ -19,6 +19,8 @@ export interface RelayedConnection {
   readonly index: number;
   /** The text of each message the client sent after its upgrade (pongs and closes left out). */
   readonly sent: string[];
+  /** The text of each message the daemon sent the client, as it was passed on. */
+  readonly received: string[];
   /** Ends both sides at once, as a daemon that died would. */
   cut(): void;
 }
@@ -64,13 +66,33 @@ export async function startLinkRelay(info: DaemonInfo): Promise<LinkRelay> {
     const connection: RelayedConnection = {
       index: relay.connections.length + 1,
       sent: [],
+      received: [],
       cut() {
         client.destroy();
         upstream.destroy();
       },
     };
     relay.connections.push(connection);
-    upstream.on('data', (chunk: Buffer) => client.write(chunk));
+    let upstreamHead = true;
+    let downstream: Buffer = Buffer.alloc(0);
+    upstream.on('data', (chunk: Buffer) => {
+      client.write(chunk);
+      let frames = chunk;
+      if (upstreamHead) {
+        // The 101 answer, then frames (in the same chunk if the daemon sends one at once).
+        const end = chunk.indexOf('\r\n\r\n');
+        if (end === -1) return;
+        upstreamHead = false;
+        frames = chunk.subarray(end + 4);
+      }
+      downstream = Buffer.concat([downstream, frames]);
+      for (;;) {
+        const message = nextFrame(downstream);
+        if (message === undefined) break;
+        downstream = message.rest;
+        if (message.text !== undefined) connection.received.push(message.text);
+      }
+    });
     upstream.on('close', () => client.destroy());
     client.on('close', () => upstream.destroy());
     let head = true;
@@ -109,7 +131,8 @@ export async function startLinkRelay(info: DaemonInfo): Promise<LinkRelay> {
 }
 
 /**
- * One whole client frame (RFC 6455 5.2: masked, unfragmented as ws sends them) at the start of
+ * One whole frame (RFC 6455 5.2: masked from the client, unmasked from the daemon, unfragmented
+ * as ws sends them) at the start of
  * `bytes`: its text when it is a text frame; undefined when the frame is not all there yet.
  */
 function nextFrame(bytes: Buffer): { text: string | undefined; rest: Buffer } | undefined {
