@@ -350,6 +350,10 @@ export class GatewayClient {
     });
   }
 
+  /**
+   * Ends the connection and any reconnect under way: from the call on, no handler or onState is
+   * called, and no new connection is made.
+   */
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#giveUpTimer);
@@ -397,6 +401,8 @@ export class GatewayClient {
 
   async #connectOnce(): Promise<void> {
     const { url, secret, pid, socketPath } = await this.#target();
+    // close() came while daemon.json was read: nothing of it may connect after close() returned.
+    if (this.#closed) return;
     const where = socketPath === undefined ? withoutSecret(url) : `the local link ${socketPath}`;
     const handshakeTimeoutMs = this.#options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
     // Whether the port accepted the TCP connection tells a silent daemon from an unreachable one.

@@ -1,6 +1,17 @@
 /** The Node gateway client against the real daemon, including a daemon restart. */
+import { execFileSync } from 'node:child_process';
+import {
+  closeSync,
+  constants,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { afterAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { GatewayClient, GatewayRpcError } from '../../src/gateway-client/gateway-client.js';
 import type { Notification } from '../../src/protocol/notifications.js';
@@ -194,6 +205,67 @@ describe('GatewayClient', () => {
     expect(await listing).toMatchObject({ code: 'closed' });
     expect(seen).toEqual([1]);
     worker.destroy();
+    await relay.close();
+    await daemon.stop();
+  });
+
+  it("close() during a reconnect's read of daemon.json stops the attempt: it never connects", async () => {
+    const daemon = await startDaemon();
+    const relay = await startLinkRelay(daemon.info);
+    const client = await GatewayClient.connect({ runtimeDir: relay.runtimeDir });
+    const infoPath = join(relay.runtimeDir, 'daemon.json');
+    const info = readFileSync(infoPath);
+    // daemon.json becomes a FIFO: a reconnect's read of it waits until the test writes to it.
+    rmSync(infoPath);
+    execFileSync('mkfifo', ['-m', '600', infoPath]);
+    const openWriter = () => openSync(infoPath, constants.O_WRONLY | constants.O_NONBLOCK);
+    // A reader still waiting there (the test failed first) gets its end of file.
+    onTestFinished(() => {
+      try {
+        closeSync(openWriter());
+      } catch {}
+    });
+    relay.connections[0]?.cut();
+    // Opening a FIFO to write without waiting succeeds only while a reader has it open.
+    const writer = await eventually(
+      () => {
+        try {
+          return openWriter();
+        } catch {
+          return undefined;
+        }
+      },
+      10_000,
+      'the reconnect to read daemon.json',
+    );
+    await client.close();
+    writeSync(writer, info);
+    closeSync(writer);
+    await eventually(
+      () => {
+        try {
+          closeSync(openWriter());
+          return undefined;
+        } catch (error) {
+          return (error as NodeJS.ErrnoException).code === 'ENXIO' ? true : undefined;
+        }
+      },
+      10_000,
+      'the reconnect to finish reading daemon.json',
+    );
+    // A client that connects now goes through the relay too: a connection the closed one made
+    // after its read would come before this one's.
+    const probeDir = tempDir();
+    writeFileSync(join(probeDir, 'daemon.json'), info, { mode: 0o600 });
+    const probe = await GatewayClient.connect({ runtimeDir: probeDir });
+    await probe.list();
+    await probe.close();
+    // The closed client's first connection (it sent nothing), then the probe's.
+    expect(
+      relay.connections.map((connection) =>
+        connection.sent.map((text) => (JSON.parse(text) as { method: string }).method),
+      ),
+    ).toEqual([[], ['progress/list']]);
     await relay.close();
     await daemon.stop();
   });
