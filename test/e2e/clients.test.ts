@@ -18,6 +18,7 @@ import {
 } from '../helpers/driven-worker.js';
 import {
   connectGateway,
+  expectRefusalsBackedOff,
   type GatewayClient,
   type Received,
   useWatchedBridge,
@@ -426,24 +427,7 @@ describe.each(CLIENTS)('the $name client, at a daemon that is full', ({ start })
     const worker = start({ MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: token });
     await ready(worker);
     worker.send({ update: { progress: 1 } });
-    // The daemon counts each connection it refused (read every 10 ms).
-    const refusedReach = (count: number) =>
-      eventually(
-        async () => {
-          const status = (await gateway.request('progress/status')).result as {
-            counters: { connectionsRefused: number };
-          };
-          return status.counters.connectionsRefused >= count ? performance.now() : undefined;
-        },
-        30_000,
-        `${count} refused connections`,
-      );
-    const first = await refusedReach(1);
-    const sixth = await refusedReach(6);
-    // The waits before reconnects double from 25-50 ms: at least 25 + 50 + 100 + 200 + 400 ms
-    // from the first refusal to the sixth, less what reading the count late took off. Coming
-    // back at once, as both clients did, they were 25-50 ms apart.
-    expect(sixth - first).toBeGreaterThanOrEqual(600);
+    await expectRefusalsBackedOff(gateway, (c) => c.connectionsRefused, 'refused connections');
     held.destroy();
     const value = await progressReaching(gateway, token, 1);
     expect(value).toMatchObject({ progressToken: token, progress: 1 });

@@ -34,6 +34,18 @@ async function clientOfRestartable() {
   return { runtimeDir, first, states, client };
 }
 
+/** A daemon, a relay in front of its local link, and a client through the relay; its states. */
+async function throughRelay() {
+  const daemon = await startDaemon();
+  const relay = await startLinkRelay(daemon.info);
+  const states: string[] = [];
+  const client = await GatewayClient.connect({
+    runtimeDir: relay.runtimeDir,
+    onState: (s) => states.push(s),
+  });
+  return { daemon, relay, states, client };
+}
+
 describe('GatewayClient', () => {
   it('finds the daemon through daemon.json, subscribes, and reports RPC errors with codes', async () => {
     const daemon = await startDaemon();
@@ -112,13 +124,7 @@ describe('GatewayClient', () => {
   });
 
   it('reports a connection only once it has resubscribed: one that drops while it resubscribes gets no state, and states alternate', async () => {
-    const daemon = await startDaemon();
-    const relay = await startLinkRelay(daemon.info);
-    const states: string[] = [];
-    const client = await GatewayClient.connect({
-      runtimeDir: relay.runtimeDir,
-      onState: (s) => states.push(s),
-    });
+    const { daemon, relay, states, client } = await throughRelay();
     const seen: number[] = [];
     await client.subscribe({ progressToken: 'resubscribing', minIntervalMs: 0 }, (n) => {
       if (n.method === 'notifications/progress') seen.push(n.params.progress);
@@ -143,13 +149,7 @@ describe('GatewayClient', () => {
   });
 
   it('reports nothing after close(), even for a reconnect whose resubscribe was under way', async () => {
-    const daemon = await startDaemon();
-    const relay = await startLinkRelay(daemon.info);
-    const states: string[] = [];
-    const client = await GatewayClient.connect({
-      runtimeDir: relay.runtimeDir,
-      onState: (s) => states.push(s),
-    });
+    const { daemon, relay, states, client } = await throughRelay();
     await client.subscribe({ progressToken: 'closing', minIntervalMs: 0 }, () => {});
     // The reconnect's resubscribe is held unanswered; close() comes while it waits.
     relay.verdict = (connection) => (connection.index === 2 ? 'hold' : 'pass');
@@ -167,9 +167,7 @@ describe('GatewayClient', () => {
   });
 
   it("delivers nothing of a connection close() is closing: a notification in close()'s linger is dropped", async () => {
-    const daemon = await startDaemon();
-    const relay = await startLinkRelay(daemon.info);
-    const client = await GatewayClient.connect({ runtimeDir: relay.runtimeDir });
+    const { daemon, relay, client } = await throughRelay();
     const seen: number[] = [];
     await client.subscribe({ progressToken: 'lingering', minIntervalMs: 0 }, (n) => {
       if (n.method === 'notifications/progress') seen.push(n.params.progress);
@@ -210,9 +208,7 @@ describe('GatewayClient', () => {
   });
 
   it("close() during a reconnect's read of daemon.json stops the attempt: it never connects", async () => {
-    const daemon = await startDaemon();
-    const relay = await startLinkRelay(daemon.info);
-    const client = await GatewayClient.connect({ runtimeDir: relay.runtimeDir });
+    const { daemon, relay, client } = await throughRelay();
     const infoPath = join(relay.runtimeDir, 'daemon.json');
     const info = readFileSync(infoPath);
     // daemon.json becomes a FIFO: a reconnect's read of it waits until the test writes to it.

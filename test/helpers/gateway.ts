@@ -1,5 +1,5 @@
 /** A real `ws` gateway client: JSON-RPC requests and collected notifications. */
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import WebSocket from 'ws';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import { eventually, type RunningDaemon, startDaemon } from './daemon.js';
@@ -143,4 +143,36 @@ export function useWatchedBridge(daemonArgs: string[] = []): WatchedBridge {
       ),
   };
   return bridge;
+}
+
+/** The daemon's status counters that count what it refused. */
+interface RefusalCounters {
+  connectionsRefused: number;
+  framesRejected: Partial<Record<string, number>>;
+}
+
+/**
+ * Expects a client the daemon keeps refusing to come back with its doubling backoff: at least
+ * 25 + 50 + 100 + 200 + 400 ms from the first refusal to the sixth, less what reading the count
+ * late (every 10 ms) took off. Coming back at once, refusals were 25-50 ms apart or less.
+ */
+export async function expectRefusalsBackedOff(
+  gateway: GatewayClient,
+  refusals: (counters: RefusalCounters) => number,
+  what: string,
+): Promise<void> {
+  const reach = (count: number) =>
+    eventually(
+      async () => {
+        const status = (await gateway.request('progress/status')).result as {
+          counters: RefusalCounters;
+        };
+        return refusals(status.counters) >= count ? performance.now() : undefined;
+      },
+      30_000,
+      `${count} ${what}`,
+    );
+  const first = await reach(1);
+  const sixth = await reach(6);
+  expect(sixth - first).toBeGreaterThanOrEqual(600);
 }
