@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import random
+import re
 import select
 import socket as _socket
 import stat
@@ -112,7 +113,14 @@ def default_socket_path(env: Optional[Dict[str, str]] = None) -> str:
     return os.path.join(runtime_dir, "bridge.sock")
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _fit_message(text: str) -> str:
+    """The message as a frame can carry it: well-formed, since the daemon refuses a lone
+    surrogate (a name decoded with surrogateescape holds one for each byte that is not UTF-8),
+    each becoming U+FFFD; and at most MAX_MESSAGE_BYTES of UTF-8."""
+    text = _LONE_SURROGATE.sub("\ufffd", text)
     data = text.encode("utf-8")
     if len(data) <= MAX_MESSAGE_BYTES:
         return text
@@ -664,7 +672,10 @@ class Progress:
             self._warn("invalid_field", "a frame could not be encoded and was dropped: %s" % (error,))
             return True
         try:
-            sock.sendall(payload.encode("utf-8") + FORM_FEED)
+            # A lone surrogate left (in a token from the environment) goes as its JSON escape, as
+            # Node's JSON.stringify sends it: the daemon then names it (invalid_token); raw, it
+            # would raise here and end the client's thread.
+            sock.sendall(payload.encode("utf-8", "backslashreplace") + FORM_FEED)
         except OSError:
             return False
         return True

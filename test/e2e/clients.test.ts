@@ -438,6 +438,41 @@ describe.each(CLIENTS)('the $name client, at a daemon that is full', ({ start })
   });
 });
 
+describe('the Python client, given text that is not Unicode', () => {
+  const bridge = useWatchedBridge();
+
+  it('sends a message holding lone surrogates (a name decoded with surrogateescape) with U+FFFD for each', async () => {
+    const token = uniqueToken('surrogate');
+    await bridge.gateway.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const worker = pythonWorker({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket }, { token });
+    await ready(worker);
+    worker.send({ update: { progress: 1, message: 'file-\udcff\udcfe.bin' } });
+    expect((await progressReaching(bridge.gateway, token, 1)).message).toBe(
+      'file-\ufffd\ufffd.bin',
+    );
+    worker.send({ done: 'error', message: 'stopped at \ud800' });
+    await expectDelivered(worker, true);
+    expect(await doneNotice(bridge.gateway, token)).toMatchObject({
+      message: 'stopped at \ufffd',
+    });
+  });
+
+  it('reports the daemon refusing a token that holds a lone surrogate, and runs on', async () => {
+    const worker = pythonWorker(
+      { MCP_PROGRESS_SOCKET: bridge.daemon.info.socket },
+      { token: 'job-\udcff', done_timeout: 0.3 },
+    );
+    await ready(worker);
+    worker.send({ update: { progress: 1 } });
+    const error = await worker.next((e) => e.event === 'error', 'the refusal');
+    expect(String(error.message)).toContain('invalid_token');
+    worker.send({ state: true });
+    await worker.next((e) => e.event === 'state', 'the worker still running');
+    worker.send({ done: 'ok' });
+    await expectDelivered(worker, false);
+  });
+});
+
 describe('the Python client, on its own', () => {
   const python = (code: string, env: Record<string, string>) =>
     spawnSync(PYTHON, [...PYTHON_ARGS, '-c', `import sys\nsys.path.insert(0, ".")\n${code}`], {
