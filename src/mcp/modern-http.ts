@@ -220,11 +220,14 @@ export class ModernMcpHttp {
     const write = async (message: ListenMessage): Promise<void> => {
       if (response.destroyed || response.writableEnded)
         throw new BridgeError('client_went_away', 'the listen stream closed: the client went away');
-      if (!response.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`)) {
-        await writable(response);
+      const frame = `event: message\ndata: ${JSON.stringify(message)}\n\n`;
+      // The graceful end (the listen's result) closes the stream at once: what the client has not
+      // read goes out after it, and the daemon's stop cuts it off after its grace.
+      if ('result' in message) {
+        response.end(frame);
+        return;
       }
-      // The graceful end (the listen's result) closes the stream.
-      if ('result' in message) response.end();
+      if (!response.write(frame)) await writable(response);
     };
     const gone = new AbortController();
     response.once('close', () => gone.abort());

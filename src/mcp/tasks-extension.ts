@@ -285,14 +285,17 @@ class TaskListener {
     }).catch(() => this.close());
   }
 
-  /** Ends the listen; `graceful`: with the empty listen result the spec ends a stream with. */
+  /**
+   * Ends the listen; `graceful`: with the empty listen result the spec ends a stream with. The
+   * result is written before the first await, and not waited for: a client that stopped reading
+   * would hold the caller up (the daemon's stop), and its transport bounds what it holds. Settles
+   * once the tasks are no longer followed.
+   */
   async close(graceful = false): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const follows = [...this.#tasks.values()].map((followed) => followed.stop?.());
-    await Promise.all(follows).catch(() => {});
     if (graceful) {
-      await this.#write({
+      this.#write({
         jsonrpc: '2.0',
         id: this.subscriptionId,
         result: {
@@ -301,6 +304,8 @@ class TaskListener {
         },
       }).catch(() => {});
     }
+    const follows = [...this.#tasks.values()].map((followed) => followed.stop?.());
+    await Promise.all(follows).catch(() => {});
   }
 }
 
@@ -380,7 +385,11 @@ export class TaskListens {
     }
   }
 
-  /** Ends every listen gracefully (the server is going away). */
+  /**
+   * Ends every listen gracefully (the server is going away): each is written its result before
+   * this returns, and none is waited for to be read, so a client that stopped reading holds up no
+   * stop (over /mcp the daemon's stop cuts its connection after the shutdown grace).
+   */
   async close(): Promise<void> {
     this.#closed = true;
     const listeners = [...this.#listeners];

@@ -5,7 +5,13 @@
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import {
+  cleanupAll,
+  eventually,
+  type RunningDaemon,
+  startDaemon,
+  waitForExit,
+} from '../helpers/daemon.js';
 import { httpBase, MCP_POST_HEADERS, postMcp, waitForSubscribers } from '../helpers/mcp.js';
 import { NEWEST_REVISION } from '../helpers/mcp-v2.js';
 import {
@@ -396,12 +402,12 @@ describe('2026-07-28 tasks are the daemon’s', () => {
 });
 
 /**
- * Opens a task listen on /mcp on a connection of its own, by node:http, and stops reading its
- * SSE stream at once (paused): what the daemon writes to it piles up in its buffers.
+ * Opens a task listen on /mcp of `on` on a connection of its own, by node:http, and stops reading
+ * its SSE stream at once (paused): what the daemon writes to it piles up in its buffers.
  */
-function stalledListen(id: string, taskIds: string[]): Promise<IncomingMessage> {
+function stalledListen(on: RunningDaemon, id: string, taskIds: string[]): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const url = new URL(`${httpBase(daemon.info)}/mcp`);
+    const url = new URL(`${httpBase(on.info)}/mcp`);
     const request = httpRequest(
       {
         host: url.hostname,
@@ -411,7 +417,7 @@ function stalledListen(id: string, taskIds: string[]): Promise<IncomingMessage> 
         agent: false,
         headers: {
           ...MCP_POST_HEADERS,
-          authorization: `Bearer ${daemon.info.secret}`,
+          authorization: `Bearer ${on.info.secret}`,
           'mcp-protocol-version': NEWEST_REVISION,
           'mcp-method': 'subscriptions/listen',
         },
@@ -440,45 +446,64 @@ function stalledListen(id: string, taskIds: string[]): Promise<IncomingMessage> 
   });
 }
 
+// Every notification on a listen carries its request id (_meta's subscriptionId): a long id
+// makes each one large, so a few changes of a few tasks fill the loopback buffers.
+const LONG_ID_BYTES = 256 * 1024;
+// More than a stalled loopback connection holds (the daemon's send buffer tops out at 4 MiB
+// here, tcp_wmem; the unread receive buffer stays far smaller), several times over.
+const FILLED_BYTES = 32 * 1024 * 1024;
+
+/** Tasks of eight jobs on `on`, a listen of them stalled, and one of `healthy` that reads. */
+interface StalledScene {
+  readonly worker: RawWorker;
+  readonly tasks: DetailedTask[];
+  readonly stalled: IncomingMessage;
+  /** The healthy client's listen of the same tasks. */
+  readonly id: number;
+}
+
+/**
+ * Starts eight tasks through `healthy`, opens a stalled listen of them with a long id and a
+ * listen of them on `healthy`, then publishes until the healthy listen was told more than the
+ * stalled one's buffers hold: each change it is told, the stalled listen was written too.
+ */
+async function stalledScene(on: RunningDaemon, healthy: RawMcp): Promise<StalledScene> {
+  const jobs = Array.from({ length: 8 }, (_, n) => token(`stalled-${n}`));
+  const worker = await rawWorker(on.info.socket);
+  let progress = 0;
+  const publish = () => {
+    progress++;
+    for (const t of jobs) {
+      worker.send('progress', { v: 1, progressToken: t, progress, total: 1_000_000_000 });
+    }
+  };
+  publish();
+  const tasks: DetailedTask[] = [];
+  for (const t of jobs) tasks.push(await startTask(healthy, t, `label-${t}`));
+  const taskIds = tasks.map((task) => task.taskId);
+  const stalled = await stalledListen(on, 'x'.repeat(LONG_ID_BYTES), taskIds);
+  expect(stalled.statusCode).toBe(200);
+  const { id } = await listen(healthy, taskIds);
+  const toldCount = () =>
+    taskIds.reduce((sum, taskId) => sum + told(healthy, id, taskId).length, 0);
+  await eventually(
+    () => {
+      publish();
+      return toldCount() * LONG_ID_BYTES > FILLED_BYTES ? true : undefined;
+    },
+    60_000,
+    'enough task changes to fill the stalled listen’s buffers',
+  );
+  return { worker, tasks, stalled, id };
+}
+
 describe('a task listen on /mcp whose client stopped reading', () => {
   it('holds up no other client’s tasks/cancel, and that client’s own listen is told the cancel', async () => {
-    // Every notification on a listen carries its request id (_meta's subscriptionId): a long id
-    // makes each one large, so a few changes of a few tasks fill the loopback buffers.
-    const LONG_ID_BYTES = 256 * 1024;
-    // More than a stalled loopback connection holds (the daemon's send buffer tops out at 4 MiB
-    // here, tcp_wmem; the unread receive buffer stays far smaller), several times over.
-    const FILLED_BYTES = 32 * 1024 * 1024;
-    const jobs = Array.from({ length: 8 }, (_, n) => token(`stalled-${n}`));
-    const worker = await rawWorker(daemon.info.socket);
     const healthy = await RAW_HTTP.connect(daemon, NEWEST_REVISION);
-    let stalled: IncomingMessage | undefined;
+    let scene: StalledScene | undefined;
     try {
-      let progress = 0;
-      const publish = () => {
-        progress++;
-        for (const t of jobs) {
-          worker.send('progress', { v: 1, progressToken: t, progress, total: 1_000_000_000 });
-        }
-      };
-      publish();
-      const tasks: DetailedTask[] = [];
-      for (const t of jobs) tasks.push(await startTask(healthy, t, `label-${t}`));
-      const taskIds = tasks.map((task) => task.taskId);
-      stalled = await stalledListen('x'.repeat(LONG_ID_BYTES), taskIds);
-      expect(stalled.statusCode).toBe(200);
-      // The healthy client listens to the same tasks: each change it is told, the stalled listen
-      // was written too, until its buffers were full.
-      const { id } = await listen(healthy, taskIds);
-      const toldCount = () =>
-        taskIds.reduce((sum, taskId) => sum + told(healthy, id, taskId).length, 0);
-      await eventually(
-        () => {
-          publish();
-          return toldCount() * LONG_ID_BYTES > FILLED_BYTES ? true : undefined;
-        },
-        60_000,
-        'enough task changes to fill the stalled listen’s buffers',
-      );
+      scene = await stalledScene(daemon, healthy);
+      const { worker, tasks, id } = scene;
       const [cancelledTask] = tasks as [DetailedTask];
       // Answered whatever the stalled client does (request() fails when no answer comes).
       const cancelled = await healthy.request('tasks/cancel', {
@@ -494,8 +519,33 @@ describe('a task listen on /mcp whose client stopped reading', () => {
           : undefined,
       );
     } finally {
-      stalled?.destroy();
-      worker.destroy();
+      scene?.stalled.destroy();
+      scene?.worker.destroy();
+      await healthy.close();
+    }
+  }, 120_000);
+
+  it('holds up no daemon stop: on SIGTERM the daemon exits while that client still holds its connection', async () => {
+    // A cap the stalled listen never reaches: what would hold up the stop is its write, not its
+    // close as a slow consumer (4.7).
+    const own = await startDaemon([
+      '--abandon-grace-ms',
+      '0',
+      '--max-session-buffer-bytes',
+      String(1024 * 1024 * 1024),
+    ]);
+    const healthy = await RAW_HTTP.connect(own, NEWEST_REVISION);
+    let scene: StalledScene | undefined;
+    try {
+      scene = await stalledScene(own, healthy);
+      const exited = waitForExit(own.child);
+      own.child.kill('SIGTERM');
+      // The stalled client is left as it is until the daemon has gone: it must not be what ends
+      // the stop. The stop cuts it off after its grace.
+      expect(await exited).toBe(0);
+    } finally {
+      scene?.stalled.destroy();
+      scene?.worker.destroy();
       await healthy.close();
     }
   }, 120_000);

@@ -149,4 +149,25 @@ describe('TaskListens', () => {
     expect(written).toHaveLength(4);
     expect(written[3]?.params).toMatchObject({ taskId: 'task-1', status: 'cancelled' });
   });
+
+  it('close() writes each listen its result, that of a client that stopped reading too, and waits for none to be read', async () => {
+    const task = job();
+    const listens = new TaskListens(task.source);
+    const written: ListenMessage[] = [];
+    let reading = true;
+    const write = (message: ListenMessage): Promise<void> => {
+      written.push(message);
+      // A client that stopped reading: the write waits for a 'drain' that does not come.
+      return reading ? Promise.resolve() : new Promise(() => {});
+    };
+    await listens.listen({ id: 'stalled', taskIds: ['task-1'], declared: true }, write);
+    reading = false;
+    task.advance();
+    await vi.waitFor(() => expect(written).toHaveLength(3));
+
+    // Settles though the client reads nothing more (a hang fails the test).
+    await listens.close();
+    expect(written).toHaveLength(4);
+    expect(written[3]).toMatchObject({ id: 'stalled', result: { resultType: 'complete' } });
+  });
 });
