@@ -250,6 +250,7 @@ export class Daemon {
         this.#hub.close(id);
         void source.close();
       },
+      closeIfSlow: (justWritten) => this.#hub.closeIfSlow(id, justWritten),
     };
   }
 

@@ -39,6 +39,8 @@ export interface SessionTransport {
   unreadBytes(): number;
   /** Closes the transport as a slow consumer; the hub has already let the session go. */
   closeSlow(graceMs: number): void;
+  /** What the session is, when its kind does not say it all: named in the log (a task listen). */
+  readonly what?: string;
 }
 
 /**
@@ -312,8 +314,9 @@ export class SessionHub {
     countNewest(session);
     const id = session.id;
     this.slowSessionsClosed++;
+    const what = session.transport.what === undefined ? '' : ` (${session.transport.what})`;
     this.#log.warn(
-      `${session.kind} session ${id} closed: ${session.transport.unreadBytes() + session.queuedBytes} bytes unread, more than --max-session-buffer-bytes`,
+      `${session.kind} session ${id}${what} closed: ${session.transport.unreadBytes() + session.queuedBytes} bytes unread, more than --max-session-buffer-bytes`,
     );
     this.close(id);
     session.transport.closeSlow(SLOW_CONSUMER_GRACE_MS);

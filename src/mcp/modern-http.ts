@@ -21,8 +21,11 @@ import {
   taskListenRequest,
 } from './tasks-extension.js';
 
+/** The JSON-RPC code /mcp answers a request refused at --max-sessions with (http-sessions.ts). */
+const SESSION_REFUSED = -32000;
+
 export interface ModernMcpOptions extends ProgressServerOptions {
-  /** The daemon's session hub: a request that watches progress takes a place from it. */
+  /** The daemon's session hub: a request that watches progress, or a task listen, takes a place. */
   readonly host: McpSessionHost;
 }
 
@@ -204,7 +207,13 @@ export class ModernMcpHttp {
     await this.#handler.close();
   }
 
-  /** Serves a listen for tasks as the POST's SSE stream, until the client closes it. */
+  /**
+   * Serves a listen for tasks as the POST's SSE stream, until the client closes it. It takes a
+   * place from the session hub with the response as the transport, as a request that watches
+   * progress does, and its follows are members of that place: each of its messages repeats the
+   * client's request id (as long as the body limit allows), one held per task when the client
+   * stops reading, so unbounded it could pin hundreds of MiB.
+   */
   #listen(listen: TaskListenRequest, response: ServerResponse): void {
     if (!listen.declared) {
       // As the 2.x entry answers a missing capability: 400 with the JSON-RPC error.
@@ -212,6 +221,37 @@ export class ModernMcpHttp {
       response.end(JSON.stringify(refusedListen(listen)));
       return;
     }
+    const gone = new AbortController();
+    // Taken before anything is awaited, so admissions never overshoot the cap.
+    const grant = this.#options.host.open({
+      what: 'a task listen',
+      unreadBytes: () => response.writableLength,
+      closeSlow: (graceMs) => {
+        // Out of the hub, which calls this: ending the listen stops its follows. The response
+        // ends after what it holds; what the client does not read within the grace is cut off.
+        queueMicrotask(() => {
+          gone.abort();
+          response.end();
+          setTimeout(() => response.destroy(), graceMs).unref();
+        });
+      },
+    });
+    if ('refused' in grant) {
+      // As /mcp answers an initialize past the cap: 503, the JSON-RPC error naming the flag.
+      response.writeHead(503, { 'content-type': 'application/json' });
+      response.end(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: listen.id,
+          error: { code: SESSION_REFUSED, message: grant.refused },
+        }),
+      );
+      return;
+    }
+    response.once('close', () => {
+      gone.abort();
+      grant.close();
+    });
     response.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache, no-transform',
@@ -227,11 +267,15 @@ export class ModernMcpHttp {
         response.end(frame);
         return;
       }
-      if (!response.write(frame)) await writable(response);
+      const drained = response.write(frame);
+      // No delivery of the hub made this write, so the cap is checked here: past it the listen
+      // is closed as a slow consumer (closeSlow above), and nothing more is written to it.
+      grant.closeIfSlow(Buffer.byteLength(frame));
+      if (!drained) await writable(response);
     };
-    const gone = new AbortController();
-    response.once('close', () => gone.abort());
-    this.#listens.listen(listen, write, gone.signal).catch(() => response.destroy());
+    this.#listens
+      .listen(listen, write, { ended: gone.signal, sessions: grant.source })
+      .catch(() => response.destroy());
   }
 }
 

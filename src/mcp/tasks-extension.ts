@@ -205,6 +205,18 @@ export function refusedListen(request: TaskListenRequest): ListenMessage {
 /** Writes one message to a listen stream; a rejection ends that listen. */
 export type WriteListen = (message: ListenMessage) => Promise<void>;
 
+/** How one listen is served, besides where it is written. */
+export interface ListenOptions {
+  /** Aborted when the client closed the stream (HTTP). */
+  readonly ended?: AbortSignal;
+  /**
+   * Where the listen's progress sessions are opened (one per task it follows); by default the
+   * source of these listens. /mcp passes the listen's own place in the daemon's session hub, so
+   * that the hub's caps hold for it.
+   */
+  readonly sessions?: Pick<ProgressSource, 'openSession'>;
+}
+
 /** What one listened task has had: the last status and statusMessage told, and its follow. */
 interface Followed {
   told: string | undefined;
@@ -218,14 +230,22 @@ interface Followed {
 /** One subscriptions/listen stream for tasks: its tasks, each told until its end, then nothing. */
 class TaskListener {
   readonly subscriptionId: RequestId;
+  /** Where its follows open their progress sessions. */
+  readonly sessions: Pick<ProgressSource, 'openSession'>;
   readonly #write: WriteListen;
   /** Called once every task of this listen has been told its end: nothing more can be told. */
   readonly #finished: () => void;
   readonly #tasks = new Map<string, Followed>();
   #closed = false;
 
-  constructor(subscriptionId: RequestId, write: WriteListen, finished: () => void) {
+  constructor(
+    subscriptionId: RequestId,
+    sessions: Pick<ProgressSource, 'openSession'>,
+    write: WriteListen,
+    finished: () => void,
+  ) {
     this.subscriptionId = subscriptionId;
+    this.sessions = sessions;
     this.#write = write;
     this.#finished = finished;
   }
@@ -330,14 +350,18 @@ export class TaskListens {
    * the client closed the stream), close(), or every task has been told its end (then the
    * listen's result ends it: over HTTP its stream closes).
    */
-  async listen(request: TaskListenRequest, write: WriteListen, ended?: AbortSignal): Promise<void> {
+  async listen(
+    request: TaskListenRequest,
+    write: WriteListen,
+    { ended, sessions = this.#source }: ListenOptions = {},
+  ): Promise<void> {
     if (!request.declared) {
       await write(refusedListen(request));
       return;
     }
     // Once every task it listens to has ended, the listen ends too, gracefully (its result, as
     // the subscriptions pattern lets a server end one on its own): nothing can follow.
-    const listener: TaskListener = new TaskListener(request.id, write, () =>
+    const listener: TaskListener = new TaskListener(request.id, sessions, write, () =>
       this.#end(listener, true),
     );
     const records: TaskRecord[] = [];
@@ -427,7 +451,7 @@ export class TaskListens {
         });
     };
     const forwarding = await forwardOnOwnSession(
-      this.#source,
+      listener.sessions,
       { progressToken: record.progressToken, minIntervalMs: TASK_STATUS_MIN_INTERVAL_MS },
       // Nothing is forwarded as progress: each update only prompts a look (taken at once, so the
       // forward never queues updates behind a look).

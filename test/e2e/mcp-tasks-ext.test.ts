@@ -32,6 +32,7 @@ import {
   type RawWorker,
   rawWorker,
   steadyJobResult,
+  workerStatus,
 } from '../helpers/worker.js';
 
 const WITH_TASKS = { [CLIENT_CAPABILITIES]: { extensions: { [TASKS_EXTENSION]: {} } } };
@@ -117,6 +118,12 @@ async function listen(mcp: RawMcp, taskIds: string[]): Promise<{ id: number; ack
     ),
   );
   return { id, ack };
+}
+
+/** What these tests read of the daemon's status. */
+interface ListenStatus {
+  sessions: number;
+  counters: { slowSessionsClosed: number };
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
@@ -428,22 +435,25 @@ function stalledListen(on: RunningDaemon, id: string, taskIds: string[]): Promis
       },
     );
     request.once('error', reject);
-    request.end(
-      JSON.stringify({
-        jsonrpc: '2.0',
-        id,
-        method: 'subscriptions/listen',
-        params: {
-          notifications: { taskIds },
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': NEWEST_REVISION,
-            'io.modelcontextprotocol/clientInfo': { name: 'stalled', version: '0' },
-            ...WITH_TASKS,
-          },
-        },
-      }),
-    );
+    request.end(JSON.stringify(listenRequest(id, taskIds)));
   });
+}
+
+/** A 2026-07-28 subscriptions/listen for `taskIds`, as a client without a session POSTs it. */
+function listenRequest(id: string | number, taskIds: string[]) {
+  return {
+    jsonrpc: '2.0',
+    id,
+    method: 'subscriptions/listen',
+    params: {
+      notifications: { taskIds },
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': NEWEST_REVISION,
+        'io.modelcontextprotocol/clientInfo': { name: 'stalled', version: '0' },
+        ...WITH_TASKS,
+      },
+    },
+  };
 }
 
 // Every notification on a listen carries its request id (_meta's subscriptionId): a long id
@@ -453,48 +463,64 @@ const LONG_ID_BYTES = 256 * 1024;
 // here, tcp_wmem; the unread receive buffer stays far smaller), several times over.
 const FILLED_BYTES = 32 * 1024 * 1024;
 
-/** Tasks of eight jobs on `on`, a listen of them stalled, and one of `healthy` that reads. */
+/** Tasks of jobs on `on`, a listen of them stalled, and one of `healthy` that reads. */
 interface StalledScene {
   readonly worker: RawWorker;
+  /** The jobs' progressTokens, one per task. */
+  readonly tokens: string[];
   readonly tasks: DetailedTask[];
   readonly stalled: IncomingMessage;
   /** The healthy client's listen of the same tasks. */
   readonly id: number;
+  /** One more value for every job: each task's statusMessage changes. */
+  publish(): void;
+  /** How many notifications/tasks the healthy listen was told, all tasks together. */
+  toldCount(): number;
 }
 
 /**
- * Starts eight tasks through `healthy`, opens a stalled listen of them with a long id and a
- * listen of them on `healthy`, then publishes until the healthy listen was told more than the
- * stalled one's buffers hold: each change it is told, the stalled listen was written too.
+ * Starts a task of each of `jobs` jobs through `healthy`, then opens a stalled listen of them whose
+ * id is `idBytes` long, and a listen of them on `healthy`.
  */
-async function stalledScene(on: RunningDaemon, healthy: RawMcp): Promise<StalledScene> {
-  const jobs = Array.from({ length: 8 }, (_, n) => token(`stalled-${n}`));
+async function stalledScene(
+  on: RunningDaemon,
+  healthy: RawMcp,
+  { jobs = 8, idBytes = LONG_ID_BYTES } = {},
+): Promise<StalledScene> {
+  const tokens = Array.from({ length: jobs }, (_, n) => token(`stalled-${n}`));
   const worker = await rawWorker(on.info.socket);
   let progress = 0;
   const publish = () => {
     progress++;
-    for (const t of jobs) {
+    for (const t of tokens) {
       worker.send('progress', { v: 1, progressToken: t, progress, total: 1_000_000_000 });
     }
   };
   publish();
   const tasks: DetailedTask[] = [];
-  for (const t of jobs) tasks.push(await startTask(healthy, t, `label-${t}`));
+  for (const t of tokens) tasks.push(await startTask(healthy, t, `label-${t}`));
   const taskIds = tasks.map((task) => task.taskId);
-  const stalled = await stalledListen(on, 'x'.repeat(LONG_ID_BYTES), taskIds);
+  const stalled = await stalledListen(on, 'x'.repeat(idBytes), taskIds);
   expect(stalled.statusCode).toBe(200);
   const { id } = await listen(healthy, taskIds);
   const toldCount = () =>
     taskIds.reduce((sum, taskId) => sum + told(healthy, id, taskId).length, 0);
+  return { worker, tokens, tasks, stalled, id, publish, toldCount };
+}
+
+/**
+ * Publishes until the healthy listen was told more than the stalled one's buffers hold: each
+ * change it is told, the stalled listen was written too.
+ */
+async function fillStalled(scene: StalledScene): Promise<void> {
   await eventually(
     () => {
-      publish();
-      return toldCount() * LONG_ID_BYTES > FILLED_BYTES ? true : undefined;
+      scene.publish();
+      return scene.toldCount() * LONG_ID_BYTES > FILLED_BYTES ? true : undefined;
     },
     60_000,
     'enough task changes to fill the stalled listen’s buffers',
   );
-  return { worker, tasks, stalled, id };
 }
 
 describe('a task listen on /mcp whose client stopped reading', () => {
@@ -503,6 +529,7 @@ describe('a task listen on /mcp whose client stopped reading', () => {
     let scene: StalledScene | undefined;
     try {
       scene = await stalledScene(daemon, healthy);
+      await fillStalled(scene);
       const { worker, tasks, id } = scene;
       const [cancelledTask] = tasks as [DetailedTask];
       // Answered whatever the stalled client does (request() fails when no answer comes).
@@ -538,6 +565,7 @@ describe('a task listen on /mcp whose client stopped reading', () => {
     let scene: StalledScene | undefined;
     try {
       scene = await stalledScene(own, healthy);
+      await fillStalled(scene);
       const exited = waitForExit(own.child);
       own.child.kill('SIGTERM');
       // The stalled client is left as it is until the daemon has gone: it must not be what ends
@@ -549,4 +577,100 @@ describe('a task listen on /mcp whose client stopped reading', () => {
       await healthy.close();
     }
   }, 120_000);
+
+  it('is closed as a slow consumer past --max-session-buffer-bytes, however long its id; a client that reads goes on', async () => {
+    const cap = 1024 * 1024;
+    const own = await startDaemon([
+      '--abandon-grace-ms',
+      '0',
+      '--max-session-buffer-bytes',
+      String(cap),
+    ]);
+    const healthy = await RAW_HTTP.connect(own, NEWEST_REVISION);
+    let scene: StalledScene | undefined;
+    try {
+      // Each message of the stalled listen repeats its half-MiB id: with two dozen tasks it is
+      // written many times the cap, more than the loopback buffers take.
+      scene = await stalledScene(own, healthy, { jobs: 24, idBytes: 512 * 1024 });
+      const { worker, tokens, stalled, id } = scene;
+      const status = () => workerStatus<ListenStatus>(worker);
+      await eventually(
+        async () => {
+          scene?.publish();
+          return (await status()).counters.slowSessionsClosed === 1 ? true : undefined;
+        },
+        60_000,
+        'the stalled listen to be closed as a slow consumer',
+      );
+      expect(own.stderr()).toMatch(
+        /task listen\) closed: \d+ bytes unread, more than --max-session-buffer-bytes/,
+      );
+      // Its place went with it: only the healthy listen holds one.
+      await eventually(async () => ((await status()).sessions === 1 ? true : undefined));
+      // Its stream ends: what was written before the close, then nothing.
+      stalled.resume();
+      await new Promise<void>((resolve) => {
+        stalled.once('end', resolve);
+        stalled.once('close', resolve);
+      });
+      // The healthy listen is told each change, then each task's end, then its result.
+      const before = scene.toldCount();
+      await eventually(() => {
+        scene?.publish();
+        return (scene?.toldCount() ?? 0) > before ? true : undefined;
+      });
+      for (const t of tokens) worker.send('done', { v: 1, progressToken: t });
+      const end = await healthy.ended(id);
+      expect(end.result).toMatchObject({ resultType: 'complete' });
+      expect((await status()).counters.slowSessionsClosed).toBe(1);
+    } finally {
+      scene?.stalled.destroy();
+      scene?.worker.destroy();
+      await healthy.close();
+      await own.stop();
+    }
+  }, 120_000);
+});
+
+describe('a task listen on /mcp and --max-sessions', () => {
+  it('holds one place however many tasks it follows; past the cap another is refused with 503', async () => {
+    const own = await startDaemon(['--abandon-grace-ms', '0', '--max-sessions', '1']);
+    const client = await RAW_HTTP.connect(own, NEWEST_REVISION);
+    const worker = await rawWorker(own.info.socket);
+    try {
+      const tokens = [token('place-a'), token('place-b'), token('place-c')];
+      for (const t of tokens) {
+        worker.send('progress', { v: 1, progressToken: t, progress: 1, total: 10 });
+      }
+      const tasks: DetailedTask[] = [];
+      for (const t of tokens) tasks.push(await startTask(client, t, `label-${t}`));
+      const taskIds = tasks.map((task) => task.taskId);
+      const { id } = await listen(client, taskIds);
+      const status = () => workerStatus<ListenStatus>(worker);
+      expect((await status()).sessions).toBe(1);
+      const refused = await postMcp(`${httpBase(own.info)}/mcp`, listenRequest('second', taskIds), {
+        authorization: `Bearer ${own.info.secret}`,
+        'mcp-protocol-version': NEWEST_REVISION,
+        'mcp-method': 'subscriptions/listen',
+      });
+      expect(refused.status).toBe(503);
+      expect(await refused.json()).toMatchObject({
+        id: 'second',
+        error: { code: -32000, message: expect.stringContaining('--max-sessions') },
+      });
+      // The first listen follows every task: told each one's end, then its result.
+      for (const t of tokens) worker.send('done', { v: 1, progressToken: t });
+      const end = await client.ended(id);
+      expect(end.result).toMatchObject({ resultType: 'complete' });
+      for (const taskId of taskIds) {
+        expect(told(client, id, taskId).map((now) => now.status)).toContain('completed');
+      }
+      // Its place is given back with its stream.
+      await eventually(async () => ((await status()).sessions === 0 ? true : undefined));
+    } finally {
+      worker.destroy();
+      await client.close();
+      await own.stop();
+    }
+  }, 60_000);
 });
