@@ -3,7 +3,7 @@
  * SEP-2663), driven by a raw JSON-RPC client over the stdio of the real `mcp-progress mcp` and
  * over the daemon's /mcp, with real workers on the daemon's socket. Each scenario runs over both.
  */
-import { request as httpRequest, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   cleanupAll,
@@ -12,7 +12,7 @@ import {
   startDaemon,
   waitForExit,
 } from '../helpers/daemon.js';
-import { httpBase, MCP_POST_HEADERS, postMcp, waitForSubscribers } from '../helpers/mcp.js';
+import { httpBase, postMcp, postRaw, waitForSubscribers } from '../helpers/mcp.js';
 import { NEWEST_REVISION } from '../helpers/mcp-v2.js';
 import {
   CLIENT_CAPABILITIES,
@@ -412,31 +412,17 @@ describe('2026-07-28 tasks are the daemon’s', () => {
  * Opens a task listen on /mcp of `on` on a connection of its own, by node:http, and stops reading
  * its SSE stream at once (paused): what the daemon writes to it piles up in its buffers.
  */
-function stalledListen(on: RunningDaemon, id: string, taskIds: string[]): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const url = new URL(`${httpBase(on.info)}/mcp`);
-    const request = httpRequest(
-      {
-        host: url.hostname,
-        port: url.port,
-        path: url.pathname,
-        method: 'POST',
-        agent: false,
-        headers: {
-          ...MCP_POST_HEADERS,
-          authorization: `Bearer ${on.info.secret}`,
-          'mcp-protocol-version': NEWEST_REVISION,
-          'mcp-method': 'subscriptions/listen',
-        },
-      },
-      (response) => {
-        response.pause();
-        resolve(response);
-      },
-    );
-    request.once('error', reject);
-    request.end(JSON.stringify(listenRequest(id, taskIds)));
+async function stalledListen(
+  on: RunningDaemon,
+  id: string,
+  taskIds: string[],
+): Promise<IncomingMessage> {
+  const response = await postRaw(on.info, listenRequest(id, taskIds), {
+    'mcp-protocol-version': NEWEST_REVISION,
+    'mcp-method': 'subscriptions/listen',
   });
+  response.pause();
+  return response;
 }
 
 /** A 2026-07-28 subscriptions/listen for `taskIds`, as a client without a session POSTs it. */

@@ -1,6 +1,6 @@
 /** Real MCP SDK clients for the tests, with a tap on the raw messages they receive. */
 import { spawn } from 'node:child_process';
-import { get } from 'node:http';
+import { get, request as httpRequest, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -257,6 +257,33 @@ export function postMcp(
     headers: { ...MCP_POST_HEADERS, ...headers },
     body: JSON.stringify(body),
     ...(signal === undefined ? {} : { signal }),
+  });
+}
+
+/**
+ * Sends one /mcp POST of the daemon on a connection of its own, by node:http; resolves with the
+ * response, its body unread (a test may pause it: what the daemon sends then piles up).
+ */
+export function postRaw(
+  info: DaemonInfo,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(`${httpBase(info)}/mcp`);
+    const request = httpRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        agent: false,
+        headers: { ...MCP_POST_HEADERS, authorization: `Bearer ${info.secret}`, ...headers },
+      },
+      resolve,
+    );
+    request.once('error', reject);
+    request.end(JSON.stringify(body));
   });
 }
 

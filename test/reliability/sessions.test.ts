@@ -2,7 +2,7 @@
  * The session hub seen from outside: one --max-sessions for every kind of
  * session, every kind counted, and the unread-buffer cap on /mcp SSE too.
  */
-import { request as httpRequest, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -14,8 +14,8 @@ import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import {
   connectHttp,
   httpBase,
-  MCP_POST_HEADERS,
   postMcp,
+  postRaw,
   RAW_INITIALIZE,
   type TappedClient,
   watchCall,
@@ -137,30 +137,6 @@ describe('--max-sessions caps every kind of session together', () => {
     await daemon.stop();
   });
 });
-
-/** Sends one /mcp POST on its own connection; resolves with the response, its body unread. */
-function postRaw(
-  info: DaemonInfo,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const url = new URL(`${httpBase(info)}/mcp`);
-    const request = httpRequest(
-      {
-        host: url.hostname,
-        port: url.port,
-        path: url.pathname,
-        method: 'POST',
-        agent: false,
-        headers: { ...MCP_POST_HEADERS, authorization: `Bearer ${info.secret}`, ...headers },
-      },
-      resolve,
-    );
-    request.once('error', reject);
-    request.end(JSON.stringify(body));
-  });
-}
 
 async function readAll(response: IncomingMessage): Promise<string> {
   let text = '';

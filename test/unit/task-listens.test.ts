@@ -128,19 +128,7 @@ describe('TaskListens', () => {
   });
 
   it('writes a cancel made in this process to a listen whose client stopped reading before changed() returns, and waits for no write', async () => {
-    const task = job();
-    const listens = new TaskListens(task.source);
-    const written: ListenMessage[] = [];
-    let reading = true;
-    const write = (message: ListenMessage): Promise<void> => {
-      written.push(message);
-      // A client that stopped reading: the write waits for a 'drain' that does not come.
-      return reading ? Promise.resolve() : new Promise(() => {});
-    };
-    await listens.listen({ id: 7, taskIds: ['task-1'], declared: true }, write);
-    reading = false;
-    task.advance();
-    await vi.waitFor(() => expect(written).toHaveLength(3));
+    const { task, listens, written } = await stalledListen(7);
 
     const cancelled: TaskRecord = { ...task.record(), status: 'cancelled', updatedAt: 1 };
     // Nothing to await: the cancel's answer follows at once, after what was written here.
@@ -151,23 +139,30 @@ describe('TaskListens', () => {
   });
 
   it('close() writes each listen its result, that of a client that stopped reading too, and waits for none to be read', async () => {
-    const task = job();
-    const listens = new TaskListens(task.source);
-    const written: ListenMessage[] = [];
-    let reading = true;
-    const write = (message: ListenMessage): Promise<void> => {
-      written.push(message);
-      // A client that stopped reading: the write waits for a 'drain' that does not come.
-      return reading ? Promise.resolve() : new Promise(() => {});
-    };
-    await listens.listen({ id: 'stalled', taskIds: ['task-1'], declared: true }, write);
-    reading = false;
-    task.advance();
-    await vi.waitFor(() => expect(written).toHaveLength(3));
-
+    const { listens, written } = await stalledListen('stalled');
     // Settles though the client reads nothing more (a hang fails the test).
     await listens.close();
     expect(written).toHaveLength(4);
     expect(written[3]).toMatchObject({ id: 'stalled', result: { resultType: 'complete' } });
   });
 });
+
+/**
+ * A listen of one task whose client read what it was told at first (the task, then a change),
+ * then stopped reading: each later write waits for a 'drain' that does not come.
+ */
+async function stalledListen(id: string | number) {
+  const task = job();
+  const listens = new TaskListens(task.source);
+  const written: ListenMessage[] = [];
+  let reading = true;
+  const write = (message: ListenMessage): Promise<void> => {
+    written.push(message);
+    return reading ? Promise.resolve() : new Promise(() => {});
+  };
+  await listens.listen({ id, taskIds: ['task-1'], declared: true }, write);
+  reading = false;
+  task.advance();
+  await vi.waitFor(() => expect(written).toHaveLength(3));
+  return { task, listens, written };
+}
