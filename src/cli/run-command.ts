@@ -1,8 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
+import type { Readable } from 'node:stream';
 import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
+import { RUN_OUTPUT_GRACE_MS } from '../shared/defaults.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { helpRow, type OptionRow, optionsHelp, wrapWords } from '../shared/option-table.js';
 import { parseOptions, UsageError } from './args.js';
@@ -78,6 +80,10 @@ counts on from it in the same unit, and weighs as much as it in another.
 
 If no daemon is running, CMD runs all the same and run says so once.
 If CMD ended the stream itself (its client sent done), run's done is skipped.
+run ends when CMD exits, not when what CMD left running in the background
+does. With --parse, that program shares CMD's stdout and stderr; run reads
+them ${RUN_OUTPUT_GRACE_MS / 1000} s more at most, then closes them, so the program's later output
+is lost (and may kill it with SIGPIPE): redirect it (server > log 2>&1 &).
 
 Examples:
   mcp-progress run -- python3 train.py --epochs 10
@@ -273,10 +279,13 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
 
   const ended = await new Promise<CommandEnd>((resolve) => {
     child.once('error', (error) => resolve({ code: null, signal: null, error }));
-    child.once('close', (code, signal) => resolve({ code, signal }));
+    // 'exit', not 'close': 'close' waits until every copy of CMD's stdout and stderr is closed,
+    // and a program CMD left running in the background (a server) holds them open as it runs.
+    child.once('exit', (code, signal) => resolve({ code, signal }));
   });
   forwarding.remove();
   cancel.settle();
+  await reading?.drained(RUN_OUTPUT_GRACE_MS);
   reading?.ended();
 
   const outcome = outcomeOf(file, ended, cancel.cancelled);
@@ -434,7 +443,9 @@ export function nothingFoundNotice(
 /**
  * Passes CMD's stdout and stderr through unchanged and reads them, and the
  * progress pipe (which is run's alone), with the profile; says once on
- * stderr when CMD writes output but nothing in it is progress.
+ * stderr when CMD writes output but nothing in it is progress. Once CMD has
+ * exited, `drained` waits for the pipes to end, for `graceMs` at most, then
+ * stops reading those still open (what CMD left running still holds them).
  */
 function readOutput(
   child: ChildProcess,
@@ -442,7 +453,7 @@ function readOutput(
   publish: (value: { progress: number; total?: number; message?: string }) => void,
   io: Io,
   file: string,
-): { ended(): void } {
+): { drained(graceMs: number): Promise<void>; ended(): void } {
   const plan = { file, args: parsing.args };
   const output = new OutputProgress(
     parsing.profile.reader(parsing.toolArgs, parsing.piped),
@@ -457,16 +468,34 @@ function readOutput(
   const noticeTimer = setTimeout(() => tell(true), NOTHING_FOUND_NOTICE_MS);
   noticeTimer.unref();
   const streams: Array<
-    [NodeJS.ReadableStream | null | undefined, OutputSource, NodeJS.WritableStream | undefined]
+    [Readable | null | undefined, OutputSource, NodeJS.WritableStream | undefined]
   > = [
     [child.stdout, 'stdout', process.stdout],
     [child.stderr, 'stderr', process.stderr],
-    [child.stdio[3] as NodeJS.ReadableStream | null | undefined, 'progress', undefined],
+    [child.stdio[3] as Readable | null | undefined, 'progress', undefined],
   ];
+  /** Stops reading a stream that is still open (its last line read as it stands); one per stream. */
+  const cuts: Array<() => void> = [];
+  let open = 0;
+  let allEnded = () => {};
   for (const [stream, source, target] of streams) {
     if (stream === null || stream === undefined) continue;
     const input = output.stream(source);
     let quietTimer: NodeJS.Timeout | undefined;
+    let ended = false;
+    open++;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(quietTimer);
+      input.end();
+      if (--open === 0) allEnded();
+    };
+    cuts.push(() => {
+      if (ended) return;
+      end();
+      stream.destroy();
+    });
     if (target !== undefined) {
       // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
       target.on('error', () => stream.resume());
@@ -477,12 +506,24 @@ function readOutput(
       clearTimeout(quietTimer);
       if (input.hasPending) quietTimer = setTimeout(() => input.quiet(), QUIET_MS);
     });
-    stream.on('end', () => {
-      clearTimeout(quietTimer);
-      input.end();
-    });
+    stream.on('end', end);
+    // A pipe that fails ends without 'end'.
+    stream.on('close', end);
   }
   return {
+    drained(graceMs) {
+      if (open === 0) return Promise.resolve();
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          for (const cut of cuts) cut();
+          resolve();
+        }, graceMs);
+        allEnded = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    },
     ended() {
       clearTimeout(noticeTimer);
       tell(false);

@@ -76,6 +76,14 @@ export function backoffDelayMs(backoff: Backoff, attempt: number, random = Math.
   return step / 2 + (random() * step) / 2;
 }
 
+/**
+ * `run --parse`: how long CMD's stdout and stderr may stay open after CMD exited before run stops
+ * reading them. What CMD wrote before it exited is in the pipes already and read in milliseconds;
+ * a program CMD left running in the background holds them open for as long as it lives, and run
+ * must not wait for it to end the stream.
+ */
+export const RUN_OUTPUT_GRACE_MS = 500;
+
 /** How long a closing socket may take to close politely before it is destroyed. */
 export const CLOSE_LINGER_MS = 1000;
 

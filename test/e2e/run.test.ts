@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { PROFILE_NAMES } from '../../src/cli/progress-profiles.js';
 import {
   BIN,
@@ -290,6 +290,28 @@ describe('mcp-progress run --parse', () => {
     // Glued together, the two halves read "batch size 32/64 done": progress 32 of 64 that no line shows.
     expect(values).toEqual([]);
   });
+
+  it('exits and publishes done when CMD exits, though a child it left running holds the output open', async () => {
+    const token = await watched('parse-background');
+    const pidFile = join(tempDir(), 'background.pid');
+    // Killed however the test ends (a timeout too), so that no sleep outlives it.
+    onTestFinished(() => {
+      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
+      if (pid > 0 && running(pid)) process.kill(pid, 'SIGKILL');
+    });
+    // The sleep inherits sh's stdout and stderr (run's pipes) and outlives this test's timeout:
+    // a run that waits for the pipes to close fails it.
+    const run = startRun(token, [
+      '--parse',
+      '--',
+      'sh',
+      '-c',
+      `sleep 60 & echo $! > ${pidFile}; echo started; exit 3`,
+    ]);
+    expect(await run.exit).toBe(3);
+    expect(run.stdout()).toBe('started\n');
+    await expectDone(token, 'error', 'sh exited with code 3');
+  }, 30_000);
 
   it('a cancel reaches run without --parse, before the command has published anything', async () => {
     const token = await watched('plain-cancel');
