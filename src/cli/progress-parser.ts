@@ -41,6 +41,13 @@ export interface LineReader {
 /** How many totals the generic reader remembers having seen a line below (its evidence for 100%). */
 const MAX_COUNTING_TOTALS = 1024;
 
+/**
+ * The most bars the combiner holds nested at once; a new bar deeper than that takes the innermost
+ * one's place. Only the outer two make the value, and tqdm's nesting is rarely deeper than three,
+ * but output of many unfinished bars must not cost work per line in their number.
+ */
+export const MAX_BAR_LEVELS = 8;
+
 /** Longest message taken from a line of output. */
 const MAX_MESSAGE_CHARS = 200;
 
@@ -319,8 +326,9 @@ interface Bar {
  * Makes one monotonic progress out of the readings of several bars, the way
  * the Python tqdm adapter does: the outermost bar counts, the one inside it
  * adds a fraction of a step (epoch 1 of 3 with batch 10 of 20 is 1.5 of 3).
- * A bar that appears while the innermost one is unfinished is nested in it;
- * one that appears after it finished takes its place, and at the outermost
+ * A bar that appears while the innermost one is unfinished is nested in it
+ * (MAX_BAR_LEVELS deep at most); one that appears after it finished, or a
+ * count (no total) after a count, takes its place, and at the outermost
  * level starts a new segment that counts on from the last value, so that
  * bars that follow each other keep counting up. A segment counts in its
  * bar's own numbers when it has the unit of the one before (3 epochs, then 5
@@ -353,7 +361,15 @@ export class ProgressCombiner {
     const level = this.#levelOf(key);
     if (level === undefined) {
       const top = this.#bars.at(-1);
-      if (top !== undefined && finished(top)) this.#replaceTop(reading);
+      // A count (no total) never finishes, and a count inside it adds nothing to the value: a count
+      // after a count follows it (a count bar per file). Nesting is bounded all the same.
+      if (
+        top !== undefined &&
+        (finished(top) ||
+          (top.total === undefined && progress.total === undefined) ||
+          this.#bars.length >= MAX_BAR_LEVELS)
+      )
+        this.#replaceTop(reading);
       this.#bars.push({
         key,
         n: progress.progress,
@@ -372,6 +388,11 @@ export class ProgressCombiner {
       this.#bars[level] = { ...known, n: progress.progress, message: progress.message };
     }
     return this.#combined();
+  }
+
+  /** How many bars are open, nested (at most MAX_BAR_LEVELS). */
+  get depth(): number {
+    return this.#bars.length;
   }
 
   /** The level of the open bar this reading redraws. */

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   GenericReader,
+  MAX_BAR_LEVELS,
   MAX_LINE_CHARS,
   OutputProgress,
   OutputScanner,
@@ -338,6 +339,69 @@ describe('ProgressCombiner', () => {
     expect(values).toEqual([
       { progress: 10, total: 10, message: 'train' },
       { progress: 50, total: 100, message: '50%' },
+    ]);
+  });
+
+  /** A name without digits (a bar's key ignores its digits): a, b, ..., z, ba, bb, ... */
+  const nameOf = (i: number): string =>
+    [...i.toString(26)].map((d) => String.fromCharCode(97 + Number.parseInt(d, 26))).join('');
+
+  /** Feeds LINES through the generic reader; the values published and the most bars held at once. */
+  function feed(lines: Iterable<string>) {
+    const reader = new GenericReader();
+    const combiner = new ProgressCombiner();
+    const values: ParsedProgress[] = [];
+    let depth = 0;
+    for (const line of lines) {
+      const reading = reader.read(line);
+      if (reading === undefined) continue;
+      const value = combiner.push(reading);
+      if (value !== undefined) values.push(value);
+      depth = Math.max(depth, combiner.depth);
+      // Unbounded, 20,000 lines would take minutes; stop at the first sign of it.
+      if (depth > MAX_BAR_LEVELS) break;
+    }
+    return { values, depth };
+  }
+
+  it('holds a bounded number of bars for 20,000 count bars of as many descriptions, each counting on', () => {
+    const lines = function* () {
+      for (let i = 0; i < 20_000; i++) yield `file_${nameOf(i)}: 5it [00:01, 3.2it/s]`;
+    };
+    const { values, depth } = feed(lines());
+    expect(depth).toBeLessThanOrEqual(MAX_BAR_LEVELS);
+    // A bar without a total after another one follows it: nothing is nested in a count.
+    expect(depth).toBe(1);
+    expect(values.at(-1)).toEqual({ progress: 100_000, message: `file_${nameOf(19_999)}` });
+  });
+
+  it('holds at most MAX_BAR_LEVELS bars for 20,000 unfinished bars of as many descriptions', () => {
+    const lines = function* () {
+      for (let i = 0; i < 20_000; i++)
+        yield `${nameOf(i)}:  50%|#####     | 5/10 [00:01<00:01, 3.2it/s]`;
+    };
+    const { values, depth } = feed(lines());
+    expect(depth).toBe(MAX_BAR_LEVELS);
+    // The outermost bar and the one inside it make the value, as they did.
+    expect(values.map((v) => v.progress)).toEqual([5, 5.5]);
+  });
+
+  it('keeps count bars of new descriptions nested in an outer bar with a total, one at a time', () => {
+    const { values, depth } = feed([
+      'epochs:   0%|          | 0/2 [00:00<?, ?it/s]',
+      'file_a: 3it [00:01, 3.2it/s]',
+      'file_b: 4it [00:01, 3.2it/s]',
+      'epochs:  50%|#####     | 1/2 [00:01<00:01, 1.0it/s]',
+      'file_c: 2it [00:01, 3.2it/s]',
+      'epochs: 100%|##########| 2/2 [00:02<00:00, 1.0it/s]',
+    ]);
+    // file_b follows file_a inside the epoch: the epoch bar, and one count bar in it.
+    expect(depth).toBe(2);
+    // A count adds no fraction of a step: the epochs make the value.
+    expect(values).toEqual([
+      { progress: 0, total: 2, message: 'epochs' },
+      { progress: 1, total: 2, message: 'epochs' },
+      { progress: 2, total: 2, message: 'epochs' },
     ]);
   });
 
