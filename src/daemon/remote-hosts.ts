@@ -87,18 +87,20 @@ export class RemoteHosts {
     if (oldest === undefined || (!oldest.lost && oldest.lastSeen >= silentSince)) return false;
     clearTimeout(oldest.graceTimer);
     const tokens = this.#tokensOf(oldest);
-    for (const token of tokens) this.#owners.delete(token);
-    this.#byName.delete(oldest.name);
-    this.#byConnection.delete(oldest.connection);
     this.#options.log.warn(
       `backplane: forgot host ${oldest.name} (not heard for ${(this.#options.now() - oldest.lastSeen) / 1000} s) to make room for a new one: at most ${BACKPLANE_MAX_HOSTS} hosts`,
     );
+    // Abandoned while the tokens still name their host: the backplane publishes an end only for
+    // tokens no host owns (its own), so ended after, they would go out as this daemon's streams.
     if (tokens.length > 0) {
       this.#options.abandon(
         tokens,
         `host ${oldest.name} was not heard from and another host took its place (at most ${BACKPLANE_MAX_HOSTS} hosts on the backplane)`,
       );
     }
+    for (const token of tokens) this.#owners.delete(token);
+    this.#byName.delete(oldest.name);
+    this.#byConnection.delete(oldest.connection);
     return true;
   }
 

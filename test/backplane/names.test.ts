@@ -282,4 +282,55 @@ describe.skipIf(natsServer.skip)('backplane names', () => {
     expect((await backplaneOf(onWatcher)).hosts.length).toBeLessThanOrEqual(BACKPLANE_MAX_HOSTS);
     expect(notificationsOf(onWatcher, token).length).toBeGreaterThan(0);
   });
+
+  it("a silent host evicted from a full table for a new one: its stream ends abandoned here, and nothing of it goes out as this daemon's", async () => {
+    const server = await nats();
+    // A grace longer than the test: the silent host is evicted, not abandoned after the grace.
+    const watcher = await daemon(server.url, 'evictor', true, 600_000);
+    const onWatcher = await session(watcher);
+    const fake = await natsConnect({ servers: server.url });
+    open.push(() => fake.close());
+    const token = fresh('evicted');
+    const tok = tokenSubject(token);
+    // Everything the watcher publishes: its own subjects of that token, and its heartbeats.
+    const ownOfToken: string[] = [];
+    fake.subscribe(`mcp-progress.*.evictor.${tok}`, {
+      callback: (_error, msg) => ownOfToken.push(msg.subject),
+    });
+    let beats = 0;
+    fake.subscribe('mcp-progress.h.evictor', { callback: () => beats++ });
+    await fake.flush();
+    await subscribe(onWatcher, token);
+    // The first host of the table, with an active stream; then it falls silent.
+    fake.publish('mcp-progress.h.silent-host', JSON.stringify({ v: 1, state: 'up' }));
+    fake.publish(
+      `mcp-progress.s.silent-host.${tok}`,
+      JSON.stringify({ v: 1, kind: 'progress', params: { progressToken: token, progress: 1 } }),
+    );
+    await sawProgress(onWatcher, token, 1);
+    // The rest of the table, heard after it.
+    for (let i = 1; i < BACKPLANE_MAX_HOSTS; i++) {
+      fake.publish(`mcp-progress.h.filler-${i}`, JSON.stringify({ v: 1, state: 'up' }));
+    }
+    await fake.flush();
+    await eventually(async () =>
+      (await backplaneOf(onWatcher)).hosts.length === BACKPLANE_MAX_HOSTS ? true : undefined,
+    );
+    // A 65th host keeps saying it is up until it takes the place of the silent one (heard least recently).
+    await eventually(
+      () => {
+        fake.publish('mcp-progress.h.newcomer', JSON.stringify({ v: 1, state: 'up' }));
+        return watcher.stderr().includes('backplane: forgot host silent-host') ? true : undefined;
+      },
+      20_000,
+      'the silent host to be evicted',
+    );
+    const done = await doneOf(onWatcher, token);
+    expect(done).toMatchObject({ progressToken: token, status: 'abandoned' });
+    expect(String(done.message)).toContain('host silent-host was not heard from');
+    // Two heartbeats of the watcher after the end: anything it published of the token came first.
+    const after = beats;
+    await eventually(() => (beats >= after + 2 ? true : undefined), 10_000, 'two heartbeats');
+    expect(ownOfToken).toEqual([]);
+  });
 });
