@@ -42,7 +42,13 @@ import {
   parseBackplaneStream,
 } from '../protocol/index.js';
 import type { DoneNotification, ProgressNotification } from '../protocol/notifications.js';
-import { BACKPLANE_MAX_HOSTS, BACKPLANE_MAX_STREAMS_PER_HOST } from '../shared/defaults.js';
+import {
+  BACKPLANE_MAX_HOSTS,
+  BACKPLANE_MAX_STREAMS_PER_HOST,
+  BACKPLANE_MAX_UNCONFIRMED,
+  BACKPLANE_MAX_UNCONFIRMED_BYTES,
+  BACKPLANE_STALL_HEARTBEATS,
+} from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
 import { credsRefusal } from './backplane-creds.js';
 import { BackplaneSubjects, redacted, splitCredentials, tokenSubject } from './backplane-names.js';
@@ -75,11 +81,6 @@ const CONFIRM_MS = 100;
  * older than the live one, and the kept copy it also receives live brings it level.
  */
 const STORE_EVERY_MS = 100;
-/**
- * The most stream messages kept unconfirmed or unsent while cut off; past it they are dropped
- * and the (re)join puts only the last value or the end of each stream on the backplane again.
- */
-const MAX_UNCONFIRMED = 20_000;
 
 export interface BackplaneOptions {
   readonly servers: readonly string[];
@@ -153,7 +154,14 @@ export class Backplane {
   readonly #namesakes = new Set<string>();
   /** Stream messages sent since the server last confirmed, and those made while cut off, in order. */
   #unconfirmed: StreamMessage[] = [];
+  /** The bytes of #unconfirmed (subjects and bodies), capped by BACKPLANE_MAX_UNCONFIRMED_BYTES. */
+  #unconfirmedBytes = 0;
   #confirming: NodeJS.Timeout | undefined;
+  /**
+   * When the flush of the confirmation under way began: one at a time, so two never take the
+   * same messages off the list; one unanswered for BACKPLANE_STALL_HEARTBEATS means NATS stalled.
+   */
+  #confirmation: { readonly since: number } | undefined;
   /**
    * Stream messages of this turn of the event loop, handed to the client together once the poll
    * phase has read every worker socket that was ready: one write to NATS for all of them, not one
@@ -255,6 +263,10 @@ export class Backplane {
       reconnectTimeWait: 1000,
       // This daemon's own messages do not come back to it.
       noEcho: true,
+      // A server that stops answering (stopped, not closed: its socket stays open) is lost within
+      // BACKPLANE_STALL_HEARTBEATS heartbeats even when no stream message is waiting for a flush.
+      pingInterval: this.#options.heartbeatMs,
+      maxPingOut: BACKPLANE_STALL_HEARTBEATS - 1,
     };
     if (user !== undefined) options.user = user;
     if (pass !== undefined) options.pass = pass;
@@ -412,7 +424,9 @@ export class Backplane {
   async #watch(nc: NatsConnection): Promise<void> {
     for await (const status of nc.status()) {
       if (this.#stopped || this.#nc !== nc) return;
-      if (status.type === 'disconnect') {
+      if (status.type === 'staleConnection') {
+        this.#stalled('its PINGs went unanswered');
+      } else if (status.type === 'disconnect') {
         this.#connected = false;
         this.#log.warn(
           'backplane: lost NATS, reconnecting; values published meanwhile go out when it is back',
@@ -429,7 +443,22 @@ export class Backplane {
     }
   }
 
+  /**
+   * NATS stopped answering while its socket stays open: taken as lost now, before the client has
+   * buffered without bound what this daemon keeps writing; nothing more is handed to the client
+   * until the reconnect, which sends what is kept and every stream's newest value and end.
+   */
+  #stalled(why: string): void {
+    if (!this.#connected) return;
+    this.#connected = false;
+    this.#log.warn(
+      `backplane: NATS has not answered for ${(BACKPLANE_STALL_HEARTBEATS * this.#options.heartbeatMs) / 1000} s (${why}): taking it as lost`,
+    );
+  }
+
   async #rejoined(nc: NatsConnection): Promise<void> {
+    // A flush of the old connection is no longer waited for.
+    this.#confirmation = undefined;
     // Live first: what the old server may not have passed on, then every stream's last value.
     await nc.flush();
     this.#connected = true;
@@ -484,18 +513,38 @@ export class Backplane {
   /** Drops the stream messages the server has seen: those sent before a flush that returned. */
   async #confirm(): Promise<void> {
     const nc = this.#nc;
-    if (nc === undefined || !this.#connected || this.#unconfirmed.length === 0) return;
+    if (nc === undefined || !this.#connected) return;
+    const pending = this.#confirmation;
+    if (pending !== undefined) {
+      if (
+        this.#host.now() - pending.since >=
+        BACKPLANE_STALL_HEARTBEATS * this.#options.heartbeatMs
+      ) {
+        this.#stalled('a flush went unanswered');
+        // The client's own transport may look healthy: a reconnect closes it, and frees what it buffered.
+        nc.reconnect().catch(() => {});
+      }
+      return;
+    }
+    if (this.#unconfirmed.length === 0) return;
     // The flush confirms only what went before its PING.
     this.#publishOutbox();
     const kept = this.#unconfirmed;
     const sent = kept.length;
+    const confirmation = { since: this.#host.now() };
+    this.#confirmation = confirmation;
     try {
       await nc.flush();
     } catch {
       return;
+    } finally {
+      if (this.#confirmation === confirmation) this.#confirmation = undefined;
     }
     // Not when the connection went meanwhile, nor when the list was dropped for a new one.
-    if (nc === this.#nc && this.#connected && kept === this.#unconfirmed) kept.splice(0, sent);
+    if (nc === this.#nc && this.#connected && kept === this.#unconfirmed) {
+      for (let i = 0; i < sent; i++) this.#unconfirmedBytes -= kept[i]?.bytes ?? 0;
+      kept.splice(0, sent);
+    }
   }
 
   /**
@@ -576,6 +625,8 @@ export class Backplane {
       name: this.#options.name,
       instance: this.#instance,
       connected: this.#connected,
+      unconfirmed: this.#unconfirmed.length,
+      unconfirmedBytes: this.#unconfirmedBytes,
       hosts: [...this.#hosts.all()].map((host) => ({
         name: host.name,
         state: host.lost ? 'lost' : 'up',
@@ -687,12 +738,18 @@ export class Backplane {
 
   /** Keeps a message until the server confirms it, and hands it to the client at the end of this turn. */
   #enqueue(subject: string, data: string): void {
-    if (this.#unconfirmed.length >= MAX_UNCONFIRMED) {
+    const bytes = Buffer.byteLength(subject) + Buffer.byteLength(data);
+    if (
+      this.#unconfirmed.length >= BACKPLANE_MAX_UNCONFIRMED ||
+      this.#unconfirmedBytes + bytes > BACKPLANE_MAX_UNCONFIRMED_BYTES
+    ) {
       // Cut off for long: the reconnect sends only each stream's last value or end.
       this.#unconfirmed = [];
+      this.#unconfirmedBytes = 0;
     }
-    const entry = { subject, data };
+    const entry = { subject, data, bytes };
     this.#unconfirmed.push(entry);
+    this.#unconfirmedBytes += bytes;
     if (this.#nc === undefined || !this.#connected) return;
     this.#outbox.push(entry);
     // setImmediate runs after the poll phase, in which libuv read every other ready socket.
@@ -1052,6 +1109,8 @@ function statusOf(msg: Msg): string {
 interface StreamMessage {
   readonly subject: string;
   readonly data: string;
+  /** Its subject's and body's size in bytes (UTF-8). */
+  readonly bytes: number;
 }
 
 /** Where a local stream goes: every message live, the latest now and then kept for the store. */

@@ -503,7 +503,18 @@ export const daemonStatusSchema = z
         instance: z.string().meta({
           description: 'This daemon process on the backplane (random at start, in its heartbeats).',
         }),
-        connected: z.boolean().meta({ description: 'Whether it is connected to NATS now.' }),
+        connected: z.boolean().meta({
+          description:
+            'Whether it is connected to NATS now: false while cut off, and when NATS stopped answering for 3 heartbeats (stalled).',
+        }),
+        unconfirmed: count.meta({
+          description:
+            'Stream messages kept until NATS confirms them, or made while cut off, to be sent again at the reconnect (capped, docs/BACKPLANE.md).',
+        }),
+        unconfirmedBytes: count.meta({
+          description:
+            "Their size in bytes, subjects and bodies (capped too): past either cap they are dropped, and the reconnect sends each stream's newest value or end.",
+        }),
         refused: z.string().optional().meta({
           description:
             'Why this daemon did not join: another live daemon has its --nats-name (that daemon named). It runs locally.',

@@ -187,6 +187,23 @@ export const BACKPLANE_MAX_HOSTS = 64;
 export const BACKPLANE_MAX_STREAMS_PER_HOST = 1000;
 
 /**
+ * Stream messages a daemon keeps at most until NATS confirms them (and while it is cut off, to
+ * send them again at the reconnect), by count and by their size in bytes (subject and body):
+ * past either, they are dropped, and the reconnect puts only each stream's newest value or end
+ * on the backplane again. The bytes bound the memory of a host whose workers send large `_meta`.
+ */
+export const BACKPLANE_MAX_UNCONFIRMED = 20_000;
+export const BACKPLANE_MAX_UNCONFIRMED_BYTES = 16 * 1024 * 1024;
+
+/**
+ * NATS is taken as lost when it has not answered for this many heartbeat intervals: a flush
+ * unanswered that long, or that many pings of the client (one each interval, up to this many
+ * less one outstanding). A server that is stopped (not closed) keeps its socket open, so
+ * without this the daemon would go on writing into it, its memory growing, unnoticed.
+ */
+export const BACKPLANE_STALL_HEARTBEATS = 3;
+
+/**
  * MCP tasks (watch_progress called as a task) live in the daemon's task table. A task is kept
  * this long after it was created unless the client asks for another TTL, which is capped at
  * MAX_TASK_TTL_MS; MCP clients poll `tasks/get` about every TASK_POLL_INTERVAL_MS, which is

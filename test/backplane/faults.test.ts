@@ -10,6 +10,10 @@ import { connect as natsConnect } from 'nats';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { tokenSubject } from '../../src/daemon/backplane-names.js';
 import {
+  BACKPLANE_MAX_UNCONFIRMED,
+  BACKPLANE_MAX_UNCONFIRMED_BYTES,
+} from '../../src/shared/defaults.js';
+import {
   cleanupAll,
   collectOutput,
   eventually,
@@ -460,6 +464,67 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
     expect(notificationsOf(onB, token).filter((n) => n.method.endsWith('/done'))).toHaveLength(1);
     expect(b.stderr()).toContain('backplane: lost NATS');
   });
+
+  it('a NATS server that stops answering (SIGSTOP): the publishing daemon takes it as lost, keeps within its caps what it holds, and sends the newest value and the end when NATS answers again', async () => {
+    const server = await nats();
+    const [a, b] = await Promise.all([host(server.url, 'stall-a'), host(server.url, 'stall-b')]);
+    const { token, onTo: onB, publisher } = await firstValueCrosses(a, b, 'stall');
+    const onA = await session(a);
+    const backplaneOfA = async () =>
+      (
+        (await onA.request('progress/status')).result as {
+          backplane: { connected: boolean; unconfirmed: number; unconfirmedBytes: number };
+        }
+      ).backplane;
+    const withinCaps = (status: { unconfirmed: number; unconfirmedBytes: number }) => {
+      expect(status.unconfirmed).toBeLessThanOrEqual(BACKPLANE_MAX_UNCONFIRMED);
+      expect(status.unconfirmedBytes).toBeLessThanOrEqual(BACKPLANE_MAX_UNCONFIRMED_BYTES);
+    };
+    // Values with a large _meta, as from a worker that sends its state along.
+    const _meta = { state: 'x'.repeat(16 * 1024) };
+    let progress = 1;
+    const sendSome = (n: number) => {
+      for (let i = 0; i < n; i++) {
+        publisher.send('progress', { v: 1, progressToken: token, progress: ++progress, _meta });
+      }
+    };
+    server.child.kill('SIGSTOP');
+    // Whatever happens below, the server is not left stopped for the cleanup's SIGTERM.
+    open.push(() => server.child.kill('SIGCONT'));
+    try {
+      // Its socket stays open: only its silence tells the daemon, which must stop writing into it.
+      await eventually(
+        async () => {
+          sendSome(10);
+          const status = await backplaneOfA();
+          withinCaps(status);
+          return status.connected ? undefined : true;
+        },
+        20_000,
+        'the daemon to take the stopped NATS as lost',
+      );
+      expect(a.stderr()).toContain('backplane: NATS has not answered for 3 s');
+      // Cut off: twice the byte cap's worth of values, of which it keeps no more than the cap.
+      sendSome(Math.ceil((2 * BACKPLANE_MAX_UNCONFIRMED_BYTES) / _meta.state.length));
+      await accepted(publisher, 'progress', { progressToken: token, progress: ++progress });
+      const status = await backplaneOfA();
+      expect(status.connected).toBe(false);
+      withinCaps(status);
+    } finally {
+      server.child.kill('SIGCONT');
+    }
+    await eventually(
+      async () => ((await backplaneOfA()).connected ? true : undefined),
+      30_000,
+      'the daemon to reconnect',
+    );
+    await accepted(publisher, 'done', { progressToken: token });
+    // B, whose NATS stopped too, gets the newest value and the end, in order, once.
+    await sawProgress(onB, token, progress);
+    expect(await doneOf(onB, token)).toEqual({ progressToken: token, status: 'ok' });
+    expectIncreasing(notificationsOf(onB, token));
+    expect(notificationsOf(onB, token).filter((n) => n.method.endsWith('/done'))).toHaveLength(1);
+  }, 90_000);
 
   it('a server that requires a user and password refuses a daemon without them, and takes one with them in the URL', async () => {
     const server = await nats({
