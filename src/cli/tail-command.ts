@@ -372,14 +372,26 @@ class Tail {
     this.#following = new Following(plan.named);
   }
 
-  async follow(token: ProgressToken, startedAt?: number, host?: string): Promise<void> {
+  /** `shownUpTo`: the row shows this value already, which the subscription replays first. */
+  async follow(
+    token: ProgressToken,
+    startedAt?: number,
+    host?: string,
+    shownUpTo?: number,
+  ): Promise<void> {
     this.#following.started(token, startedAt);
     this.#model.follow(token, startedAt);
     if (host !== undefined) this.#model.setHost(token, host);
     try {
       await this.#client.subscribe(
         { progressToken: token, minIntervalMs: this.#minIntervalMs },
-        (n) => this.#received(n),
+        (n) => {
+          const replayed =
+            shownUpTo !== undefined &&
+            n.method === 'notifications/progress' &&
+            n.params.progress <= shownUpTo;
+          if (!replayed) this.#received(n);
+        },
       );
     } catch (error) {
       this.#following.failed(token);
@@ -467,17 +479,22 @@ class Tail {
     if (this.#followsAll) {
       // The list comes after every notification sent before it: a stream done here with no
       // done shown, and none of its notifications held for its host, ended before
-      // subscribeAll, which does not send it. (A held one is shown from its first value.)
+      // subscribeAll, which does not send it: at start, a finished stream the daemon keeps;
+      // after a reconnect, a row shown running whose done the dropped connection missed.
+      // (A held one is shown from its first value.)
       for (const stream of streams) {
         const token = stream.progressToken;
+        const row = this.#model.get(token);
         if (
-          !this.#listed &&
+          (!this.#listed || row !== undefined) &&
           stream.state === 'done' &&
-          this.#model.get(token)?.status === undefined &&
+          row?.status === undefined &&
           !this.#awaitingHost.has(token)
-        )
-          await this.follow(token, stream.startedAt, stream.host);
-        else if (stream.host !== undefined) this.#model.setHost(token, stream.host);
+        ) {
+          // A row shown keeps what it shows: only the done is new.
+          if (row === undefined) await this.follow(token, stream.startedAt, stream.host);
+          else await this.follow(token, undefined, stream.host, row.progress);
+        } else if (stream.host !== undefined) this.#model.setHost(token, stream.host);
       }
       this.#listed = true;
       return;

@@ -316,6 +316,63 @@ describe('mcp-progress tail without tokens, following every stream', () => {
   });
 });
 
+describe('mcp-progress tail without tokens, a done its connection missed', () => {
+  it('shows the done of a stream that ended while its connection was down, once, after the reconnect', async () => {
+    const daemon = await startDaemon(PATIENT_DAEMON_ARGS);
+    const relay = await startLinkRelay(daemon.info);
+    const gateway = await connectGateway(daemon.info);
+    const worker = await rawWorker(daemon.info.socket);
+    const token = uniqueToken('missed');
+    try {
+      const tail = startTail(['--json', '--min-interval-ms', '0'], relay.runtimeDir);
+      const shown = () =>
+        tail
+          .lines()
+          .map((line) => JSON.parse(line).params)
+          .filter((params) => params.progressToken === token);
+      await eventually(
+        () => (relay.requests().some((r) => r.method === 'progress/list') ? true : undefined),
+        60_000,
+        "tail's listing at start",
+      );
+      worker.send('progress', { v: 1, progressToken: token, progress: 1 });
+      await eventually(() => (shown().length === 1 ? true : undefined), 60_000, 'the value');
+      // The reconnect's messages are held: until it is cut too, tail hears nothing of the done.
+      relay.verdict = (connection) => (connection.index === 2 ? 'hold' : 'pass');
+      relay.connections[0]?.cut();
+      await eventually(
+        () => ((relay.connections[1]?.sent.length ?? 0) >= 1 ? true : undefined),
+        60_000,
+        "the reconnect's resubscribe",
+      );
+      worker.send('done', { v: 1, progressToken: token });
+      await eventually(
+        async () => {
+          const got = (await gateway.request('progress/get', { progressToken: token })).result as {
+            stream?: { state: string };
+          };
+          return got.stream?.state === 'done' ? true : undefined;
+        },
+        60_000,
+        'the stream done on the daemon',
+      );
+      relay.connections[1]?.cut();
+      await eventually(() => (shown().length >= 2 ? true : undefined), 60_000, 'the done');
+      tail.child.kill('SIGTERM');
+      expect(await tail.exit).toBe(0);
+      expect(shown()).toEqual([
+        { progressToken: token, progress: 1 },
+        { progressToken: token, status: 'ok' },
+      ]);
+    } finally {
+      worker.destroy();
+      await gateway.close();
+      await relay.close();
+      await daemon.stop();
+    }
+  });
+});
+
 describe('mcp-progress tail without tokens, a token that starts again', () => {
   it('asks progress/get (its host) for the new stream of a token whose done it showed, and shows both whole', async () => {
     // Done streams are evicted at once: the token may start a new stream right after.
