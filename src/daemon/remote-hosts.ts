@@ -5,12 +5,13 @@
  * backplane (backplane.ts) feeds it what it hears and asks it who is who.
  */
 import type { ProgressToken } from '../protocol/index.js';
-import { BACKPLANE_MAX_HOSTS, BACKPLANE_MAX_STREAMS_PER_HOST } from '../shared/defaults.js';
+import {
+  BACKPLANE_MAX_HOSTS,
+  BACKPLANE_MAX_STREAMS_PER_HOST,
+  BACKPLANE_MISSED_HEARTBEATS,
+} from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
 import type { ConnectionId } from './router.js';
-
-/** A host counts as lost after this many heartbeats were not heard. */
-export const MISSED_HEARTBEATS = 3;
 
 export interface RemoteHost {
   readonly name: string;
@@ -55,7 +56,7 @@ export class RemoteHosts {
   /**
    * The host of that name, added when new. When BACKPLANE_MAX_HOSTS are known, a new host takes
    * the place of the one heard least recently, if that one is silent (no heartbeat for
-   * MISSED_HEARTBEATS) or lost: its streams end as abandoned. Undefined when every known host
+   * BACKPLANE_MISSED_HEARTBEATS) or lost: its streams end as abandoned. Undefined when every known host
    * was heard recently: a crowd of invented names cannot push out hosts that are alive.
    */
   named(name: string): RemoteHost | undefined {
@@ -105,7 +106,7 @@ export class RemoteHosts {
   }
 
   #silentSince(): number {
-    return this.#options.now() - MISSED_HEARTBEATS * this.#options.heartbeatMs;
+    return this.#options.now() - BACKPLANE_MISSED_HEARTBEATS * this.#options.heartbeatMs;
   }
 
   #tokensOf(host: RemoteHost): ProgressToken[] {
@@ -166,7 +167,7 @@ export class RemoteHosts {
   }
 
   /**
-   * At each heartbeat: hosts silent for MISSED_HEARTBEATS are lost; tokens `isKnown` no longer
+   * At each heartbeat: hosts silent for BACKPLANE_MISSED_HEARTBEATS are lost; tokens `isKnown` no longer
    * holds are forgotten, and then lost hosts with nothing left.
    */
   review(isKnown: (token: ProgressToken) => boolean): void {
@@ -197,7 +198,7 @@ export class RemoteHosts {
     const what =
       why === 'stopped'
         ? 'its daemon stopped'
-        : `no heartbeat for ${(MISSED_HEARTBEATS * this.#options.heartbeatMs) / 1000} s`;
+        : `no heartbeat for ${(BACKPLANE_MISSED_HEARTBEATS * this.#options.heartbeatMs) / 1000} s`;
     this.#options.log.warn(
       `backplane: host ${host.name} is lost (${what}); its active streams end as abandoned in ${grace / 1000} s unless it comes back`,
     );

@@ -14,6 +14,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { MCP_HTTP_REFUSED } from '../protocol/errors.js';
 import { MCP_REPLAY_BYTES, MCP_REPLAY_EVENTS, MCP_SSE_RETRY_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
@@ -217,7 +218,7 @@ export class McpHttpSessions {
 
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     if (this.#closed) {
-      jsonRpcError(response, 503, -32000, 'the daemon is stopping');
+      jsonRpcError(response, 503, MCP_HTTP_REFUSED, 'the daemon is stopping');
       return;
     }
     let body: unknown;
@@ -254,7 +255,7 @@ export class McpHttpSessions {
       jsonRpcError(
         response,
         400,
-        -32000,
+        MCP_HTTP_REFUSED,
         'no Mcp-Session-Id header: start a session with an initialize request (POST)',
       );
       return;
@@ -283,7 +284,7 @@ export class McpHttpSessions {
       closeSlow: (graceMs) => slow?.(graceMs),
     });
     if ('refused' in grant) {
-      jsonRpcError(response, 503, -32000, grant.refused);
+      jsonRpcError(response, 503, MCP_HTTP_REFUSED, grant.refused);
       return;
     }
     const server = createProgressMcpServer({
@@ -525,7 +526,7 @@ function readJson(request: IncomingMessage): Promise<JsonRead> {
         resolve({
           ok: false,
           status: 413,
-          code: -32000,
+          code: MCP_HTTP_REFUSED,
           message: `the request body is larger than ${MAX_MCP_BODY_BYTES} bytes`,
         });
         return;

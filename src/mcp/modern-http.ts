@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
+import { MCP_HTTP_REFUSED } from '../protocol/errors.js';
 import type { ListParams, ProgressToken } from '../protocol/frames.js';
 import type { TaskCreateParams, TaskListParams } from '../protocol/tasks.js';
 import { BridgeError } from '../shared/errors.js';
@@ -20,9 +21,6 @@ import {
   TaskListens,
   taskListenRequest,
 } from './tasks-extension.js';
-
-/** The JSON-RPC code /mcp answers a request refused at --max-sessions with (http-sessions.ts). */
-const SESSION_REFUSED = -32000;
 
 export interface ModernMcpOptions extends ProgressServerOptions {
   /** The daemon's session hub: a request that watches progress, or a task listen, takes a place. */
@@ -243,7 +241,7 @@ export class ModernMcpHttp {
         JSON.stringify({
           jsonrpc: '2.0',
           id: listen.id,
-          error: { code: SESSION_REFUSED, message: grant.refused },
+          error: { code: MCP_HTTP_REFUSED, message: grant.refused },
         }),
       );
       return;

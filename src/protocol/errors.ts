@@ -43,6 +43,13 @@ export const CLOSING_REJECT_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>
 ]);
 
 /**
+ * The JSON-RPC code of /mcp's own refusals, made before the MCP SDK reads the request (no
+ * session id, a body over the limit, --max-sessions, a stopping daemon): the implementation-
+ * defined server error the SDK's transport answers the same cases with. The message says which.
+ */
+export const MCP_HTTP_REFUSED = -32000;
+
+/**
  * JSON-RPC errors of the WebSocket gateway protocol. The numeric code follows
  * JSON-RPC 2.0; `data.code` carries the stable name.
  */

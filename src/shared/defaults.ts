@@ -195,6 +195,9 @@ export const BACKPLANE_MAX_STREAMS_PER_HOST = 1000;
 export const BACKPLANE_MAX_UNCONFIRMED = 20_000;
 export const BACKPLANE_MAX_UNCONFIRMED_BYTES = 16 * 1024 * 1024;
 
+/** Another host of the backplane counts as lost after this many of its heartbeats were not heard. */
+export const BACKPLANE_MISSED_HEARTBEATS = 3;
+
 /**
  * NATS is taken as lost when it has not answered for this many heartbeat intervals: a flush
  * unanswered that long, or that many pings of the client (one each interval, up to this many

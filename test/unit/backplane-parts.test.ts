@@ -1,8 +1,12 @@
 /** The backplane's parts that know no NATS: its names on NATS, and the table of the other hosts. */
 import { describe, expect, it } from 'vitest';
 import { BackplaneSubjects, tokenSubject } from '../../src/daemon/backplane-names.js';
-import { MISSED_HEARTBEATS, RemoteHosts } from '../../src/daemon/remote-hosts.js';
-import { BACKPLANE_MAX_HOSTS, BACKPLANE_MAX_STREAMS_PER_HOST } from '../../src/shared/defaults.js';
+import { RemoteHosts } from '../../src/daemon/remote-hosts.js';
+import {
+  BACKPLANE_MAX_HOSTS,
+  BACKPLANE_MAX_STREAMS_PER_HOST,
+  BACKPLANE_MISSED_HEARTBEATS,
+} from '../../src/shared/defaults.js';
 import { createLogger } from '../../src/shared/log.js';
 
 describe('BackplaneSubjects', () => {
@@ -84,7 +88,7 @@ describe('RemoteHosts', () => {
     const old = hosts.named('old');
     if (old === undefined) throw new Error('no host');
     hosts.setOwner('old-job', old);
-    advance(MISSED_HEARTBEATS * 100 + 1);
+    advance(BACKPLANE_MISSED_HEARTBEATS * 100 + 1);
     for (let i = 1; i < BACKPLANE_MAX_HOSTS; i++) expect(hosts.named(`h${i}`)).toBeDefined();
     const real = hosts.named('real-new-host');
     expect(real).toBeDefined();
@@ -113,14 +117,14 @@ describe('RemoteHosts', () => {
     expect(hosts.setOwner('room-again', a)).toBe(true);
   });
 
-  it('a host silent for MISSED_HEARTBEATS is lost, and its tokens are abandoned after the grace', async () => {
+  it('a host silent for BACKPLANE_MISSED_HEARTBEATS is lost, and its tokens are abandoned after the grace', async () => {
     const { hosts, abandoned, advance, nextAbandon } = table();
     const a = hosts.named('a');
     const b = hosts.named('b');
     if (a === undefined || b === undefined) throw new Error('no host');
     hosts.setOwner('a-job', a);
     hosts.setOwner('b-job', b);
-    advance(MISSED_HEARTBEATS * 100 - 1);
+    advance(BACKPLANE_MISSED_HEARTBEATS * 100 - 1);
     hosts.seen(b);
     advance(2);
     const abandon = nextAbandon();
