@@ -136,6 +136,11 @@ export class Following {
     this.#followed.set(token, startedAt);
   }
 
+  /** A subscription of its own follows the token. */
+  isLive(token: ProgressToken): boolean {
+    return this.#live.has(token);
+  }
+
   /** The subscription could not start, or ended without a done (the daemon went away). */
   failed(token: ProgressToken): void {
     this.#live.delete(token);
@@ -343,6 +348,8 @@ class Tail {
   readonly #following: Following;
   /** Following every stream through progress/subscribeAll (else by listing them). */
   #followsAll = false;
+  /** The daemon refused progress/subscribeAll: tail lists the streams instead, for good. */
+  #refused = false;
   #listed = false;
   /** The listings, one after another: a reconnect's must not follow a done stream the first also does. */
   #listing: Promise<void> = Promise.resolve();
@@ -407,6 +414,7 @@ class Tail {
   async followAll(): Promise<void> {
     const fallBack = (error: BridgeError) => {
       this.#followsAll = false;
+      this.#refused = true;
       this.#io.err(
         `${printable(`mcp-progress tail: cannot follow every stream as it starts: ${error.message}; listing the streams every ${POLL_MS / 1000} s instead, each followed from the value it has then`)}\n`,
       );
@@ -449,7 +457,19 @@ class Tail {
    * finished streams, if the listing at start failed).
    */
   reconnected(): void {
-    if (this.#followsAll) void this.discover();
+    if (this.#followsAll) {
+      void this.discover();
+      return;
+    }
+    // A subscribeAll that a dropped connection cut off (not one the daemon refused) is asked
+    // again: polling is only for a daemon that refuses it.
+    if (this.#refused || this.#stopped) return;
+    void this.followAll().then(() => {
+      if (!this.#followsAll) return;
+      clearTimeout(this.#poller);
+      this.#poller = undefined;
+      return this.discover();
+    });
   }
 
   /** No more polls, not even after one in flight fails. */
@@ -510,6 +530,9 @@ class Tail {
 
   #receivedFromAll(notification: Notification): void {
     const token = notification.params.progressToken;
+    // A stream followed on its own before subscribeAll took (or for its done): that
+    // subscription shows it, and this would show each value twice.
+    if (this.#following.isLive(token)) return;
     const held = this.#awaitingHost.get(token);
     if (held !== undefined) {
       held.push(notification);

@@ -316,6 +316,61 @@ describe('mcp-progress tail without tokens, following every stream', () => {
   });
 });
 
+describe('mcp-progress tail without tokens, its subscribeAll cut off', () => {
+  it('asks progress/subscribeAll again on the reconnect, and then follows a new stream from its first value without polling', async () => {
+    const daemon = await startDaemon(PATIENT_DAEMON_ARGS);
+    const relay = await startLinkRelay(daemon.info);
+    const worker = await rawWorker(daemon.info.socket);
+    const token = uniqueToken('resubscribed');
+    // The first connection dies at tail's subscribeAll: it fails as disconnected, not refused.
+    relay.verdict = (connection, text) =>
+      connection.index === 1 &&
+      (JSON.parse(text) as { method?: string }).method === 'progress/subscribeAll'
+        ? 'cut'
+        : 'pass';
+    try {
+      const tail = startTail(['--json', '--min-interval-ms', '0'], relay.runtimeDir);
+      await eventually(
+        () =>
+          relay.connections[1]?.sent.some((text) => text.includes('"progress/subscribeAll"'))
+            ? true
+            : undefined,
+        60_000,
+        'subscribeAll on the reconnect',
+      );
+      await eventually(
+        () =>
+          relay.connections[1]?.sent.some((text) => text.includes('"progress/list"'))
+            ? true
+            : undefined,
+        60_000,
+        'the listing after it',
+      );
+      worker.send('progress', { v: 1, progressToken: token, progress: 1 });
+      worker.send('progress', { v: 1, progressToken: token, progress: 2 });
+      worker.send('done', { v: 1, progressToken: token });
+      const shown = () =>
+        tail
+          .lines()
+          .map((line) => JSON.parse(line).params)
+          .filter((params) => params.progressToken === token);
+      await eventually(() => (shown().length >= 3 ? true : undefined), 60_000, 'the stream');
+      expect(shown()).toEqual([
+        { progressToken: token, progress: 1 },
+        { progressToken: token, progress: 2 },
+        { progressToken: token, status: 'ok' },
+      ]);
+      expect(tail.stderr()).not.toContain('listing the streams every');
+      tail.child.kill('SIGTERM');
+      expect(await tail.exit).toBe(0);
+    } finally {
+      worker.destroy();
+      await relay.close();
+      await daemon.stop();
+    }
+  });
+});
+
 describe('mcp-progress tail without tokens, a done its connection missed', () => {
   it('shows the done of a stream that ended while its connection was down, once, after the reconnect', async () => {
     const daemon = await startDaemon(PATIENT_DAEMON_ARGS);
