@@ -71,7 +71,7 @@ export interface DaemonOptions {
   readonly natsName: string;
   readonly natsCreds: string | undefined;
   readonly natsCa: string | undefined;
-  /** How often this daemon says it is alive; a host silent for 3 of these is lost. */
+  /** How often this daemon says it is alive; a host silent for 3 of these is lost, and so is NATS unanswered for 3. */
   readonly natsHeartbeatMs: number;
 }
 
@@ -419,7 +419,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     default: 1000,
     min: 10,
     section: 'Backplane (NATS, docs/BACKPLANE.md)',
-    help: 'how often a daemon tells the backplane it is alive; silent for 3 of these, a host is lost',
+    help: 'how often a daemon tells the backplane it is alive; silent for 3 of these, a host is lost (and NATS, unanswered for 3, is taken as lost)',
     libraryOnly: true,
   },
   {
