@@ -627,8 +627,7 @@ export class GatewayEndpoint {
       opened.pingedAt = undefined;
     };
     ws.on('pong', heard);
-    const failed = (error: Error) =>
-      this.#log.warn(`session ${id}: request failed: ${error.message}`);
+    const failed = (message: string) => this.#log.warn(`session ${id}: request failed: ${message}`);
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!this.#sessions.has(id)) return;
       heard();
@@ -646,7 +645,7 @@ export class GatewayEndpoint {
       } catch (error) {
         // Never the daemon or the session: a failure before the request's id was read has no id
         // to answer with.
-        failed(error as Error);
+        failed((error as Error).message);
         answer = rpcError(
           null,
           'internal_error',

@@ -263,14 +263,14 @@ function numericIdText(text: string): string | undefined {
 
 /**
  * Handles one text message; returns the reply, or undefined for a notification. A method that
- * throws (a bug) fails its request only: `failed` hears of it, and the reply is internal_error
+ * throws (a bug) fails its request only: `failed` hears its message, and the reply is internal_error
  * with the request's id.
  */
 export function handleRpcText(
   session: SessionId,
   text: string,
   backend: GatewayBackend,
-  failed: (error: Error) => void,
+  failed: (message: string) => void,
 ): string | undefined {
   let message: unknown;
   try {
@@ -313,11 +313,11 @@ export function handleRpcText(
   try {
     return answer(session, message, hasId, rpcId, backend);
   } catch (error) {
-    const cause = error instanceof Error ? error : new Error(String(error));
-    failed(cause);
+    const message = error instanceof Error ? error.message : String(error);
+    failed(message);
     // JSON-RPC 2.0: the error carries the request's id, once read (§5); a notification gets none (§4.1).
     if (!hasId) return undefined;
-    return rpcError(rpcId, 'internal_error', `the daemon failed on this request: ${cause.message}`);
+    return rpcError(rpcId, 'internal_error', `the daemon failed on this request: ${message}`);
   }
 }
 

@@ -47,9 +47,9 @@ const PARAMS: Record<string, unknown> = {
   'task/list': {},
 };
 
-function handle(text: string): { reply: string | undefined; failures: Error[] } {
-  const failures: Error[] = [];
-  const reply = handleRpcText(1, text, BROKEN, (error) => failures.push(error));
+function handle(text: string): { reply: string | undefined; failures: string[] } {
+  const failures: string[] = [];
+  const reply = handleRpcText(1, text, BROKEN, (message) => failures.push(message));
   return { reply, failures };
 }
 
@@ -73,9 +73,7 @@ describe('a gateway method that throws', () => {
           data: { code: 'internal_error' },
         },
       });
-      expect(failures.map((error) => error.message)).toEqual([
-        expect.stringMatching(/^\w+ broke$/),
-      ]);
+      expect(failures).toEqual([expect.stringMatching(/^\w+ broke$/)]);
     },
   );
 
@@ -97,7 +95,7 @@ describe('a gateway method that throws', () => {
       JSON.stringify({ jsonrpc: '2.0', method: 'progress/status' }),
     );
     expect(reply).toBeUndefined();
-    expect(failures.map((error) => error.message)).toEqual(['status broke']);
+    expect(failures).toEqual(['status broke']);
   });
 
   it('reports a thrown non-Error as an Error with its text', () => {
@@ -107,17 +105,17 @@ describe('a gateway method that throws', () => {
         throw 'not an Error';
       },
     };
-    const failures: Error[] = [];
+    const failures: string[] = [];
     const reply = handleRpcText(
       1,
       '{"jsonrpc":"2.0","id":"s","method":"progress/status"}',
       backend,
-      (error) => failures.push(error),
+      (message) => failures.push(message),
     );
     expect(JSON.parse(reply ?? 'null')).toMatchObject({
       id: 's',
       error: { message: 'the daemon failed on this request: not an Error' },
     });
-    expect(failures[0]).toBeInstanceOf(Error);
+    expect(failures).toEqual(['not an Error']);
   });
 });
