@@ -19,6 +19,7 @@ import { MCP_REPLAY_BYTES, MCP_REPLAY_EVENTS, MCP_SSE_RETRY_MS } from '../shared
 import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import { BoundedEventStore } from './event-store.js';
+import { jsonRpcError } from './json-rpc-error.js';
 import { createProgressMcpServer } from './mcp-server.js';
 import type { ModernMcpHttp } from './modern-http.js';
 import { HANDED_ON } from './progress-sends.js';
@@ -551,16 +552,6 @@ function requestIds(body: unknown): Array<string | number> {
       ids.push(id);
   }
   return ids;
-}
-
-function jsonRpcError(
-  response: ServerResponse,
-  status: number,
-  code: number,
-  message: string,
-): void {
-  response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-  response.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } }));
 }
 
 /**

@@ -10,6 +10,7 @@ import { MCP_HTTP_REFUSED } from '../protocol/errors.js';
 import type { ListParams, ProgressToken } from '../protocol/frames.js';
 import type { TaskCreateParams, TaskListParams } from '../protocol/tasks.js';
 import { BridgeError } from '../shared/errors.js';
+import { jsonRpcError } from './json-rpc-error.js';
 import type { ProgressServerOptions } from './mcp-server.js';
 import { createModernProgressMcpServer } from './modern-server.js';
 import type { ProgressSession, ProgressSource } from './progress-source.js';
@@ -140,14 +141,10 @@ export class ModernMcpHttp {
       unreadBytes: () => response.writableLength,
       closeSlow: (graceMs) => {
         slow = true;
-        // Out of the hub's delivery, which calls this: ending the watch unsubscribes. The response
-        // ends after what it holds; what the client does not read within the grace is cut off.
-        queueMicrotask(() => {
+        // Ending the watch unsubscribes.
+        endSlowly(response, graceMs, () => {
           gone.abort();
           reader?.cancel().catch(() => {});
-          if (response.headersSent) response.end();
-          else response.destroy();
-          setTimeout(() => response.destroy(), graceMs).unref();
         });
       },
     });
@@ -224,26 +221,12 @@ export class ModernMcpHttp {
     const grant = this.#options.host.open({
       what: 'a task listen',
       unreadBytes: () => response.writableLength,
-      closeSlow: (graceMs) => {
-        // Out of the hub, which calls this: ending the listen stops its follows. The response
-        // ends after what it holds; what the client does not read within the grace is cut off.
-        queueMicrotask(() => {
-          gone.abort();
-          response.end();
-          setTimeout(() => response.destroy(), graceMs).unref();
-        });
-      },
+      // Ending the listen stops its follows.
+      closeSlow: (graceMs) => endSlowly(response, graceMs, () => gone.abort()),
     });
     if ('refused' in grant) {
       // As /mcp answers an initialize past the cap: 503, the JSON-RPC error naming the flag.
-      response.writeHead(503, { 'content-type': 'application/json' });
-      response.end(
-        JSON.stringify({
-          jsonrpc: '2.0',
-          id: listen.id,
-          error: { code: MCP_HTTP_REFUSED, message: grant.refused },
-        }),
-      );
+      jsonRpcError(response, 503, MCP_HTTP_REFUSED, grant.refused, listen.id);
       return;
     }
     response.once('close', () => {
@@ -278,6 +261,20 @@ export class ModernMcpHttp {
 }
 
 /** Settles when the response drains, or closes (the read that follows then ends). */
+/**
+ * Ends a response the hub closed as a slow consumer, out of the hub's delivery that calls this:
+ * `stop` ends what feeds it; it ends after what it holds (or at once, before its headers), and
+ * what the client does not read within the grace is cut off.
+ */
+function endSlowly(response: ServerResponse, graceMs: number, stop: () => void): void {
+  queueMicrotask(() => {
+    stop();
+    if (response.headersSent) response.end();
+    else response.destroy();
+    setTimeout(() => response.destroy(), graceMs).unref();
+  });
+}
+
 function writable(response: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const settle = () => {

@@ -1,0 +1,14 @@
+/** How /mcp answers a POST itself, before or instead of the MCP SDK: one JSON-RPC error. */
+import type { ServerResponse } from 'node:http';
+
+/** `id`: the request's, when the refusal is of one request whose id was read (a task listen). */
+export function jsonRpcError(
+  response: ServerResponse,
+  status: number,
+  code: number,
+  message: string,
+  id: string | number | null = null,
+): void {
+  response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  response.end(JSON.stringify({ jsonrpc: '2.0', id, error: { code, message } }));
+}
