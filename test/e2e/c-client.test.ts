@@ -232,7 +232,9 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
       env: { ...process.env, MCP_PROGRESS_SOCKET: daemon.info.socket, MCP_PROGRESS_TOKEN: '' },
     });
     const output = collectOutput(child);
-    expect(await waitForExit(child)).toBe(1);
+    // 'close', not 'exit': only then has all of its stderr been read.
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    expect(code).toBe(1);
     expect(output.stderr()).toContain('no token: set MCP_PROGRESS_TOKEN');
   });
 });
