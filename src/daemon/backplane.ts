@@ -50,6 +50,7 @@ import {
   BACKPLANE_STALL_HEARTBEATS,
 } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
+import { PauseWatch } from '../shared/pause-watch.js';
 import { credsRefusal } from './backplane-creds.js';
 import { BackplaneSubjects, redacted, splitCredentials, tokenSubject } from './backplane-names.js';
 import { RemoteHosts } from './remote-hosts.js';
@@ -161,7 +162,13 @@ export class Backplane {
    * When the flush of the confirmation under way began: one at a time, so two never take the
    * same messages off the list; one unanswered for BACKPLANE_STALL_HEARTBEATS means NATS stalled.
    */
-  #confirmation: { readonly since: number } | undefined;
+  #confirmation: { since: number } | undefined;
+  /**
+   * Between two confirms: whether this daemon itself stood still. One heartbeat, a third of the
+   * stall window, not two CONFIRM_MS: a busy event loop late by a few hundred ms must not keep
+   * postponing the verdict on a NATS that did stall.
+   */
+  readonly #confirmPause: PauseWatch;
   /**
    * Stream messages of this turn of the event loop, handed to the client together once the poll
    * phase has read every worker socket that was ready: one write to NATS for all of them, not one
@@ -175,6 +182,7 @@ export class Backplane {
     this.#host = host;
     this.#log = host.log;
     this.#subjects = new BackplaneSubjects(options.prefix, options.name);
+    this.#confirmPause = new PauseWatch(host.now(), options.heartbeatMs);
     this.#hosts = new RemoteHosts({
       log: host.log,
       now: () => host.now(),
@@ -515,6 +523,10 @@ export class Backplane {
     const nc = this.#nc;
     if (nc === undefined || !this.#connected) return;
     const pending = this.#confirmation;
+    // This daemon stood still: the answer to the flush may be unread yet; it gets a fresh window.
+    if (this.#confirmPause.resumed(this.#host.now()) && pending !== undefined) {
+      pending.since = this.#host.now();
+    }
     if (pending !== undefined) {
       if (
         this.#host.now() - pending.since >=

@@ -20,7 +20,9 @@ import {
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
+import { PAUSE_TOLERANCE_PERIODS } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
+import { PauseWatch } from '../shared/pause-watch.js';
 import { hostRefusal, LOCAL_LINK_NAMES, type OwnNames, ownNames, type Refusal } from './access.js';
 import { missingPackage } from './installed.js';
 import { PeerUids } from './peer-uid.js';
@@ -150,6 +152,8 @@ export class GatewayEndpoint {
   /** A sort of the pending connections by user is scheduled or running. */
   #sorting = false;
   #keepalive: NodeJS.Timeout | undefined;
+  /** Between two keepalive checks: whether this daemon itself stood still. */
+  #keepalivePause: PauseWatch | undefined;
   /** Sessions corked in this turn of the event loop; uncorked together on the next tick. */
   #corked: WsSession[] = [];
   #uncorkScheduled = false;
@@ -257,8 +261,12 @@ export class GatewayEndpoint {
         this.#names = ownNames(this.#options.host, address.port);
         const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
         if (this.#options.pingIntervalMs > 0) {
-          const every = Math.min(this.#options.pingIntervalMs, this.#options.pongTimeoutMs) / 2;
-          this.#keepalive = setInterval(() => this.#checkKeepalive(), Math.max(10, every));
+          const every = Math.max(
+            10,
+            Math.min(this.#options.pingIntervalMs, this.#options.pongTimeoutMs) / 2,
+          );
+          this.#keepalivePause = new PauseWatch(performance.now(), PAUSE_TOLERANCE_PERIODS * every);
+          this.#keepalive = setInterval(() => this.#checkKeepalive(), every);
           this.#keepalive.unref();
         }
         resolve(`ws://${host}:${address.port}${WS_PATH}`);
@@ -409,6 +417,14 @@ export class GatewayEndpoint {
   /** Pings sessions heard nothing from for a while; closes those whose ping went unanswered. */
   #checkKeepalive(): void {
     const now = performance.now();
+    if (this.#keepalivePause?.resumed(now)) {
+      // This daemon stood still: the pongs and messages sent meanwhile are still unread.
+      for (const session of this.#sessions.values()) {
+        session.heardAt = now;
+        session.pingedAt = undefined;
+      }
+      return;
+    }
     for (const session of this.#sessions.values()) {
       if (session.pingedAt !== undefined) {
         if (now - session.pingedAt < this.#options.pongTimeoutMs) continue;

@@ -9,8 +9,10 @@ import {
   BACKPLANE_MAX_HOSTS,
   BACKPLANE_MAX_STREAMS_PER_HOST,
   BACKPLANE_MISSED_HEARTBEATS,
+  PAUSE_TOLERANCE_PERIODS,
 } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
+import { PauseWatch } from '../shared/pause-watch.js';
 import type { ConnectionId } from './router.js';
 
 export interface RemoteHost {
@@ -43,9 +45,12 @@ export class RemoteHosts {
   /** Remote tokens and the host that publishes each. */
   readonly #owners = new Map<ProgressToken, RemoteHost>();
   #nextConnection = -1;
+  /** Between two reviews: whether this daemon itself stood still. */
+  readonly #pause: PauseWatch;
 
   constructor(options: RemoteHostsOptions) {
     this.#options = options;
+    this.#pause = new PauseWatch(options.now(), PAUSE_TOLERANCE_PERIODS * options.heartbeatMs);
   }
 
   /** A router connection id of no host (negative, as every host's, so never a worker's). */
@@ -167,10 +172,13 @@ export class RemoteHosts {
   }
 
   /**
-   * At each heartbeat: hosts silent for BACKPLANE_MISSED_HEARTBEATS are lost; tokens `isKnown` no longer
-   * holds are forgotten, and then lost hosts with nothing left.
+   * At each heartbeat: hosts silent for BACKPLANE_MISSED_HEARTBEATS are lost, unless this daemon
+   * itself stood still since the last review; tokens `isKnown` no longer holds are forgotten, and
+   * then lost hosts with nothing left.
    */
   review(isKnown: (token: ProgressToken) => boolean): void {
+    // This daemon stood still: the heartbeats the others sent meanwhile are still unread.
+    if (this.#pause.resumed(this.#options.now())) this.allSeenNow();
     const silentSince = this.#silentSince();
     for (const host of this.#byName.values()) {
       if (!host.lost && host.lastSeen < silentSince) this.lose(host, 'silent');

@@ -205,6 +205,12 @@ export const BACKPLANE_MISSED_HEARTBEATS = 3;
  * without this the daemon would go on writing into it, its memory growing, unnoticed.
  */
 export const BACKPLANE_STALL_HEARTBEATS = 3;
+/**
+ * A periodic check that ran later than this many of its periods after the one before finds this
+ * process stood still meanwhile (stopped, asleep, its event loop blocked): the peers' silence over
+ * that gap is not theirs, and they get a fresh window (src/shared/pause-watch.ts).
+ */
+export const PAUSE_TOLERANCE_PERIODS = 2;
 
 /**
  * MCP tasks (watch_progress called as a task) live in the daemon's task table. A task is kept

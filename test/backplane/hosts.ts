@@ -4,8 +4,6 @@ import { eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.j
 import type { GatewayClient, Received } from '../helpers/gateway.js';
 
 export const GRACE_MS = 1000;
-/** Heartbeats every 200 ms: a silent host is lost after 600 ms, so the tests need not wait long. */
-export const HEARTBEAT_MS = 200;
 
 export function hostArgs(url: string, name: string, extra: string[] = []): string[] {
   return ['--nats', url, '--nats-name', name, '--abandon-grace-ms', String(GRACE_MS), ...extra];

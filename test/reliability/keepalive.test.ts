@@ -58,3 +58,54 @@ describe('WebSocket keepalive', () => {
     await daemon.stop();
   });
 });
+
+describe('WebSocket keepalive across a pause of the daemon', () => {
+  it('a daemon that stood still (SIGSTOP) past the pong deadline keeps the session whose pong came meanwhile', async () => {
+    const pongTimeoutMs = 1000;
+    const daemon = await startDaemon([
+      '--ping-interval-ms',
+      '200',
+      '--pong-timeout-ms',
+      String(pongTimeoutMs),
+    ]);
+    const ws = new WebSocket(daemon.info.url, 'mcp-progress.v1', {
+      headers: { authorization: `Bearer ${daemon.info.secret}` },
+      autoPong: false,
+    });
+    const pinged = new Promise<void>((resolve) => ws.once('ping', () => resolve()));
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    let closed = false;
+    ws.once('close', () => {
+      closed = true;
+    });
+    // The daemon's ping is out; the daemon stops before the answer, which waits in its socket.
+    await pinged;
+    daemon.child.kill('SIGSTOP');
+    try {
+      ws.pong();
+      // The pause under test: longer than the deadline, as a host asleep or swapped out.
+      await new Promise((resolve) => setTimeout(resolve, pongTimeoutMs * 2));
+    } finally {
+      daemon.child.kill('SIGCONT');
+    }
+    ws.on('ping', () => ws.pong());
+    // Woken, its timers ran before its reads: the session must still be there, and answer.
+    const answer = new Promise<unknown>((resolve, reject) => {
+      ws.once('message', (data) => resolve(JSON.parse(String(data))));
+      ws.once('close', (code) =>
+        reject(new Error(`session closed (${code}) instead of answering`)),
+      );
+    });
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'progress/list' }));
+    expect(await answer).toMatchObject({ id: 1, result: { streams: [] } });
+    expect(closed).toBe(false);
+    const worker = await rawWorker(daemon.info.socket);
+    expect(await workerStatus(worker)).toMatchObject({ counters: { keepaliveTimeouts: 0 } });
+    worker.destroy();
+    ws.close();
+    await daemon.stop();
+  });
+});

@@ -124,7 +124,12 @@ describe('RemoteHosts', () => {
     if (a === undefined || b === undefined) throw new Error('no host');
     hosts.setOwner('a-job', a);
     hosts.setOwner('b-job', b);
-    advance(BACKPLANE_MISSED_HEARTBEATS * 100 - 1);
+    // Reviewed at each heartbeat, as the backplane does.
+    for (let beat = 1; beat < BACKPLANE_MISSED_HEARTBEATS; beat++) {
+      advance(100);
+      hosts.review(() => true);
+    }
+    advance(99);
     hosts.seen(b);
     advance(2);
     const abandon = nextAbandon();
@@ -134,6 +139,27 @@ describe('RemoteHosts', () => {
     expect(abandoned).toEqual([
       { tokens: ['a-job'], reason: expect.stringContaining('host a left the backplane') },
     ]);
+  });
+
+  it('a review long after the one before finds this daemon stood still: nobody is lost, and every host gets a fresh window', () => {
+    const { hosts, advance } = table();
+    const a = hosts.named('a');
+    if (a === undefined) throw new Error('no host');
+    hosts.review(() => true);
+    // Asleep for ten heartbeats: a's heartbeats of that time are unread, not missing.
+    advance(1000);
+    hosts.review(() => true);
+    expect(a.lost).toBe(false);
+    // Reviewed at each heartbeat again, a stays silent: lost after BACKPLANE_MISSED_HEARTBEATS.
+    for (let beat = 1; beat <= BACKPLANE_MISSED_HEARTBEATS; beat++) {
+      expect(a.lost).toBe(false);
+      advance(100);
+      hosts.review(() => true);
+    }
+    expect(a.lost).toBe(false);
+    advance(1);
+    hosts.review(() => true);
+    expect(a.lost).toBe(true);
   });
 
   it('a lost host heard again is back, and nothing is abandoned', async () => {

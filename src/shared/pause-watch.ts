@@ -1,0 +1,24 @@
+/**
+ * Whether this process itself stood still between two runs of a periodic check: stopped
+ * (SIGSTOP, a laptop asleep, swapped out) or its event loop blocked. Over such a gap a peer's
+ * silence says nothing, since what the peer sent meanwhile is still unread in this process's
+ * sockets: timers run before I/O on waking, so a check that judged silence then would condemn
+ * peers that did answer. A check that sees a pause gives every peer a fresh window instead.
+ */
+export class PauseWatch {
+  readonly #toleranceMs: number;
+  #last: number;
+
+  /** `toleranceMs`: the longest gap between two checks that is not a pause (a few periods). */
+  constructor(now: number, toleranceMs: number) {
+    this.#last = now;
+    this.#toleranceMs = toleranceMs;
+  }
+
+  /** Called at each check: true when more than the tolerance passed since the one before. */
+  resumed(now: number): boolean {
+    const gap = now - this.#last;
+    this.#last = now;
+    return gap > this.#toleranceMs;
+  }
+}
