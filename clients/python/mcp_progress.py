@@ -73,8 +73,9 @@ NEVER_CONNECTED_GRACE_SECONDS = 0.25
 # sent again after this long while the done timeout allows (src/shared/defaults.ts JOURNAL_RETRY_MS).
 JOURNAL_RETRY_SECONDS = 0.25
 #: Framing errors that refuse what a frame holds: the daemon closes the connection, and
-#: the frame, sent again, would be refused again, so it is not (docs/PROTOCOL.md).
-REFUSED_FRAME_CODES = frozenset(("invalid_json", "invalid_envelope", "reserved_event", "frame_too_large"))
+#: the frame, sent again, would be refused again, so it is not (docs/PROTOCOL.md). The same
+#: set as REFUSED_FRAME_CODES in src/client/done-answers.ts (test/unit/refused-frame-codes.test.ts).
+REFUSED_FRAME_CODES = frozenset(("invalid_utf8", "invalid_json", "invalid_envelope", "reserved_event", "frame_too_large"))
 
 Token = Union[str, int]
 CancelCallback = Callable[[Optional[str]], None]

@@ -10,17 +10,24 @@ export const mingw = tool('x86_64-w64-mingw32-gcc', {
   why: 'the C client is built for Windows',
 });
 
-/** Builds test/fixtures/c_worker.c with `compiler` into `dir`; returns the program's path. */
-export function buildCWorker(compiler: 'cc' | 'x86_64-w64-mingw32-gcc', dir: string): string {
-  const output = join(dir, compiler === 'cc' ? 'c_worker' : 'c_worker.exe');
+type Compiler = 'cc' | 'x86_64-w64-mingw32-gcc';
+
+/** Builds test/fixtures/NAME.c, which includes the C client, with `compiler` into `dir`; returns the program's path. */
+export function buildCProgram(compiler: Compiler, dir: string, name: string): string {
+  const output = join(dir, compiler === 'cc' ? name : `${name}.exe`);
   // Strict C99 with every warning an error: the header must build as its users build it.
   const flags = ['-std=c99', '-Wall', '-Wextra', '-Wpedantic', '-Werror'];
   if (compiler === 'cc') flags.push('-D_POSIX_C_SOURCE=200809L');
   const build = spawnSync(
     compiler,
-    [...flags, '-I', join(ROOT, 'clients/c'), '-o', output, join(ROOT, 'test/fixtures/c_worker.c')],
+    [...flags, '-I', join(ROOT, 'clients/c'), '-o', output, join(ROOT, `test/fixtures/${name}.c`)],
     { encoding: 'utf8' },
   );
   if (build.status !== 0) throw new Error(`${compiler} failed: ${build.stderr}`);
   return output;
+}
+
+/** Builds test/fixtures/c_worker.c with `compiler` into `dir`; returns the program's path. */
+export function buildCWorker(compiler: Compiler, dir: string): string {
+  return buildCProgram(compiler, dir, 'c_worker');
 }
