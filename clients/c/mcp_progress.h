@@ -29,7 +29,9 @@
  * update made meanwhile (it failed then, or went to a refused connection, and was kept: not a
  * backlog), and goes on; poll waits
  * for the daemon up to its timeout, and done up to its own (250 ms when it never connected);
- * a done refused journal_failed (the daemon's disk is full) is sent again every 250 ms then.
+ * a done refused journal_failed (the daemon's disk is full) is sent again every 250 ms then,
+ * and one waiting on a connection whose frame the daemon refuses as malformed fails at once (as
+ * the Node client's: which frame is not said, and sent again it would be refused again).
  * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
  * thread-safe: use one mcp_progress per thread, or a lock around each call.
  */
@@ -84,7 +86,9 @@ void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *us
 int mcp_progress_claim(mcp_progress *p);
 /* One update; total < 0 and message NULL leave them out. */
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message);
-/* Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack. */
+/* Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
+ * it again on each new connection; fails at once when the daemon refuses it, or refuses a frame of
+ * its connection as malformed. */
 int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms);
 /* Reads what the daemon sent (cancels) for up to timeout_ms; 0 means do not wait. */
 int mcp_progress_poll(mcp_progress *p, int timeout_ms);
@@ -399,9 +403,14 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
       mcpp_fail(p, "the daemon on %s serves --max-connections workers already: %s; reconnecting with backoff", p->socket_path, message);
     } else {
       /* A malformed frame (a token or message that is not UTF-8, a NaN) closes the connection,
-       * and the next would send the same: coming back at once would loop (PROTOCOL 2.5). */
-      if (mcpp_refuses_frame(code)) p->refused_connection = 1;
-      mcpp_fail(p, "the daemon refused a frame (%s): %s", code, message);
+       * and the next would send the same: coming back at once would loop (PROTOCOL 2.5). Which
+       * frame it was is not said: nothing sent on this connection is sent again. */
+      if (mcpp_refuses_frame(code)) {
+        p->refused_connection = 1;
+        mcpp_fail(p, "the daemon refused a frame (%s) and closed the connection; it is not sent again: %s", code, message);
+      } else {
+        mcpp_fail(p, "the daemon refused a frame (%s): %s", code, message);
+      }
     }
     *rejected = 1;
     return mcpp_field_integer(frame, "seq");
@@ -413,7 +422,8 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
 /*
  * Reads for up to timeout_ms; stops early once the answer to `seq` (if >= 0) came. 1: answered.
  * *rejected: that answer was a refusal (seq >= 0; an earlier update's refusal is not the done's),
- * or any refusal came (seq < 0).
+ * or any refusal came (seq < 0). A frame of the connection refused as malformed answers `seq`
+ * too, as a refusal: the daemon closes the connection, and `seq` might be the frame refused.
  */
 static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
   long deadline = mcpp_now_ms() + timeout_ms;
@@ -426,7 +436,7 @@ static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
       long answered = mcpp_handle(p, p->inbox, &refused);
       memmove(p->inbox, end + 1, p->inbox_used - length - 1);
       p->inbox_used -= length + 1;
-      if (seq >= 0 && answered == seq) {
+      if (seq >= 0 && (answered == seq || (refused && mcpp_refuses_frame(p->refused)))) {
         *rejected = refused;
         return 1;
       }
@@ -548,6 +558,11 @@ int mcp_progress_done(mcp_progress *p, const char *status, const char *message, 
       long left = deadline - mcpp_now_ms();
       if (mcpp_read(p, left > 0 ? (int)left : 0, seq, &rejected) == 1) {
         if (!rejected) return 0;
+        if (mcpp_refuses_frame(p->refused)) {
+          char why[sizeof p->error];
+          strcpy(why, p->error);
+          return mcpp_fail(p, "the done was not delivered: %s", why);
+        }
         if (strcmp(p->refused, "journal_failed") != 0 || mcpp_now_ms() + MCPP_JOURNAL_RETRY_MS >= deadline) return -1;
         mcpp_sleep_ms(MCPP_JOURNAL_RETRY_MS);
         continue;

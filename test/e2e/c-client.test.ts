@@ -56,6 +56,33 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     return { child, worker: collectOutput(child), steps };
   }
 
+  /**
+   * The worker in `mode`, publishing `values` in steps (and given `more` arguments), on a token
+   * that is not UTF-8 (an 0xFF byte), to `socket`: the daemon refuses each connection's first
+   * frame with invalid_utf8 and closes it. Node passes an environment only as text, so sh makes
+   * it. It is killed when the test ends: one waiting for a step file would wait on forever.
+   */
+  function startRefusedWorker(mode: string, values: number, socket: string, more: string[] = []) {
+    const steps = tempDir();
+    const child = spawn(
+      'sh',
+      [
+        '-c',
+        `MCP_PROGRESS_TOKEN="$(printf 'c-bad\\377')" exec "$0" "$@"`,
+        program,
+        mode,
+        String(values),
+        steps,
+        ...more,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: socket } },
+    );
+    onTestFinished(() => {
+      child.kill();
+    });
+    return { child, worker: collectOutput(child), steps };
+  }
+
   it('publishes every value, then a done that is acked; the session sees it once', async () => {
     const gateway = await connectGateway(daemon.info);
     await gateway.request('progress/subscribe', { progressToken: 'c-job', minIntervalMs: 0 });
@@ -193,29 +220,8 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
   it('whose every frame is refused as malformed: comes back with backoff, not at once', async () => {
     const refusing = await startDaemon();
     const gateway = await connectGateway(refusing.info);
-    const steps = tempDir();
-    // A token that is not UTF-8 (an 0xFF byte): the daemon refuses each connection's first frame
-    // with invalid_utf8 and closes it. Node passes an environment only as text, so sh makes it.
-    const child = spawn(
-      'sh',
-      [
-        '-c',
-        `MCP_PROGRESS_TOKEN="$(printf 'c-bad\\377')" exec "$0" "$@"`,
-        program,
-        'done',
-        '1',
-        steps,
-      ],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, MCP_PROGRESS_SOCKET: refusing.info.socket },
-      },
-    );
-    collectOutput(child);
-    // It waits for its step file, which never comes: it would poll on forever.
-    onTestFinished(() => {
-      child.kill();
-    });
+    // It waits for its step file, which never comes, polling: each poll may connect again.
+    startRefusedWorker('done', 1, refusing.info.socket);
     // One refusal a connection.
     await expectRefusalsBackedOff(
       gateway,
@@ -225,6 +231,24 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     await gateway.close();
     expect(await refusing.stop()).toBe(0);
   });
+
+  it("fails its done at once, not at the done's deadline, when the daemon refuses a frame of its connection as malformed", async () => {
+    // Its done may wait ten minutes for its ack, far longer than the wait for its event here:
+    // only a done that fails on the refusal (as the Node client's does) ends in time. Sent again,
+    // the frame refused (its claim, or the done itself) would be refused on every connection.
+    const { child, worker, steps } = startRefusedWorker('done', 1, daemon.info.socket, ['600000']);
+    writeFileSync(join(steps, 'ack-1'), '');
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: false });
+    const why =
+      'the done was not delivered: the daemon refused a frame (invalid_utf8) and closed the connection; it is not sent again:';
+    // On another pipe than the event: it may be read after it.
+    await eventually(
+      () => (worker.stderr().includes(why) ? true : undefined),
+      30_000,
+      `the worker to say why its done failed (stderr: ${worker.stderr()})`,
+    );
+    expect(await waitForExit(child)).toBe(0);
+  }, 120_000);
 
   it('says what is missing when there is no token', async () => {
     const child = spawn(program, ['done', '1', tempDir()], {
