@@ -824,7 +824,7 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
     await eventually(
       () => (violations() > before ? true : undefined),
       15_000,
-      `the refused request of the child (${output.stdout()}${output.stderr()})`,
+      () => `the refused request of the child (${output.stdout()}${output.stderr()})`,
     );
     child.stdin?.write('stop\n');
     await waitForExit(child);

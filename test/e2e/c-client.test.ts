@@ -245,7 +245,7 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     await eventually(
       () => (worker.stderr().includes(why) ? true : undefined),
       30_000,
-      `the worker to say why its done failed (stderr: ${worker.stderr()})`,
+      () => `the worker to say why its done failed (stderr: ${worker.stderr()})`,
     );
     expect(await waitForExit(child)).toBe(0);
   }, 120_000);

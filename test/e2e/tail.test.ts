@@ -617,7 +617,7 @@ describe('mcp-progress tail stopped while its list poll is unanswered', () => {
       await eventually(
         () => (tail.child.exitCode !== null ? true : undefined),
         30_000,
-        `tail to exit after SIGTERM (stderr: ${tail.stderr()})`,
+        () => `tail to exit after SIGTERM (stderr: ${tail.stderr()})`,
       );
       expect(await tail.exit).toBe(0);
     } finally {

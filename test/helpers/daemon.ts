@@ -157,13 +157,16 @@ export function daemonStart(flags: string[], env: Record<string, string> = {}): 
 export async function eventually<T>(
   check: () => T | undefined | Promise<T | undefined>,
   timeoutMs = 10_000,
-  what = 'condition',
+  /** What was awaited; a function is asked at the timeout, so it can say what was seen by then. */
+  what: string | (() => string) = 'condition',
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${typeof what === 'function' ? what() : what}`);
+    }
     await new Promise((r) => setTimeout(r, 10));
   }
 }

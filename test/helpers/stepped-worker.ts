@@ -29,7 +29,7 @@ export function waitForEvent(worker: PrintsEvents, name: string): Promise<Worker
   return eventually(
     () => events(worker).find((event) => event.event === name),
     60_000,
-    `the worker's "${name}" (stdout: ${worker.stdout()} stderr: ${worker.stderr()})`,
+    () => `the worker's "${name}" (stdout: ${worker.stdout()} stderr: ${worker.stderr()})`,
   );
 }
 

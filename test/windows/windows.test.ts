@@ -52,7 +52,7 @@ async function startWindowsDaemon(runtimeDir: string): Promise<WindowsDaemon> {
   await eventually(
     () => (daemon.stderr().includes('ready:') ? true : undefined),
     60_000,
-    `the Windows daemon to be ready (stderr: ${daemon.stderr()})`,
+    () => `the Windows daemon to be ready (stderr: ${daemon.stderr()})`,
   );
   const info = JSON.parse(readFileSync(join(runtimeDir, 'daemon.json'), 'utf8')) as DaemonInfo;
   return { runtimeDir, process: daemon, info };
@@ -171,7 +171,7 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
       await eventually(
         () => (tail.stdout().includes('win-WindowsNode') ? true : undefined),
         60_000,
-        `tail --json to show win-WindowsNode (stderr: ${tail.stderr()})`,
+        () => `tail --json to show win-WindowsNode (stderr: ${tail.stderr()})`,
       );
       const line =
         tail
@@ -209,7 +209,7 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
           ? (JSON.parse(readFileSync(pids, 'utf8')) as { child: number; grandchild: number })
           : undefined,
       60_000,
-      `CMD to start (run's stderr: ${run.stderr()})`,
+      () => `CMD to start (run's stderr: ${run.stderr()})`,
     );
     await eventually(
       async () => {
@@ -222,7 +222,7 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
     await eventually(
       async () => (run.child.exitCode !== null || run.child.signalCode !== null ? true : undefined),
       90_000,
-      `run to exit after the cancel (run's stderr: ${run.stderr()})`,
+      () => `run to exit after the cancel (run's stderr: ${run.stderr()})`,
     ).catch((error: Error) => {
       throw new Error(`${error.message}; run's stderr now: ${run.stderr()}`);
     });
@@ -307,7 +307,7 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
     const name = await eventually(
       () => squatter.stdout().trim() || undefined,
       60_000,
-      `the squatter's pipe (stderr: ${squatter.stderr()})`,
+      () => `the squatter's pipe (stderr: ${squatter.stderr()})`,
     );
     const runtimeDir = join(work, 'runtime-squatted');
     mkdirSync(runtimeDir, { recursive: true });
