@@ -14,7 +14,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { MCP_HTTP_REFUSED } from '../protocol/errors.js';
+import type { McpErrorName } from '../protocol/errors.js';
 import { MCP_REPLAY_BYTES, MCP_REPLAY_EVENTS, MCP_SSE_RETRY_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
@@ -184,7 +184,7 @@ export class McpHttpSessions {
     this.#handle(request, response).catch((error: Error) => {
       this.#log.warn(`MCP over HTTP: ${error.message}`);
       if (!response.headersSent) {
-        jsonRpcError(response, 500, -32603, `internal error: ${error.message}`);
+        jsonRpcError(response, 500, 'internal_error', `internal error: ${error.message}`);
       } else {
         response.destroy();
       }
@@ -219,14 +219,14 @@ export class McpHttpSessions {
 
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     if (this.#closed) {
-      jsonRpcError(response, 503, MCP_HTTP_REFUSED, 'the daemon is stopping');
+      jsonRpcError(response, 503, 'refused', 'the daemon is stopping');
       return;
     }
     let body: unknown;
     if (request.method === 'POST') {
       const read = await readJson(request);
       if (!read.ok) {
-        jsonRpcError(response, read.status, read.code, read.message);
+        jsonRpcError(response, read.status, read.error, read.message);
         return;
       }
       body = read.value;
@@ -244,7 +244,7 @@ export class McpHttpSessions {
         jsonRpcError(
           response,
           404,
-          -32001,
+          'session_not_found',
           'session not found: it ended or the daemon restarted; initialize a new session',
         );
         return;
@@ -256,7 +256,7 @@ export class McpHttpSessions {
       jsonRpcError(
         response,
         400,
-        MCP_HTTP_REFUSED,
+        'refused',
         'no Mcp-Session-Id header: start a session with an initialize request (POST)',
       );
       return;
@@ -285,7 +285,7 @@ export class McpHttpSessions {
       closeSlow: (graceMs) => slow?.(graceMs),
     });
     if ('refused' in grant) {
-      jsonRpcError(response, 503, MCP_HTTP_REFUSED, grant.refused);
+      jsonRpcError(response, 503, 'refused', grant.refused);
       return;
     }
     const server = createProgressMcpServer({
@@ -500,7 +500,7 @@ const SSE_EVENT_FRAMING_BYTES = 'event: message\ndata: \n\n'.length;
 
 type JsonRead =
   | { ok: true; value: unknown }
-  | { ok: false; status: number; code: number; message: string };
+  | { ok: false; status: number; error: McpErrorName; message: string };
 
 /** The POST body as JSON, read here so that the ids of its requests are known. */
 function readJson(request: IncomingMessage): Promise<JsonRead> {
@@ -527,7 +527,7 @@ function readJson(request: IncomingMessage): Promise<JsonRead> {
         resolve({
           ok: false,
           status: 413,
-          code: MCP_HTTP_REFUSED,
+          error: 'refused',
           message: `the request body is larger than ${MAX_MCP_BODY_BYTES} bytes`,
         });
         return;
@@ -535,7 +535,12 @@ function readJson(request: IncomingMessage): Promise<JsonRead> {
       try {
         resolve({ ok: true, value: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
       } catch {
-        resolve({ ok: false, status: 400, code: -32700, message: 'Parse error: Invalid JSON' });
+        resolve({
+          ok: false,
+          status: 400,
+          error: 'parse_error',
+          message: 'Parse error: Invalid JSON',
+        });
       }
     });
   });

@@ -6,7 +6,6 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
-import { MCP_HTTP_REFUSED } from '../protocol/errors.js';
 import type { ListParams, ProgressToken } from '../protocol/frames.js';
 import type { TaskCreateParams, TaskListParams } from '../protocol/tasks.js';
 import { BridgeError } from '../shared/errors.js';
@@ -226,7 +225,7 @@ export class ModernMcpHttp {
     });
     if ('refused' in grant) {
       // As /mcp answers an initialize past the cap: 503, the JSON-RPC error naming the flag.
-      jsonRpcError(response, 503, MCP_HTTP_REFUSED, grant.refused, listen.id);
+      jsonRpcError(response, 503, 'refused', grant.refused, listen.id);
       return;
     }
     response.once('close', () => {

@@ -43,11 +43,29 @@ export const CLOSING_REJECT_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>
 ]);
 
 /**
- * The JSON-RPC code of /mcp's own refusals, made before the MCP SDK reads the request (no
- * session id, a body over the limit, --max-sessions, a stopping daemon): the implementation-
- * defined server error the SDK's transport answers the same cases with. The message says which.
+ * JSON-RPC errors the MCP side answers itself, before or instead of the MCP SDK: /mcp's own
+ * answers, and a task listen over the stdio of `mcp-progress mcp` past its cap. The code is
+ * JSON-RPC's (the SDK's transports answer the same cases with the same codes); the message
+ * says which case it is and what to do. docs/PROTOCOL.md (4.6) lists the same table.
  */
-export const MCP_HTTP_REFUSED = -32000;
+export const MCP_ERRORS = {
+  refused: {
+    code: -32000,
+    meaning:
+      'refused before the MCP SDK read it: no session id, a body over the limit, --max-sessions, a stopping daemon, or a stdio connection at its cap of task listens',
+  },
+  session_not_found: {
+    code: -32001,
+    meaning: 'the Mcp-Session-Id names no session: it ended or the daemon restarted',
+  },
+  parse_error: { code: -32700, meaning: 'the request body is not valid JSON' },
+  internal_error: {
+    code: -32603,
+    meaning: '/mcp failed on the request (a bug: please report it)',
+  },
+} as const;
+
+export type McpErrorName = keyof typeof MCP_ERRORS;
 
 /**
  * JSON-RPC errors of the WebSocket gateway protocol. The numeric code follows

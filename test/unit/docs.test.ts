@@ -17,6 +17,7 @@ import {
   MAX_TOKEN_BYTES,
   MAX_TYPE_BYTES,
   MAX_WS_MESSAGE_BYTES,
+  MCP_ERRORS,
   MIN_SESSION_BUFFER_BYTES,
   PUBLISHED_SCHEMAS,
   REJECT_CODES,
@@ -37,6 +38,15 @@ describe('docs/PROTOCOL.md', () => {
     for (const [name, { code }] of Object.entries(RPC_ERRORS))
       expect(protocol).toContain(`| ${code} | \`${name}\``);
     for (const method of RPC_METHODS) expect(protocol).toContain(`\`${method}\``);
+  });
+
+  it('lists every JSON-RPC error /mcp answers itself, in 4.6', () => {
+    const section = protocol.slice(
+      protocol.indexOf('### 4.6 MCP over Streamable HTTP'),
+      protocol.indexOf('### 4.7'),
+    );
+    for (const [name, { code }] of Object.entries(MCP_ERRORS))
+      expect(section).toMatch(new RegExp(`\\| ${code} \\| \`${name}\`\\s+\\|`));
   });
 
   it('lists every worker event and close code', () => {

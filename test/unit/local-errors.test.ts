@@ -32,3 +32,20 @@ describe('local failures', () => {
     expect(plain).toEqual([]);
   });
 });
+
+describe('JSON-RPC error codes', () => {
+  it('come from the typed tables of src/protocol/errors.ts: no bare -32xxx number elsewhere in src/', () => {
+    const root = resolve(import.meta.dirname, '../../src');
+    const bare: string[] = [];
+    for (const file of readdirSync(root, { recursive: true, encoding: 'utf8' })) {
+      if (!file.endsWith('.ts') || file === 'protocol/errors.ts') continue;
+      const lines = readFileSync(resolve(root, file), 'utf8').split('\n');
+      lines.forEach((line, i) => {
+        // Comments may name a code (the MCP SDK's own, such as -32021); code may not.
+        if (/^\s*(?:\/\/|\/\*|\*)/.test(line)) return;
+        if (/-32\d{3}\b/.test(line)) bare.push(`src/${file}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    expect(bare).toEqual([]);
+  });
+});
