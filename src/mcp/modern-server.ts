@@ -43,7 +43,8 @@ export function createModernProgressMcpServer(
       (args: Record<string, unknown>, ctx: ServerContext) => tool.run(args, modernRequest(ctx)),
     );
   }
-  const taskListens = listens ?? new TaskListens(options.source);
+  // Its own: one stdio connection's, capped at MAX_STDIO_TASK_LISTENS.
+  const taskListens = listens ?? new TaskListens(options.source, true);
   serveTasksExtension(server, options.source, tools, taskListens);
   if (listens === undefined) {
     ownListens.set(server, taskListens);

@@ -25,9 +25,11 @@ import {
   SUBSCRIPTION_ID_META_KEY,
 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
+import { MCP_ERRORS } from '../protocol/errors.js';
 import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
 import {
   MAX_LISTENED_TASKS,
+  MAX_STDIO_TASK_LISTENS,
   TASK_POLL_INTERVAL_MS,
   TASK_STATUS_MIN_INTERVAL_MS,
 } from '../shared/defaults.js';
@@ -202,6 +204,21 @@ export function refusedListen(request: TaskListenRequest): ListenMessage {
   };
 }
 
+/**
+ * The error a listen past the cap of a stdio connection is answered with (MCP_ERRORS.refused):
+ * which limit, and how to get under it.
+ */
+export function tooManyListens(request: TaskListenRequest): ListenMessage {
+  return {
+    jsonrpc: '2.0',
+    id: request.id,
+    error: {
+      code: MCP_ERRORS.refused.code,
+      message: `too many task listens: this connection has ${MAX_STDIO_TASK_LISTENS} open, the most one stdio connection of mcp-progress mcp holds (MAX_STDIO_TASK_LISTENS); end an earlier listen first (notifications/cancelled with its request id), or name several tasks in one listen (up to ${MAX_LISTENED_TASKS} taskIds)`,
+    },
+  };
+}
+
 /** Writes one message to a listen stream; a rejection ends that listen. */
 export type WriteListen = (message: ListenMessage) => Promise<void>;
 
@@ -235,6 +252,8 @@ class TaskListener {
   readonly #write: WriteListen;
   /** Called once every task of this listen has been told its end: nothing more can be told. */
   readonly #finished: () => void;
+  /** Called once when the listen ends, however it ends (its place is given back). */
+  readonly #left: () => void;
   readonly #tasks = new Map<string, Followed>();
   #closed = false;
 
@@ -243,11 +262,18 @@ class TaskListener {
     sessions: Pick<ProgressSource, 'openSession'>,
     write: WriteListen,
     finished: () => void,
+    left: () => void,
   ) {
     this.subscriptionId = subscriptionId;
     this.sessions = sessions;
     this.#write = write;
     this.#finished = finished;
+    this.#left = left;
+  }
+
+  /** Ended: nothing more is written to it. */
+  get closed(): boolean {
+    return this.#closed;
   }
 
   get taskIds(): string[] {
@@ -314,6 +340,7 @@ class TaskListener {
   async close(graceful = false): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#left();
     if (graceful) {
       this.#write({
         jsonrpc: '2.0',
@@ -337,18 +364,27 @@ class TaskListener {
  */
 export class TaskListens {
   readonly #source: ProgressSource;
+  /** Whether these are one stdio connection's, capped at MAX_STDIO_TASK_LISTENS. */
+  readonly #capped: boolean;
+  /** Every listen from its request on, until it ends: its place under the cap. */
   readonly #listeners = new Set<TaskListener>();
   #closed = false;
 
-  constructor(source: ProgressSource) {
+  /**
+   * `capped`: the listens of one stdio connection, at most MAX_STDIO_TASK_LISTENS at once. /mcp
+   * leaves it off: there each listen holds a place in the daemon's session hub instead.
+   */
+  constructor(source: ProgressSource, capped = false) {
     this.#source = source;
+    this.#capped = capped;
   }
 
   /**
    * Serves `request` on `write`: the acknowledgement (naming the tasks the daemon knows, at most
    * MAX_LISTENED_TASKS), then each task now, then its changes, until cancel(), `ended` (HTTP:
    * the client closed the stream), close(), or every task has been told its end (then the
-   * listen's result ends it: over HTTP its stream closes).
+   * listen's result ends it: over HTTP its stream closes). When capped, a listen past
+   * MAX_STDIO_TASK_LISTENS open ones is answered tooManyListens and nothing more.
    */
   async listen(
     request: TaskListenRequest,
@@ -359,21 +395,40 @@ export class TaskListens {
       await write(refusedListen(request));
       return;
     }
+    if (this.#capped && this.#listeners.size >= MAX_STDIO_TASK_LISTENS) {
+      await write(tooManyListens(request));
+      return;
+    }
     // Once every task it listens to has ended, the listen ends too, gracefully (its result, as
     // the subscriptions pattern lets a server end one on its own): nothing can follow.
-    const listener: TaskListener = new TaskListener(request.id, sessions, write, () =>
-      this.#end(listener, true),
+    const listener: TaskListener = new TaskListener(
+      request.id,
+      sessions,
+      write,
+      () => this.#end(listener, true),
+      () => this.#listeners.delete(listener),
     );
-    const records: TaskRecord[] = [];
-    for (const taskId of new Set(request.taskIds)) {
-      if (records.length >= MAX_LISTENED_TASKS) break;
-      const record = await this.#source.getTask(taskId);
-      if (record === undefined) continue;
-      listener.add(taskId);
-      records.push(record);
-    }
-    if (this.#closed || ended?.aborted === true) return;
+    // Its place, taken before anything is awaited, so that admissions never overshoot the cap.
     this.#listeners.add(listener);
+    const records: TaskRecord[] = [];
+    try {
+      for (const taskId of new Set(request.taskIds)) {
+        if (records.length >= MAX_LISTENED_TASKS) break;
+        const record = await this.#source.getTask(taskId);
+        if (record === undefined) continue;
+        listener.add(taskId);
+        records.push(record);
+      }
+    } catch (error) {
+      // No daemon to ask: the listen gives its place back before it fails.
+      this.#end(listener);
+      throw error;
+    }
+    // Ended meanwhile (cancelled, the client gone, or close()): nothing is written to it.
+    if (listener.closed || this.#closed || ended?.aborted === true) {
+      this.#end(listener);
+      return;
+    }
     ended?.addEventListener('abort', () => this.#end(listener), { once: true });
     await listener.send(LISTEN_ACKNOWLEDGED, { notifications: { taskIds: listener.taskIds } });
     await Promise.all(records.map((record) => this.#follow(listener, record)));
@@ -392,8 +447,8 @@ export class TaskListens {
     return true;
   }
 
+  /** Ends `listener`; its close gives its place back. */
   #end(listener: TaskListener, graceful = false): void {
-    this.#listeners.delete(listener);
     listener.close(graceful).catch(() => {});
   }
 
@@ -416,8 +471,8 @@ export class TaskListens {
    */
   async close(): Promise<void> {
     this.#closed = true;
+    // Each close takes its listener out of the set.
     const listeners = [...this.#listeners];
-    this.#listeners.clear();
     await Promise.all(listeners.map((listener) => listener.close(true)));
   }
 

@@ -239,6 +239,15 @@ export const MAX_LISTENED_TASKS = 100;
 export const TASK_STATUS_MIN_INTERVAL_MS = 250;
 
 /**
+ * Task listens one stdio connection of `mcp-progress mcp` holds open at once: each follows up to
+ * MAX_LISTENED_TASKS tasks, with a daemon session and a poll timer for each. Past it a listen is
+ * refused with a JSON-RPC error (MCP_ERRORS.refused) naming this limit: end an earlier listen
+ * (notifications/cancelled), or name several tasks in one. Over /mcp each listen holds a place
+ * under the daemon's --max-sessions instead.
+ */
+export const MAX_STDIO_TASK_LISTENS = 32;
+
+/**
  * The gateway's Unix socket in the runtime directory (the local link): the same gateway as the
  * TCP port, for this user's processes only (the directory is 0700). Not on Windows.
  */

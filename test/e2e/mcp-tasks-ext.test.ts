@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_STDIO_TASK_LISTENS } from '../../src/shared/defaults.js';
 import {
   cleanupAll,
   eventually,
@@ -657,6 +658,61 @@ describe('a task listen on /mcp and --max-sessions', () => {
       worker.destroy();
       await client.close();
       await own.stop();
+    }
+  }, 60_000);
+});
+
+describe('task listens over the stdio of mcp-progress mcp', () => {
+  it(`holds at most MAX_STDIO_TASK_LISTENS (${MAX_STDIO_TASK_LISTENS}) at once: one more is refused, naming the limit; once one ends, another is served`, async () => {
+    const { mcp, task, end } = await taskOnJob(
+      await RAW_STDIO.connect(daemon, NEWEST_REVISION),
+      daemon.info.socket,
+      token('stdio-cap'),
+      'label-stdio-cap',
+      startTask,
+    );
+    try {
+      // Sent together, so that a cap taken only after a look at the task would be overshot.
+      const ids = Array.from({ length: MAX_STDIO_TASK_LISTENS }, () =>
+        mcp.send('subscriptions/listen', {
+          notifications: { taskIds: [task.taskId] },
+          _meta: WITH_TASKS,
+        }),
+      );
+      const past = mcp.send('subscriptions/listen', {
+        notifications: { taskIds: [task.taskId] },
+        _meta: WITH_TASKS,
+      });
+      // Its answer, or (unbounded) its acknowledgement: whichever comes.
+      const first = (id: number) =>
+        eventually(() =>
+          mcp.received.find(
+            (m) =>
+              (m.id === id && m.method === undefined) ||
+              (m.method === 'notifications/subscriptions/acknowledged' &&
+                m.params?._meta?.[SUBSCRIPTION_ID] === id),
+          ),
+        );
+      const refused = await first(past);
+      expect(refused.error).toMatchObject({
+        code: -32000,
+        message: expect.stringContaining('MAX_STDIO_TASK_LISTENS'),
+      });
+      expect(refused.error?.message).toContain(String(MAX_STDIO_TASK_LISTENS));
+      expect(refused.error?.message).toContain('notifications/cancelled');
+      // Every listen within the cap is served, and told the task.
+      for (const id of ids) {
+        expect((await first(id)).method).toBe('notifications/subscriptions/acknowledged');
+      }
+      await eventually(() =>
+        ids.every((id) => told(mcp, id, task.taskId).length > 0) ? true : undefined,
+      );
+      // Ending one gives its place back.
+      await mcp.cancelRequest(ids[0] as number);
+      const again = await listen(mcp, [task.taskId]);
+      expect(again.ack.params?.notifications).toEqual({ taskIds: [task.taskId] });
+    } finally {
+      await end();
     }
   }, 60_000);
 });

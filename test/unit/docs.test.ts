@@ -27,6 +27,8 @@ import {
   WS_SUBPROTOCOL,
 } from '../../src/protocol/index.js';
 
+import { MAX_LISTENED_TASKS, MAX_STDIO_TASK_LISTENS } from '../../src/shared/defaults.js';
+
 const protocol = readFileSync(resolve(import.meta.dirname, '../../docs/PROTOCOL.md'), 'utf8');
 
 describe('docs/PROTOCOL.md', () => {
@@ -47,6 +49,8 @@ describe('docs/PROTOCOL.md', () => {
     );
     for (const [name, { code }] of Object.entries(MCP_ERRORS))
       expect(section).toMatch(new RegExp(`\\| ${code} \\| \`${name}\`\\s+\\|`));
+    expect(section).toContain(`at most **${MAX_STDIO_TASK_LISTENS}** task listens`);
+    expect(section).toContain(`(up to ${MAX_LISTENED_TASKS} \`taskIds\`)`);
   });
 
   it('lists every worker event and close code', () => {
