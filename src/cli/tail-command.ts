@@ -2,7 +2,13 @@ import { GatewayClient, type GatewayClientOptions } from '../gateway-client/gate
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import type { Notification } from '../protocol/notifications.js';
-import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_TAIL_LINES_INTERVAL_MS } from '../shared/defaults.js';
+import {
+  backoffDelayMs,
+  DEFAULT_MIN_INTERVAL_MS,
+  DEFAULT_TAIL_LINES_INTERVAL_MS,
+  TAIL_HOST_RETRIES,
+  TAIL_HOST_RETRY_BACKOFF,
+} from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { parseOptions, UsageError } from './args.js';
@@ -55,7 +61,9 @@ that (at its --max-subscribe-all cap), tail says so and lists the streams
 every 0.5 s instead, following each from the value it has then.
 
 With a NATS backplane (docs/BACKPLANE.md), a stream of another host shows
-that host after its name: render-1 @gpu-1.
+that host after its name: render-1 @gpu-1. When asking the daemon for it
+fails (it did not answer in time), the stream shows without it, and its
+next updates ask again (a few times, further and further apart).
 
 With TOKENs, tail exits (0) once every named stream is done; without, it
 runs until interrupted. It survives a daemon restart, and when no daemon is
@@ -337,6 +345,13 @@ function createView(
   };
 }
 
+/** A stream whose host look-up failed: the look-ups failed so far, and when the next may be. */
+interface HostRetry {
+  failures: number;
+  notBefore: number;
+  looking: boolean;
+}
+
 /** Subscribes to the streams tail follows, and passes what arrives to the model and the view. */
 class Tail {
   readonly #client: GatewayClient;
@@ -361,6 +376,11 @@ class Tail {
    * which host it is on, so that its first line names the host as every later one does.
    */
   readonly #awaitingHost = new Map<ProgressToken, Notification[]>();
+  /**
+   * With followAll, the streams shown whose host look-up failed (not by a lost connection):
+   * how many times, and how soon their next update may look again (TAIL_HOST_RETRY_BACKOFF).
+   */
+  readonly #hostRetries = new Map<ProgressToken, HostRetry>();
 
   constructor(
     client: GatewayClient,
@@ -514,7 +534,10 @@ class Tail {
           // A row shown keeps what it shows: only the done is new.
           if (row === undefined) await this.follow(token, stream.startedAt, stream.host);
           else await this.follow(token, undefined, stream.host, row.progress);
-        } else if (stream.host !== undefined) this.#model.setHost(token, stream.host);
+        } else if (stream.host !== undefined) {
+          this.#model.setHost(token, stream.host);
+          this.#hostRetries.delete(token);
+        }
       }
       this.#listed = true;
       return;
@@ -543,9 +566,11 @@ class Tail {
     const restarts = row?.status !== undefined && notification.method === 'notifications/progress';
     if (row !== undefined && !restarts) {
       this.#received(notification);
+      this.#lookAgain(token);
       return;
     }
     this.#awaitingHost.set(token, [notification]);
+    this.#hostRetries.delete(token);
     const release = (stream: StreamSummary | undefined) => {
       const notifications = this.#awaitingHost.get(token) ?? [];
       this.#awaitingHost.delete(token);
@@ -553,7 +578,52 @@ class Tail {
       if (stream?.host !== undefined) this.#model.setHost(token, stream.host);
       for (const next of notifications) this.#received(next);
     };
-    this.#client.get(token).then(release, () => release(undefined));
+    this.#client.get(token).then(release, (error: unknown) => {
+      // Shown without its host for now: its next update looks again.
+      release(undefined);
+      this.#lookupFailed(token, error, 0);
+    });
+  }
+
+  /** The stream's host look-up failed (`failures` before this one): when to look again, if at all. */
+  #lookupFailed(token: ProgressToken, error: unknown, failures: number): void {
+    const lost =
+      error instanceof BridgeError && (error.code === 'disconnected' || error.code === 'closed');
+    // A lost connection's reconnect lists the hosts; a finished stream has no next update.
+    if (lost || failures >= TAIL_HOST_RETRIES || this.#model.get(token)?.status !== undefined) {
+      this.#hostRetries.delete(token);
+      return;
+    }
+    const waitMs = failures === 0 ? 0 : backoffDelayMs(TAIL_HOST_RETRY_BACKOFF, failures - 1);
+    this.#hostRetries.set(token, {
+      failures: failures + 1,
+      notBefore: Date.now() + waitMs,
+      looking: false,
+    });
+  }
+
+  /** At an update of a stream shown without its host because its look-up failed: looks again. */
+  #lookAgain(token: ProgressToken): void {
+    const retry = this.#hostRetries.get(token);
+    if (retry === undefined || retry.looking) return;
+    if (Date.now() < retry.notBefore) {
+      // Its done: no update follows it to look at.
+      if (this.#model.get(token)?.status !== undefined) this.#hostRetries.delete(token);
+      return;
+    }
+    retry.looking = true;
+    this.#client.get(token).then(
+      (stream) => {
+        // A listing, or a restart of the stream under the token, came first: it knows better.
+        if (this.#hostRetries.get(token) !== retry) return;
+        this.#hostRetries.delete(token);
+        if (stream?.host !== undefined) this.#model.setHost(token, stream.host);
+      },
+      (error: unknown) => {
+        if (this.#hostRetries.get(token) === retry)
+          this.#lookupFailed(token, error, retry.failures);
+      },
+    );
   }
 
   #received(notification: Notification): void {

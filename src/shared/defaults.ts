@@ -17,6 +17,16 @@ export const DEFAULT_LIST_TOOL_LIMIT = 100;
 /** `mcp-progress tail` printing plain lines (not a terminal): at most one line per stream per this many ms. */
 export const DEFAULT_TAIL_LINES_INTERVAL_MS = 1000;
 
+/**
+ * `mcp-progress tail`, with a NATS backplane: a look-up of a stream's host (progress/get) that
+ * failed other than by a lost connection (whose reconnect lists the hosts again) is tried again
+ * at that stream's next update: the first retry at once, each later one no sooner than this
+ * backoff after the last failure, and at most TAIL_HOST_RETRIES times. Then the row shows no
+ * host until a reconnect's listing names it.
+ */
+export const TAIL_HOST_RETRY_BACKOFF: Backoff = { firstMs: 1000, maxMs: 30_000 };
+export const TAIL_HOST_RETRIES = 5;
+
 /** A wait that doubles from `firstMs` after each failed attempt, up to `maxMs` (see backoffDelayMs). */
 export interface Backoff {
   readonly firstMs: number;

@@ -3,7 +3,7 @@
  * host B with a real SDK client, relayProgress in a real MCP server using daemon B,
  * `tail` and `status` on host C (docs/BACKPLANE.md, the quick start).
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { relayProgress } from '../../src/mcp/index.js';
 import {
@@ -231,4 +231,89 @@ describe.skipIf(natsServer.skip)('every surface of another host', () => {
       await waitForExit(child);
     }
   });
+});
+
+/** Bytes waiting unread in the sockets of process `pid` (ss's Recv-Q), for this user's processes. */
+function unreadBytesOf(pid: number): number {
+  const listed = execFileSync('ss', ['-xtnpH'], { encoding: 'utf8' });
+  let unread = 0;
+  for (const line of listed.split('\n')) {
+    if (!line.includes(`pid=${pid},`)) continue;
+    unread += Number(line.trim().split(/\s+/)[2] ?? 0);
+  }
+  return unread;
+}
+
+describe.skipIf(natsServer.skip)('tail and a host look-up that fails', () => {
+  beforeAll(() => natsServer.require());
+
+  it('a look-up that timed out (its daemon stopped, the connection kept) is tried again at the next update: the host shows', async () => {
+    const nats = await startNats();
+    const [a, b] = await Promise.all([startHost(nats.url, 'src-a'), startHost(nats.url, 'tail-b')]);
+    const worker = await rawWorker(a.info.socket);
+    const child = spawn(
+      process.execPath,
+      [BIN, 'tail', '--runtime-dir', b.runtimeDir, '--min-interval-ms', '0'],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, MCP_PROGRESS_SOCKET: '' } },
+    );
+    const output = collectOutput(child);
+    const pid = child.pid as number;
+    try {
+      // tail follows every stream of B, with its host.
+      const first = fresh('first');
+      worker.send('progress', { v: 1, progressToken: first, progress: 1, message: 'warm' });
+      await eventually(
+        () => (output.stdout().includes(`${first} @src-a  1  warm`) ? true : undefined),
+        15_000,
+        'tail to show the first stream with its host',
+      );
+      // A new stream's first value reaches tail while it is stopped, so that B can be stopped
+      // before tail asks it for the stream's host: the question then waits on an open connection
+      // until tail's request timeout, and fails (request_timeout), not by a disconnect.
+      const token = fresh('late');
+      child.kill('SIGSTOP');
+      worker.send('progress', { v: 1, progressToken: token, progress: 1, message: 'one' });
+      await eventually(
+        () => (unreadBytesOf(pid) > 0 ? true : undefined),
+        15_000,
+        'the first value to wait in the socket of the stopped tail',
+      );
+      b.child.kill('SIGSTOP');
+      child.kill('SIGCONT');
+      await eventually(
+        () => (output.stdout().includes(`${token}  1  one`) ? true : undefined),
+        30_000,
+        'tail to show the stream without its host once the look-up timed out',
+      );
+      b.child.kill('SIGCONT');
+      // Each later value is shown; one of them looks again, and the host shows from then on.
+      let shown = '';
+      for (let progress = 2; progress <= 10 && !shown.includes(' @src-a '); progress++) {
+        worker.send('progress', { v: 1, progressToken: token, progress, message: 'more' });
+        shown = await eventually(
+          () =>
+            output
+              .stdout()
+              .split('\n')
+              .find(
+                (line) =>
+                  line.startsWith(`${token} `) &&
+                  line.includes(`  ${progress}  `) &&
+                  line.endsWith('more'),
+              ),
+          15_000,
+          `tail to show value ${progress}`,
+        );
+      }
+      expect(shown).toContain(`${token} @src-a `);
+    } finally {
+      child.kill('SIGCONT');
+      b.child.kill('SIGCONT');
+      child.kill();
+      await waitForExit(child);
+      worker.destroy();
+      await Promise.all([a.stop(), b.stop()]);
+      await nats.stop();
+    }
+  }, 90_000);
 });
