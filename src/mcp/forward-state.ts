@@ -9,7 +9,8 @@
  * - the phase: forwarding -> ended -> draining -> drained. Updates go out only
  *   while forwarding; the drain (every update handed over, the client pinged
  *   at most once, RESULT_GAP_MS kept) runs once, started by done or lost, or
- *   by stop once the subscription is released; at drained the result may follow.
+ *   by stop (or a failed send, which stops) once the subscription is released;
+ *   at drained the result may follow.
  * - the stop: none -> (cancelling ->) releasing -> released. A cancel tells the
  *   worker first, then stops; stop() resolves once released and drained.
  */
@@ -107,11 +108,9 @@ export function forwardStep(state: ForwardState, event: ForwardEvent): ForwardSt
       };
     case 'sendFailed':
       if (state.phase !== 'forwarding') return unchanged(state);
-      // No drain yet: the caller's stop releases the subscription first.
-      return {
-        state: { ...state, phase: 'ended', end: 'failed' },
-        effects: [{ type: 'announceEnd', end: 'failed' }],
-      };
+      // Nobody listens any more: it stops as stop() would (release, then drain), so `done`
+      // settles even for a caller that only awaits it, and the subscription is not held.
+      return beginStop(state, 'failed');
     case 'cancel': {
       // Once stop began, the cancel listener is gone: a late cancel changes nothing.
       if (state.stop !== 'none') return unchanged(state);
@@ -158,8 +157,8 @@ function endNow(state: ForwardState, end: ForwardEnd): ForwardStep {
 }
 
 /** Stop: end forwarding, stop listening for a cancel, release the subscription. */
-function beginStop(state: ForwardState): ForwardStep {
-  const ending = endNow(state, 'stopped');
+function beginStop(state: ForwardState, end: ForwardEnd = 'stopped'): ForwardStep {
+  const ending = endNow(state, end);
   return {
     state: { ...ending.state, stop: 'releasing' },
     effects: [...ending.effects, { type: 'stopListeningForCancel' }, { type: 'release' }],

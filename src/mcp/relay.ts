@@ -121,8 +121,9 @@ export interface ProgressRelay extends AsyncDisposable {
   readonly relaying: boolean;
   /**
    * Settles when the worker sends done (with its done params), or with
-   * undefined when the relay closes first, relays nothing, or its daemon
-   * went away and did not come back (then `error` says so). Every update
+   * undefined when the relay closes first, relays nothing, a send to the
+   * client failed (nobody listens any more: the relay stops by itself), or its
+   * daemon went away and did not come back (then `error` says so). Every update
    * before done has been handed to the SDK when it settles.
    */
   readonly done: Promise<DoneParams | undefined>;

@@ -76,10 +76,23 @@ describe('forwardStep', () => {
     expect(drained.effects).toEqual([{ type: 'settle', doneParams: undefined }]);
   });
 
-  it('forwarding + sendFailed: ends with failed, no drain until stop released', () => {
+  it('forwarding + sendFailed: ends with failed and stops by itself (releases, then drains): done settles without a stop()', () => {
     const { state, effects } = stateAfter({ type: 'sendFailed' });
-    expect(effects).toEqual([{ type: 'announceEnd', end: 'failed' }]);
-    expect(state).toMatchObject({ phase: 'ended', end: 'failed', stop: 'none' });
+    expect(effects).toEqual([
+      { type: 'announceEnd', end: 'failed' },
+      { type: 'stopListeningForCancel' },
+      { type: 'release' },
+    ]);
+    expect(state).toMatchObject({ phase: 'ended', end: 'failed', stop: 'releasing' });
+    const released = stateAfter({ type: 'sendFailed' }, { type: 'released' });
+    expect(released.effects).toEqual([{ type: 'drain' }]);
+    const drained = stateAfter({ type: 'sendFailed' }, { type: 'released' }, { type: 'drained' });
+    expect(drained.effects).toEqual([
+      { type: 'settle', doneParams: undefined },
+      { type: 'stopComplete' },
+    ]);
+    // The caller's stop() after it adds nothing: it resolves with the stop under way.
+    expect(forwardStep(state, { type: 'stop' }).effects).toEqual([]);
   });
 
   it('forwarding + stop: ends with stopped, stops listening for a cancel, releases', () => {
@@ -162,7 +175,7 @@ describe('forwardStep', () => {
         effects: [],
       });
     }
-    // A failed send does not drain: a drained event then settles nothing.
+    // A failed send drains only once released: a drained event before settles nothing.
     const failed = stateAfter({ type: 'sendFailed' }).state;
     expect(forwardStep(failed, { type: 'drained' }).effects).toEqual([]);
   });

@@ -26,6 +26,7 @@ import { MAX_STATUS_MESSAGE_CHARS, RESULT_CONFIRM_TIMEOUT_MS } from '../../src/p
 import { doneNotification, PROGRESS_METHOD } from '../../src/protocol/notifications.js';
 import { PING_WAIT_FLOOR_MS } from '../../src/shared/defaults.js';
 import { SubscriptionLabels } from '../../src/shared/subscription-labels.js';
+import { eventually } from '../helpers/daemon.js';
 
 describe('PingRecord', () => {
   it('waits the full confirm timeout for a client it knows nothing of', () => {
@@ -211,10 +212,13 @@ describe('the tool answers', () => {
 
 describe('forwardProgress', () => {
   /** A forwarding over a session whose deliveries the test makes, into a channel that records. */
-  async function forwarding() {
+  async function forwarding(failAt = Number.POSITIVE_INFINITY) {
     let deliver: NotificationHandler = () => {};
     const sent: number[] = [];
+    let released = 0;
     const send = async (notification: McpProgressNotification) => {
+      // As the SDK's send once its client has gone.
+      if (sent.length + 1 >= failAt) throw new Error('Not connected');
       sent.push(notification.params.progress);
     };
     const session = {
@@ -227,7 +231,11 @@ describe('forwardProgress', () => {
       session,
       { progressToken: 't', minIntervalMs: 0 },
       outsideRequest(undefined, send),
-      { release: async () => {} },
+      {
+        release: async () => {
+          released++;
+        },
+      },
     );
     const update = (progress: number) =>
       deliver({
@@ -236,7 +244,7 @@ describe('forwardProgress', () => {
         params: { progressToken: 't', progress },
       });
     const done = () => deliver(doneNotification({ progressToken: 't', status: 'ok' }));
-    return { forwarded, sent, update, done };
+    return { forwarded, sent, update, done, released: () => released };
   }
 
   it('forwards and counts updates while forwarding; none after stop', async () => {
@@ -249,6 +257,29 @@ describe('forwardProgress', () => {
     expect(sent).toEqual([1, 2]);
     expect(forwarded.updates).toBe(2);
     expect(forwarded.last?.progress).toBe(2);
+  });
+
+  it('a failed send (the client went away) stops by itself: the subscription is released and done settles without a stop()', async () => {
+    const { forwarded, sent, update, done, released } = await forwarding(2);
+    let settled = false;
+    void forwarded.done.then(() => {
+      settled = true;
+    });
+    update(1);
+    update(2);
+    expect(await forwarded.ended).toBe('failed');
+    // A caller that awaits only `done` (relay.done) is not left hanging, even as the worker's done comes.
+    done();
+    await eventually(
+      () => (settled ? true : undefined),
+      5000,
+      'done to settle after the failed send',
+    );
+    expect(await forwarded.done).toBeUndefined();
+    expect(released()).toBe(1);
+    expect(sent).toEqual([1]);
+    await forwarded.stop();
+    expect(released()).toBe(1);
   });
 
   it('forwards nothing after done', async () => {
