@@ -65,6 +65,7 @@ export interface SseEvent {
 
 export interface SseStream {
   readonly status: number;
+  readonly headers: IncomingMessage['headers'];
   readonly events: SseEvent[];
   /** Comments (`: keepalive`) received. */
   readonly comments: string[];
@@ -117,6 +118,7 @@ export function openEvents(baseUrl: string, headers: Record<string, string>): Pr
         });
         resolve({
           status: response.statusCode ?? 0,
+          headers: response.headers,
           events,
           comments,
           next(match, what, timeoutMs = 10_000) {
