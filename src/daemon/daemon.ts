@@ -203,9 +203,9 @@ export class Daemon {
       },
       metrics: () => formatPrometheus(this.status()),
     });
-    this.#pageAccess = new PageAccess(this.#secret, options.runtimeDir);
+    this.#pageAccess = new PageAccess(this.#secret, options.runtimeDir, options.pageCookieMs);
     this.#pageFeed = new PageFeed(
-      DEFAULT_PAGE_FEED_OPTIONS,
+      { ...DEFAULT_PAGE_FEED_OPTIONS, streamMs: this.#pageAccess.renewAfterMs },
       // With the clock: an active job is sent with the daemon's rate and ETA as of its change.
       () => this.#router.list(this.now()).map((summary) => this.#withHost(summary)),
       this.#hub,

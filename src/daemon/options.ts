@@ -14,7 +14,7 @@ import {
   MAX_MIN_INTERVAL_MS,
   MIN_SESSION_BUFFER_BYTES,
 } from '../protocol/limits.js';
-import { DEFAULT_PORT } from '../shared/defaults.js';
+import { DEFAULT_PORT, MIN_PAGE_COOKIE_TTL_MS, PAGE_COOKIE_TTL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { defaultSocketPath, resolveRuntimeDir } from '../shared/locate.js';
 import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
@@ -59,6 +59,8 @@ export interface DaemonOptions {
   readonly pingIntervalMs: number;
   /** A pinged WebSocket session that does not pong within this is closed. */
   readonly pongTimeoutMs: number;
+  /** How long a page cookie admits; an open page renews its own at half this. */
+  readonly pageCookieMs: number;
   /** How long a graceful stop waits for connections to drain. */
   readonly shutdownGraceMs: number;
   /** Fixed secret for tests and supervised setups; a random one otherwise. */
@@ -363,6 +365,16 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     help: 'close a pinged WebSocket session that does not answer within this (default {default})',
   },
   {
+    name: 'page-cookie-ms',
+    key: { daemon: 'pageCookieMs' },
+    kind: 'integer',
+    default: PAGE_COOKIE_TTL_MS,
+    min: MIN_PAGE_COOKIE_TTL_MS,
+    section: 'Timing (milliseconds)',
+    help: 'how long the live page\'s cookie admits a browser, checked by the daemon; an open page renews its own at half this, a page closed longer needs "mcp-progress open" again (default {default})',
+    shownDefault: '86400000 = 1 day',
+  },
+  {
     name: 'shutdown-grace-ms',
     key: { daemon: 'shutdownGraceMs' },
     kind: 'integer',
@@ -458,6 +470,7 @@ export const DEFAULTS = {
   handshakeTimeoutMs: defaultOf('handshake-timeout-ms'),
   pingIntervalMs: defaultOf('ping-interval-ms'),
   pongTimeoutMs: defaultOf('pong-timeout-ms'),
+  pageCookieMs: defaultOf('page-cookie-ms'),
   shutdownGraceMs: defaultOf('shutdown-grace-ms'),
   natsHeartbeatMs: defaultOf('nats-heartbeat-ms'),
   natsPrefix: DEFAULT_NATS_PREFIX,

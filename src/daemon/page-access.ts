@@ -3,6 +3,12 @@
  * (src/shared/page-ticket.ts) and holds the cookie it got for it. The cookie is signed with a
  * key kept in the 0700 runtime directory, so it outlives a daemon restart (the page reconnects
  * and resumes) while the daemon's secret, which changes at every start, never reaches a URL.
+ *
+ * A browser hands the cookie to every port of localhost, another user's server too, and only on
+ * Linux does the page also check the user at the other end. So a cookie carries its issue time
+ * under its MAC and the daemon admits it for --page-cookie-ms only: a captured one stops
+ * working. An open page renews its own: its stream (`GET /events`) sets a fresh cookie and ends
+ * at half the lifetime (page-feed.ts), and the browser comes back with the fresh one.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -27,10 +33,13 @@ export class PageAccess {
   /** Redeemed nonces and when their tickets expire. */
   readonly #redeemed = new Map<string, number>();
   #cookieName = 'mcp_progress_page';
+  /** How long a cookie admits after it was issued (--page-cookie-ms). */
+  readonly #lifetimeMs: number;
 
-  constructor(secret: string, runtimeDir: string) {
+  constructor(secret: string, runtimeDir: string, cookieLifetimeMs: number) {
     this.#secret = secret;
     this.#keyPath = join(runtimeDir, PAGE_KEY_NAME);
+    this.#lifetimeMs = cookieLifetimeMs;
   }
 
   get #key(): Buffer {
@@ -73,17 +82,39 @@ export class PageAccess {
       if (expiresAt <= now || this.#redeemed.size >= MAX_REDEEMED) this.#redeemed.delete(nonce);
     }
     this.#redeemed.set(check.nonce, check.expiresAt);
-    const id = randomBytes(16).toString('base64url');
-    const value = `${id}.${sign(this.#key, `cookie:${id}`)}`;
-    // No Max-Age: the cookie ends with the browser session.
+    return this.freshCookie();
+  }
+
+  /**
+   * The Set-Cookie value of a new cookie, issued now: for a redeemed ticket, and for every page
+   * stream, which renews the cookie of a page that stays open. The value is `ID.ISSUED.MAC`: 16
+   * random bytes, the issue time (ms since the epoch) and the HMAC of both with the page key.
+   */
+  freshCookie(now = Date.now()): string {
+    const body = `${randomBytes(16).toString('base64url')}.${now}`;
+    const value = `${body}.${sign(this.#key, `cookie:${body}`)}`;
+    // No Max-Age: the cookie ends with the browser session, or before on the daemon's clock, and
+    // a browser that still sends an expired one is told so (rather than that it has none).
     return `${this.#cookieName}=${value}; Path=/; HttpOnly; SameSite=Strict`;
   }
 
-  /** 401 without a valid page cookie; 403 for a foreign Origin. */
+  /** How long a page's stream lasts before it ends for a fresh cookie: half the lifetime. */
+  get renewAfterMs(): number {
+    return Math.floor(this.#lifetimeMs / 2);
+  }
+
+  /** 401 without a valid page cookie, or with an expired one; 403 for a foreign Origin. */
   cookieRefusal(request: IncomingMessage, names: OwnNames): Refusal | undefined {
     const foreign = originRefusal(request, names);
     if (foreign !== undefined) return foreign;
-    if (this.#validCookie(request)) return undefined;
+    const cookie = this.#cookieState(request);
+    if (cookie === 'valid') return undefined;
+    if (cookie === 'expired') {
+      return {
+        status: 401,
+        message: `this page's cookie has expired (it admits for ${lifetime(this.#lifetimeMs)} after it was issued, and a page kept open renews it): run "mcp-progress open" (or "mcp-progress open --print") for a one-time URL that sets a new one`,
+      };
+    }
     return {
       status: 401,
       message:
@@ -91,23 +122,46 @@ export class PageAccess {
     };
   }
 
-  #validCookie(request: IncomingMessage): boolean {
+  /** The best of the request's page cookies: one that admits, else one that did, else none. */
+  #cookieState(request: IncomingMessage, now = Date.now()): 'valid' | 'expired' | 'none' {
     const header = request.headers.cookie;
-    if (header === undefined) return false;
+    if (header === undefined) return 'none';
+    let state: 'expired' | 'none' = 'none';
     for (const pair of header.split(';')) {
       const mark = pair.indexOf('=');
       if (mark === -1 || pair.slice(0, mark).trim() !== this.#cookieName) continue;
-      const [id, signature] = pair
+      const parts = pair
         .slice(mark + 1)
         .trim()
         .split('.');
-      if (id === undefined || signature === undefined) continue;
-      const expected = Buffer.from(sign(this.#key, `cookie:${id}`));
+      const [id, issued, signature] = parts;
+      // A cookie without an issue time (ID.MAC, of a daemon before cookies expired) is not one.
+      if (parts.length !== 3 || id === undefined || issued === undefined || signature === undefined)
+        continue;
+      const expected = Buffer.from(sign(this.#key, `cookie:${id}.${issued}`));
       const presented = Buffer.from(signature);
-      if (presented.length === expected.length && timingSafeEqual(presented, expected)) return true;
+      if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) continue;
+      // Its age on this daemon's clock; one from the future (the clock was set back) is admitted
+      // only within a lifetime of it too, so a clock step stretches a cookie to two at most.
+      const age = now - Number(issued);
+      if (Math.abs(age) < this.#lifetimeMs) return 'valid';
+      state = 'expired';
     }
-    return false;
+    return state;
   }
+}
+
+/** A lifetime in the unit a person reads it in: "1 day", "12 hours", "5 s". */
+function lifetime(ms: number): string {
+  const units: Array<[number, string]> = [
+    [86_400_000, 'day'],
+    [3_600_000, 'hour'],
+    [60_000, 'minute'],
+  ];
+  for (const [size, unit] of units) {
+    if (ms % size === 0) return `${ms / size} ${unit}${ms === size ? '' : 's'}`;
+  }
+  return `${ms / 1000} s`;
 }
 
 /** 403 for an Origin that is not the daemon's own (a page of another site, or another port). */

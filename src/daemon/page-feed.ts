@@ -5,11 +5,14 @@
  * batch has an id `<instance>-<n>`; a tab that reconnects with `Last-Event-ID` gets the jobs
  * that changed after batch n, as they are now: none missed and none sent twice. An id of
  * another daemon instance (a restart), or older than the removals remembered, gets a snapshot.
+ * A stream ends after streamMs (half the page cookie's lifetime) and the browser comes back, by
+ * its last id, with the fresh cookie the stream set: so an open page keeps its access.
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
 import {
+  PAGE_COOKIE_TTL_MS,
   PAGE_FEED_HEARTBEAT_MS,
   PAGE_FEED_INTERVAL_MS,
   PAGE_FEED_MAX_REMOVALS,
@@ -27,12 +30,19 @@ export interface PageFeedOptions {
   readonly intervalMs: number;
   readonly heartbeatMs: number;
   readonly maxRemovals: number;
+  /**
+   * A tab's stream ends after this long, and the browser reconnects (resuming by its last id):
+   * each stream sets a fresh page cookie, so an open page renews its cookie this often, and no
+   * stream outlives the cookie it was opened with by more than this.
+   */
+  readonly streamMs: number;
 }
 
 export const DEFAULT_PAGE_FEED_OPTIONS: PageFeedOptions = {
   intervalMs: PAGE_FEED_INTERVAL_MS,
   heartbeatMs: PAGE_FEED_HEARTBEAT_MS,
   maxRemovals: PAGE_FEED_MAX_REMOVALS,
+  streamMs: PAGE_COOKIE_TTL_MS / 2,
 };
 
 /** How long a browser waits before it reconnects a dropped stream (the SSE `retry` field). */
@@ -82,8 +92,16 @@ export class PageFeed {
     return this.#tabs.size;
   }
 
-  /** Serves one tab's stream; refuses it (503) at --max-sessions. */
-  open(request: IncomingMessage, response: ServerResponse, lastEventId: string | undefined): void {
+  /**
+   * Serves one tab's stream, with `headers` (the fresh cookie) on its 200, and ends it after
+   * streamMs; refuses it (503) at --max-sessions.
+   */
+  open(
+    request: IncomingMessage,
+    response: ServerResponse,
+    lastEventId: string | undefined,
+    headers: Readonly<Record<string, string>> = {},
+  ): void {
     let tab: Tab | undefined;
     const id = this.#hub.open('page', {
       unreadBytes: () => response.writableLength + (response.socket?.writableLength ?? 0),
@@ -101,6 +119,7 @@ export class PageFeed {
     // The first tab finds the table as it is now; later ones share the batches already made.
     if (this.#tabs.size === 0) this.#scan();
     response.writeHead(200, {
+      ...headers,
       ...PAGE_HEADERS,
       'content-type': 'text/event-stream; charset=utf-8',
       'x-accel-buffering': 'no',
@@ -110,7 +129,15 @@ export class PageFeed {
     tab = opened;
     this.#tabs.set(id, opened);
     request.socket.setNoDelay(true);
+    // Ended, not cut: the browser reconnects after `retry` with its last id and the fresh cookie.
+    // Out of the table first, so that nothing is written after the end.
+    const renewal = setTimeout(() => {
+      this.#tabs.delete(id);
+      response.end();
+    }, this.#options.streamMs);
+    renewal.unref();
     response.on('close', () => {
+      clearTimeout(renewal);
       this.#tabs.delete(id);
       this.#hub.close(id);
       this.#idleIfNone();

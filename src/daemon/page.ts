@@ -98,7 +98,9 @@ export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): 
         (Array.isArray(header) ? header[0] : header) ??
         requestTarget(request).query.get('lastEventId') ??
         undefined;
-      feed.open(request, response, lastEventId);
+      // A fresh cookie on every stream: a page kept open renews its own (the feed ends the stream
+      // at half the cookie's lifetime, and the browser comes back with this one).
+      feed.open(request, response, lastEventId, { 'set-cookie': access.freshCookie() });
     },
     cookie,
   );

@@ -143,6 +143,20 @@ export const MAX_WAITING_PROGRESS_SENDS = 4096;
 export const PAGE_TICKET_TTL_MS = 120_000;
 
 /**
+ * How long a page cookie admits its holder, on the daemon's clock (--page-cookie-ms): a cookie
+ * a server of another local user captured stops working after this (the browser hands a cookie
+ * to every port of localhost). An open page renews its own well before (its stream ends at half
+ * this and comes back for a fresh one), so only a page closed for a day needs `mcp-progress open`.
+ */
+export const PAGE_COOKIE_TTL_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * The shortest --page-cookie-ms: an open page's stream ends at half the lifetime and the browser
+ * comes back a second later (the stream's `retry`), while its cookie is still good.
+ */
+export const MIN_PAGE_COOKIE_TTL_MS = 5000;
+
+/**
  * The live page's stream (`GET /events`) sends each job's changes at most once per this many ms:
  * 2 updates per second per job, whatever its worker sends.
  */
