@@ -141,8 +141,11 @@ export class Backplane {
    * a worker of this daemon takes them up again.
    */
   readonly #adopter: ConnectionId;
-  /** Tokens already warned about, so a conflict is logged once. */
-  readonly #warned = new Set<ProgressToken>();
+  /**
+   * Tokens already warned about, with the start of the stream warned about: a conflict is logged
+   * once a stream, and forgotten with it.
+   */
+  readonly #warned = new Map<ProgressToken, number>();
   /** Messages from the backplane that failed validation. */
   #invalidMessages = 0;
   /** This daemon process on the backplane: in its heartbeats and its answers to name checks. */
@@ -866,8 +869,9 @@ export class Backplane {
   }
 
   #conflict(token: ProgressToken, name: string, why: string): void {
-    if (this.#warned.has(token)) return;
-    this.#warned.add(token);
+    const startedAt = this.#router.get(token)?.startedAt ?? -1;
+    if (this.#warned.get(token) === startedAt) return;
+    this.#warned.set(token, startedAt);
     this.#log.warn(
       `backplane: host ${name} publishes token ${JSON.stringify(token)}, but ${why}: its messages for it are ignored here`,
     );
@@ -920,6 +924,10 @@ export class Backplane {
     this.#hosts.review((token) => this.#router.get(token) !== undefined);
     for (const token of [...this.#local.keys()]) {
       if (this.#router.get(token) === undefined) this.#forgetLocal(token);
+    }
+    // A conflict is only ever over a token the router holds: once it is evicted, so is the warning.
+    for (const token of this.#warned.keys()) {
+      if (this.#router.get(token) === undefined) this.#warned.delete(token);
     }
   }
 

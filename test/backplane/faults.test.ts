@@ -311,6 +311,53 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
     expect(await streamOn(onC, token)).toMatchObject({ state: 'active', host: 'first-a' });
   });
 
+  it('a conflict is warned about once a stream: a later stream of the same token, after the first was forgotten, is warned about again', async () => {
+    const server = await nats();
+    const short = ['--retention-ms', '200'];
+    const [a, c] = await Promise.all([
+      host(server.url, 'again-first-a', short),
+      host(server.url, 'again-first-c', short),
+    ]);
+    const { token, publisher } = await firstValueCrosses(a, c, 'again-first');
+    const onA = await session(a);
+    const onC = await session(c);
+    const warning = 'host again-first-a published it first';
+    const conflict = async () => {
+      const nc = await natsConnect({ servers: server.url });
+      nc.publish(
+        `mcp-progress.s.again-second-b.${tokenSubject(token)}`,
+        JSON.stringify({ v: 1, kind: 'progress', params: { progressToken: token, progress: 50 } }),
+      );
+      await nc.flush();
+      await nc.close();
+    };
+    await conflict();
+    await eventually(() => (count(c.stderr(), warning) === 1 ? true : undefined));
+    await conflict();
+    // The same stream: warned about once.
+    await accepted(publisher, 'done', { progressToken: token });
+    const forgotten = (on: GatewayClient) =>
+      eventually(
+        async () => ((await streamOn(on, token)) === undefined ? true : undefined),
+        20_000,
+        'the done stream to be forgotten after --retention-ms',
+      );
+    await Promise.all([forgotten(onA), forgotten(onC)]);
+    // A new stream of the token, and the other host again.
+    await accepted(publisher, 'progress', { progressToken: token, progress: 1 });
+    await eventually(
+      async () => ((await streamOn(onC, token))?.state === 'active' ? true : undefined),
+      20_000,
+      'the new stream to reach host C',
+    );
+    await conflict();
+    await eventually(
+      () => (count(c.stderr(), warning) === 2 ? true : undefined),
+      20_000,
+      () => `a second warning (host C logged:\n${c.stderr()})`,
+    );
+  });
+
   it('a store an earlier version made on the live subjects: one warning that says to remove it, and live values go on', async () => {
     const server = await nats();
     const nc = await natsConnect({ servers: server.url });
