@@ -25,6 +25,11 @@ function eventId(streamId: StreamId, seq: number): EventId {
   return `${streamId}:${seq}`;
 }
 
+/** The stream an event id (of this store, or a client's guess) names, whether kept or not. */
+export function streamOfEventId(id: EventId): StreamId {
+  return id.slice(0, Math.max(0, id.lastIndexOf(':')));
+}
+
 export class BoundedEventStore implements EventStore {
   readonly #maxBytes: number;
   /** The kept events by sequence number modulo its length: storing and evicting allocate nothing more. */

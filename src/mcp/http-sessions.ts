@@ -18,7 +18,7 @@ import type { McpErrorName } from '../protocol/errors.js';
 import { MCP_REPLAY_BYTES, MCP_REPLAY_EVENTS, MCP_SSE_RETRY_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
-import { BoundedEventStore } from './event-store.js';
+import { BoundedEventStore, streamOfEventId } from './event-store.js';
 import { jsonRpcError } from './json-rpc-error.js';
 import { createProgressMcpServer } from './mcp-server.js';
 import type { ModernMcpHttp } from './modern-http.js';
@@ -159,6 +159,11 @@ interface McpSession {
   readonly responses: Map<ServerResponse, Outgoing>;
   /** The response each request id's messages go out on. */
   readonly streams: Map<string | number, ServerResponse>;
+  /**
+   * The response of the session's standalone SSE stream (its GET), while open: what belongs to no
+   * request (a task's progress and status) goes out on it.
+   */
+  standalone: ServerResponse | undefined;
   lastUsed: number;
   /** Requests being answered (an SSE stream open counts until it ends). */
   busy: number;
@@ -312,6 +317,7 @@ export class McpHttpSessions {
       grant,
       responses,
       streams: new Map(),
+      standalone: undefined,
       lastUsed: performance.now(),
       busy: 0,
     };
@@ -382,6 +388,8 @@ export class McpHttpSessions {
             }
           });
         }
+      } else if (request.method === 'GET') {
+        claimStandalone(session, request, response);
       }
       await session.transport.handleRequest(request, response, body);
     } finally {
@@ -403,9 +411,11 @@ export class McpHttpSessions {
 
 /**
  * The parts of SDK 1.x's web-standard transport (exact-pinned) that its send() uses for a
- * notification of a request: the request's SSE stream and the streams a client may resume.
+ * notification: the SSE stream of its request (or the standalone stream's id, for one of no
+ * request) and the streams a client may resume.
  */
 interface SdkStreams {
+  readonly _standaloneSseStreamId: string;
   readonly _requestToStreamMapping: Map<string | number, string>;
   readonly _streamMapping: Map<
     string,
@@ -421,7 +431,8 @@ interface SdkStreams {
 export function sdkStreams(transport: StreamableHTTPServerTransport): SdkStreams | undefined {
   const inner = (transport as unknown as { _webStandardTransport?: Partial<SdkStreams> })
     ._webStandardTransport;
-  return inner?._requestToStreamMapping instanceof Map &&
+  return typeof inner?._standaloneSseStreamId === 'string' &&
+    inner._requestToStreamMapping instanceof Map &&
     inner._streamMapping instanceof Map &&
     inner._resumableStreams instanceof Set
     ? (inner as SdkStreams)
@@ -429,12 +440,43 @@ export function sdkStreams(transport: StreamableHTTPServerTransport): SdkStreams
 }
 
 /**
- * Counts, per response, the bytes of each SSE event the SDK sends on it; and sends a request's
- * notifications (progress) onto its SSE stream as the SDK's send() would (stored for
- * Last-Event-ID, then the same event on the same stream, or on its response once the stream has
- * caught up: canWriteDirectly), without its per-message cost: it
- * checks every message against two zod schemas, failing (with issues built) for each
- * notification, awaits the store and serialises the message again. Anything else, or a request
+ * Makes a GET's response the session's standalone stream, if the SDK will serve it as that: a
+ * GET without Last-Event-ID (or resuming an event of that stream) while none is open (the SDK
+ * refuses a second one). What belongs to no request is then counted against this response, so
+ * the hub's cap holds for the GET stream as for a request's.
+ */
+function claimStandalone(
+  session: McpSession,
+  request: IncomingMessage,
+  response: ServerResponse,
+): void {
+  const streams = sdkStreams(session.transport);
+  if (streams === undefined) return;
+  const standaloneId = streams._standaloneSseStreamId;
+  const header = request.headers['last-event-id'];
+  const lastEventId = Array.isArray(header) ? header[0] : header;
+  if (
+    lastEventId !== undefined &&
+    lastEventId !== '' &&
+    streamOfEventId(lastEventId) !== standaloneId
+  )
+    return;
+  if (streams._streamMapping.has(standaloneId)) return;
+  session.standalone = response;
+  response.once('close', () => {
+    if (session.standalone === response) session.standalone = undefined;
+  });
+}
+
+/**
+ * Counts, per response, the bytes of each SSE event the SDK sends on it; and sends a
+ * notification onto its SSE stream (its request's, or the standalone GET stream for one of no
+ * request: a task's progress and status) as the SDK's send() would (stored for Last-Event-ID,
+ * then the same event on the same stream, or on its response once the stream has caught up:
+ * canWriteDirectly), without its per-message cost: it checks every message against two zod
+ * schemas, failing (with issues built) for each notification, awaits the store and serialises
+ * the message again. Either way the event's bytes count against its response, where the hub
+ * sees them (unreadBytes): the SDK's streams queue without bound. Anything else, or a request
  * with no stream, goes through the SDK.
  */
 function sendCounted(session: McpSession, events: BoundedEventStore): void {
@@ -445,12 +487,14 @@ function sendCounted(session: McpSession, events: BoundedEventStore): void {
     const requestId =
       options?.relatedRequestId ??
       ('id' in message && !('method' in message) ? (message.id as string | number) : undefined);
-    const response = requestId === undefined ? undefined : session.streams.get(requestId);
+    const response = requestId === undefined ? session.standalone : session.streams.get(requestId);
     const outgoing = response === undefined ? undefined : session.responses.get(response);
     const streamId =
-      streams === undefined || requestId === undefined || 'id' in message || !('method' in message)
+      streams === undefined || 'id' in message || !('method' in message)
         ? undefined
-        : streams._requestToStreamMapping.get(requestId);
+        : requestId === undefined
+          ? streams._standaloneSseStreamId
+          : streams._requestToStreamMapping.get(requestId);
     if (streams !== undefined && streamId !== undefined) {
       const json = JSON.stringify(message);
       // Kept even when the stream is gone, for the client that resumes it.
@@ -477,7 +521,8 @@ function sendCounted(session: McpSession, events: BoundedEventStore): void {
               outgoing.ours.add(event);
             }
           }
-          streams._resumableStreams.add(streamId);
+          // As the SDK's send(): a request's stream may replay its stored answer on a resume.
+          if (requestId !== undefined) streams._resumableStreams.add(streamId);
         } catch (error) {
           // The stream closed: as the SDK's writeSSEEvent, reported and not thrown.
           transport.onerror?.(error as Error);

@@ -2,7 +2,7 @@
  * The session hub seen from outside: one --max-sessions for every kind of
  * session, every kind counted, and the unread-buffer cap on /mcp SSE too.
  */
-import type { IncomingMessage } from 'node:http';
+import { get, type IncomingMessage } from 'node:http';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -233,6 +233,84 @@ describe('an /mcp client that stops reading its SSE stream', () => {
     worker.destroy();
     await daemon.stop();
   }, 90_000);
+});
+
+/** Opens the session's standalone SSE stream (GET /mcp): the response, its body unread. */
+function getStream(info: DaemonInfo, inSession: Record<string, string>): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(`${httpBase(info)}/mcp`);
+    get(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        agent: false,
+        headers: {
+          ...inSession,
+          authorization: `Bearer ${info.secret}`,
+          accept: 'text/event-stream',
+        },
+      },
+      resolve,
+    ).once('error', reject);
+  });
+}
+
+describe('an /mcp client that stops reading its standalone GET stream', () => {
+  it('is closed past --max-session-buffer-bytes: the progress of a task, of no request, goes there', async () => {
+    const cap = 1024 * 1024;
+    const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
+    const worker = await rawWorker(daemon.info.socket);
+    const token = 'get-stream-firehose';
+    const inSession = await openRawSession(daemon.info);
+    const healthy = await connectGateway(daemon.info);
+    await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const stalled = await getStream(daemon.info, inSession);
+    expect(stalled.statusCode).toBe(200);
+    stalled.pause();
+    // watch_progress as a task: the call is answered at once, and the task's progress (which
+    // belongs to no request) goes to the session's GET stream, which is never read.
+    const call = await postRaw(
+      daemon.info,
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { ...watchParams(token, 600_000), task: { ttl: 600_000 } },
+      },
+      inSession,
+    );
+    expect(await readAll(call)).toContain('"taskId"');
+    await eventually(async () => ((await statusOf(worker)).subscriptions === 2 ? true : undefined));
+    const before = await statusOf(worker);
+    const flood = firehose(worker, token);
+    // Bounded, so that without the cap the daemon is not driven out of memory: 64 MiB of frames,
+    // far past the cap and what loopback's buffers hold.
+    let after = before;
+    while (after.counters.slowSessionsClosed === 0 && flood.sent() < 64_000) {
+      flood.publish();
+      after = await statusOf(worker);
+    }
+    const grew = after.memory.rss - before.memory.rss;
+    console.log(
+      `/mcp GET stream slow consumer: ${flood.sent()} frames of ~1 KB past a stalled GET reader; daemon RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher`,
+    );
+    expect(
+      after.counters.slowSessionsClosed,
+      `the session closed as slow after ${flood.sent()} frames (RSS ${(grew / 2 ** 20).toFixed(1)} MiB higher)`,
+    ).toBe(1);
+    // Unbounded, the stream held every frame: 190 MiB more RSS at 64,000 of them.
+    expect(grew, 'daemon RSS growth, bytes').toBeLessThan(64 * 2 ** 20);
+    expect(after.sessions).toBe(1);
+    const gone = await postRaw(daemon.info, { jsonrpc: '2.0', id: 2, method: 'ping' }, inSession);
+    expect(gone.statusCode).toBe(404);
+    await readAll(gone);
+    await flood.expectEveryValue(healthy);
+    stalled.destroy();
+    await healthy.close();
+    worker.destroy();
+    await daemon.stop();
+  }, 120_000);
 });
 
 describe('a 2026-07-28 /mcp client that stops reading its SSE stream', () => {
