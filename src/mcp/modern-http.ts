@@ -259,7 +259,6 @@ export class ModernMcpHttp {
   }
 }
 
-/** Settles when the response drains, or closes (the read that follows then ends). */
 /**
  * Ends a response the hub closed as a slow consumer, out of the hub's delivery that calls this:
  * `stop` ends what feeds it; it ends after what it holds (or at once, before its headers), and
@@ -274,6 +273,7 @@ function endSlowly(response: ServerResponse, graceMs: number, stop: () => void):
   });
 }
 
+/** Settles when the response drains, or closes (the read that follows then ends). */
 function writable(response: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const settle = () => {
