@@ -2,8 +2,9 @@
  * watch_progress as an MCP task (2025-11-25, SEP-1686) on the SDK 1.x server. The task's state
  * is the daemon's (task/create, task/get, task/cancel, task/list), so the SDK's TaskStore here
  * is only a view of it: any `mcp-progress mcp` process, or /mcp session, answers for any task.
- * The session that created a task also forwards the stream's progress on the caller's token
- * until the task is terminal, and then sends one notifications/tasks/status.
+ * The session that created a task also follows it: it forwards the stream's progress on the
+ * caller's token until the task is terminal, and then sends one notifications/tasks/status; it
+ * lets go once the daemon no longer has the task (its TTL passed), wherever the task ended.
  */
 import type {
   CreateTaskOptions,
@@ -12,7 +13,7 @@ import type {
 import type { Request, RequestId, Result, Task } from '@modelcontextprotocol/sdk/types.js';
 import type { ProgressToken } from '../protocol/frames.js';
 import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
-import { MAX_TASK_TTL_MS } from '../shared/defaults.js';
+import { MAX_TASK_TTL_MS, TASK_POLL_INTERVAL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import {
   describeStream,
@@ -114,6 +115,13 @@ export type SendTaskNotification = (
   relatedTask: string | undefined,
 ) => Promise<void>;
 
+/** How the session that created a task follows it: the stream's forwarding, and the look at the task. */
+interface Follower {
+  readonly forwarding: Forwarding;
+  /** Looks at the task every poll interval: what the stream does not show (a cancel made elsewhere, the task forgotten). */
+  readonly poll: NodeJS.Timeout;
+}
+
 /**
  * The SDK's TaskStore over the daemon's task table, for one MCP server (one client session).
  * storeTaskResult is not needed: a task's result is its stream's outcome, which the daemon keeps.
@@ -121,8 +129,8 @@ export type SendTaskNotification = (
 export class DaemonTaskStore implements TaskStore {
   readonly #source: ProgressSource;
   readonly #send: SendTaskNotification;
-  /** The forwarding of each task this session created, while it runs. */
-  readonly #followers = new Map<string, Forwarding>();
+  /** How this session follows each task it created, while the task works. */
+  readonly #followers = new Map<string, Follower>();
 
   constructor(source: ProgressSource, send: SendTaskNotification) {
     this.#source = source;
@@ -175,7 +183,7 @@ export class DaemonTaskStore implements TaskStore {
 
   /**
    * Forwards the task's stream on the caller's token (`label`; none: progress is not sent)
-   * until the stream ends, then tells the client the task's final status.
+   * while the task works (#follow).
    */
   async follow(
     task: Task,
@@ -191,29 +199,70 @@ export class DaemonTaskStore implements TaskStore {
       { progressToken: token, minIntervalMs },
       outsideRequest(label, label === undefined ? undefined : send),
     );
-    this.#followers.set(task.taskId, forwarding);
+    this.#follow(task.taskId, task.pollInterval ?? TASK_POLL_INTERVAL_MS, forwarding);
+  }
+
+  /**
+   * Follows a working task until it is terminal, then tells its final status; or until the
+   * daemon no longer has it (its TTL passed), then tells nothing. The stream's done shows the
+   * end at once; a cancel made through another session or process is seen at the next look at
+   * the task, one every poll interval (the pace a polling client sees it at), and no progress
+   * goes out after it. Each end lets go of the follow's daemon session.
+   */
+  #follow(taskId: string, pollIntervalMs: number, forwarding: Forwarding): void {
+    let looking = false;
+    const look = (): void => {
+      if (looking) return;
+      looking = true;
+      this.#source
+        .getTask(taskId)
+        .then((now) => {
+          // Gone: forgotten by the daemon. Whether a working task outlives its TTL is the daemon's
+          // to say, not computed here.
+          if (now === undefined) return this.#end(taskId, follower, undefined);
+          if (TERMINAL_TASK_STATUSES.has(now.status)) return this.#end(taskId, follower, now);
+          return undefined;
+        })
+        // The daemon out of reach: the stream's end (lost) ends the follow, or the next look does.
+        .catch(() => {})
+        .finally(() => {
+          looking = false;
+        });
+    };
+    const poll = setInterval(look, pollIntervalMs);
+    poll.unref();
+    const follower: Follower = { forwarding, poll };
+    this.#followers.set(taskId, follower);
     forwarding.ended
       .then(async (end) => {
-        if (this.#followers.get(task.taskId) !== forwarding) return;
-        this.#followers.delete(task.taskId);
-        await forwarding.stop();
-        if (end !== 'done') return;
-        const record = await this.#source.getTask(task.taskId);
-        if (record !== undefined) await this.#sendStatus(record);
+        if (end !== 'done') return this.#end(taskId, follower, undefined);
+        return this.#end(taskId, follower, await this.#source.getTask(taskId));
       })
+      .catch(() => this.#end(taskId, follower, undefined))
       .catch(() => {});
   }
 
-  /** Stops forwarding for every task of this session; the tasks go on in the daemon. */
+  /** Stops following every task of this session; the tasks go on in the daemon. */
   async close(): Promise<void> {
     await Promise.all([...this.#followers.keys()].map((taskId) => this.#unfollow(taskId)));
   }
 
+  /**
+   * Ends `follower` (once: the first of its ends, the stream, a look, a cancel here or close,
+   * wins), and then tells `final`, the task's status: no progress is sent after it.
+   */
+  async #end(taskId: string, follower: Follower, final: TaskRecord | undefined): Promise<void> {
+    if (this.#followers.get(taskId) !== follower) return;
+    await this.#unfollow(taskId);
+    if (final !== undefined) await this.#sendStatus(final);
+  }
+
   async #unfollow(taskId: string): Promise<void> {
-    const forwarding = this.#followers.get(taskId);
-    if (forwarding === undefined) return;
+    const follower = this.#followers.get(taskId);
+    if (follower === undefined) return;
     this.#followers.delete(taskId);
-    await forwarding.stop();
+    clearInterval(follower.poll);
+    await follower.forwarding.stop();
   }
 
   /** One notifications/tasks/status per change of status: a task changes once, when it ends. */
