@@ -222,7 +222,8 @@ type RawHandler = (request: { method: string; params?: unknown }, extra: Extra) 
  * setting to registerToolTask, whose plain calls are its own polling of the task: a plain
  * watch_progress would lose its progress notifications and its timeout. So the tool stays a
  * plain tool, and the server's tools/list and tools/call handlers are wrapped: the list says
- * "optional", and a call with `params.task` creates the daemon's task and answers at once.
+ * "optional", and a call with `params.task` creates the daemon's task, which this session
+ * follows (DaemonTaskStore.start), and answers at once.
  */
 function serveWatchAsTask(
   server: McpServer,
@@ -248,17 +249,11 @@ function serveWatchAsTask(
     const input = watchArguments(params.arguments);
     if (typeof input === 'string') throw new McpError(ErrorCode.InvalidParams, input);
     const ttl = params.task.ttl;
-    const task = await tasks.createTask(
-      ttl === undefined ? {} : { ttl },
-      extra.requestId,
-      request as CallToolRequest,
-    );
-    await tasks.follow(
-      task,
-      input.progressToken,
-      params._meta?.progressToken,
-      input.minIntervalMs ?? defaultMinIntervalMs,
-    );
+    const task = await tasks.start(ttl === undefined ? {} : { ttl }, request as CallToolRequest, {
+      token: input.progressToken,
+      label: params._meta?.progressToken,
+      minIntervalMs: input.minIntervalMs ?? defaultMinIntervalMs,
+    });
     return { task };
   });
 }

@@ -13,7 +13,7 @@ import type {
 import type { Request, RequestId, Result, Task } from '@modelcontextprotocol/sdk/types.js';
 import type { ProgressToken } from '../protocol/frames.js';
 import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
-import { MAX_TASK_TTL_MS, TASK_POLL_INTERVAL_MS } from '../shared/defaults.js';
+import { MAX_TASK_TTL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import {
   describeStream,
@@ -122,6 +122,14 @@ interface Follower {
   readonly poll: NodeJS.Timeout;
 }
 
+/** How the created task's progress is forwarded: on `token`'s stream, under the caller's `label`. */
+export interface FollowOptions {
+  readonly token: ProgressToken;
+  /** The caller's progressToken; none: progress is not sent. */
+  readonly label: ProgressToken | undefined;
+  readonly minIntervalMs: number;
+}
+
 /**
  * The SDK's TaskStore over the daemon's task table, for one MCP server (one client session).
  * storeTaskResult is not needed: a task's result is its stream's outcome, which the daemon keeps.
@@ -137,19 +145,23 @@ export class DaemonTaskStore implements TaskStore {
     this.#send = send;
   }
 
+  /** Creates the task only; a watch_progress call as a task is start()'s, which also follows it. */
   async createTask(
     params: CreateTaskOptions,
     _requestId: RequestId,
     request: Request,
   ): Promise<Task> {
+    return mcpTask(await this.#source.createTask(this.#createParams(params, request)));
+  }
+
+  #createParams(params: CreateTaskOptions, request: Request) {
     const ttl = params.ttl === null || params.ttl === undefined ? undefined : params.ttl;
-    const record = await this.#source.createTask({
+    return {
       progressToken: watchedToken(request),
       ...(ttl === undefined
         ? {}
         : { ttlMs: Math.max(1, Math.min(Math.round(ttl), MAX_TASK_TTL_MS)) }),
-    });
-    return mcpTask(record);
+    };
   }
 
   async getTask(taskId: string): Promise<Task | null> {
@@ -182,24 +194,45 @@ export class DaemonTaskStore implements TaskStore {
   }
 
   /**
-   * Forwards the task's stream on the caller's token (`label`; none: progress is not sent)
-   * while the task works (#follow).
+   * Creates the task of a watch_progress call and follows it.
+   * The follow is opened first, its daemon session and its subscription: when that fails (at
+   * --max-sessions, --max-streams) the call fails and no task is created, so none is left
+   * working that no client knows of. Progress the subscription brings before the task exists
+   * goes out once its id is known; none goes out for a task that was not created, or that was
+   * terminal at once (its result says so).
    */
-  async follow(
-    task: Task,
-    token: ProgressToken,
-    label: ProgressToken | undefined,
-    minIntervalMs: number,
-  ): Promise<void> {
-    if (TERMINAL_TASK_STATUSES.has(task.status as TaskRecord['status'])) return;
+  async start(options: CreateTaskOptions, request: Request, follow: FollowOptions): Promise<Task> {
+    let created: (taskId: string | undefined) => void = () => {};
+    const taskId = new Promise<string | undefined>((resolve) => {
+      created = resolve;
+    });
     const send: SendProgress = (notification) =>
-      this.#send(notification as { method: string; params: Record<string, unknown> }, task.taskId);
+      taskId.then((id) =>
+        id === undefined
+          ? undefined
+          : this.#send(notification as { method: string; params: Record<string, unknown> }, id),
+      );
     const forwarding = await forwardOnOwnSession(
       this.#source,
-      { progressToken: token, minIntervalMs },
-      outsideRequest(label, label === undefined ? undefined : send),
+      { progressToken: follow.token, minIntervalMs: follow.minIntervalMs },
+      outsideRequest(follow.label, follow.label === undefined ? undefined : send),
     );
-    this.#follow(task.taskId, task.pollInterval ?? TASK_POLL_INTERVAL_MS, forwarding);
+    let record: TaskRecord;
+    try {
+      record = await this.#source.createTask(this.#createParams(options, request));
+    } catch (error) {
+      created(undefined);
+      await forwarding.stop();
+      throw error;
+    }
+    if (TERMINAL_TASK_STATUSES.has(record.status)) {
+      created(undefined);
+      await forwarding.stop();
+    } else {
+      created(record.taskId);
+      this.#follow(record.taskId, record.pollIntervalMs, forwarding);
+    }
+    return mcpTask(record);
   }
 
   /**

@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import {
+  connectRawStdio,
   progressFor,
   RAW_STDIO,
   RAW_TRANSPORTS,
@@ -146,4 +147,31 @@ describe('a task cancelled through another client', () => {
       ).toEqual([]);
     },
   );
+});
+
+describe('a task call that fails', () => {
+  let daemon: RunningDaemon;
+  beforeAll(async () => {
+    daemon = await startDaemon(['--max-sessions', '3']);
+  });
+  afterAll(async () => {
+    await daemon?.stop();
+  });
+
+  it('over stdio, its follower refused at --max-sessions: leaves no task behind', async () => {
+    const mcp = using(await connectRawStdio(daemon, '2025-11-25'));
+    const created: string[] = [];
+    const errors: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const reply = await callAsTask(mcp, token('refused'), { ttl: 86_400_000 });
+      const task = reply.result?.task as { taskId: string } | undefined;
+      if (task !== undefined) created.push(task.taskId);
+      if (reply.error !== undefined) errors.push(reply.error.message);
+    }
+    // The cap was met: some calls failed, and said why.
+    expect(errors.length).toBeGreaterThan(0);
+    expect(errors[0]).toMatch(/max-sessions/);
+    const listed = await listedTasks(mcp);
+    expect(listed.map((task) => task.taskId).sort()).toEqual([...created].sort());
+  });
 });
