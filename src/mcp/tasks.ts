@@ -10,10 +10,17 @@ import type {
   CreateTaskOptions,
   TaskStore,
 } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
-import type { Request, RequestId, Result, Task } from '@modelcontextprotocol/sdk/types.js';
+import {
+  McpError,
+  type Request,
+  type RequestId,
+  type Result,
+  type Task,
+} from '@modelcontextprotocol/sdk/types.js';
+import { MCP_ERRORS } from '../protocol/errors.js';
 import type { ProgressToken } from '../protocol/frames.js';
 import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
-import { MAX_TASK_TTL_MS } from '../shared/defaults.js';
+import { MAX_FOLLOWED_TASKS, MAX_TASK_TTL_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import {
   describeStream,
@@ -130,6 +137,14 @@ export interface FollowOptions {
   readonly minIntervalMs: number;
 }
 
+/** A task call past MAX_FOLLOWED_TASKS (MCP_ERRORS.refused): which limit, and how to get under it. */
+function tooManyFollowed(): McpError {
+  return new McpError(
+    MCP_ERRORS.refused.code,
+    `too many tasks followed: this MCP session follows ${MAX_FOLLOWED_TASKS} working tasks, the most one session of mcp-progress mcp or /mcp follows (MAX_FOLLOWED_TASKS); wait for one to end or cancel one (tasks/cancel), or call watch_progress without a task`,
+  );
+}
+
 /**
  * The SDK's TaskStore over the daemon's task table, for one MCP server (one client session).
  * storeTaskResult is not needed: a task's result is its stream's outcome, which the daemon keeps.
@@ -139,6 +154,8 @@ export class DaemonTaskStore implements TaskStore {
   readonly #send: SendTaskNotification;
   /** How this session follows each task it created, while the task works. */
   readonly #followers = new Map<string, Follower>();
+  /** Tasks being started (their follow opened, the task not yet created): they count toward the cap. */
+  #starting = 0;
 
   constructor(source: ProgressSource, send: SendTaskNotification) {
     this.#source = source;
@@ -194,7 +211,7 @@ export class DaemonTaskStore implements TaskStore {
   }
 
   /**
-   * Creates the task of a watch_progress call and follows it.
+   * Creates the task of a watch_progress call and follows it (at most MAX_FOLLOWED_TASKS at once).
    * The follow is opened first, its daemon session and its subscription: when that fails (at
    * --max-sessions, --max-streams) the call fails and no task is created, so none is left
    * working that no client knows of. Progress the subscription brings before the task exists
@@ -202,6 +219,16 @@ export class DaemonTaskStore implements TaskStore {
    * terminal at once (its result says so).
    */
   async start(options: CreateTaskOptions, request: Request, follow: FollowOptions): Promise<Task> {
+    if (this.#followers.size + this.#starting >= MAX_FOLLOWED_TASKS) throw tooManyFollowed();
+    this.#starting++;
+    try {
+      return await this.#start(options, request, follow);
+    } finally {
+      this.#starting--;
+    }
+  }
+
+  async #start(options: CreateTaskOptions, request: Request, follow: FollowOptions): Promise<Task> {
     let created: (taskId: string | undefined) => void = () => {};
     const taskId = new Promise<string | undefined>((resolve) => {
       created = resolve;

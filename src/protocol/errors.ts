@@ -44,7 +44,8 @@ export const CLOSING_REJECT_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>
 
 /**
  * JSON-RPC errors the MCP side answers itself, before or instead of the MCP SDK: /mcp's own
- * answers, and a task listen over the stdio of `mcp-progress mcp` past its cap. The code is
+ * answers, a task listen over the stdio of `mcp-progress mcp` past its cap, and (thrown to the
+ * SDK, which answers it) a task call of a session past its cap of followed tasks. The code is
  * JSON-RPC's (the SDK's transports answer the same cases with the same codes); the message
  * says which case it is and what to do. docs/PROTOCOL.md (4.6) lists the same table.
  */
@@ -52,7 +53,7 @@ export const MCP_ERRORS = {
   refused: {
     code: -32000,
     meaning:
-      'refused before the MCP SDK read it: no session id, a body over the limit, --max-sessions, a stopping daemon, or a stdio connection at its cap of task listens',
+      'refused before the MCP SDK read it (no session id, a body over the limit, --max-sessions, a stopping daemon, a stdio connection at its cap of task listens), or a task call of a session at its cap of followed tasks',
   },
   session_not_found: {
     code: -32001,

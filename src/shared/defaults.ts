@@ -247,6 +247,15 @@ export const MAX_TASK_TTL_MS = 24 * 3_600_000;
 export const TASK_POLL_INTERVAL_MS = 1000;
 
 /**
+ * Tasks one MCP session (a stdio connection of `mcp-progress mcp`, one /mcp session) follows at
+ * once: the 2025-11-25 tasks it created that still work, each forwarding its stream's progress
+ * over a daemon session of its own (over stdio, one place under --max-sessions each) with a poll
+ * timer. One more watch_progress called as a task is refused (MCP_ERRORS.refused) naming this
+ * limit, and no task is created.
+ */
+export const MAX_FOLLOWED_TASKS = 100;
+
+/**
  * Tasks one daemon keeps alive at once (terminal ones included, until their TTL). Past it
  * task/create evicts the oldest terminal task, and refuses with too_many_tasks when none is.
  * A task holds its id, token and the watched stream's summary: at most about 6 KiB each

@@ -4,11 +4,14 @@
  * real `mcp-progress mcp` over stdio (and /mcp where the defect is not stdio's own), raw clients.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { MCP_ERRORS } from '../../src/protocol/errors.js';
+import { MAX_FOLLOWED_TASKS } from '../../src/shared/defaults.js';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import {
   connectRawStdio,
   progressFor,
+  RAW_HTTP,
   RAW_STDIO,
   RAW_TRANSPORTS,
   type RawMcp,
@@ -173,5 +176,32 @@ describe('a task call that fails', () => {
     expect(errors[0]).toMatch(/max-sessions/);
     const listed = await listedTasks(mcp);
     expect(listed.map((task) => task.taskId).sort()).toEqual([...created].sort());
+  });
+});
+
+describe('followers of one MCP session', () => {
+  let daemon: RunningDaemon;
+  beforeAll(async () => {
+    daemon = await startDaemon();
+  });
+  afterAll(async () => {
+    await daemon?.stop();
+  });
+
+  it(`over HTTP /mcp: at most ${MAX_FOLLOWED_TASKS}; one more task is refused and not created`, async () => {
+    const mcp = using(await RAW_HTTP.connect(daemon, '2025-11-25'));
+    for (let i = 0; i < MAX_FOLLOWED_TASKS; i++) {
+      const reply = await callAsTask(mcp, token('many'), {});
+      expect(reply.error).toBeUndefined();
+    }
+    const refused = await callAsTask(mcp, token('one-more'), {});
+    expect(refused.error?.code).toBe(MCP_ERRORS.refused.code);
+    expect(refused.error?.message).toContain(`follows ${MAX_FOLLOWED_TASKS} working tasks`);
+    expect((await listedTasks(mcp)).length).toBe(MAX_FOLLOWED_TASKS);
+    // A task that ends frees its place.
+    const first = (await listedTasks(mcp))[0] as { taskId: string };
+    const cancelled = await mcp.request('tasks/cancel', { taskId: first.taskId });
+    expect(cancelled.error).toBeUndefined();
+    expect((await callAsTask(mcp, token('freed'), {})).error).toBeUndefined();
   });
 });

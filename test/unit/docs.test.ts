@@ -27,7 +27,11 @@ import {
   WS_SUBPROTOCOL,
 } from '../../src/protocol/index.js';
 
-import { MAX_LISTENED_TASKS, MAX_STDIO_TASK_LISTENS } from '../../src/shared/defaults.js';
+import {
+  MAX_FOLLOWED_TASKS,
+  MAX_LISTENED_TASKS,
+  MAX_STDIO_TASK_LISTENS,
+} from '../../src/shared/defaults.js';
 
 const protocol = readFileSync(resolve(import.meta.dirname, '../../docs/PROTOCOL.md'), 'utf8');
 
@@ -51,6 +55,7 @@ describe('docs/PROTOCOL.md', () => {
       expect(section).toMatch(new RegExp(`\\| ${code} \\| \`${name}\`\\s+\\|`));
     expect(section).toContain(`at most **${MAX_STDIO_TASK_LISTENS}** task listens`);
     expect(section).toContain(`(up to ${MAX_LISTENED_TASKS} \`taskIds\`)`);
+    expect(section).toContain(`at most **${MAX_FOLLOWED_TASKS}** working tasks`);
   });
 
   it('lists every worker event and close code', () => {
