@@ -490,12 +490,7 @@ export class Daemon {
     cancel: (token, reason) => this.#cancel(token, reason),
     status: () => this.status(),
     createTask: (params) =>
-      this.#tasks.create(
-        params.progressToken,
-        params.ttlMs,
-        this.backend.get(params.progressToken),
-        this.now(),
-      ),
+      this.#tasks.create(params.progressToken, params.ttlMs, this.backend.get, this.now()),
     getTask: (taskId) => this.#tasks.get(taskId, this.backend.get, this.now()),
     cancelTask: (taskId, reason) => {
       const cancelled = this.#tasks.cancel(taskId, reason, this.backend.get, this.now());

@@ -2,6 +2,12 @@
  * The daemon's MCP tasks: each watches one stream and follows it (working, then completed on
  * done ok, failed on done error or abandoned, cancelled), and keeps that outcome for its TTL
  * whichever MCP process asks. Pure and synchronous: stream summaries and a clock in.
+ *
+ * How long a task is kept (docs/PROTOCOL.md 4.2.3): its TTL counts from its creation while its
+ * job has not started, and from its end once it is terminal; while its job runs (its token's
+ * stream is active) it is kept however long that takes. So a job longer than the TTL never loses
+ * its task under its client, and a task on a token no worker ever publishes (a typo) still goes.
+ * The TTL a task reports is what is kept so far: it is kept at least until createdAt + ttlMs.
  */
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
 import type { TaskRecord, TaskStatus } from '../protocol/tasks.js';
@@ -18,8 +24,14 @@ interface Task {
   readonly taskId: string;
   readonly progressToken: ProgressToken;
   readonly createdAt: number;
+  /** The TTL asked for (capped): how long the task is kept after its creation or its end. */
   readonly ttlMs: number;
   readonly order: number;
+  /**
+   * The task may be forgotten from then on: createdAt + ttlMs at first, then later while its job
+   * runs (each look at it), and ttlMs after its end. Never moved earlier: it is what was reported.
+   */
+  keptUntil: number;
   status: TaskStatus;
   reason: string | undefined;
   updatedAt: number;
@@ -74,16 +86,16 @@ export class TaskTable {
   }
 
   /**
-   * A task watching `token`, whose stream is `stream` now (undefined: none yet). At the cap
-   * the oldest terminal task makes room; with none, too_many_tasks.
+   * A task watching `token`, whose stream is `streamOf(token)` now (undefined: none yet). At the
+   * cap the oldest terminal task makes room; with none, too_many_tasks.
    */
   create(
     token: ProgressToken,
     requestedTtlMs: number | undefined,
-    stream: StreamSummary | undefined,
+    streamOf: (token: ProgressToken) => StreamSummary | undefined,
     now: number,
   ): Outcome<'too_many_tasks'> & { task?: TaskRecord } {
-    this.prune(now);
+    this.prune(streamOf, now);
     if (this.#tasks.size >= this.#options.maxTasks && !this.#evictOldestTerminal()) {
       return {
         ok: false,
@@ -91,11 +103,15 @@ export class TaskTable {
         message: `the daemon holds ${this.#tasks.size} tasks that are still working, its cap: wait for some to finish or cancel them (tasks/cancel)`,
       };
     }
+    const ttlMs = Math.min(requestedTtlMs ?? this.#options.defaultTtlMs, this.#options.maxTtlMs);
+    // Whole milliseconds, as reported: createdAt + ttlMs is then exactly when a new task may go.
+    const createdAt = Math.round(now);
     const task: Task = {
       taskId: this.#newId(),
       progressToken: token,
-      createdAt: now,
-      ttlMs: Math.min(requestedTtlMs ?? this.#options.defaultTtlMs, this.#options.maxTtlMs),
+      createdAt,
+      ttlMs,
+      keptUntil: createdAt + ttlMs,
       order: this.#nextOrder++,
       status: 'working',
       reason: undefined,
@@ -109,8 +125,9 @@ export class TaskTable {
       this.#byToken.set(token, watching);
     }
     watching.add(task);
+    const stream = streamOf(token);
     if (stream !== undefined) this.#follow(task, stream, now);
-    return { ok: true, task: this.#record(task, stream) };
+    return { ok: true, task: this.#record(task, stream, now) };
   }
 
   /** The task now, with `stream` the router's summary of its token (if it holds one). */
@@ -119,11 +136,11 @@ export class TaskTable {
     streamOf: (token: ProgressToken) => StreamSummary | undefined,
     now: number,
   ): TaskRecord | undefined {
-    const task = this.#live(taskId, now);
+    const task = this.#live(taskId, streamOf, now);
     if (task === undefined) return undefined;
     const stream = this.#streamOf(task, streamOf);
     if (stream !== undefined) this.#follow(task, stream, now);
-    return this.#record(task, stream);
+    return this.#record(task, stream, now);
   }
 
   /**
@@ -136,7 +153,7 @@ export class TaskTable {
     streamOf: (token: ProgressToken) => StreamSummary | undefined,
     now: number,
   ): { task: TaskRecord; wasWorking: boolean } | undefined {
-    const task = this.#live(taskId, now);
+    const task = this.#live(taskId, streamOf, now);
     if (task === undefined) return undefined;
     const stream = this.#streamOf(task, streamOf);
     if (stream !== undefined) this.#follow(task, stream, now);
@@ -150,13 +167,18 @@ export class TaskTable {
         stream,
       );
     }
-    return { task: this.#record(task, stream), wasWorking };
+    return { task: this.#record(task, stream, now), wasWorking };
   }
 
-  /** A stream ended: its tasks that are still working take its outcome. */
+  /**
+   * A stream ended: its tasks that are still working take its outcome (a task whose TTL passed
+   * before the stream started is gone: the job was not its).
+   */
   streamEnded(stream: StreamSummary, now: number): void {
-    for (const task of this.#byToken.get(stream.progressToken) ?? [])
-      this.#follow(task, stream, now);
+    for (const task of this.#byToken.get(stream.progressToken) ?? []) {
+      if (this.#kept(task, () => stream, now)) this.#follow(task, stream, now);
+      else this.#remove(task);
+    }
   }
 
   /** Tasks in creation order after `after`, at most `limit`. */
@@ -166,32 +188,57 @@ export class TaskTable {
     streamOf: (token: ProgressToken) => StreamSummary | undefined,
     now: number,
   ): TaskPage {
-    this.prune(now);
+    this.prune(streamOf, now);
     const tasks: TaskRecord[] = [];
     for (const task of this.#tasks.values()) {
       if (after !== undefined && task.order <= after) continue;
       if (tasks.length === limit) return { tasks, next: after };
       const stream = this.#streamOf(task, streamOf);
       if (stream !== undefined) this.#follow(task, stream, now);
-      tasks.push(this.#record(task, stream));
+      tasks.push(this.#record(task, stream, now));
       after = task.order;
     }
     return { tasks, next: undefined };
   }
 
-  /** Forgets the tasks whose TTL has passed. */
-  prune(now: number): void {
+  /** Forgets the tasks whose TTL has passed (a task whose job runs is kept). */
+  prune(streamOf: (token: ProgressToken) => StreamSummary | undefined, now: number): void {
     for (const task of this.#tasks.values()) {
-      if (task.createdAt + task.ttlMs <= now) this.#remove(task);
+      if (!this.#kept(task, streamOf, now)) this.#remove(task);
     }
   }
 
-  #live(taskId: string, now: number): Task | undefined {
+  #live(
+    taskId: string,
+    streamOf: (token: ProgressToken) => StreamSummary | undefined,
+    now: number,
+  ): Task | undefined {
     const task = this.#tasks.get(taskId);
     if (task === undefined) return undefined;
-    if (task.createdAt + task.ttlMs > now) return task;
+    if (this.#kept(task, streamOf, now)) return task;
     this.#remove(task);
     return undefined;
+  }
+
+  /**
+   * Whether the task is still kept at `now`. Past its keptUntil, a working task whose job started
+   * before then (its token's stream is active, or has just ended) is kept on; the stream is only
+   * asked for then, so a prune costs no stream lookup per task that is not due.
+   */
+  #kept(
+    task: Task,
+    streamOf: (token: ProgressToken) => StreamSummary | undefined,
+    now: number,
+  ): boolean {
+    if (task.keptUntil > now) return true;
+    if (task.status !== 'working' || !this.#runs(task, streamOf(task.progressToken))) return false;
+    task.keptUntil = now + task.ttlMs;
+    return true;
+  }
+
+  /** Whether `stream` is the task's job, started while the task was kept. */
+  #runs(task: Task, stream: StreamSummary | undefined): stream is StreamSummary {
+    return stream !== undefined && stream.state !== 'waiting' && stream.startedAt < task.keptUntil;
   }
 
   #follow(task: Task, stream: StreamSummary, now: number): void {
@@ -211,6 +258,8 @@ export class TaskTable {
     task.reason = reason;
     task.updatedAt = now;
     task.final = stream;
+    // Its TTL counts from its end: a client that waited out a long job still reads its outcome.
+    task.keptUntil = Math.max(task.keptUntil, now + task.ttlMs);
   }
 
   /**
@@ -242,14 +291,24 @@ export class TaskTable {
     if (watching?.size === 0) this.#byToken.delete(task.progressToken);
   }
 
-  #record(task: Task, stream: StreamSummary | undefined): TaskRecord {
+  /**
+   * The task as reported at `now`. A working task whose job runs is promised its TTL from now
+   * (were the job to end now, it would be kept that long), and keeps that promise: the reported
+   * ttlMs is honest, the task is kept at least until createdAt + ttlMs.
+   */
+  #record(task: Task, stream: StreamSummary | undefined, now: number): TaskRecord {
+    if (task.status === 'working' && this.#runs(task, stream)) {
+      task.keptUntil = Math.max(task.keptUntil, now + task.ttlMs);
+    }
+    const createdAt = task.createdAt;
     const record: TaskRecord = {
       taskId: task.taskId,
       progressToken: task.progressToken,
       status: task.status,
-      createdAt: Math.round(task.createdAt),
+      createdAt,
       updatedAt: Math.round(task.updatedAt),
-      ttlMs: task.ttlMs,
+      // Rounded down: createdAt + ttlMs is never later than what is kept.
+      ttlMs: Math.max(1, Math.floor(task.keptUntil) - createdAt),
       pollIntervalMs: this.#options.pollIntervalMs,
     };
     if (task.reason !== undefined) record.reason = task.reason;

@@ -40,7 +40,10 @@ export const taskRecordSchema = z.strictObject({
     .int()
     .min(0)
     .meta({ description: 'When the status last changed: integer milliseconds since the epoch.' }),
-  ttlMs: z.int().min(1).meta({ description: 'The task is forgotten this long after createdAt.' }),
+  ttlMs: z.int().min(1).meta({
+    description:
+      'The task is kept at least this long after createdAt: the requested TTL, and more while its job runs and once it ended (the TTL counts from its end; docs/PROTOCOL.md).',
+  }),
   pollIntervalMs: z.int().min(1).meta({ description: 'How often a client should ask again.' }),
   stream: streamSummarySchema
     .meta({
@@ -56,7 +59,10 @@ export const taskCreateParamsSchema = z
     ttlMs: z
       .int()
       .min(1)
-      .meta({ description: 'Requested TTL; the daemon caps it (docs/PROTOCOL.md).' })
+      .meta({
+        description:
+          'Requested TTL: how long the task is kept after its creation while its job has not started, and after its end; the daemon caps it (docs/PROTOCOL.md).',
+      })
       .optional(),
   })
   .meta({ title: 'task/create params' });

@@ -237,10 +237,13 @@ export const BACKPLANE_STALL_HEARTBEATS = 3;
 export const PAUSE_TOLERANCE_PERIODS = 2;
 
 /**
- * MCP tasks (watch_progress called as a task) live in the daemon's task table. A task is kept
- * this long after it was created unless the client asks for another TTL, which is capped at
- * MAX_TASK_TTL_MS; MCP clients poll `tasks/get` about every TASK_POLL_INTERVAL_MS, which is
- * also a relayed task's default pollInterval and how often relayTask checks it was cancelled.
+ * MCP tasks (watch_progress called as a task) live in the daemon's task table. A task's TTL is
+ * this unless the client asks for another, which is capped at MAX_TASK_TTL_MS: how long the task
+ * is kept after its creation while its job has not started, and after its end; while its job
+ * runs it is kept however long that takes (so a task of an hour-long job does not vanish at
+ * 10 min, and one on a token no worker publishes still goes). MCP clients poll `tasks/get`
+ * about every TASK_POLL_INTERVAL_MS, which is also a relayed task's default pollInterval and how
+ * often relayTask checks it was cancelled.
  */
 export const DEFAULT_TASK_TTL_MS = 10 * 60_000;
 export const MAX_TASK_TTL_MS = 24 * 3_600_000;

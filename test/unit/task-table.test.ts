@@ -17,7 +17,7 @@ function setup(options: Partial<TaskTableOptions> = {}) {
   router.observeEnds((ended, now) => tasks.streamEnded(ended, now));
   const streamOf = (token: string | number) => router.get(token);
   const create = (token: string, now: number, ttlMs?: number) => {
-    const outcome = tasks.create(token, ttlMs, router.get(token), now);
+    const outcome = tasks.create(token, ttlMs, streamOf, now);
     if (!outcome.ok || outcome.task === undefined) throw new Error('not created');
     return outcome.task;
   };
@@ -110,7 +110,7 @@ describe('TaskTable', () => {
     expect(create('early', 3)).toMatchObject({ status: 'cancelled', updatedAt: 3 });
   });
 
-  it('forgets a task at its TTL, capped at the maximum', () => {
+  it('forgets a task whose job never started at its TTL, capped at the maximum', () => {
     const { tasks, streamOf, create } = setup();
     const short = create('a', 0, 500);
     const long = create('b', 0, 10_000_000);
@@ -122,18 +122,72 @@ describe('TaskTable', () => {
     expect(tasks.size).toBe(0);
   });
 
+  it('keeps a task whose job runs past its TTL, reporting what it keeps, then its TTL after the end', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const task = create('long', 0, 500);
+    expect(task.ttlMs).toBe(500);
+    router.publish(1, { v: 1, progressToken: 'long', progress: 1 }, 100);
+    // Asked about now and then: kept, and promised its TTL from each answer.
+    expect(tasks.get(task.taskId, streamOf, 450)).toMatchObject({ status: 'working', ttlMs: 950 });
+    router.publish(1, { v: 1, progressToken: 'long', progress: 2 }, 900);
+    expect(tasks.get(task.taskId, streamOf, 1000)).toMatchObject({
+      status: 'working',
+      ttlMs: 1500,
+    });
+    // Not asked about for a long while (no update either): kept while the stream is active.
+    expect(tasks.list(undefined, 10, streamOf, 5000).tasks).toHaveLength(1);
+    expect(tasks.get(task.taskId, streamOf, 9000)).toMatchObject({ ttlMs: 9500 });
+    router.finish(1, { v: 1, progressToken: 'long', status: 'ok' }, 10_000);
+    expect(tasks.get(task.taskId, streamOf, 10_100)).toMatchObject({
+      status: 'completed',
+      updatedAt: 10_000,
+      ttlMs: 10_500,
+    });
+    expect(tasks.get(task.taskId, streamOf, 10_499)).toBeDefined();
+    expect(tasks.get(task.taskId, streamOf, 10_500)).toBeUndefined();
+  });
+
+  it('keeps a task whose job ended unasked past its TTL: its TTL counts from the end', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const task = create('quiet', 0, 500);
+    router.publish(1, { v: 1, progressToken: 'quiet', progress: 1 }, 100);
+    router.finish(1, { v: 1, progressToken: 'quiet', status: 'error', message: 'oom' }, 2000);
+    expect(tasks.get(task.taskId, streamOf, 2400)).toMatchObject({
+      status: 'failed',
+      reason: 'oom',
+      ttlMs: 2500,
+    });
+    expect(tasks.get(task.taskId, streamOf, 2500)).toBeUndefined();
+  });
+
+  it('forgets a task whose token only has subscribers waiting, and is not brought back by a job that starts after', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const task = create('typo', 0, 500);
+    router.subscribe(1, { progressToken: 'typo', minIntervalMs: 0 }, 10);
+    expect(router.get('typo')?.state).toBe('waiting');
+    expect(tasks.get(task.taskId, streamOf, 400)).toMatchObject({ status: 'working', ttlMs: 500 });
+    // A worker starts on the token after the TTL passed, before anyone asked: not the task's.
+    router.publish(2, { v: 1, progressToken: 'typo', progress: 1 }, 600);
+    expect(tasks.get(task.taskId, streamOf, 700)).toBeUndefined();
+    const other = create('typo-ended', 0, 500);
+    router.publish(3, { v: 1, progressToken: 'typo-ended', progress: 1 }, 600);
+    router.finish(3, { v: 1, progressToken: 'typo-ended', status: 'ok' }, 650);
+    expect(tasks.get(other.taskId, streamOf, 651)).toBeUndefined();
+    expect(tasks.size).toBe(0);
+  });
+
   it('at the cap, evicts the oldest terminal task, and refuses when every task is working', () => {
     const { router, tasks, streamOf, create } = setup();
     const first = create('x', 0);
     create('y', 0);
     create('z', 0);
-    expect(tasks.create('w', undefined, undefined, 1)).toMatchObject({
+    expect(tasks.create('w', undefined, streamOf, 1)).toMatchObject({
       ok: false,
       code: 'too_many_tasks',
     });
     router.publish(1, { v: 1, progressToken: 'x', progress: 1 }, 1);
     router.finish(1, { v: 1, progressToken: 'x', status: 'ok' }, 2);
-    expect(tasks.create('w', undefined, undefined, 3).ok).toBe(true);
+    expect(tasks.create('w', undefined, streamOf, 3).ok).toBe(true);
     expect(tasks.get(first.taskId, streamOf, 3)).toBeUndefined();
     expect(tasks.size).toBe(3);
   });

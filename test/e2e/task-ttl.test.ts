@@ -1,0 +1,163 @@
+/**
+ * A task's TTL against a real daemon, over the stdio of a real `mcp-progress mcp` and over /mcp,
+ * by raw JSON-RPC: a task whose job is still working outlives its nominal TTL (2025-11-25 and
+ * 2026-07-28).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { NEWEST_REVISION } from '../helpers/mcp-v2.js';
+import {
+  CLIENT_CAPABILITIES,
+  RAW_TRANSPORTS,
+  type RawMcp,
+  type RawMessage,
+  TASKS_EXTENSION,
+} from '../helpers/raw-mcp.js';
+import { publishingWorker, type RawWorker } from '../helpers/worker.js';
+
+const WITH_TASKS = { [CLIENT_CAPABILITIES]: { extensions: { [TASKS_EXTENSION]: {} } } };
+const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
+/** The TTL asked for: well under how long each job below runs. */
+const TTL_MS = 1500;
+/** How long past its creation a job below keeps publishing: twice the TTL. */
+const RUNS_MS = 2 * TTL_MS;
+
+let daemon: RunningDaemon;
+let gateway: GatewayClient;
+let counter = 0;
+const token = (what: string) => `task-ttl-${what}-${process.pid}-${++counter}`;
+
+beforeAll(async () => {
+  daemon = await startDaemon();
+  gateway = await connectGateway(daemon.info);
+});
+afterAll(async () => {
+  await gateway?.close();
+  await daemon?.stop();
+  cleanupAll();
+});
+
+interface GatewayTask {
+  taskId: string;
+  status: string;
+  createdAt: number;
+  ttlMs: number;
+}
+
+async function createTask(progressToken: string): Promise<GatewayTask> {
+  const created = await gateway.request('task/create', { progressToken, ttlMs: TTL_MS });
+  const task = (created.result as { task: GatewayTask }).task;
+  expect(task).toMatchObject({ status: 'working', ttlMs: TTL_MS });
+  return task;
+}
+
+/** The messages of listen `id`: its acknowledgement, its notifications, its end. */
+function onListen(mcp: RawMcp, id: number): RawMessage[] {
+  return mcp.received.filter(
+    (m) => m.id === id || (m.params?._meta ?? m.result?._meta)?.[SUBSCRIPTION_ID] === id,
+  );
+}
+
+/**
+ * Publishes step after step on `t` (each acknowledged by the daemon) until `runsMs` have passed
+ * since `since`, and after each asks `check` about the task: the job is working all along.
+ */
+async function publishUntil(
+  worker: RawWorker,
+  t: string,
+  since: number,
+  check: (step: number) => Promise<void>,
+): Promise<number> {
+  let step = 0;
+  while (Date.now() - since < RUNS_MS) {
+    step++;
+    worker.send('progress', {
+      v: 1,
+      progressToken: t,
+      progress: step,
+      message: `step ${step}`,
+      seq: step,
+    });
+    await worker.reply((r) => r.type === 'ack' && (r.data as { seq?: number }).seq === step);
+    await check(step);
+  }
+  return step;
+}
+
+describe.each(RAW_TRANSPORTS)('a task and its TTL over $name', (transport) => {
+  it('a listen of a 2026-07-28 task whose job outlives its TTL tells each step, then the end and the result', async () => {
+    const t = token('long-2026');
+    const worker = await publishingWorker(daemon.info.socket, t);
+    const mcp = await transport.connect(daemon, NEWEST_REVISION);
+    try {
+      const task = await createTask(t);
+      const id = mcp.send('subscriptions/listen', {
+        notifications: { taskIds: [task.taskId] },
+        _meta: WITH_TASKS,
+      });
+      await publishUntil(worker, t, task.createdAt, async (step) => {
+        await eventually(() =>
+          onListen(mcp, id).some((m) => String(m.params?.statusMessage).includes(`step ${step}`))
+            ? true
+            : undefined,
+        );
+        const now = await mcp.request('tasks/get', { taskId: task.taskId, _meta: WITH_TASKS });
+        expect(now.error).toBeUndefined();
+        expect(now.result).toMatchObject({ status: 'working' });
+        // Reported honestly: kept at least until createdAt + ttlMs, which is later than now.
+        const ttlMs = Number(now.result?.ttlMs);
+        expect(Date.parse(String(now.result?.createdAt)) + ttlMs).toBeGreaterThan(Date.now());
+      });
+      expect(Date.now() - task.createdAt).toBeGreaterThanOrEqual(RUNS_MS);
+      worker.send('done', { v: 1, progressToken: t, status: 'ok', message: 'rendered' });
+      const end = await mcp.ended(id);
+      expect(end.result).toMatchObject({ resultType: 'complete' });
+      const told = onListen(mcp, id).filter((m) => m.method === 'notifications/tasks');
+      expect(told.at(-1)?.params).toMatchObject({
+        status: 'completed',
+        result: { structuredContent: { progressToken: t, status: 'ok', message: 'rendered' } },
+      });
+      const final = await mcp.request('tasks/get', { taskId: task.taskId, _meta: WITH_TASKS });
+      expect(final.result).toMatchObject({ status: 'completed' });
+      // Kept its TTL after its end, whatever its age.
+      expect(Number(final.result?.ttlMs)).toBeGreaterThanOrEqual(RUNS_MS + TTL_MS);
+    } finally {
+      worker.destroy();
+      await mcp.close();
+    }
+  }, 20_000);
+
+  it('a 2025-11-25 task whose job outlives its TTL is working all along, then answers its result', async () => {
+    const t = token('long-2025');
+    const worker = await publishingWorker(daemon.info.socket, t);
+    const mcp = await transport.connect(daemon, '2025-11-25');
+    try {
+      const reply = await mcp.request('tools/call', {
+        name: 'watch_progress',
+        arguments: { progressToken: t, minIntervalMs: 0 },
+        task: { ttl: TTL_MS },
+      });
+      expect(reply.error).toBeUndefined();
+      const task = reply.result?.task as { taskId: string; ttl: number; createdAt: string };
+      expect(task.ttl).toBe(TTL_MS);
+      const createdAt = Date.parse(task.createdAt);
+      await publishUntil(worker, t, createdAt, async () => {
+        const now = await mcp.request('tasks/get', { taskId: task.taskId });
+        expect(now.error).toBeUndefined();
+        expect(now.result).toMatchObject({ status: 'working' });
+        expect(createdAt + Number(now.result?.ttl)).toBeGreaterThan(Date.now());
+      });
+      const result = mcp.request('tasks/result', { taskId: task.taskId });
+      worker.send('done', { v: 1, progressToken: t, status: 'ok', message: 'rendered' });
+      expect((await result).result).toMatchObject({
+        structuredContent: { progressToken: t, state: 'done', status: 'ok', message: 'rendered' },
+      });
+      const final = await mcp.request('tasks/get', { taskId: task.taskId });
+      expect(final.result).toMatchObject({ status: 'completed' });
+    } finally {
+      worker.destroy();
+      await mcp.close();
+    }
+  }, 20_000);
+});
