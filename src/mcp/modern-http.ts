@@ -241,9 +241,10 @@ export class ModernMcpHttp {
       if (response.destroyed || response.writableEnded)
         throw new BridgeError('client_went_away', 'the listen stream closed: the client went away');
       const frame = `event: message\ndata: ${JSON.stringify(message)}\n\n`;
-      // The graceful end (the listen's result) closes the stream at once: what the client has not
-      // read goes out after it, and the daemon's stop cuts it off after its grace.
-      if ('result' in message) {
+      // The listen's end (its result, or the error naming a task it could no longer tell of)
+      // closes the stream at once: what the client has not read goes out after it, and the
+      // daemon's stop cuts it off after its grace.
+      if ('result' in message || 'error' in message) {
         response.end(frame);
         return;
       }

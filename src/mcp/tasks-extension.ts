@@ -13,7 +13,8 @@
  * - no progress notification is sent for a task: its statusMessage is the progress;
  * - `subscriptions/listen` with `notifications.taskIds` gets `notifications/tasks` until each
  *   task is terminal, then the listen's result ends it (the 2.x entries serve the listen method
- *   themselves, so the transports hand such a listen here).
+ *   themselves, so the transports hand such a listen here); a task that can no longer be told of
+ *   (the daemon forgot it, or is gone) ends it with an error naming it instead.
  */
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -25,7 +26,7 @@ import {
   SUBSCRIPTION_ID_META_KEY,
 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
-import { MCP_ERRORS } from '../protocol/errors.js';
+import { MCP_DAEMON_LOST, MCP_ERRORS, RPC_ERRORS } from '../protocol/errors.js';
 import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
 import {
   MAX_LISTENED_TASKS,
@@ -234,6 +235,32 @@ export interface ListenOptions {
   readonly sessions?: Pick<ProgressSource, 'openSession'>;
 }
 
+/** Why a listened task can no longer be told of, as the error that ends its listen says it. */
+interface Gone {
+  readonly code: number;
+  readonly message: string;
+  /** Its stable name, the error's data.code: invalid_params, or the loss's (gateway_lost). */
+  readonly cause: string;
+}
+
+/** The daemon answers it has no such task: it forgot it at its TTL, or restarted. */
+function forgotten(taskId: string): Gone {
+  return {
+    code: RPC_ERRORS.invalid_params.code,
+    cause: 'invalid_params',
+    message: `the daemon no longer has task ${JSON.stringify(taskId)}: its TTL passed before its job started (no worker published on its token), or the daemon restarted (tasks are in its memory only)`,
+  };
+}
+
+/** The daemon this server reads from went away for good (gateway_lost) under the follow. */
+function daemonLost(taskId: string, error: BridgeError | undefined): Gone {
+  return {
+    code: MCP_DAEMON_LOST,
+    message: `nothing more can be told of task ${JSON.stringify(taskId)}: ${error?.message ?? 'the daemon went away'}`,
+    cause: error?.code ?? 'gateway_lost',
+  };
+}
+
 /** What one listened task has had: the last status and statusMessage told, and its follow. */
 interface Followed {
   told: string | undefined;
@@ -255,6 +282,8 @@ class TaskListener {
   /** Called once when the listen ends, however it ends (its place is given back). */
   readonly #left: () => void;
   readonly #tasks = new Map<string, Followed>();
+  /** The tasks it can no longer tell of, and why: the listen's end is then an error. */
+  readonly #gone = new Map<string, Gone>();
   #closed = false;
 
   constructor(
@@ -318,7 +347,25 @@ class TaskListener {
       followed.stop?.().catch(() => {});
     }
     await this.send(TASK_STATUS_NOTIFICATION, params);
-    if (terminal && [...this.#tasks.values()].every((one) => one.ended)) this.#finished();
+    if (terminal && this.#allEnded()) this.#finished();
+  }
+
+  /**
+   * Nothing more can be told of the task (`why`): the daemon forgot it, or is gone. It is not
+   * followed any more, and once every task has ended so, or been told its end, the listen ends
+   * with an error naming the ones that went this way.
+   */
+  gone(taskId: string, why: Gone): void {
+    const followed = this.#tasks.get(taskId);
+    if (followed === undefined || followed.ended || this.#closed) return;
+    followed.ended = true;
+    this.#gone.set(taskId, why);
+    followed.stop?.().catch(() => {});
+    if (this.#allEnded()) this.#finished();
+  }
+
+  #allEnded(): boolean {
+    return [...this.#tasks.values()].every((one) => one.ended);
   }
 
   async send(method: string, params: Record<string, unknown>): Promise<void> {
@@ -332,27 +379,45 @@ class TaskListener {
   }
 
   /**
-   * Ends the listen; `graceful`: with the empty listen result the spec ends a stream with. The
-   * result is written before the first await, and not waited for: a client that stopped reading
-   * would hold the caller up (the daemon's stop), and its transport bounds what it holds. Settles
-   * once the tasks are no longer followed.
+   * Ends the listen; `graceful`: with the empty listen result the spec ends a stream with, or,
+   * when a task went without its end told (gone()), with an error naming each such task and why.
+   * The answer is written before the first await, and not waited for: a client that stopped
+   * reading would hold the caller up (the daemon's stop), and its transport bounds what it holds.
+   * Settles once the tasks are no longer followed.
    */
   async close(graceful = false): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#left();
-    if (graceful) {
-      this.#write({
+    if (graceful) this.#write(this.#answer()).catch(() => {});
+    const follows = [...this.#tasks.values()].map((followed) => followed.stop?.());
+    await Promise.all(follows).catch(() => {});
+  }
+
+  /** The listen's answer: its result, or the error of the tasks it could not tell the end of. */
+  #answer(): ListenMessage {
+    const gone = [...this.#gone.values()];
+    if (gone.length === 0) {
+      return {
         jsonrpc: '2.0',
         id: this.subscriptionId,
         result: {
           resultType: 'complete',
           _meta: { [SUBSCRIPTION_ID_META_KEY]: this.subscriptionId },
         },
-      }).catch(() => {});
+      };
     }
-    const follows = [...this.#tasks.values()].map((followed) => followed.stop?.());
-    await Promise.all(follows).catch(() => {});
+    // The daemon's loss is the graver cause: with it, no task of the listen can be asked about.
+    const why = gone.find((one) => one.code === MCP_DAEMON_LOST) ?? (gone[0] as Gone);
+    return {
+      jsonrpc: '2.0',
+      id: this.subscriptionId,
+      error: {
+        code: why.code,
+        message: gone.map((one) => one.message).join('; '),
+        data: { code: why.cause, taskIds: [...this.#gone.keys()] },
+      },
+    };
   }
 }
 
@@ -383,8 +448,10 @@ export class TaskListens {
    * Serves `request` on `write`: the acknowledgement (naming the tasks the daemon knows, at most
    * MAX_LISTENED_TASKS), then each task now, then its changes, until cancel(), `ended` (HTTP:
    * the client closed the stream), close(), or every task has been told its end (then the
-   * listen's result ends it: over HTTP its stream closes). When capped, a listen past
-   * MAX_STDIO_TASK_LISTENS open ones is answered tooManyListens and nothing more.
+   * listen's result ends it: over HTTP its stream closes) or can no longer be (the daemon forgot
+   * it at its TTL, or the daemon is gone: then an error naming it ends the listen instead). When
+   * capped, a listen past MAX_STDIO_TASK_LISTENS open ones is answered tooManyListens and nothing
+   * more.
    */
   async listen(
     request: TaskListenRequest,
@@ -497,8 +564,13 @@ export class TaskListens {
       again = false;
       this.#source
         .getTask(record.taskId)
-        // A task past its TTL is gone from the daemon: nothing more to look at.
-        .then((now) => (now === undefined ? clearInterval(poll) : listener.tell(now)))
+        // The daemon forgot the task (its TTL passed before its job started, or it restarted):
+        // nothing more can be told of it, and the listen is told why.
+        .then((now) =>
+          now === undefined
+            ? listener.gone(record.taskId, forgotten(record.taskId))
+            : listener.tell(now),
+        )
         .catch(() => {})
         .finally(() => {
           looking = false;
@@ -528,9 +600,12 @@ export class TaskListens {
       return;
     }
     forwarding.ended
-      .then(async () => {
+      .then(async (end) => {
         await stop();
-        look();
+        // The daemon went away for good: nothing can be asked of it. Else one last look (done).
+        if (end === 'lost')
+          listener.gone(record.taskId, daemonLost(record.taskId, forwarding.error));
+        else look();
       })
       .catch(() => {});
   }

@@ -1,7 +1,8 @@
 /**
  * A task's TTL against a real daemon, over the stdio of a real `mcp-progress mcp` and over /mcp,
  * by raw JSON-RPC: a task whose job is still working outlives its nominal TTL (2025-11-25 and
- * 2026-07-28).
+ * 2026-07-28), and a listen of a task whose TTL passes before its job started ends with an error
+ * naming why, giving back its place in the daemon's session hub.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
@@ -14,7 +15,7 @@ import {
   type RawMessage,
   TASKS_EXTENSION,
 } from '../helpers/raw-mcp.js';
-import { publishingWorker, type RawWorker } from '../helpers/worker.js';
+import { publishingWorker, type RawWorker, rawWorker, workerStatus } from '../helpers/worker.js';
 
 const WITH_TASKS = { [CLIENT_CAPABILITIES]: { extensions: { [TASKS_EXTENSION]: {} } } };
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
@@ -86,6 +87,44 @@ async function publishUntil(
 }
 
 describe.each(RAW_TRANSPORTS)('a task and its TTL over $name', (transport) => {
+  it('a listen of a task whose TTL passes before its job starts ends with an error naming why, and gives back its place', async () => {
+    const worker = await rawWorker(daemon.info.socket);
+    const mcp = await transport.connect(daemon, NEWEST_REVISION);
+    try {
+      const task = await createTask(token('never'));
+      // The client's own connection to the daemon is made before the count is taken.
+      const got = await mcp.request('tasks/get', { taskId: task.taskId, _meta: WITH_TASKS });
+      expect(got.result).toMatchObject({ status: 'working' });
+      const sessions = async () => (await workerStatus<{ sessions: number }>(worker)).sessions;
+      const before = await sessions();
+      const id = mcp.send('subscriptions/listen', {
+        notifications: { taskIds: [task.taskId] },
+        _meta: WITH_TASKS,
+      });
+      // The listen holds a place of its own while it follows the task (/mcp: in the session hub).
+      await eventually(async () => ((await sessions()) > before ? true : undefined));
+      const end = await mcp.ended(id);
+      expect(end.result).toBeUndefined();
+      expect(end.error).toMatchObject({
+        code: -32602,
+        message: expect.stringContaining(task.taskId),
+      });
+      expect(end.error?.message).toContain('TTL');
+      expect(end.error?.data).toEqual({ code: 'invalid_params', taskIds: [task.taskId] });
+      // Acknowledged, told working, then the error: nothing else, nothing after.
+      expect(onListen(mcp, id).map((m) => m.method ?? 'end')).toEqual([
+        'notifications/subscriptions/acknowledged',
+        'notifications/tasks',
+        'end',
+      ]);
+      expect((await gateway.request('task/get', { taskId: task.taskId })).result).toEqual({});
+      await eventually(async () => ((await sessions()) === before ? true : undefined));
+    } finally {
+      worker.destroy();
+      await mcp.close();
+    }
+  }, 20_000);
+
   it('a listen of a 2026-07-28 task whose job outlives its TTL tells each step, then the end and the result', async () => {
     const t = token('long-2026');
     const worker = await publishingWorker(daemon.info.socket, t);

@@ -15,12 +15,15 @@ import {
 import { DONE_METHOD, PROGRESS_METHOD } from '../../src/protocol/notifications.js';
 import type { TaskRecord } from '../../src/protocol/tasks.js';
 import { TASK_POLL_INTERVAL_MS } from '../../src/shared/defaults.js';
+import { BridgeError } from '../../src/shared/errors.js';
 
 /** One job and its task, as the daemon would answer for them; advance() is one more update. */
 function job() {
   let progress = 0;
   let status: TaskRecord['status'] = 'working';
   let notify: NotificationHandler | undefined;
+  let onLost: ((error: BridgeError) => void) | undefined;
+  let lost = false;
   const record = (): TaskRecord => ({
     taskId: 'task-1',
     progressToken: 'job',
@@ -42,13 +45,17 @@ function job() {
   const unused = () => Promise.reject(new Error('not used by task listens'));
   const source: ProgressSource = {
     openSession: async () => ({
-      subscribe: async (_params, handler) => {
+      subscribe: async (_params, handler, onError) => {
         notify = handler;
+        onLost = onError;
         return { unsubscribe: async () => {} };
       },
       close: async () => {},
     }),
-    getTask: async (taskId) => (taskId === 'task-1' ? record() : undefined),
+    getTask: async (taskId) => {
+      if (lost) throw new BridgeError('disconnected', 'the gateway connection dropped');
+      return taskId === 'task-1' ? record() : undefined;
+    },
     list: unused,
     get: unused,
     cancel: unused,
@@ -67,6 +74,11 @@ function job() {
         method: PROGRESS_METHOD,
         params: { progressToken: 'job', progress, total: 1_000_000 },
       });
+    },
+    /** The daemon went away and did not come back: the subscription ends with gateway_lost. */
+    lose(): void {
+      lost = true;
+      onLost?.(new BridgeError('gateway_lost', 'no daemon came back within 30000 ms'));
     },
     finish(): void {
       status = 'completed';
@@ -136,6 +148,30 @@ describe('TaskListens', () => {
     expect(returned).toBeUndefined();
     expect(written).toHaveLength(4);
     expect(written[3]?.params).toMatchObject({ taskId: 'task-1', status: 'cancelled' });
+  });
+
+  it('ends a listen with an error naming the task and gateway_lost when its daemon is gone for good', async () => {
+    const task = job();
+    const listens = new TaskListens(task.source);
+    const written: ListenMessage[] = [];
+    await listens.listen({ id: 9, taskIds: ['task-1'], declared: true }, async (message) => {
+      written.push(message);
+    });
+    expect(written).toHaveLength(2);
+    task.lose();
+    await vi.waitFor(() => expect(written).toHaveLength(3));
+    expect(written[2]).toMatchObject({
+      id: 9,
+      error: {
+        code: -32000,
+        message: expect.stringContaining('"task-1"'),
+        data: { code: 'gateway_lost', taskIds: ['task-1'] },
+      },
+    });
+    expect(written[2]?.error?.message).toContain('no daemon came back');
+    // Nothing after, however long: the poll stopped with the follow.
+    await vi.advanceTimersByTimeAsync(10 * TASK_POLL_INTERVAL_MS);
+    expect(written).toHaveLength(3);
   });
 
   it('close() writes each listen its result, that of a client that stopped reading too, and waits for none to be read', async () => {
