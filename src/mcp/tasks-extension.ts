@@ -26,7 +26,7 @@ import {
   SUBSCRIPTION_ID_META_KEY,
 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
-import { MCP_DAEMON_LOST, MCP_ERRORS, RPC_ERRORS } from '../protocol/errors.js';
+import { MCP_ERRORS, RPC_ERRORS } from '../protocol/errors.js';
 import { type TaskRecord, TERMINAL_TASK_STATUSES } from '../protocol/tasks.js';
 import {
   MAX_LISTENED_TASKS,
@@ -255,7 +255,7 @@ function forgotten(taskId: string): Gone {
 /** The daemon this server reads from went away for good (gateway_lost) under the follow. */
 function daemonLost(taskId: string, error: BridgeError | undefined): Gone {
   return {
-    code: MCP_DAEMON_LOST,
+    code: MCP_ERRORS.daemon_lost.code,
     message: `nothing more can be told of task ${JSON.stringify(taskId)}: ${error?.message ?? 'the daemon went away'}`,
     cause: error?.code ?? 'gateway_lost',
   };
@@ -408,7 +408,7 @@ class TaskListener {
       };
     }
     // The daemon's loss is the graver cause: with it, no task of the listen can be asked about.
-    const why = gone.find((one) => one.code === MCP_DAEMON_LOST) ?? (gone[0] as Gone);
+    const why = gone.find((one) => one.code === MCP_ERRORS.daemon_lost.code) ?? (gone[0] as Gone);
     return {
       jsonrpc: '2.0',
       id: this.subscriptionId,

@@ -64,18 +64,14 @@ export const MCP_ERRORS = {
     code: -32603,
     meaning: '/mcp failed on the request (a bug: please report it)',
   },
+  daemon_lost: {
+    code: -32000,
+    meaning:
+      'a task listen ends: the daemon its MCP server reads from went away for good (data.code gateway_lost); the code MCP SDKs end a request with when its connection closed',
+  },
 } as const;
 
 export type McpErrorName = keyof typeof MCP_ERRORS;
-
-/**
- * The JSON-RPC code a task listen (`subscriptions/listen` with `notifications.taskIds`) ends with
- * when the daemon its MCP server reads from went away for good (`data.code`: `gateway_lost`):
- * nothing more can be told of its tasks. The implementation-defined server error MCP SDKs end a
- * request with when its connection closed. A task the daemon forgot ends it with -32602 instead,
- * as tasks/get answers for it (docs/COMPATIBILITY.md).
- */
-export const MCP_DAEMON_LOST = -32000;
 
 /**
  * JSON-RPC errors of the WebSocket gateway protocol. The numeric code follows
