@@ -9,6 +9,7 @@ import { RPC_METHODS } from '../../src/daemon/rpc.js';
 import {
   FRAME_TIMEOUT_MS,
   MAX_FRAME_BYTES,
+  MAX_LIST_REPLY_BYTES,
   MAX_MESSAGE_BYTES,
   MAX_META_DEPTH,
   MAX_NOTIFICATION_BYTES,
@@ -83,6 +84,20 @@ describe('docs/PROTOCOL.md', () => {
     expect(protocol).toContain(`(**${MAX_NOTIFICATION_BYTES} bytes**:`);
     expect(MAX_SAFE_NUMBER).toBe(2 ** 53 - 1);
     expect(protocol).toContain(`(±${MAX_SAFE_NUMBER};`);
+  });
+
+  it('gives a gateway the read limit the largest daemon messages need, in 4.1 and 9', () => {
+    const connecting = protocol.slice(
+      protocol.indexOf('### 4.1 Connecting'),
+      protocol.indexOf('#### The local link'),
+    );
+    const checklist = protocol.slice(protocol.indexOf('## 9. '), protocol.indexOf('## 10. '));
+    expect(MAX_NOTIFICATION_BYTES).toBeLessThan(MAX_LIST_REPLY_BYTES);
+    for (const section of [connecting, checklist]) {
+      expect(section).toContain(`${MAX_WS_MESSAGE_BYTES} bytes`);
+      expect(section).toContain(`notification is at most ${MAX_NOTIFICATION_BYTES} bytes`);
+      expect(section).toMatch(new RegExp(`${MAX_LIST_REPLY_BYTES}\\*{0,2} bytes`));
+    }
   });
 
   it('names every published schema and every reserved event', () => {
