@@ -65,8 +65,9 @@ function trimWhitespace(bytes: Buffer): Buffer {
  * FrameError, not thrown, so that a reader can decide what a bad frame means.
  * Text pushed as a string is counted as its UTF-8 encoding. An empty frame, or
  * one of JSON whitespace only (a newline after the form feed), is skipped.
- * Whitespace is not free: the bytes waiting for a form feed, whitespace
- * included, are at most twice the frame limit.
+ * Whitespace is not free: the bytes from one form feed to the next (from the
+ * start, for the first frame), whitespace included, are at most twice the frame
+ * limit, however the reads split them.
  */
 export class FrameDecoder {
   /** The incomplete frame waiting for its form feed, as the reads brought it (copies). */
@@ -93,8 +94,10 @@ export class FrameDecoder {
     if (this.#tailBytes > 0) {
       // A frame that comes a little at a time is looked at a read at a time, and joined once,
       // when its form feed comes: each read costs its own length, not the frame's so far.
-      if (bytes.indexOf(FORM_FEED) === -1)
-        return this.#keep(bytes) ? [] : [tooLarge(this.#maxBytes)];
+      if (bytes.indexOf(FORM_FEED) === -1) {
+        const refusal = this.#keep(bytes);
+        return refusal === undefined ? [] : [refusal];
+      }
       combined = Buffer.concat([...this.#tail, bytes]);
       this.#clearTail();
     }
@@ -103,13 +106,17 @@ export class FrameDecoder {
     let end = combined.indexOf(FORM_FEED);
     while (end !== -1) {
       const frame = trimWhitespace(combined.subarray(start, end));
-      if (frame.length > 0) out.push(this.#decode(frame));
+      // The bound #keep holds a tail to, for bytes that came with their form feed: so whether
+      // a frame padded with whitespace is refused does not depend on how the reads split it.
+      if (end - start > 2 * this.#maxBytes) out.push(this.#overBound(frame.length));
+      else if (frame.length > 0) out.push(this.#decode(frame));
       start = end + 1;
       end = combined.indexOf(FORM_FEED, start);
     }
     // The usual read ends here: whole frames only, nothing left to keep.
-    if (start < combined.length && !this.#keep(combined.subarray(start))) {
-      out.push(tooLarge(this.#maxBytes));
+    if (start < combined.length) {
+      const refusal = this.#keep(combined.subarray(start));
+      if (refusal !== undefined) out.push(refusal);
     }
     return out;
   }
@@ -126,9 +133,9 @@ export class FrameDecoder {
 
   /**
    * Adds bytes with no form feed to the tail (a copy: the tail must not keep a large chunk
-   * alive); false, and the tail dropped, when the tail passes its bound.
+   * alive); the refusal, and the tail dropped, when the tail passes its bound.
    */
-  #keep(bytes: Buffer): boolean {
+  #keep(bytes: Buffer): FrameError | undefined {
     for (let i = 0; i < bytes.length; i++) {
       if (isJsonWhitespace(bytes[i] as number)) continue;
       if (this.#contentStart === -1) this.#contentStart = this.#tailBytes + i;
@@ -136,12 +143,25 @@ export class FrameDecoder {
     }
     this.#tailBytes += bytes.length;
     const content = this.#contentStart === -1 ? 0 : this.#contentEnd - this.#contentStart;
-    if (this.#tailBytes > 2 * this.#maxBytes || content > this.#maxBytes) {
+    if (content > this.#maxBytes) {
       this.#clearTail();
-      return false;
+      return tooLarge(this.#maxBytes);
+    }
+    if (this.#tailBytes > 2 * this.#maxBytes) {
+      this.#clearTail();
+      return this.#overBound(content);
     }
     this.#tail.push(Buffer.from(bytes));
-    return true;
+    return undefined;
+  }
+
+  /** More than twice the limit without a form feed: the frame's own size, or the whitespace's. */
+  #overBound(contentBytes: number): FrameError {
+    if (contentBytes > this.#maxBytes) return tooLarge(this.#maxBytes);
+    return new FrameError(
+      'frame_too_large',
+      `more than ${2 * this.#maxBytes} bytes came without a form feed, whitespace included: end every frame with a form feed (0x0C), and keep the whitespace around a frame to at most ${this.#maxBytes} bytes`,
+    );
   }
 
   #clearTail(): void {

@@ -66,6 +66,7 @@ describe('docs/PROTOCOL.md', () => {
 
   it('quotes the limits the code enforces', () => {
     expect(protocol).toContain(`**${MAX_FRAME_BYTES} bytes** (64 KiB)`);
+    expect(protocol).toContain(`are at most ${2 * MAX_FRAME_BYTES} (twice the limit)`);
     expect(protocol).toContain(`**${MAX_WS_MESSAGE_BYTES} bytes**`);
     expect(protocol).toContain(`at most **${MAX_TOKEN_BYTES} UTF-8 bytes**`);
     expect(protocol).toContain(`at most **${MAX_MESSAGE_BYTES} UTF-8 bytes**`);

@@ -254,8 +254,10 @@ class JoiningDecoder {
     let start = 0;
     for (let end = joined.indexOf(0x0c); end !== -1; end = joined.indexOf(0x0c, start)) {
       const frame = trimmed(joined.subarray(start, end));
+      // Twice the limit between two form feeds, whitespace included, however the reads came.
+      if (end - start > 2 * this.#maxBytes) out.push('frame_too_large');
       // One whole frame, decoded alone: what is compared here is how reads are split.
-      if (frame.length > 0)
+      else if (frame.length > 0)
         out.push(
           ...codes(new FrameDecoder(this.#maxBytes), Buffer.concat([frame, Buffer.from('\f')])),
         );
@@ -372,6 +374,39 @@ describe('wire format', () => {
     expect(flood.push(' '.repeat(32))).toEqual([]);
     expect((flood.push(' ')[0] as FrameError).code).toBe('frame_too_large');
     expect(flood.pending).toBe(0);
+  });
+
+  it('bounds the bytes between two form feeds, whitespace included, however the reads split them', () => {
+    const frame = '{"type":"abcde"}'; // 16 bytes: at the limit.
+    for (const spaces of [16, 17, 40]) {
+      const text = `${frame}${' '.repeat(spaces)}\f`;
+      const splits = [
+        [text],
+        [text.slice(0, 16), text.slice(16)],
+        [text.slice(0, -1), '\f'],
+        [text.slice(0, 16), text.slice(16, -1), '\f'],
+      ];
+      for (const reads of splits) {
+        const decoder = new FrameDecoder(16);
+        const out = reads.flatMap((read) => decoder.push(read));
+        if (spaces === 16) {
+          // 32 bytes before the form feed: twice the limit, accepted.
+          expect(out).toEqual([{ type: 'abcde', data: undefined }]);
+          continue;
+        }
+        expect(out.length, `${spaces} spaces in ${reads.length} reads`).toBe(1);
+        const refusal = out[0] as FrameError;
+        expect(refusal.code).toBe('frame_too_large');
+        // The frame itself fits: the advice is about the whitespace, not message or _meta.
+        expect(refusal.message).toContain('whitespace');
+        expect(refusal.message).not.toContain('shorten message');
+      }
+    }
+    // Whitespace alone, past twice the limit before its form feed, is refused too, in one read or many.
+    expect(codes(new FrameDecoder(16), `${' '.repeat(33)}\f`)).toEqual(['frame_too_large']);
+    // A frame over the limit keeps its own advice.
+    const over = new FrameDecoder(16).push(`{"type":"abcdef"}${' '.repeat(40)}\f`);
+    expect((over[0] as FrameError).message).toContain('shorten message or _meta');
   });
 
   it('skips whitespace between frames, and says whether a frame has started', () => {
