@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { CLOSE_CODES } from '../../src/daemon/gateway.js';
 import { DEFAULT_PORT } from '../../src/daemon/options.js';
 import { DEFAULT_ROUTER_OPTIONS } from '../../src/daemon/router.js';
-import { RPC_METHODS } from '../../src/daemon/rpc.js';
+import { type GatewayBackend, handleRpcText, RPC_METHODS } from '../../src/daemon/rpc.js';
 import {
   FRAME_TIMEOUT_MS,
   MAX_FRAME_BYTES,
@@ -99,6 +99,22 @@ describe('docs/PROTOCOL.md', () => {
       expect(section).toContain(`notification is at most ${MAX_NOTIFICATION_BYTES} bytes`);
       expect(section).toMatch(new RegExp(`${MAX_LIST_REPLY_BYTES}\\*{0,2} bytes`));
     }
+  });
+
+  it('echoes a numeric JSON-RPC id as 4.4 says', () => {
+    const echoed = (id: string) =>
+      handleRpcText(
+        1,
+        `{"jsonrpc":"2.0","id":${id},"method":"nope"}`,
+        {} as GatewayBackend,
+        () => {},
+      )?.match(/^\{"jsonrpc":"2\.0","id":([^,]*),/)?.[1];
+    const section = protocol.slice(protocol.indexOf('### 4.4 Errors'), protocol.indexOf('### 4.5'));
+    const examples = [...section.matchAll(/`([-0-9.eE]+)` as `([-0-9.eE]+)`/g)];
+    expect(examples.length).toBeGreaterThan(5);
+    for (const [, sent, back] of examples) expect(echoed(sent as string), sent).toBe(back);
+    const digits = '123456789012345678901234567890';
+    expect(echoed(digits)).toBe(digits);
   });
 
   it('names every published schema and every reserved event', () => {
