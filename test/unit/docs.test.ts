@@ -117,6 +117,17 @@ describe('docs/PROTOCOL.md', () => {
     expect(echoed(digits)).toBe(digits);
   });
 
+  it('orders the gateway HTTP refusals the same in 4.1 and 6', () => {
+    const statuses = (text: string) => [...text.matchAll(/\b(4\d\d|503)\b/g)].map((m) => m[1]);
+    const order = protocol.slice(
+      protocol.indexOf('- Order of the checks:'),
+      protocol.indexOf('- Origin: a request'),
+    );
+    const row = protocol.match(/^\| gateway \| HTTP [^|]*\|/m)?.[0] ?? '';
+    expect(statuses(order)).toEqual(['421', '404', '426', '403', '401', '400', '503']);
+    expect(statuses(row)).toEqual(statuses(order));
+  });
+
   it('names every published schema and every reserved event', () => {
     for (const name of Object.keys(PUBLISHED_SCHEMAS)) expect(protocol).toContain(`\`${name}\``);
     for (const event of RESERVED_EVENTS) expect(protocol).toContain(`\`${event}\``);
