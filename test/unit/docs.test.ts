@@ -6,6 +6,8 @@ import { CLOSE_CODES } from '../../src/daemon/gateway.js';
 import { DEFAULT_PORT } from '../../src/daemon/options.js';
 import { DEFAULT_ROUTER_OPTIONS } from '../../src/daemon/router.js';
 import { type GatewayBackend, handleRpcText, RPC_METHODS } from '../../src/daemon/rpc.js';
+import { TaskTable } from '../../src/daemon/task-table.js';
+import type { StreamSummary } from '../../src/protocol/index.js';
 import {
   FRAME_TIMEOUT_MS,
   MAX_FRAME_BYTES,
@@ -27,11 +29,14 @@ import {
   WORKER_EVENTS,
   WS_SUBPROTOCOL,
 } from '../../src/protocol/index.js';
-
 import {
+  DEFAULT_TASK_TTL_MS,
   MAX_FOLLOWED_TASKS,
   MAX_LISTENED_TASKS,
+  MAX_LIVE_TASKS,
   MAX_STDIO_TASK_LISTENS,
+  MAX_TASK_TTL_MS,
+  TASK_POLL_INTERVAL_MS,
 } from '../../src/shared/defaults.js';
 
 const protocol = readFileSync(resolve(import.meta.dirname, '../../docs/PROTOCOL.md'), 'utf8');
@@ -126,6 +131,40 @@ describe('docs/PROTOCOL.md', () => {
     const row = protocol.match(/^\| gateway \| HTTP [^|]*\|/m)?.[0] ?? '';
     expect(statuses(order)).toEqual(['421', '404', '426', '403', '401', '400', '503']);
     expect(statuses(row)).toEqual(statuses(order));
+  });
+
+  it('gives the task reasons and TTL bounds the task table makes, in 4.2.3', () => {
+    const section = protocol.slice(
+      protocol.indexOf('#### 4.2.3 Tasks'),
+      protocol.indexOf('### 4.3'),
+    );
+    const tasks = new TaskTable(
+      {
+        defaultTtlMs: DEFAULT_TASK_TTL_MS,
+        maxTtlMs: MAX_TASK_TTL_MS,
+        maxTasks: MAX_LIVE_TASKS,
+        pollIntervalMs: TASK_POLL_INTERVAL_MS,
+      },
+      () => 'id',
+    );
+    const ended = (status: StreamSummary['status']): StreamSummary => ({
+      progressToken: 't',
+      state: 'done',
+      status,
+      subscribers: 0,
+      startedAt: 0,
+      updatedAt: 0,
+    });
+    for (const status of ['error', 'abandoned'] as const) {
+      const reason = tasks.create('t', undefined, () => ended(status), 0).task?.reason;
+      expect(section).toContain(`\`${reason}\` for \`${status}\``);
+    }
+    const working = tasks.create('u', MAX_TASK_TTL_MS + 1, () => undefined, 0).task;
+    expect(working?.ttlMs).toBe(MAX_TASK_TTL_MS);
+    const cancelled = tasks.cancel(working?.taskId ?? '', undefined, () => undefined, 0);
+    expect(section).toContain(`\`${cancelled?.task.reason}\``);
+    expect(section).toContain(`default **${DEFAULT_TASK_TTL_MS}** (10 min), at most`);
+    expect(section).toContain(`**${MAX_TASK_TTL_MS}** (24 h): a larger one is not refused`);
   });
 
   it('names every published schema and every reserved event', () => {
