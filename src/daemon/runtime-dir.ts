@@ -180,13 +180,10 @@ async function tryLock(path: string, dir: string): Promise<RuntimeDirLock | unde
   });
   const bindPath = bindPathFor(path);
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ path: bindPath }, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    // 0600 like the other sockets: only the daemon's user may ask the holder (PROTOCOL.md 1).
+    // A later error (a failed accept) costs nothing: the bound file holds the lock, and an
+    // asker that gets no answer takes it as held.
+    await listenOwnerOnly(server, { path: bindPath }, () => {});
   } catch (error) {
     throw new BridgeError(
       'runtime_dir',

@@ -47,10 +47,13 @@ afterAll(async () => {
 });
 
 describe('file modes', () => {
-  it('runtime dir 0700, socket and daemon.json 0600, owned by the daemon user', () => {
+  it('runtime dir 0700, sockets, daemon.json and daemon.lock 0600, owned by the daemon user', () => {
     expect(statSync(daemon.runtimeDir).mode & 0o777).toBe(0o700);
     expect(statSync(daemon.info.socket).mode & 0o777).toBe(0o600);
     expect(statSync(join(daemon.runtimeDir, 'daemon.json')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(daemon.runtimeDir, 'gateway.sock')).mode & 0o777).toBe(0o600);
+    // The lock is a listening socket too (PROTOCOL.md 1): the daemon's user alone may connect.
+    expect(statSync(join(daemon.runtimeDir, 'daemon.lock')).mode & 0o777).toBe(0o600);
     expect(statSync(daemon.info.socket).uid).toBe(process.getuid?.());
   });
 });
