@@ -169,7 +169,24 @@ describe('docs/PROTOCOL.md', () => {
 
   it('names every published schema and every reserved event', () => {
     for (const name of Object.keys(PUBLISHED_SCHEMAS)) expect(protocol).toContain(`\`${name}\``);
+    // The schema index (its first column) names each once, a reminder "(and ...)" aside.
+    const index = protocol
+      .slice(0, protocol.indexOf('Rules beyond JSON Schema'))
+      .split('\n')
+      .filter((line) => line.startsWith('| `'))
+      .map((line) => line.split('|')[1]?.replace(/\(and [^)]*\)/g, ''))
+      .join(' ');
+    for (const name of Object.keys(PUBLISHED_SCHEMAS))
+      expect(index.split(`\`${name}\``).length - 1, name).toBe(1);
     for (const event of RESERVED_EVENTS) expect(protocol).toContain(`\`${event}\``);
+  });
+
+  it('has one separator row per table (another would render as a row of dashes)', () => {
+    const separator = /^\|(?: *-+ *\|)+$/;
+    const lines = protocol.split('\n');
+    for (let i = 1; i < lines.length; i++)
+      if (separator.test(lines[i] as string))
+        expect(separator.test(lines[i - 1] as string), `line ${i + 1}`).toBe(false);
   });
 
   it('refers only to sections that exist', () => {
