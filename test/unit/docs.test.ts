@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLOSE_CODES } from '../../src/daemon/gateway.js';
-import { DEFAULT_PORT } from '../../src/daemon/options.js';
+import { DEFAULT_PORT, DEFAULTS } from '../../src/daemon/options.js';
 import { DEFAULT_ROUTER_OPTIONS } from '../../src/daemon/router.js';
 import { type GatewayBackend, handleRpcText, RPC_METHODS } from '../../src/daemon/rpc.js';
 import { TaskTable } from '../../src/daemon/task-table.js';
@@ -80,6 +80,7 @@ describe('docs/PROTOCOL.md', () => {
     expect(protocol).toContain(`(default **${DEFAULT_ROUTER_OPTIONS.abandonGraceMs / 1000} s**`);
     expect(protocol).toContain(`(default **${DEFAULT_ROUTER_OPTIONS.defaultMinIntervalMs}**`);
     expect(protocol).toContain(`ws://127.0.0.1:${DEFAULT_PORT}/ws`);
+    expect(protocol).toContain(`(**${DEFAULTS.shutdownGraceMs} ms**, \`shutdownGraceMs\``);
     expect(protocol).toContain(WS_SUBPROTOCOL);
     expect(protocol).toContain(`most **${MAX_TYPE_BYTES} UTF-8 bytes**`);
     expect(protocol).toContain(`\`reason\` (${MAX_REASON_BYTES})`);
