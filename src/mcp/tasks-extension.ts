@@ -44,6 +44,7 @@ import {
 } from './mcp-server.js';
 import { HANDED_ON } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
+import { SharedSessions } from './shared-sessions.js';
 import { mcpTask, taskChangedAt, taskToolResult, unknownTask } from './tasks.js';
 
 /** The extension's identifier, in server/discover and in a request's client capabilities. */
@@ -228,9 +229,9 @@ export interface ListenOptions {
   /** Aborted when the client closed the stream (HTTP). */
   readonly ended?: AbortSignal;
   /**
-   * Where the listen's progress sessions are opened (one per task it follows); by default the
-   * source of these listens. /mcp passes the listen's own place in the daemon's session hub, so
-   * that the hub's caps hold for it.
+   * Where the listen's progress sessions are opened (its follows share them: SharedSessions);
+   * by default the source of these listens. /mcp passes the listen's own place in the daemon's
+   * session hub, so that the hub's caps hold for it.
    */
   readonly sessions?: Pick<ProgressSource, 'openSession'>;
 }
@@ -274,7 +275,7 @@ interface Followed {
 /** One subscriptions/listen stream for tasks: its tasks, each told until its end, then nothing. */
 class TaskListener {
   readonly subscriptionId: RequestId;
-  /** Where its follows open their progress sessions. */
+  /** Where its follows subscribe: a few sessions they share, not one each. */
   readonly sessions: Pick<ProgressSource, 'openSession'>;
   readonly #write: WriteListen;
   /** Called once every task of this listen has been told its end: nothing more can be told. */
@@ -470,7 +471,7 @@ export class TaskListens {
     // the subscriptions pattern lets a server end one on its own): nothing can follow.
     const listener: TaskListener = new TaskListener(
       request.id,
-      sessions,
+      new SharedSessions(sessions),
       write,
       () => this.#end(listener, true),
       () => this.#listeners.delete(listener),

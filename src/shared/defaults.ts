@@ -276,7 +276,8 @@ export const TASK_STATUS_MIN_INTERVAL_MS = 250;
 
 /**
  * Task listens one stdio connection of `mcp-progress mcp` holds open at once: each follows up to
- * MAX_LISTENED_TASKS tasks, with a daemon session and a poll timer for each. Past it a listen is
+ * MAX_LISTENED_TASKS tasks, with a poll timer for each, over daemon sessions the follows share
+ * (one, up to the daemon's --max-subscriptions tasks: SharedSessions). Past it a listen is
  * refused with a JSON-RPC error (MCP_ERRORS.refused) naming this limit: end an earlier listen
  * (notifications/cancelled), or name several tasks in one. Over /mcp each listen holds a place
  * under the daemon's --max-sessions instead.

@@ -716,3 +716,82 @@ describe('task listens over the stdio of mcp-progress mcp', () => {
     }
   }, 60_000);
 });
+
+describe('the daemon sessions of a task listen over the stdio of mcp-progress mcp', () => {
+  /**
+   * A stdio `mcp-progress mcp` on `own` with a task on each of `count` tokens a worker publishes,
+   * and how many sessions the daemon serves once its own connection is made.
+   */
+  async function tasksOver(own: RunningDaemon, count: number) {
+    const mcp = await RAW_STDIO.connect(own, NEWEST_REVISION);
+    const worker = await rawWorker(own.info.socket);
+    const tokens = Array.from({ length: count }, (_, n) => token(`share-${n}`));
+    for (const t of tokens) worker.send('progress', { v: 1, progressToken: t, progress: 1 });
+    const tasks: DetailedTask[] = [];
+    for (const t of tokens) tasks.push(await startTask(mcp, t, `label-${t}`));
+    const sessions = async () => (await workerStatus<ListenStatus>(worker)).sessions;
+    return { mcp, worker, tokens, taskIds: tasks.map((task) => task.taskId), sessions };
+  }
+
+  /**
+   * Each task of listen `id` is told a step published after the listen: its follow (stream and
+   * poll) runs, so every session the listen opens is open.
+   */
+  async function followed(
+    mcp: RawMcp,
+    worker: RawWorker,
+    id: number,
+    tokens: string[],
+    taskIds: string[],
+  ) {
+    for (const t of tokens) {
+      worker.send('progress', { v: 1, progressToken: t, progress: 2, message: 'followed' });
+    }
+    await eventually(() =>
+      taskIds.every((taskId) =>
+        told(mcp, id, taskId).some((now) => now.statusMessage.includes('followed')),
+      )
+        ? true
+        : undefined,
+    );
+  }
+
+  it('opens one daemon session for all the tasks of a listen, not one per task', async () => {
+    const own = await startDaemon(['--abandon-grace-ms', '0']);
+    const { mcp, worker, tokens, taskIds, sessions } = await tasksOver(own, 5);
+    try {
+      const before = await sessions();
+      const { id } = await listen(mcp, taskIds);
+      await followed(mcp, worker, id, tokens, taskIds);
+      expect((await sessions()) - before).toBe(1);
+      for (const t of tokens) worker.send('done', { v: 1, progressToken: t });
+      expect((await mcp.ended(id)).result).toMatchObject({ resultType: 'complete' });
+      await eventually(async () => ((await sessions()) === before ? true : undefined));
+    } finally {
+      worker.destroy();
+      await mcp.close();
+      await own.stop();
+    }
+  }, 60_000);
+
+  it('opens one daemon session per --max-subscriptions tasks of a listen', async () => {
+    const own = await startDaemon(['--abandon-grace-ms', '0', '--max-subscriptions', '2']);
+    const { mcp, worker, tokens, taskIds, sessions } = await tasksOver(own, 5);
+    try {
+      const before = await sessions();
+      const { id } = await listen(mcp, taskIds);
+      await followed(mcp, worker, id, tokens, taskIds);
+      expect((await sessions()) - before).toBe(3);
+      for (const t of tokens) worker.send('done', { v: 1, progressToken: t });
+      const end = await mcp.ended(id);
+      expect(end.result).toMatchObject({ resultType: 'complete' });
+      for (const taskId of taskIds) {
+        expect(told(mcp, id, taskId).map((now) => now.status)).toContain('completed');
+      }
+    } finally {
+      worker.destroy();
+      await mcp.close();
+      await own.stop();
+    }
+  }, 60_000);
+});
