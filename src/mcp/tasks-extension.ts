@@ -34,8 +34,8 @@ import {
   TASK_POLL_INTERVAL_MS,
   TASK_STATUS_MIN_INTERVAL_MS,
 } from '../shared/defaults.js';
-import type { BridgeError } from '../shared/errors.js';
-import { forwardOnOwnSession, outsideRequest } from './forward.js';
+import { BridgeError } from '../shared/errors.js';
+import { type Forwarding, forwardOnOwnSession, outsideRequest } from './forward.js';
 import {
   type ProgressTool,
   sdkRequestHandlers,
@@ -240,8 +240,13 @@ export interface ListenOptions {
 interface Gone {
   readonly code: number;
   readonly message: string;
-  /** Its stable name, the error's data.code: invalid_params, or the loss's (gateway_lost). */
+  /**
+   * Its stable name, the error's data.code: invalid_params, the loss's (gateway_lost), or the
+   * refusal's (followRefused).
+   */
   readonly cause: string;
+  /** The daemon is gone: the graver cause, which the listen's error gives first. */
+  readonly lost?: true;
 }
 
 /** The daemon answers it has no such task: it forgot it at its TTL, or restarted. */
@@ -259,6 +264,21 @@ function daemonLost(taskId: string, error: BridgeError | undefined): Gone {
     code: MCP_ERRORS.daemon_lost.code,
     message: `nothing more can be told of task ${JSON.stringify(taskId)}: ${error?.message ?? 'the daemon went away'}`,
     cause: error?.code ?? 'gateway_lost',
+    lost: true,
+  };
+}
+
+/**
+ * The task's follow could not be opened: the daemon refused its session (at --max-sessions) or
+ * its subscription. Nothing would tell the task's changes, so the listen is told why, and how
+ * to fix it.
+ */
+function followRefused(taskId: string, error: unknown): Gone {
+  const reason = error instanceof Error ? error.message : String(error);
+  return {
+    code: MCP_ERRORS.follow_refused.code,
+    message: `task ${JSON.stringify(taskId)} cannot be followed: the daemon refused what its follow needs (${reason}); end idle sessions or raise that limit of the daemon, then listen for the task again (tasks/get answers it meanwhile)`,
+    cause: error instanceof BridgeError ? error.code : 'follow_refused',
   };
 }
 
@@ -409,7 +429,7 @@ class TaskListener {
       };
     }
     // The daemon's loss is the graver cause: with it, no task of the listen can be asked about.
-    const why = gone.find((one) => one.code === MCP_ERRORS.daemon_lost.code) ?? (gone[0] as Gone);
+    const why = gone.find((one) => one.lost === true) ?? (gone[0] as Gone);
     return {
       jsonrpc: '2.0',
       id: this.subscriptionId,
@@ -578,16 +598,24 @@ export class TaskListens {
           if (again) look();
         });
     };
-    const forwarding = await forwardOnOwnSession(
-      listener.sessions,
-      { progressToken: record.progressToken, minIntervalMs: TASK_STATUS_MIN_INTERVAL_MS },
-      // Nothing is forwarded as progress: each update only prompts a look (taken at once, so the
-      // forward never queues updates behind a look).
-      outsideRequest(undefined, () => {
-        look();
-        return HANDED_ON;
-      }),
-    );
+    let forwarding: Forwarding;
+    try {
+      forwarding = await forwardOnOwnSession(
+        listener.sessions,
+        { progressToken: record.progressToken, minIntervalMs: TASK_STATUS_MIN_INTERVAL_MS },
+        // Nothing is forwarded as progress: each update only prompts a look (taken at once, so
+        // the forward never queues updates behind a look).
+        outsideRequest(undefined, () => {
+          look();
+          return HANDED_ON;
+        }),
+      );
+    } catch (error) {
+      // Not followed, the task would never be told again: the listen ends with why (once every
+      // other task has ended), rather than stay open and silent about it.
+      listener.gone(record.taskId, followRefused(record.taskId, error));
+      return;
+    }
     // What the stream does not show (a cancel made through another process) is seen at the
     // next look: one every poll interval, the pace a polling client would see it at.
     poll = setInterval(look, TASK_POLL_INTERVAL_MS);

@@ -69,6 +69,11 @@ export const MCP_ERRORS = {
     meaning:
       'a task listen ends: the daemon its MCP server reads from went away for good (data.code gateway_lost); the code MCP SDKs end a request with when its connection closed',
   },
+  follow_refused: {
+    code: -32000,
+    meaning:
+      "a task listen ends: a task's follow could not be opened, the daemon refused its session or subscription (data.code the refusal's: gateway_refused or too_many_sessions at --max-sessions, too_many_streams, too_many_subscriptions)",
+  },
 } as const;
 
 export type McpErrorName = keyof typeof MCP_ERRORS;

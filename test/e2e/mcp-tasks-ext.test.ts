@@ -794,4 +794,27 @@ describe('the daemon sessions of a task listen over the stdio of mcp-progress mc
       await own.stop();
     }
   }, 60_000);
+
+  it('ends a listen whose task cannot be followed (the daemon at --max-sessions) with an error naming the task and the cause', async () => {
+    // The one place is the stdio process's own connection: a follow gets no session.
+    const own = await startDaemon(['--abandon-grace-ms', '0', '--max-sessions', '1']);
+    const { mcp, worker, taskIds } = await tasksOver(own, 1);
+    try {
+      const { id } = await listen(mcp, taskIds);
+      const end = await mcp.ended(id);
+      expect(end.result).toBeUndefined();
+      expect(end.error).toMatchObject({
+        code: -32000,
+        message: expect.stringContaining(JSON.stringify(taskIds[0])),
+        data: { code: 'gateway_refused', taskIds },
+      });
+      expect(end.error?.message).toContain('--max-sessions');
+      // Told the task as it was, then the error: nothing else.
+      expect(told(mcp, id, taskIds[0] as string).map((now) => now.status)).toEqual(['working']);
+    } finally {
+      worker.destroy();
+      await mcp.close();
+      await own.stop();
+    }
+  }, 60_000);
 });
