@@ -221,6 +221,23 @@ export function tooManyListens(request: TaskListenRequest): ListenMessage {
   };
 }
 
+/**
+ * The error a listen is answered with when its tasks could not be asked about (no daemon
+ * answered, MCP_ERRORS.daemon_lost): nothing was acknowledged, and the client may listen again.
+ */
+function unaskedListen(request: TaskListenRequest, error: unknown): ListenMessage {
+  const cause = error instanceof BridgeError ? error.code : 'internal_error';
+  return {
+    jsonrpc: '2.0',
+    id: request.id,
+    error: {
+      code: MCP_ERRORS.daemon_lost.code,
+      message: `could not ask the daemon about the tasks of this listen (${(error as Error).message}): listen again once the daemon answers`,
+      data: { code: cause, taskIds: request.taskIds.slice(0, MAX_LISTENED_TASKS) },
+    },
+  };
+}
+
 /** Writes one message to a listen stream; a rejection ends that listen. */
 export type WriteListen = (message: ListenMessage) => Promise<void>;
 
@@ -508,9 +525,10 @@ export class TaskListens {
         records.push(record);
       }
     } catch (error) {
-      // No daemon to ask: the listen gives its place back before it fails.
+      // No daemon to ask: the listen gives its place back, and is answered why, not left hanging.
       this.#end(listener);
-      throw error;
+      await write(unaskedListen(request, error)).catch(() => {});
+      return;
     }
     // Ended meanwhile (cancelled, the client gone, or close()): nothing is written to it.
     if (listener.closed || this.#closed || ended?.aborted === true) {

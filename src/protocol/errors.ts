@@ -67,7 +67,7 @@ export const MCP_ERRORS = {
   daemon_lost: {
     code: -32000,
     meaning:
-      'a task listen ends: the daemon its MCP server reads from went away for good (data.code gateway_lost); the code MCP SDKs end a request with when its connection closed',
+      'a task listen ends: the daemon its MCP server reads from went away for good (data.code gateway_lost), or could not be asked about its tasks at all (data.code the failure, no acknowledgement); the code MCP SDKs end a request with when its connection closed',
   },
   follow_refused: {
     code: -32000,

@@ -14,7 +14,7 @@ import {
 } from '../../src/mcp/tasks-extension.js';
 import { DONE_METHOD, PROGRESS_METHOD } from '../../src/protocol/notifications.js';
 import type { TaskRecord } from '../../src/protocol/tasks.js';
-import { TASK_POLL_INTERVAL_MS } from '../../src/shared/defaults.js';
+import { MAX_STDIO_TASK_LISTENS, TASK_POLL_INTERVAL_MS } from '../../src/shared/defaults.js';
 import { BridgeError } from '../../src/shared/errors.js';
 
 /** One job and its task, as the daemon would answer for them; advance() is one more update. */
@@ -172,6 +172,36 @@ describe('TaskListens', () => {
     // Nothing after, however long: the poll stopped with the follow.
     await vi.advanceTimersByTimeAsync(10 * TASK_POLL_INTERVAL_MS);
     expect(written).toHaveLength(3);
+  });
+
+  it('answers a listen whose tasks cannot be asked about (no daemon) with an error naming why, and holds no place for it', async () => {
+    const task = job();
+    task.lose();
+    const listens = new TaskListens(task.source, true);
+    const written: ListenMessage[] = [];
+    await listens.listen({ id: 4, taskIds: ['task-1'], declared: true }, async (message) => {
+      written.push(message);
+    });
+    expect(written).toEqual([
+      {
+        jsonrpc: '2.0',
+        id: 4,
+        error: {
+          code: -32000,
+          message: expect.stringContaining('the gateway connection dropped'),
+          data: { code: 'disconnected', taskIds: ['task-1'] },
+        },
+      },
+    ]);
+    // Its place was given back: as many more as the cap allows, and one over, are answered the same.
+    for (let id = 5; id <= 5 + MAX_STDIO_TASK_LISTENS; id++) {
+      await listens.listen({ id, taskIds: ['task-1'], declared: true }, async (message) => {
+        written.push(message);
+      });
+    }
+    expect(written.map((message) => message.error?.data)).toEqual(
+      written.map(() => ({ code: 'disconnected', taskIds: ['task-1'] })),
+    );
   });
 
   it('close() writes each listen its result, that of a client that stopped reading too, and waits for none to be read', async () => {
