@@ -45,7 +45,7 @@ import {
 import { HANDED_ON } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 import { SharedSessions } from './shared-sessions.js';
-import { mcpTask, taskChangedAt, taskToolResult, unknownTask } from './tasks.js';
+import { mcpTask, TaskLook, taskChangedAt, taskToolResult, unknownTask } from './tasks.js';
 
 /** The extension's identifier, in server/discover and in a request's client capabilities. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -591,31 +591,13 @@ export class TaskListens {
   async #follow(listener: TaskListener, record: TaskRecord): Promise<void> {
     await listener.tell(record);
     if (TERMINAL_TASK_STATUSES.has(record.status)) return;
-    let poll: NodeJS.Timeout | undefined;
-    let looking = false;
-    let again = false;
-    const look = (): void => {
-      if (looking) {
-        again = true;
-        return;
-      }
-      looking = true;
-      again = false;
-      this.#source
-        .getTask(record.taskId)
-        // The daemon forgot the task (its TTL passed before its job started, or it restarted):
-        // nothing more can be told of it, and the listen is told why.
-        .then((now) =>
-          now === undefined
-            ? listener.gone(record.taskId, forgotten(record.taskId))
-            : listener.tell(now),
-        )
-        .catch(() => {})
-        .finally(() => {
-          looking = false;
-          if (again) look();
-        });
-    };
+    const look = new TaskLook(this.#source, record.taskId, (now) =>
+      // The daemon forgot the task (its TTL passed before its job started, or it restarted):
+      // nothing more can be told of it, and the listen is told why.
+      now === undefined
+        ? listener.gone(record.taskId, forgotten(record.taskId))
+        : listener.tell(now),
+    );
     let forwarding: Forwarding;
     try {
       forwarding = await forwardOnOwnSession(
@@ -624,7 +606,7 @@ export class TaskListens {
         // Nothing is forwarded as progress: each update only prompts a look (taken at once, so
         // the forward never queues updates behind a look).
         outsideRequest(undefined, () => {
-          look();
+          look.look();
           return HANDED_ON;
         }),
       );
@@ -636,10 +618,9 @@ export class TaskListens {
     }
     // What the stream does not show (a cancel made through another process) is seen at the
     // next look: one every poll interval, the pace a polling client would see it at.
-    poll = setInterval(look, TASK_POLL_INTERVAL_MS);
-    poll.unref();
+    look.poll(TASK_POLL_INTERVAL_MS);
     const stop = async () => {
-      clearInterval(poll);
+      look.stop();
       await forwarding.stop();
     };
     if (!listener.setFollow(record.taskId, stop)) {
@@ -652,7 +633,7 @@ export class TaskListens {
         // The daemon went away for good: nothing can be asked of it. Else one last look (done).
         if (end === 'lost')
           listener.gone(record.taskId, daemonLost(record.taskId, forwarding.error));
-        else look();
+        else look.look();
       })
       .catch(() => {});
   }

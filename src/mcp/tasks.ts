@@ -126,7 +126,62 @@ export type SendTaskNotification = (
 interface Follower {
   readonly forwarding: Forwarding;
   /** Looks at the task every poll interval: what the stream does not show (a cancel made elsewhere, the task forgotten). */
-  readonly poll: NodeJS.Timeout;
+  readonly look: TaskLook;
+}
+
+/**
+ * Looks at one task in the daemon, for a follower of it (a 2025 task's creating session, a 2026
+ * task listen): one look at a time, at each prompt and, once polling, every poll interval. A
+ * prompt during a look asks for one more after it, so the newest state is seen, and a look that
+ * waits (on a client that does not read) never piles up. `seen` gets the task as the daemon has
+ * it (undefined: it no longer has it); a daemon out of reach is left to the next look.
+ */
+export class TaskLook {
+  readonly #source: Pick<ProgressSource, 'getTask'>;
+  readonly #taskId: string;
+  readonly #seen: (record: TaskRecord | undefined) => unknown;
+  #looking = false;
+  #again = false;
+  #poll: NodeJS.Timeout | undefined;
+
+  constructor(
+    source: Pick<ProgressSource, 'getTask'>,
+    taskId: string,
+    seen: (record: TaskRecord | undefined) => unknown,
+  ) {
+    this.#source = source;
+    this.#taskId = taskId;
+    this.#seen = seen;
+  }
+
+  look(): void {
+    if (this.#looking) {
+      this.#again = true;
+      return;
+    }
+    this.#looking = true;
+    this.#again = false;
+    this.#source
+      .getTask(this.#taskId)
+      .then(this.#seen)
+      .catch(() => {})
+      .finally(() => {
+        this.#looking = false;
+        if (this.#again) this.look();
+      });
+  }
+
+  /** Looks every `intervalMs` as well, until stop(). */
+  poll(intervalMs: number): void {
+    clearInterval(this.#poll);
+    this.#poll = setInterval(() => this.look(), intervalMs);
+    this.#poll.unref();
+  }
+
+  /** No more polling; a look asked for after still looks. */
+  stop(): void {
+    clearInterval(this.#poll);
+  }
 }
 
 /** How the created task's progress is forwarded: on `token`'s stream, under the caller's `label`. */
@@ -270,28 +325,16 @@ export class DaemonTaskStore implements TaskStore {
    * goes out after it. Each end lets go of the follow's daemon session.
    */
   #follow(taskId: string, pollIntervalMs: number, forwarding: Forwarding): void {
-    let looking = false;
-    const look = (): void => {
-      if (looking) return;
-      looking = true;
-      this.#source
-        .getTask(taskId)
-        .then((now) => {
-          // Gone: forgotten by the daemon. Whether a working task outlives its TTL is the daemon's
-          // to say, not computed here.
-          if (now === undefined) return this.#end(taskId, follower, undefined);
-          if (TERMINAL_TASK_STATUSES.has(now.status)) return this.#end(taskId, follower, now);
-          return undefined;
-        })
-        // The daemon out of reach: the stream's end (lost) ends the follow, or the next look does.
-        .catch(() => {})
-        .finally(() => {
-          looking = false;
-        });
-    };
-    const poll = setInterval(look, pollIntervalMs);
-    poll.unref();
-    const follower: Follower = { forwarding, poll };
+    const look = new TaskLook(this.#source, taskId, (now) => {
+      // Gone: forgotten by the daemon. Whether a working task outlives its TTL is the daemon's to
+      // say, not computed here. The daemon out of reach: the stream's end (lost) ends the
+      // follow, or the next look does.
+      if (now === undefined) return this.#end(taskId, follower, undefined);
+      if (TERMINAL_TASK_STATUSES.has(now.status)) return this.#end(taskId, follower, now);
+      return undefined;
+    });
+    look.poll(pollIntervalMs);
+    const follower: Follower = { forwarding, look };
     this.#followers.set(taskId, follower);
     forwarding.ended
       .then(async (end) => {
@@ -321,7 +364,7 @@ export class DaemonTaskStore implements TaskStore {
     const follower = this.#followers.get(taskId);
     if (follower === undefined) return;
     this.#followers.delete(taskId);
-    clearInterval(follower.poll);
+    follower.look.stop();
     await follower.forwarding.stop();
   }
 
