@@ -169,6 +169,19 @@ function paddedBatch(token: string, from: number): string {
   return frames.join('');
 }
 
+/**
+ * What each stalled-reader test starts with: a daemon whose sessions may each hold 1 MiB unread
+ * (the cap applies to the healthy subscriber too: 1 MiB leaves it room on a loaded machine), a
+ * worker, and a healthy WebSocket subscriber of `token` beside the reader the test stalls.
+ */
+async function cappedBesideHealthy(token: string) {
+  const daemon = await startDaemon(['--max-session-buffer-bytes', String(1024 * 1024)]);
+  const worker = await rawWorker(daemon.info.socket);
+  const healthy = await connectGateway(daemon.info);
+  await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+  return { daemon, worker, healthy };
+}
+
 /** The flood of the stalled-reader tests: padded batches for `token`, counted. */
 function firehose(worker: RawWorker, token: string) {
   let sent = 0;
@@ -203,14 +216,9 @@ function firehose(worker: RawWorker, token: string) {
 
 describe('an /mcp client that stops reading its SSE stream', () => {
   it('is closed past --max-session-buffer-bytes; the daemon holds no more for it; others go on', async () => {
-    // The cap applies to the healthy subscriber too: 1 MiB leaves it room on a loaded machine.
-    const cap = 1024 * 1024;
-    const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
-    const worker = await rawWorker(daemon.info.socket);
     const token = 'sse-firehose';
+    const { daemon, worker, healthy } = await cappedBesideHealthy(token);
     const inSession = await openRawSession(daemon.info);
-    const healthy = await connectGateway(daemon.info);
-    await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
     // The watch's SSE response is never read: its bytes pile up in the daemon unless it is capped.
     const stalled = await postRaw(daemon.info, watchCall(1, token, 600_000), inSession);
     stalled.pause();
@@ -271,13 +279,9 @@ function getStream(info: DaemonInfo, inSession: Record<string, string>): Promise
 
 describe('an /mcp client that stops reading its standalone GET stream', () => {
   it('is closed past --max-session-buffer-bytes: the progress of a task, of no request, goes there', async () => {
-    const cap = 1024 * 1024;
-    const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
-    const worker = await rawWorker(daemon.info.socket);
     const token = 'get-stream-firehose';
+    const { daemon, worker, healthy } = await cappedBesideHealthy(token);
     const inSession = await openRawSession(daemon.info);
-    const healthy = await connectGateway(daemon.info);
-    await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
     const stalled = await getStream(daemon.info, inSession);
     expect(stalled.statusCode).toBe(200);
     stalled.pause();
@@ -327,12 +331,8 @@ describe('an /mcp client that stops reading its standalone GET stream', () => {
 
 describe('a 2026-07-28 /mcp client that stops reading its SSE stream', () => {
   it('is closed past --max-session-buffer-bytes, like a 2025 session; others go on', async () => {
-    const cap = 1024 * 1024;
-    const daemon = await startDaemon(['--max-session-buffer-bytes', String(cap)]);
-    const worker = await rawWorker(daemon.info.socket);
     const token = 'sse-firehose-sessionless';
-    const healthy = await connectGateway(daemon.info);
-    await healthy.request('progress/subscribe', { progressToken: token, minIntervalMs: 0 });
+    const { daemon, worker, healthy } = await cappedBesideHealthy(token);
     // No session: the request carries the revision in its _meta and in its headers. Its response
     // starts with the first value, so it is awaited once values flow.
     const params = watchParams(token, 600_000);
