@@ -163,11 +163,13 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
       relay: 'relay server',
       http: 'daemon',
       floor: 'floor relay',
+      'floor-pair': 'floor relay',
       'http-floor': 'floor relay (HTTP)',
     };
     for (const shape of shapes) {
       for (const key of [
         'floor',
+        'floor-pair',
         'http-floor',
         'stdio',
         'embedded',
@@ -216,10 +218,15 @@ describe('bench smoke (tiny sizes; correctness only)', () => {
         }
       }
       // The floors are what every other path is reported against: they deliver every update.
-      for (const floor of ['floor', 'http-floor'] as const)
+      for (const floor of ['floor', 'floor-pair', 'http-floor'] as const)
         expect(ok(result.mcp[shape]?.[floor]).measured, floor).toBe(
           ok(result.mcp[shape]?.[floor]).updates,
         );
+      // The two-process floor is measured as two processes, as daemon + `mcp` is.
+      expect(
+        ok(result.mcp[shape]?.['floor-pair']).processes.map((p) => p.role),
+        shape,
+      ).toEqual(expect.arrayContaining(['floor hop', 'floor relay']));
       // The peer ran the same workload; what it delivered is a figure, not a requirement.
       const peer = ok(result.mcp[shape]?.telemetry);
       expect(peer.notifications, `telemetry, ${shape}`).toBeGreaterThan(0);

@@ -9,6 +9,8 @@
  *   telemetry  mcp-telemetry-server 0.1.3, tool telemetry_subscribe; the worker uses
  *              mcp-telemetry-sdk (one step event per update, one notification each)
  *   floor      bench/baselines/mcp-floor.ts: stdio JSON-RPC by hand, socket lines straight to stdout
+ *   floor-pair the two-process floor: bench/baselines/floor-hop.ts takes the worker's socket and
+ *              writes each read unchanged to the floor's: what daemon + `mcp` is measured against
  *   http-floor bench/baselines/mcp-http-floor.ts: the same over Streamable HTTP on loopback TCP, an
  *              SDK client as for http: what /mcp is measured against beside the stdio floor
  *   http       an SDK 1.x client on the daemon's /mcp (Streamable HTTP): one server process
@@ -55,6 +57,7 @@ import {
 
 export const MCP_PATHS = [
   'floor',
+  'floor-pair',
   'http-floor',
   'telemetry',
   'embedded',
@@ -73,13 +76,25 @@ export const MCP_PEER: McpPath = 'telemetry';
 /** The mcp workload's shape (its key) that issue 27's targets judge: 10,000 updates at 1,000/s. */
 export const MCP_TARGET_SHAPE = '1000';
 export const MCP_FLOOR: McpPath = 'floor';
-/** Paths measured against a floor of their own transport too: /mcp against the HTTP floor. */
+/**
+ * Paths measured against a floor of their own shape too: /mcp against the HTTP floor, and the
+ * paths with a separate daemon (two server processes, each woken once per update) against the
+ * two-process floor.
+ */
 export const MCP_OWN_FLOOR: Partial<Record<McpPath, { path: McpPath; name: string }>> = {
   http: { path: 'http-floor', name: 'HTTP floor' },
+  stdio: { path: 'floor-pair', name: 'two-process floor' },
+  relay: { path: 'floor-pair', name: 'two-process floor' },
 };
 /** Paths that have something to start up but no progress tool; and paths with nothing to spawn. */
 const STARTUP_ONLY: readonly McpPath[] = ['sdk'];
-const RUN_ONLY: readonly McpPath[] = ['http-floor', 'http', 'defaults', 'defaults-every'];
+const RUN_ONLY: readonly McpPath[] = [
+  'floor-pair',
+  'http-floor',
+  'http',
+  'defaults',
+  'defaults-every',
+];
 /**
  * The paths that run this project's build (`bin/mcp-progress`, and relayProgress from dist/),
  * which --before runs from the other build too.
@@ -95,6 +110,7 @@ const BRIDGE_BUILD_PATHS: readonly McpPath[] = [
 
 export const MCP_PATH_LABELS: Record<McpPath, string> = {
   floor: 'floor relay',
+  'floor-pair': 'two-process floor',
   'http-floor': 'floor relay (HTTP)',
   telemetry: 'mcp-telemetry',
   embedded: 'mcp (embedded)',
@@ -135,6 +151,7 @@ const TOKEN = 'bench-1';
 const WATCH_TIMEOUT_MS = 3_600_000;
 const RELAY_SERVER = join(ROOT, 'bench/load/relay-server.ts');
 const FLOOR_SERVER = join(ROOT, 'bench/baselines/mcp-floor.ts');
+const FLOOR_HOP = join(ROOT, 'bench/baselines/floor-hop.ts');
 const HTTP_FLOOR_SERVER = join(ROOT, 'bench/baselines/mcp-http-floor.ts');
 const SDK_SERVER = join(ROOT, 'bench/baselines/sdk-server.ts');
 const TELEMETRY_SERVER = join(
@@ -341,7 +358,16 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
   });
   const floorSocket = join(runtimeDir, 'floor.sock');
   // The HTTP floor is a server of its own, as the daemon is for /mcp: the client connects to it.
-  const httpFloor = path === 'http-floor' ? await startHttpFloor(execArgv, floorSocket) : undefined;
+  const httpFloor =
+    path === 'http-floor'
+      ? await startBaseline<{ url: string }>(execArgv, HTTP_FLOOR_SERVER, [floorSocket])
+      : undefined;
+  // The two-process floor's first process; the floor relay, spawned by the client, is its second.
+  const hopSocket = join(runtimeDir, 'hop.sock');
+  const hop =
+    path === 'floor-pair'
+      ? await startBaseline(execArgv, FLOOR_HOP, [hopSocket, floorSocket])
+      : undefined;
   let config: McpClientConfig;
   switch (path) {
     case 'telemetry':
@@ -366,12 +392,13 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
       };
       break;
     case 'floor':
+    case 'floor-pair':
       config = spawned(FLOOR_SERVER, [floorSocket], 'watch');
       break;
     case 'http-floor':
       config = {
         ...spawned(HTTP_FLOOR_SERVER, [floorSocket], 'watch'),
-        http: { url: httpFloor?.url ?? '', secret: 'floor' },
+        http: { url: httpFloor?.first.url ?? '', secret: 'floor' },
       };
       break;
     case 'sdk':
@@ -406,6 +433,7 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
     await client.stop(5000);
     if (serverPid !== undefined && config.http === undefined) await gone(serverPid);
     await httpFloor?.stop();
+    await hop?.stop();
     await daemon?.stop();
     if (dir !== undefined) removeScratch(dir);
   };
@@ -426,11 +454,13 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
         ? [httpServer]
         : [
             ...(daemon === undefined ? [] : [{ role: 'daemon', pid: daemon.pid }]),
+            ...(hop === undefined ? [] : [{ role: 'floor hop', pid: hop.pid }]),
             { role: serverRole, pid: ready.serverPid },
           ];
     let workerSocket: string | undefined;
     if (path === 'telemetry') workerSocket = join(runtimeDir, '.mcp-telemetry.sock');
     else if (path === 'floor' || path === 'http-floor') workerSocket = floorSocket;
+    else if (path === 'floor-pair') workerSocket = hopSocket;
     else if (path !== 'relay' && daemon?.workers.kind === 'unix')
       workerSocket = daemon.workers.path;
     else if (path === 'embedded') {
@@ -447,7 +477,7 @@ async function startPath(key: McpKey, options: McpRunOptions): Promise<StartedPa
       workerKind:
         path === 'telemetry'
           ? 'telemetry'
-          : path === 'floor' || path === 'http-floor'
+          : path === 'floor' || path === 'floor-pair' || path === 'http-floor'
             ? 'floor'
             : 'bridge',
       // The defaults row is a default install end to end: the worker's client coalesces too.
@@ -466,37 +496,43 @@ const SERVER_ROLES: Partial<Record<McpPath, string>> = {
   telemetry: 'mcp-telemetry-server',
   relay: 'relay server',
   floor: 'floor relay',
+  'floor-pair': 'floor relay',
   'http-floor': 'floor relay (HTTP)',
   sdk: 'sdk server',
 };
 
-/** The HTTP floor, listening on its worker socket and a loopback port; stop() ends it (SIGTERM). */
-async function startHttpFloor(
+/**
+ * A baseline server of its own (the HTTP floor, the two-process floor's hop), spawned here, not by
+ * the client: resolves with its pid and the first line it prints (JSON, once it listens); stop()
+ * ends it (SIGTERM).
+ */
+async function startBaseline<First = unknown>(
   execArgv: string[],
-  socketPath: string,
-): Promise<{ pid: number; url: string; stop(): Promise<void> }> {
-  const floor = spawn(process.execPath, [...execArgv, HTTP_FLOOR_SERVER, socketPath], {
+  script: string,
+  args: string[],
+): Promise<{ pid: number; first: First; stop(): Promise<void> }> {
+  const server = spawn(process.execPath, [...execArgv, script, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const exited = new Promise<void>((resolve) => floor.once('exit', () => resolve()));
+  const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
   const stop = async () => {
-    if (floor.exitCode === null && floor.signalCode === null) floor.kill('SIGTERM');
+    if (server.exitCode === null && server.signalCode === null) server.kill('SIGTERM');
     await exited;
   };
   try {
-    const url = await new Promise<string>((resolve, reject) => {
+    const first = await new Promise<First>((resolve, reject) => {
       let text = '';
-      floor.once('error', reject);
-      floor.once('exit', (code) =>
-        reject(new Error(`the HTTP floor exited (${code}) before it listened`)),
+      server.once('error', reject);
+      server.once('exit', (code) =>
+        reject(new Error(`${script} exited (${code}) before it listened`)),
       );
-      floor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      server.stdout.setEncoding('utf8').on('data', (chunk: string) => {
         text += chunk;
         const end = text.indexOf('\n');
-        if (end !== -1) resolve((JSON.parse(text.slice(0, end)) as { url: string }).url);
+        if (end !== -1) resolve(JSON.parse(text.slice(0, end)) as First);
       });
     });
-    return { pid: floor.pid ?? -1, url, stop };
+    return { pid: server.pid ?? -1, first, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -183,6 +183,7 @@ const MCP_BOUNDS: ReadonlyArray<{ path: McpPath; peerRatio: number }> = [
  */
 const FULL_DELIVERY: readonly McpPath[] = [
   'floor',
+  'floor-pair',
   'http-floor',
   'telemetry',
   'embedded',
