@@ -570,6 +570,8 @@ export class GatewayEndpoint {
     socket.on('error', () => socket.destroy());
     const refusal = this.#upgradeRefusal(request);
     if (refusal) {
+      // The client is told why; the log lets whoever runs the daemon count who was turned away.
+      this.#log.debug(`refused a WebSocket upgrade (HTTP ${refusal.status}): ${refusal.message}`);
       refuseUpgrade(socket, refusal.status, refusal.message);
       return;
     }

@@ -152,7 +152,7 @@ export class SessionHub {
   /** Why a new session would be refused now, or undefined when it would be admitted. */
   refusal(): string | undefined {
     if (this.#sessions.size < this.#options.maxSessions) return undefined;
-    return `the daemon serves at most ${this.#options.maxSessions} sessions of all kinds together (--max-sessions): end idle sessions first`;
+    return `the daemon serves at most ${this.#options.maxSessions} sessions of all kinds together (--max-sessions): end idle sessions, or restart the daemon with a higher --max-sessions`;
   }
 
   /**
