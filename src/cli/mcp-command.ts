@@ -12,10 +12,10 @@ import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_PORT, IDLE_COLLECTION_MS } from '../sh
 import { BridgeError } from '../shared/errors.js';
 import { readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../shared/log.js';
+import { NO_LIVE_DAEMON } from '../shared/no-daemon.js';
 import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { parseOptions } from './args.js';
 import type { Io } from './io.js';
-import { NO_LIVE_DAEMON } from './no-daemon.js';
 
 export const MCP_OPTIONS = [
   {
@@ -76,8 +76,10 @@ host's initialize (same runtime directory, socket and daemon.json; tool
 calls wait for it, and if it cannot start, each call says why and tries
 again), so that this one line is the whole set-up. When the daemon it uses
 goes away (another \`mcp\` that embedded it exits), the next call connects
-again or starts one here. Workers publish to it as usual. stdout carries
-MCP messages only; logs go to stderr.
+again or starts one here; a daemon that refuses the connection (at its
+--max-sessions, say) has not gone away, and the call fails with its reason.
+Workers publish to it as usual. stdout carries MCP messages only; logs go to
+stderr.
 
 Tools:
   watch_progress {progressToken, timeoutMs?, minIntervalMs?}
@@ -195,6 +197,7 @@ async function connectOrEmbed(
         log.info(`using the running daemon of ${runtimeDir}`);
         return { source, daemon: undefined };
       } catch (error) {
+        // A refusal (gateway_refused, at --max-sessions say) is a live daemon's answer: told at once.
         if (!(error instanceof BridgeError) || !NO_LIVE_DAEMON.has(error.code)) throw error;
         noDaemon = error;
         log.debug(`no live daemon in ${runtimeDir} (${error.message})`);

@@ -10,10 +10,10 @@ import {
   TAIL_HOST_RETRY_BACKOFF,
 } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
+import { NO_LIVE_DAEMON } from '../shared/no-daemon.js';
 import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { parseOptions, UsageError } from './args.js';
 import type { Io } from './io.js';
-import { NO_LIVE_DAEMON } from './no-daemon.js';
 import { formatLine, formatScreen, type StreamRow, TailModel } from './tail-view.js';
 import { printable } from './terminal-text.js';
 
@@ -84,8 +84,15 @@ Examples:
  */
 export const POLL_MS = 500;
 
-/** Connect errors tail waits out: no daemon yet, or one that accepted the connection and said nothing. */
-const WAIT_FOR: ReadonlySet<string> = new Set([...NO_LIVE_DAEMON, 'gateway_timeout']);
+/**
+ * Connect errors tail waits out: no daemon yet, one that accepted the connection and said nothing,
+ * or one that refused it (at --max-sessions, say: tail takes a place once one frees).
+ */
+const WAIT_FOR: ReadonlySet<string> = new Set([
+  ...NO_LIVE_DAEMON,
+  'gateway_timeout',
+  'gateway_refused',
+]);
 /** Terminal redraws at most this often. */
 const FRAME_MS = 100;
 /** And at least this often, so that rates fall and stalled streams show while nothing arrives. */

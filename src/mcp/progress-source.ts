@@ -24,6 +24,7 @@ import type {
   TaskRecord,
 } from '../protocol/tasks.js';
 import { BridgeError } from '../shared/errors.js';
+import { NO_LIVE_DAEMON } from '../shared/no-daemon.js';
 
 export interface ProgressSubscription {
   unsubscribe(): Promise<void>;
@@ -77,7 +78,7 @@ export class RemoteProgressSource implements ProgressSource {
     this.#shared = shared;
   }
 
-  /** Rejects (daemon_not_running, gateway_unreachable, gateway_refused) when no daemon answers. */
+  /** Rejects when no daemon answers (daemon_not_running, gateway_unreachable) or it refuses (gateway_refused). */
   static async connect(options: GatewayClientOptions): Promise<RemoteProgressSource> {
     return new RemoteProgressSource(options, await (await gatewayClient()).connect(options));
   }
@@ -150,14 +151,16 @@ async function gatewayClient(): Promise<typeof GatewayClient> {
   return (await import('../gateway-client/gateway-client.js')).GatewayClient;
 }
 
-/** Errors that mean the daemon a source reads from is gone, so a new source should be established. */
-const LOSS_CODES: ReadonlySet<string> = new Set([
+/**
+ * Errors that mean the daemon a source reads from is gone, so a new source should be established:
+ * none answers, or the connection to it dropped. A refusal (gateway_refused: at --max-sessions,
+ * a wrong secret) is not one: the daemon is there and said no, and connecting again or embedding
+ * would only meet the same answer, so the call fails at once with the daemon's reason.
+ */
+const LOSS_CODES: ReadonlySet<string> = new Set<string>([
+  ...NO_LIVE_DAEMON,
   'disconnected',
   'gateway_lost',
-  'daemon_not_running',
-  'gateway_unreachable',
-  'gateway_refused',
-  'bad_daemon_info',
 ]);
 
 function isLoss(error: unknown): boolean {
@@ -168,7 +171,8 @@ function isLoss(error: unknown): boolean {
  * A source that outlives its daemon: when the daemon it reads from goes away
  * (another `mcp-progress mcp` embedded it and exited, or it was stopped) and
  * cannot be reached again, the next call establishes a new source, for
- * `mcp-progress mcp` by connect-or-embed again, and is served by it.
+ * `mcp-progress mcp` by connect-or-embed again, and is served by it. A daemon
+ * that refuses (gateway_refused) has not gone away: the call fails with its reason.
  */
 export class RecoveringProgressSource implements ProgressSource {
   readonly #establish: () => Promise<ProgressSource>;

@@ -18,6 +18,7 @@ import {
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
 import { connectStdio, textOf, watchParams } from '../helpers/mcp.js';
 import { connectRawStdio } from '../helpers/raw-mcp.js';
 import { rawWorker, workerStatus } from '../helpers/worker.js';
@@ -219,6 +220,74 @@ describe('mcp-progress mcp over stdio', () => {
     expect(got.structuredContent).toMatchObject({ found: true, stream: { progress: 2 } });
     expect(b.stderr()).not.toContain('internal error');
     await b.close();
+  });
+});
+
+describe('mcp-progress mcp and a daemon at --max-sessions', () => {
+  it('a refused session fails the call at once with the daemon\'s reason: no second connect, no embed, not "went away"', async () => {
+    const daemon = await startDaemon(['--max-sessions', '2', '--log-level', 'debug']);
+    // The daemon logs each refused upgrade; a wrong secret (401) the test sends marks how far
+    // the log has been read: every refusal a call caused before it is in by then.
+    const refusedAtCap = () =>
+      daemon.stderr().split('refused a WebSocket upgrade (HTTP 503)').length - 1;
+    let marks = 0;
+    const logReadUpToNow = async () => {
+      await expect(connectGateway({ ...daemon.info, secret: 'not-the-secret' })).rejects.toThrow(
+        'HTTP 401',
+      );
+      marks++;
+      await eventually(
+        () =>
+          daemon.stderr().split('refused a WebSocket upgrade (HTTP 401)').length - 1 >= marks
+            ? true
+            : undefined,
+        10_000,
+        "the daemon's log of the wrong secret",
+      );
+    };
+    const a = await connectStdio(['--runtime-dir', daemon.runtimeDir, '--log-level', 'debug']);
+    // A's first call connects its session for calls: one place. The test takes the other.
+    expect((await a.client.callTool({ name: 'list_progress', arguments: {} })).isError).toBeFalsy();
+    const holder = await connectGateway(daemon.info);
+
+    // A watch needs a session of its own: refused.
+    const watched = await a.client.callTool({
+      name: 'watch_progress',
+      arguments: { progressToken: 'refused-watch', timeoutMs: 60_000 },
+    });
+    expect(watched.isError).toBe(true);
+    expect(textOf(watched)).toContain('the daemon refused the connection (HTTP 503)');
+    expect(textOf(watched)).toContain('restart the daemon with a higher --max-sessions');
+    await logReadUpToNow();
+    expect(refusedAtCap()).toBe(1);
+    expect(a.stderr()).not.toContain('went away');
+    expect(a.stderr()).not.toContain('no live daemon');
+    expect(a.stderr()).not.toContain('started one in this process');
+
+    // A second mcp whose very first call finds no place: refused once, no daemon embedded.
+    const b = await connectStdio(['--runtime-dir', daemon.runtimeDir, '--log-level', 'debug']);
+    const listed = await b.client.callTool({ name: 'list_progress', arguments: {} });
+    expect(listed.isError).toBe(true);
+    expect(textOf(listed)).toContain('the daemon refused the connection (HTTP 503)');
+    await logReadUpToNow();
+    expect(refusedAtCap()).toBe(2);
+    expect(b.stderr()).not.toContain('no live daemon');
+    expect(b.stderr()).not.toContain('started one in this process');
+    expect((await readDaemonInfo(daemon.runtimeDir)).pid).toBe(daemon.child.pid);
+
+    // The refusal left A's source as it was: once a place frees, A's watch is served.
+    await holder.close();
+    const served = await eventually(async () => {
+      const result = await a.client.callTool({
+        name: 'watch_progress',
+        arguments: { progressToken: 'refused-watch', timeoutMs: 50 },
+      });
+      return result.isError === true ? undefined : result;
+    });
+    expect(served.structuredContent).toMatchObject({ timedOut: true });
+    expect(a.stderr()).not.toContain('went away');
+    await Promise.all([a.close(), b.close()]);
+    await daemon.stop();
   });
 });
 
