@@ -500,7 +500,8 @@ export class Daemon {
         : 0;
       return { task: cancelled.task, workers };
     },
-    listTasks: (after, limit) => this.#tasks.list(after, limit, this.backend.get, this.now()),
+    listTasks: (after, limit, maxBytes) =>
+      this.#tasks.list({ after, limit, maxBytes }, this.backend.get, this.now()),
   };
 
   /** `askers`: connections that asked for this status, which are not workers and are not counted. */

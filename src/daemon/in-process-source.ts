@@ -105,7 +105,11 @@ export class LocalProgressSource implements ProgressSource {
         `not a cursor of task/list: ${JSON.stringify(params.cursor)}; pass the nextCursor of the previous page, or none for the first page`,
       );
     }
-    const page = this.#backend.listTasks(after, params.limit ?? MAX_LIST_LIMIT);
+    const page = this.#backend.listTasks(
+      after,
+      params.limit ?? MAX_LIST_LIMIT,
+      this.#backend.listReplyBytes(),
+    );
     return page.next === undefined
       ? { tasks: page.tasks }
       : { tasks: page.tasks, nextCursor: taskCursor(page.next) };

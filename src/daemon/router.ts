@@ -14,7 +14,7 @@ import type {
   StreamState,
   StreamSummary,
 } from '../protocol/index.js';
-import { MAX_SAFE_NUMBER, utf8ByteLength } from '../protocol/limits.js';
+import { MAX_SAFE_NUMBER } from '../protocol/limits.js';
 import {
   type DoneNotification,
   doneNotification,
@@ -29,6 +29,7 @@ import {
   type SubscriberId,
   type Subscription,
 } from './gate.js';
+import { fillPage } from './list-page.js';
 import { RateEstimator } from './rate-estimator.js';
 
 export type ConnectionId = number;
@@ -600,7 +601,7 @@ export class Router {
    * One page of the stream table, in the order streams entered it: those
    * after `after` (a `next` of an earlier page), at most `limit` of them and,
    * past the first, at most `maxBytes` of JSON (each summary, as `present`
-   * makes it, and its comma). `next` is set when more follow.
+   * makes it, and its comma): list-page.ts. `next` is set when more follow.
    */
   page(
     after: number | undefined,
@@ -609,22 +610,14 @@ export class Router {
     present: (summary: StreamSummary) => StreamSummary = (summary) => summary,
     now?: number,
   ): StreamPage {
-    const streams: StreamSummary[] = [];
-    let bytes = 0;
-    let lastOrder: number | undefined;
-    for (const stream of this.#streams.values()) {
-      if (after !== undefined && stream.order <= after) continue;
-      if (streams.length >= limit) return { streams, next: lastOrder };
+    const page = fillPage(
+      this.#streams.values(),
+      (stream) => stream.order,
+      { after, limit, maxBytes },
       // Measured as sent: with what the caller adds (another host's name).
-      const summary = present(summarise(stream, now));
-      // Each summary and its comma.
-      const size = utf8ByteLength(JSON.stringify(summary)) + 1;
-      if (streams.length > 0 && bytes + size > maxBytes) return { streams, next: lastOrder };
-      streams.push(summary);
-      bytes += size;
-      lastOrder = stream.order;
-    }
-    return { streams, next: undefined };
+      (stream) => present(summarise(stream, now)),
+    );
+    return { streams: page.items, next: page.next };
   }
 
   /** Positions (`order`) handed out so far: every page's `next` is below this. */

@@ -48,7 +48,7 @@ export interface GatewayBackend {
    * first at most `maxBytes` of summaries (each with its comma).
    */
   list(after: number | undefined, limit: number, maxBytes: number): StreamPage;
-  /** The most bytes a progress/list reply may have (the whole JSON-RPC message). */
+  /** The most bytes a progress/list or task/list reply may have (the whole JSON-RPC message). */
   listReplyBytes(): number;
   /** Random per daemon run: a list cursor names it, so a cursor of another run or daemon is refused. */
   readonly listEpoch: string;
@@ -66,8 +66,11 @@ export interface GatewayBackend {
     taskId: string,
     reason: string | undefined,
   ): { task: TaskRecord | undefined; workers: number };
-  /** Tasks after creation order `after`, at most `limit`. */
-  listTasks(after: number | undefined, limit: number): TaskPage;
+  /**
+   * Tasks after creation order `after`, at most `limit`, and past the first at most `maxBytes` of
+   * tasks (each with its comma).
+   */
+  listTasks(after: number | undefined, limit: number, maxBytes: number): TaskPage;
 }
 
 /**
@@ -139,7 +142,11 @@ const METHODS: Record<string, Method<z.ZodType>> = {
       const page = backend.list(
         after,
         params?.limit ?? MAX_LIST_LIMIT,
-        backend.listReplyBytes() - listEnvelopeBytes(id, backend.listEpoch),
+        backend.listReplyBytes() -
+          envelopeBytes(id, {
+            streams: [],
+            nextCursor: listCursor(backend.listEpoch, Number.MAX_SAFE_INTEGER),
+          }),
       );
       const result: ListResult = { streams: page.streams };
       if (page.next !== undefined) result.nextCursor = listCursor(backend.listEpoch, page.next);
@@ -199,7 +206,7 @@ const METHODS: Record<string, Method<z.ZodType>> = {
   'task/list': method({
     params: taskListParamsSchema,
     usage: `{"cursor"?: string (a nextCursor), "limit"?: integer 1..${MAX_LIST_LIMIT}} or no params`,
-    run(backend, _session, params) {
+    run(backend, _session, params, id) {
       const after = params?.cursor === undefined ? undefined : taskCursorPosition(params.cursor);
       if (after === null) {
         return {
@@ -207,7 +214,12 @@ const METHODS: Record<string, Method<z.ZodType>> = {
           message: `task/list: params.cursor: not a cursor of task/list (got ${JSON.stringify(params?.cursor)}); pass the nextCursor of the previous page, or no cursor for the first page`,
         };
       }
-      const page = backend.listTasks(after, params?.limit ?? MAX_LIST_LIMIT);
+      const page = backend.listTasks(
+        after,
+        params?.limit ?? MAX_LIST_LIMIT,
+        backend.listReplyBytes() -
+          envelopeBytes(id, { tasks: [], nextCursor: taskCursor(Number.MAX_SAFE_INTEGER) }),
+      );
       const result: TaskListResult = { tasks: page.tasks };
       if (page.next !== undefined) result.nextCursor = taskCursor(page.next);
       return { result };
@@ -218,12 +230,11 @@ const METHODS: Record<string, Method<z.ZodType>> = {
 export const RPC_METHODS = Object.keys(METHODS);
 
 /**
- * The bytes of a progress/list reply other than its summaries and their commas, with the
- * longest cursor: a page whose summaries fit `listReplyBytes` minus this fits whole.
+ * The bytes of a list reply other than its items and their commas: `empty`, the result with no
+ * items and the longest cursor. A page whose items fit `listReplyBytes` minus this fits whole.
  */
-function listEnvelopeBytes(id: RpcId, epoch: string): number {
-  const empty = reply(id, { streams: [], nextCursor: listCursor(epoch, Number.MAX_SAFE_INTEGER) });
-  return utf8ByteLength(empty);
+function envelopeBytes(id: RpcId, empty: object): number {
+  return utf8ByteLength(reply(id, empty));
 }
 
 function reply(id: RpcId, result: object): string {

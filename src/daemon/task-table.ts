@@ -11,6 +11,7 @@
  */
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
 import type { TaskRecord, TaskStatus } from '../protocol/tasks.js';
+import { fillPage, type PageBounds } from './list-page.js';
 import type { Outcome } from './router.js';
 
 export interface TaskTableOptions {
@@ -181,24 +182,28 @@ export class TaskTable {
     }
   }
 
-  /** Tasks in creation order after `after`, at most `limit`. */
+  /**
+   * One page of tasks in creation order: after `bounds.after`, at most `bounds.limit`, and past
+   * the first at most `bounds.maxBytes` of JSON (list-page.ts): a task carries its stream's summary,
+   * up to a full-size frame written again, so a count alone would let a page reach hundreds of MB.
+   */
   list(
-    after: number | undefined,
-    limit: number,
+    bounds: PageBounds,
     streamOf: (token: ProgressToken) => StreamSummary | undefined,
     now: number,
   ): TaskPage {
     this.prune(streamOf, now);
-    const tasks: TaskRecord[] = [];
-    for (const task of this.#tasks.values()) {
-      if (after !== undefined && task.order <= after) continue;
-      if (tasks.length === limit) return { tasks, next: after };
-      const stream = this.#streamOf(task, streamOf);
-      if (stream !== undefined) this.#follow(task, stream, now);
-      tasks.push(this.#record(task, stream, now));
-      after = task.order;
-    }
-    return { tasks, next: undefined };
+    const page = fillPage(
+      this.#tasks.values(),
+      (task) => task.order,
+      bounds,
+      (task) => {
+        const stream = this.#streamOf(task, streamOf);
+        if (stream !== undefined) this.#follow(task, stream, now);
+        return this.#record(task, stream, now);
+      },
+    );
+    return { tasks: page.items, next: page.next };
   }
 
   /** Forgets the tasks whose TTL has passed (a task whose job runs is kept). */

@@ -41,13 +41,13 @@ export const WS_SUBPROTOCOL = 'mcp-progress.v1';
 /** Largest JSON-RPC message a gateway may send to the daemon. */
 export const MAX_WS_MESSAGE_BYTES = 64 * 1024;
 
-/** Most streams in one progress/list page. */
+/** Most streams or tasks in one progress/list or task/list page. */
 export const MAX_LIST_LIMIT = 1000;
 
 /**
- * Largest JSON text of one progress/list page; the daemon also keeps a page
- * under a quarter of its session buffer cap, so a reply never closes its own
- * session as a slow consumer.
+ * Largest JSON text of one progress/list or task/list page (past its first item: an item alone
+ * is up to MAX_REPLY_BYTES); the daemon also keeps a page under a quarter of its session buffer
+ * cap, so a reply never closes its own session as a slow consumer.
  */
 export const MAX_LIST_REPLY_BYTES = 1024 * 1024;
 

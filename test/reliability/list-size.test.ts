@@ -3,11 +3,13 @@
  * its own caller (4008), and `mcp-progress mcp` listed on every tool call.
  * Here the buffer cap is its minimum (MIN_SESSION_BUFFER_BYTES, 439 KiB) and
  * the streams' JSON is about five times that: the list comes in pages, the session stays open, and
- * get_progress reads one stream through `progress/get`.
+ * get_progress reads one stream through `progress/get`. task/list, whose tasks carry their streams'
+ * summaries, was bounded by count alone (1000 tasks a page): it pages within the same budget.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ListResult } from '../../src/protocol/frames.js';
 import { MIN_SESSION_BUFFER_BYTES } from '../../src/protocol/limits.js';
+import type { TaskListResult, TaskRecord } from '../../src/protocol/tasks.js';
 import { DEFAULT_LIST_TOOL_LIMIT } from '../../src/shared/defaults.js';
 import { cleanupAll, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
@@ -114,5 +116,59 @@ describe('a stream table larger than the session buffer', () => {
     } finally {
       await mcp.close();
     }
+  });
+
+  it('task/list answers in pages within the budget: every task once, each reply under it', async () => {
+    const gateway = await connectGateway(daemon.info);
+    let closedWith: number | undefined;
+    gateway.ws.once('close', (code) => {
+      closedWith = code;
+    });
+    // Tasks of failed jobs carry the message three times: the last value's, the done's, the reason.
+    const failing = 40;
+    const failer = await rawWorker(daemon.info.socket);
+    for (let i = 0; i < failing; i++) {
+      const progressToken = `failed-${i}`;
+      failer.send('progress', { v: 1, progressToken, progress: 1, message: MESSAGE });
+      failer.send('done', { v: 1, progressToken, status: 'error', message: MESSAGE, seq: i });
+    }
+    await failer.reply((r) => r.type === 'ack' && (r.data as { seq: number }).seq === failing - 1);
+    const tokens = [
+      ...Array.from({ length: 120 }, (_, i) => `big-${i}`),
+      ...Array.from({ length: failing }, (_, i) => `failed-${i}`),
+    ];
+    const created: string[] = [];
+    for (const progressToken of tokens) {
+      const reply = await gateway.request('task/create', { progressToken });
+      created.push((reply.result as { task: TaskRecord }).task.taskId);
+    }
+    // Each reply as it came over the WebSocket.
+    const sizes: number[] = [];
+    gateway.ws.on('message', (data: Buffer) => sizes.push(data.length));
+    const budget = Math.floor(MIN_SESSION_BUFFER_BYTES / 4);
+    const listed: TaskRecord[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const reply = await gateway.request('task/list', cursor === undefined ? {} : { cursor });
+      const page = reply.result as TaskListResult;
+      pages++;
+      expect(page.tasks.length).toBeGreaterThan(0);
+      listed.push(...page.tasks);
+      cursor = page.nextCursor;
+    } while (cursor !== undefined && pages <= tokens.length);
+    expect(sizes).toHaveLength(pages);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(budget);
+    // Enough tasks for several pages, all of them listed, each exactly once.
+    expect(sizes.reduce((sum, size) => sum + size, 0)).toBeGreaterThan(4 * budget);
+    expect(listed.map((task) => task.taskId)).toEqual(created);
+    expect(listed.filter((task) => task.reason === MESSAGE)).toHaveLength(failing);
+    const status = await gateway.request('progress/status');
+    expect(
+      (status.result as { counters: { slowSessionsClosed: number } }).counters.slowSessionsClosed,
+    ).toBe(0);
+    expect(closedWith).toBeUndefined();
+    failer.destroy();
+    await gateway.close();
   });
 });

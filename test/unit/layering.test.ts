@@ -83,7 +83,12 @@ const ALLOWED: Record<string, string[]> = {
 };
 
 /** The pure core of the daemon: frames and a clock in, deliveries out. */
-const PURE_DAEMON_FILES = ['daemon/router.ts', 'daemon/gate.ts', 'daemon/rate-estimator.ts'];
+const PURE_DAEMON_FILES = [
+  'daemon/router.ts',
+  'daemon/gate.ts',
+  'daemon/rate-estimator.ts',
+  'daemon/list-page.ts',
+];
 
 /** Static value imports (and top-level requires) only: what loading a file costs before any of its code runs. */
 const staticImports = (file: string): string[] =>

@@ -1,14 +1,19 @@
 /**
- * progress/list pages and progress/get, from the pure router through the
- * JSON-RPC layer: every stream exactly once across the pages, each page
- * within its count and byte budget, and a cursor the daemon never gave is
- * an invalid_params error.
+ * progress/list and task/list pages and progress/get, from the pure router and task table through
+ * the JSON-RPC layer: every stream or task exactly once across the pages, each page within its
+ * count and byte budget, and a cursor the daemon never gave is an invalid_params error.
  */
 import { describe, expect, it } from 'vitest';
 import { cursorPosition } from '../../src/daemon/list-cursor.js';
 import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
 import { type GatewayBackend, handleRpcText } from '../../src/daemon/rpc.js';
-import type { ListResult, ProgressToken, StreamSummary } from '../../src/protocol/index.js';
+import { TaskTable } from '../../src/daemon/task-table.js';
+import type {
+  ListResult,
+  ProgressToken,
+  StreamSummary,
+  TaskListResult,
+} from '../../src/protocol/index.js';
 
 function routerWith(count: number, message = ''): Router {
   const router = new Router({ ...DEFAULT_ROUTER_OPTIONS, defaultMinIntervalMs: 0 }, () => {});
@@ -19,7 +24,18 @@ function routerWith(count: number, message = ''): Router {
 
 const EPOCH = 'epochA';
 
-function backendOf(router: Router, maxBytes: number): GatewayBackend {
+/** A task on each of `count` streams of `router`, in the order of their tokens. */
+function tasksOn(router: Router, count: number): TaskTable {
+  let ids = 0;
+  const tasks = new TaskTable(
+    { defaultTtlMs: 60_000, maxTtlMs: 60_000, maxTasks: 10_000, pollIntervalMs: 1000 },
+    () => `task-${String(++ids).padStart(4, '0')}`,
+  );
+  for (let i = 0; i < count; i++) tasks.create(`job-${i}`, undefined, (t) => router.get(t), 0);
+  return tasks;
+}
+
+function backendOf(router: Router, maxBytes: number, tasks?: TaskTable): GatewayBackend {
   return {
     subscribe: (session, params) => router.subscribe(session, params, 0),
     unsubscribe: (session, token) => router.unsubscribe(session, token),
@@ -35,7 +51,10 @@ function backendOf(router: Router, maxBytes: number): GatewayBackend {
     createTask: () => ({ ok: false, code: 'too_many_tasks', message: 'no tasks here' }),
     getTask: () => undefined,
     cancelTask: () => ({ task: undefined, workers: 0 }),
-    listTasks: () => ({ tasks: [], next: undefined }),
+    listTasks: (after, limit, summaryBytes) =>
+      tasks === undefined
+        ? { tasks: [], next: undefined }
+        : tasks.list({ after, limit, maxBytes: summaryBytes }, (t) => router.get(t), 0),
   };
 }
 
@@ -188,6 +207,68 @@ describe('progress/list pages', () => {
     expect(typeof cursorPosition('e1.1e3', daemon)).toBe('string');
     expect(typeof cursorPosition('e2.5', daemon)).toBe('string');
     expect(typeof cursorPosition('e1.99999999999999999', daemon)).toBe('string');
+  });
+});
+
+/** Every task/list page from the first, as the daemon answers it; `replies` gets each reply's text. */
+function allTaskPages(
+  backend: GatewayBackend,
+  replies: string[] = [],
+  id: string | number = 1,
+): TaskListResult[] {
+  const pages: TaskListResult[] = [];
+  let cursor: string | undefined;
+  do {
+    const text = handleRpcText(
+      1,
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method: 'task/list',
+        params: cursor === undefined ? {} : { cursor },
+      }),
+      backend,
+      rethrow,
+    );
+    replies.push(text ?? '');
+    const page = (JSON.parse(text ?? 'null') as { result: TaskListResult }).result;
+    pages.push(page);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined && pages.length < 10_000);
+  return pages;
+}
+
+describe('task/list pages', () => {
+  it('cuts a page so that the whole reply is within the budget, never below one task', () => {
+    const maxBytes = 16 * 1024;
+    const router = routerWith(200, 'x'.repeat(1000));
+    const backend = backendOf(router, maxBytes, tasksOn(router, 200));
+    const everyTask = Array.from(
+      { length: 200 },
+      (_, i) => `task-${String(i + 1).padStart(4, '0')}`,
+    );
+    // A long request id is echoed in the reply: it counts too.
+    for (const id of [1, 'i'.repeat(2000)]) {
+      const replies: string[] = [];
+      const pages = allTaskPages(backend, replies, id);
+      expect(pages.length).toBeGreaterThan(10);
+      for (const page of pages) expect(page.tasks.length).toBeGreaterThan(0);
+      for (const text of replies) expect(Buffer.byteLength(text)).toBeLessThanOrEqual(maxBytes);
+      // Full pages: the next task would not have fitted.
+      const full = replies.slice(0, -1).map((text) => Buffer.byteLength(text));
+      expect(Math.min(...full)).toBeGreaterThan(maxBytes - 1500);
+      // Every task exactly once, in creation order.
+      expect(pages.flatMap((page) => page.tasks.map((task) => task.taskId))).toEqual(everyTask);
+    }
+    // A task larger than the budget still gets a page of its own.
+    const small = routerWith(3, 'x'.repeat(1000));
+    const tiny = backendOf(small, 10, tasksOn(small, 3));
+    expect(allTaskPages(tiny).map((page) => page.tasks.length)).toEqual([1, 1, 1]);
+  });
+
+  it('answers an empty table with one page and no nextCursor', () => {
+    const router = routerWith(0);
+    expect(allTaskPages(backendOf(router, 1 << 20, tasksOn(router, 0)))).toEqual([{ tasks: [] }]);
   });
 });
 

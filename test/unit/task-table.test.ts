@@ -10,6 +10,10 @@ const OPTIONS: TaskTableOptions = {
   pollIntervalMs: 1000,
 };
 
+/** Pages bounded by count only. */
+const everything = { after: undefined, limit: 10, maxBytes: Number.POSITIVE_INFINITY };
+const twoAtATime = { limit: 2, maxBytes: Number.POSITIVE_INFINITY };
+
 function setup(options: Partial<TaskTableOptions> = {}) {
   const router = new Router({ ...DEFAULT_ROUTER_OPTIONS, retentionMs: 1000 }, () => {});
   let ids = 0;
@@ -91,7 +95,7 @@ describe('TaskTable', () => {
     const got = tasks.get(task.taskId, streamOf, 6);
     expect(got).toMatchObject(cancelled);
     expect(got?.stream).toBeUndefined();
-    const listed = tasks.list(undefined, 10, streamOf, 6).tasks[0];
+    const listed = tasks.list(everything, streamOf, 6).tasks[0];
     expect(listed).toMatchObject(cancelled);
     expect(listed?.stream).toBeUndefined();
     const again = tasks.cancel(task.taskId, undefined, streamOf, 7);
@@ -135,7 +139,7 @@ describe('TaskTable', () => {
       ttlMs: 1500,
     });
     // Not asked about for a long while (no update either): kept while the stream is active.
-    expect(tasks.list(undefined, 10, streamOf, 5000).tasks).toHaveLength(1);
+    expect(tasks.list(everything, streamOf, 5000).tasks).toHaveLength(1);
     expect(tasks.get(task.taskId, streamOf, 9000)).toMatchObject({ ttlMs: 9500 });
     router.finish(1, { v: 1, progressToken: 'long', status: 'ok' }, 10_000);
     expect(tasks.get(task.taskId, streamOf, 10_100)).toMatchObject({
@@ -195,9 +199,9 @@ describe('TaskTable', () => {
   it('lists in creation order, page by page', () => {
     const { tasks, streamOf, create } = setup();
     const ids = ['p', 'q', 'r'].map((token) => create(token, 0).taskId);
-    const first = tasks.list(undefined, 2, streamOf, 1);
+    const first = tasks.list({ ...twoAtATime, after: undefined }, streamOf, 1);
     expect(first.tasks.map((task) => task.taskId)).toEqual(ids.slice(0, 2));
-    const second = tasks.list(first.next, 2, streamOf, 1);
+    const second = tasks.list({ ...twoAtATime, after: first.next }, streamOf, 1);
     expect(second.tasks.map((task) => task.taskId)).toEqual(ids.slice(2));
     expect(second.next).toBeUndefined();
   });
