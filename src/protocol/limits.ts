@@ -52,19 +52,37 @@ export const MAX_LIST_LIMIT = 1000;
 export const MAX_LIST_REPLY_BYTES = 1024 * 1024;
 
 /**
+ * The most bytes JSON writes for a text of at most `maxBytes` UTF-8 bytes: a control character
+ * (1 byte) becomes `\u0001` (6), and the quotes.
+ */
+function maxJsonStringBytes(maxBytes: number): number {
+  return 6 * maxBytes + 2;
+}
+
+/**
  * Largest JSON text of one notification the daemon sends: a frame's fields written again. Strings
  * never grow (JSON.stringify escapes only what a frame had to escape), but a number may: `1e15,`
  * (5 bytes) becomes `1000000000000000,` (17); a subscription's `as` token replaces the frame's
- * (at most MAX_TOKEN_BYTES), and the JSON-RPC envelope and an omitted progress add a little.
+ * (written as JSON, up to six times its bytes), and the JSON-RPC envelope and an omitted progress
+ * add a little.
  */
-export const MAX_NOTIFICATION_BYTES = Math.ceil((MAX_FRAME_BYTES * 17) / 5) + MAX_TOKEN_BYTES + 256;
+export const MAX_NOTIFICATION_BYTES =
+  Math.ceil((MAX_FRAME_BYTES * 17) / 5) + maxJsonStringBytes(MAX_TOKEN_BYTES) + 256;
 
 /**
- * Largest JSON text of one reply to a gateway: a progress/list page holds at least one stream,
- * whose summary carries its last notification's params, its token again and a few numbers; an
- * error reply echoes at most an id from a MAX_WS_MESSAGE_BYTES request, far less.
+ * Largest JSON text of one reply to a gateway: a task's (task/get, task/create, task/cancel, a
+ * task/list page of one task). Its stream's summary holds the stream's last params (at most a
+ * notification), the token and the done message; the task holds the token again and the message
+ * again as its `reason`; and a reply echoes its request's id, up to a whole request. Strings count
+ * as JSON writes them. A progress/get or progress/list reply holds less. (With a NATS backplane a
+ * summary also names its host, which is not counted.)
  */
-export const MAX_REPLY_BYTES = MAX_NOTIFICATION_BYTES + MAX_TOKEN_BYTES + 512;
+export const MAX_REPLY_BYTES =
+  MAX_NOTIFICATION_BYTES +
+  2 * maxJsonStringBytes(MAX_TOKEN_BYTES) +
+  2 * maxJsonStringBytes(MAX_MESSAGE_BYTES) +
+  MAX_WS_MESSAGE_BYTES +
+  1024;
 
 /**
  * The smallest --max-session-buffer-bytes: the largest notification and the largest reply unread

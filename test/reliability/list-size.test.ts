@@ -1,8 +1,8 @@
 /**
  * Issue 15: a `progress/list` reply larger than the session buffer closed
  * its own caller (4008), and `mcp-progress mcp` listed on every tool call.
- * Here the buffer cap is its minimum (MIN_SESSION_BUFFER_BYTES, 439 KiB) and
- * the streams' JSON is about five times that: the list comes in pages, the session stays open, and
+ * Here the buffer cap is its minimum (MIN_SESSION_BUFFER_BYTES, 573 KiB) and
+ * the streams' JSON is about four times that: the list comes in pages, the session stays open, and
  * get_progress reads one stream through `progress/get`. task/list, whose tasks carry their streams'
  * summaries, was bounded by count alone (1000 tasks a page): it pages within the same budget.
  */

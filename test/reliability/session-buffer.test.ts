@@ -4,10 +4,15 @@
  * (src/protocol/limits.ts), and a session that reads is never closed for one big message.
  */
 import { afterAll, describe, expect, it } from 'vitest';
+import type WebSocket from 'ws';
 import {
   FRAME_DELIMITER,
   MAX_FRAME_BYTES,
+  MAX_MESSAGE_BYTES,
   MAX_NOTIFICATION_BYTES,
+  MAX_REPLY_BYTES,
+  MAX_TOKEN_BYTES,
+  MAX_WS_MESSAGE_BYTES,
   MIN_SESSION_BUFFER_BYTES,
 } from '../../src/protocol/limits.js';
 import { cleanupAll, daemonStart, startDaemon } from '../helpers/daemon.js';
@@ -29,6 +34,28 @@ function fullSizeFrame(token: string, progress: number): string {
   expect(Buffer.byteLength(frame)).toBeGreaterThan(MAX_FRAME_BYTES - 8);
   return `${frame}${FRAME_DELIMITER}`;
 }
+
+/** The bytes of the reply to one request with this `id`, as the WebSocket brought it. */
+function replyBytes(ws: WebSocket, id: string, method: string, params: unknown): Promise<number> {
+  return new Promise((resolve) => {
+    const onMessage = (data: Buffer) => {
+      if ((JSON.parse(data.toString('utf8')) as { id?: unknown }).id !== id) return;
+      ws.off('message', onMessage);
+      resolve(data.length);
+    };
+    ws.on('message', onMessage);
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+  });
+}
+
+/** The longest id a request for `method` with `params` may have: the request fills a message. */
+function longestId(method: string, params: unknown): string {
+  const request = JSON.stringify({ jsonrpc: '2.0', id: '', method, params });
+  return 'i'.repeat(MAX_WS_MESSAGE_BYTES - Buffer.byteLength(request));
+}
+
+/** Text of `bytes` UTF-8 bytes that JSON writes six times as long (`\u0001` each). */
+const controls = (bytes: number) => '\u0001'.repeat(bytes);
 
 describe('--max-session-buffer-bytes', () => {
   it('below the largest notification and reply together is refused at start, naming the minimum', async () => {
@@ -72,6 +99,67 @@ describe('--max-session-buffer-bytes', () => {
     expect(status.counters.slowSessionsClosed).toBe(0);
     expect(closedWith).toBeUndefined();
     await subscriber.close();
+    worker.destroy();
+    await daemon.stop();
+  }, 60_000);
+
+  it('the largest notification and reply the daemon can be made to send are within their limits', async () => {
+    const daemon = await startDaemon([
+      '--max-session-buffer-bytes',
+      String(MIN_SESSION_BUFFER_BYTES),
+    ]);
+    const gateway = await connectGateway(daemon.info);
+    const worker = await rawWorker(daemon.info.socket);
+    // A notification: a full-size frame under the longest `as` token JSON can write.
+    let largestNotification = 0;
+    gateway.ws.on('message', (data: Buffer) => {
+      if (data.includes('"method":"notifications/progress"')) {
+        largestNotification = Math.max(largestNotification, data.length);
+      }
+    });
+    await gateway.request('progress/subscribe', {
+      progressToken: 'b',
+      as: controls(MAX_TOKEN_BYTES),
+      minIntervalMs: 0,
+    });
+    worker.write(fullSizeFrame('b', 1));
+    await gateway.waitFor(1, 30_000);
+    // A reply: a failed task whose stream had a full-size last value, with the longest token and
+    // done message JSON can write, asked for with the longest id.
+    const replies: Record<string, number> = {};
+    for (const token of ['t', controls(MAX_TOKEN_BYTES)]) {
+      worker.write(fullSizeFrame(token, 1));
+      worker.send('done', {
+        v: 1,
+        progressToken: token,
+        status: 'error',
+        message: controls(MAX_MESSAGE_BYTES),
+        seq: 2,
+      });
+      await worker.reply((r) => r.type === 'ack' && (r.data as { seq: number }).seq === 2);
+      worker.replies.length = 0;
+      const created = await gateway.request('task/create', { progressToken: token });
+      const { taskId } = (created.result as { task: { taskId: string } }).task;
+      const name = token === 't' ? 'short token' : 'longest token';
+      for (const [method, params] of [
+        ['task/get', { taskId }],
+        ['task/cancel', { taskId }],
+        ['progress/get', { progressToken: token }],
+      ] as const) {
+        replies[`${method}, ${name}`] = await replyBytes(
+          gateway.ws,
+          longestId(method, params),
+          method,
+          params,
+        );
+      }
+    }
+    expect(largestNotification).toBeLessThanOrEqual(MAX_NOTIFICATION_BYTES);
+    for (const [what, bytes] of Object.entries(replies)) {
+      expect(bytes, what).toBeGreaterThan(MAX_FRAME_BYTES * 3);
+      expect(bytes, what).toBeLessThanOrEqual(MAX_REPLY_BYTES);
+    }
+    await gateway.close();
     worker.destroy();
     await daemon.stop();
   }, 60_000);
