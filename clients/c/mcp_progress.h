@@ -32,6 +32,9 @@
  * a done refused journal_failed (the daemon's disk is full) is sent again every 250 ms then,
  * and one waiting on a connection whose frame the daemon refuses as malformed fails at once (as
  * the Node client's: which frame is not said, and sent again it would be refused again).
+ * A call that fails on the daemon's refusal leaves its code in p.refused
+ * (PROTOCOL.md 2.5), and p.error says what was refused and why; p.refused is "" when a call saw
+ * no refusal (no daemon, no answer in time).
  * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
  * thread-safe: use one mcp_progress per thread, or a lock around each call.
  */
@@ -69,7 +72,9 @@ typedef struct mcp_progress {
   /* The daemon refused the last connection (too_many_connections), or a frame of it as
    * malformed: the next does not reset the backoff. */
   int refused_connection;
-  char refused[64]; /* The code of the daemon's last refusal. */
+  /* The code of the daemon's refusal that the last call saw ("" when it saw none), such as
+   * "invalid_utf8" or "stream_closed": p.error then says what was refused and why. */
+  char refused[64];
   char pending[8192]; /* The newest update made while not connected: sent first on connecting. */
   char sent[8192]; /* The newest update sent on this connection: kept if the daemon refuses it. */
 } mcp_progress;
@@ -509,6 +514,7 @@ void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *us
 
 int mcp_progress_claim(mcp_progress *p) {
   int was_connected = p->connected;
+  p->refused[0] = 0;
   p->claimed = 1;
   /* Not connected: connecting (now, or at a later call) sends the claim. */
   return was_connected ? mcpp_send(p, "claim", "") : mcpp_ensure(p, 0);
@@ -516,6 +522,7 @@ int mcp_progress_claim(mcp_progress *p) {
 
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message) {
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
+  p->refused[0] = 0;
   int used = snprintf(fields, sizeof fields, ",\"progress\":%.17g", progress);
   if (total >= 0) used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"total\":%.17g", total);
   if (message != NULL) {
@@ -539,6 +546,7 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
 
 int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms) {
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
+  p->refused[0] = 0;
   long seq = p->next_seq++;
   int used = snprintf(fields, sizeof fields, ",\"status\":");
   used = mcpp_json_string(fields, used, (int)sizeof fields, status == NULL ? "ok" : status);
@@ -567,7 +575,10 @@ int mcp_progress_done(mcp_progress *p, const char *status, const char *message, 
         mcpp_sleep_ms(MCPP_JOURNAL_RETRY_MS);
         continue;
       }
-      if (p->connected) return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
+      if (p->connected) {
+        p->refused[0] = 0; /* Not refused: an earlier update's refusal, read meanwhile, is not why. */
+        return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
+      }
     }
     if (!mcpp_wait_for_retry(p, deadline)) break;
   }
@@ -578,6 +589,7 @@ int mcp_progress_done(mcp_progress *p, const char *status, const char *message, 
 
 int mcp_progress_poll(mcp_progress *p, int timeout_ms) {
   long deadline = mcpp_now_ms() + timeout_ms;
+  p->refused[0] = 0;
   for (;;) {
     if (mcpp_ensure(p, 0) == 0) {
       int rejected = 0;
