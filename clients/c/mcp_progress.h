@@ -22,10 +22,13 @@
  * Every function returns 0 on success and -1 on failure, with a message in p.error. A worker
  * without a daemon keeps working: its updates fail, and it may ignore that. The daemon may start
  * after the worker, or restart under it: when open could not connect, or the daemon went away,
- * each later call connects again first (waits of 50 ms doubling to 2 s between tries, as the
- * Node and Python clients; a daemon at its --max-connections accepts a connection only to refuse
- * it, and one that refuses a frame as malformed closes the connection, neither of which ends the
- * backoff), claims the token again if it was claimed, sends the newest
+ * each later call connects again first (waits of 50 ms doubling to 2 s between tries, a random
+ * half of each taken off, as the Node client's; the first try after a lost connection waits its
+ * step too, so a daemon that closes every connection is never called on in a tight loop; a daemon
+ * at its --max-connections accepts a connection only to refuse it, and one that refuses a frame as
+ * malformed closes the connection, neither of which ends the backoff; a write that finds the
+ * connection closed reads what the daemon said before closing, so that its refusal is reported
+ * too), claims the token again if it was claimed, sends the newest
  * update made meanwhile (it failed then, or went to a refused connection, and was kept: not a
  * backlog), and goes on; poll waits
  * for the daemon up to its timeout, and done up to its own (250 ms when it never connected);
@@ -293,17 +296,29 @@ static int mcpp_wait_for_retry(mcp_progress *p, long deadline) {
   return 1;
 }
 
-/* The daemon went away: the next call may try at once (it may be back), then backs off. A daemon
- * that closed a connection it refused is still there (full, or refusing what this worker sends):
- * p.error says so already. */
+/* The connection is lost: the next try waits its backoff step (as the Node client's), which a
+ * connection the daemon refused does not reset, so that a daemon that closes every connection
+ * is not called on in a tight loop. A daemon that closed a connection it refused is still there
+ * (full, or refusing what this worker sends): p.error says so already. */
 static int mcpp_lost(mcp_progress *p, const char *why) {
   mcpp_disconnect(p);
-  if (p->refused_connection) {
-    p->retry_at = mcpp_now_ms() + mcpp_backoff_ms(p->attempts++);
-    return -1;
-  }
-  p->retry_at = 0;
+  p->retry_at = mcpp_now_ms() + mcpp_backoff_ms(p->attempts++);
+  if (p->refused_connection) return -1;
   return mcpp_fail(p, "lost the daemon: %s", why);
+}
+
+static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected);
+
+/* A write failed (EPIPE, ECONNRESET, a broken pipe): the daemon closed the connection, most often
+ * after refusing an earlier frame of it. What it sent before closing is still there to read: read
+ * it, so that its refusal (code and message) reaches p.error and p.refused and keeps the backoff,
+ * rather than a bare "broken pipe" and a try at once that would be refused again. */
+static int mcpp_write_failed(mcp_progress *p, const char *why) {
+  char cause[128];
+  int rejected = 0;
+  snprintf(cause, sizeof cause, "%s", why); /* strerror's buffer may be written again meanwhile */
+  mcpp_read(p, 0, -1, &rejected); /* Reading the end of the connection loses it (mcpp_lost). */
+  return p->connected ? mcpp_lost(p, cause) : -1;
 }
 
 static int mcpp_write_all(mcp_progress *p, const char *bytes, size_t length) {
@@ -314,13 +329,13 @@ static int mcpp_write_all(mcp_progress *p, const char *bytes, size_t length) {
     if (!WriteFile((HANDLE)p->pipe, bytes, (DWORD)length, &written, NULL)) {
       char why[64];
       snprintf(why, sizeof why, "WriteFile error %lu", (unsigned long)GetLastError());
-      return mcpp_lost(p, why);
+      return mcpp_write_failed(p, why);
     }
 #else
     ssize_t written = send(p->fd, bytes, length, MSG_NOSIGNAL);
     if (written < 0) {
       if (errno == EINTR) continue;
-      return mcpp_lost(p, strerror(errno));
+      return mcpp_write_failed(p, strerror(errno));
     }
 #endif
     bytes += written;
@@ -449,7 +464,8 @@ static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
     }
     if (p->inbox_used >= sizeof p->inbox - 1) p->inbox_used = 0; /* No daemon frame is this long. */
     long left = deadline - mcpp_now_ms();
-    if (!p->connected || left < 0) return 0;
+    if (!p->connected) return 0;
+    if (left < 0) left = 0; /* Past the deadline (or timeout 0): still one look at what is there. */
 #ifdef _WIN32
     DWORD available = 0;
     if (!PeekNamedPipe((HANDLE)p->pipe, NULL, 0, NULL, &available, NULL)) {

@@ -4,6 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { buildCWorker, cc } from '../helpers/c-client.js';
@@ -253,6 +254,94 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     );
     expect(await waitForExit(child)).toBe(0);
   }, 120_000);
+
+  it("reads the daemon's refusal when a write finds the connection closed after it: reports its code and message, and comes back with backoff, not at once", async () => {
+    const refusing = await startDaemon();
+    const gateway = await connectGateway(refusing.info);
+    await gateway.request('progress/subscribe', { progressToken: 'c-epipe', minIntervalMs: 0 });
+    const { child, worker, steps } = startWorker('refused-write', 'c-epipe', {
+      values: 2,
+      socket: refusing.info.socket,
+    });
+    // It waits for its step file: if the test fails first, it would wait on forever.
+    onTestFinished(() => {
+      child.kill();
+    });
+    // Its value 1 (a message that is not UTF-8) was refused, and the daemon, its linger over,
+    // closed the connection: the worker, which has read nothing since, now writes value 2 into it.
+    await eventually(
+      async () => {
+        const status = (await gateway.request('progress/status')).result as {
+          connections: number;
+          counters: { framesRejected: Partial<Record<string, number>> };
+        };
+        return (status.counters.framesRejected.invalid_utf8 ?? 0) >= 1 && status.connections === 0
+          ? true
+          : undefined;
+      },
+      30_000,
+      'the daemon to refuse value 1 and close the connection',
+    );
+    writeFileSync(join(steps, 'ack-1'), '');
+    expect(await waitForEvent(worker, 'refused')).toEqual({
+      event: 'refused',
+      failed: true,
+      code: 'invalid_utf8',
+      connected: false,
+    });
+    // Why is the daemon's refusal, not a bare broken pipe (stderr is another pipe than the
+    // event's: it may be read after it).
+    await eventually(
+      () =>
+        worker
+          .stderr()
+          .includes(
+            'the daemon refused a frame (invalid_utf8) and closed the connection; it is not sent again: ',
+          )
+          ? true
+          : undefined,
+      30_000,
+      () => `the worker to say what the daemon refused (stderr: ${worker.stderr()})`,
+    );
+    // Polling at once and every 5 ms, it got in only after the first backoff step: 50 ms, of
+    // which at most half is taken off. (Coming back at once, it was in within a few ms.)
+    const back = await waitForEvent(worker, 'back');
+    expect(back).toMatchObject({ connected: true });
+    expect(Number(back.afterMs)).toBeGreaterThanOrEqual(25);
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true, code: null });
+    expect(await waitForExit(child)).toBe(0);
+    // Value 2, kept while it was away, reached the session; value 1 was refused.
+    await eventually(
+      () => (progressValues(gateway, 'c-epipe').includes(2) ? true : undefined),
+      30_000,
+      'value 2',
+    );
+    expect(progressValues(gateway, 'c-epipe')).toEqual([2]);
+    await gateway.close();
+    expect(await refusing.stop()).toBe(0);
+  });
+
+  it('at a socket that closes every connection at once, saying nothing: each try waits its backoff step, not a tight loop', async () => {
+    const path = join(tempDir(), 'closing.sock');
+    let accepted = 0;
+    const closer = createServer((socket) => {
+      accepted++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => closer.listen(path, resolve));
+    onTestFinished(() => {
+      closer.close();
+    });
+    // It only polls, for a second by its own clock.
+    const { child, worker } = startWorker('poll', 'c-closing', { values: 1000, socket: path });
+    const polled = await waitForEvent(worker, 'polled');
+    expect(await waitForExit(child)).toBe(0);
+    // It came back after each loss, but only after its wait: at least 25 ms each time (50 ms, at
+    // most half taken off), so one connection at the start and at most one per 25 ms after it.
+    // (Coming back at once, it made thousands.)
+    expect(accepted).toBeGreaterThanOrEqual(2);
+    expect(accepted).toBeLessThanOrEqual(2 + Number(polled.ms) / 25);
+  });
 
   it('says what is missing when there is no token', async () => {
     const child = spawn(program, ['done', '1', tempDir()], {
