@@ -35,7 +35,8 @@
  * a done refused journal_failed (the daemon's disk is full) is sent again every 250 ms then,
  * and one waiting on a connection whose frame the daemon refuses as malformed fails at once (as
  * the Node client's: which frame is not said, and sent again it would be refused again).
- * A call that fails on the daemon's refusal leaves its code in p.refused
+ * Whatever its outcome, done then closes the connection and p connects no more (see
+ * mcp_progress_done). A call that fails on the daemon's refusal leaves its code in p.refused
  * (PROTOCOL.md 2.5), and p.error says what was refused and why; p.refused is "" when a call saw
  * no refusal (no daemon, no answer in time).
  * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
@@ -70,6 +71,7 @@ typedef struct mcp_progress {
   int claimed;
   int ever_connected;
   int closed;
+  int ended; /* mcp_progress_done was called: the stream is over, and nothing more is sent. */
   int attempts;
   long retry_at;
   /* The daemon refused the last connection (too_many_connections), or a frame of it as
@@ -94,9 +96,17 @@ void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *us
 int mcp_progress_claim(mcp_progress *p);
 /* One update; total < 0 and message NULL leave them out. */
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message);
-/* Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
+/*
+ * Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
  * it again on each new connection; fails at once when the daemon refuses it, or refuses a frame of
- * its connection as malformed. */
+ * its connection as malformed. Then, acked or not, it closes the connection, and later calls fail
+ * without connecting again (as the Node and Python clients do): nothing follows a done (PROTOCOL.md
+ * 3), and a claim lasts as long as its connection, so one kept open after a done the daemon
+ * refused or did not answer would keep the stream active, never abandoned (PROTOCOL.md 3,
+ * Abandoned), for a worker that has given up on it. A done that was written but not answered is
+ * not lost by the close: a daemon that was only slow still reads it. Call mcp_progress_close
+ * after it all the same.
+ */
 int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms);
 /* Reads what the daemon sent (cancels) for up to timeout_ms; 0 means do not wait. */
 int mcp_progress_poll(mcp_progress *p, int timeout_ms);
@@ -262,6 +272,7 @@ static int mcpp_send(mcp_progress *p, const char *type, const char *fields);
 static int mcpp_ensure(mcp_progress *p, int at_once) {
   if (p->connected) return 0;
   if (p->closed) return mcpp_fail(p, "mcp_progress_close was called");
+  if (p->ended) return mcpp_fail(p, "the stream is over: mcp_progress_done was called (a new stream needs a new mcp_progress)");
   if (p->socket_path[0] == 0) return -1; /* open failed for want of a token or a socket: p.error says which */
   long now = mcpp_now_ms();
   if (!at_once && now < p->retry_at)
@@ -283,8 +294,8 @@ static int mcpp_ensure(mcp_progress *p, int at_once) {
   return 0;
 }
 
-/* Whether p may connect again: open had a socket and a token, and close was not called. */
-static int mcpp_may_reconnect(const mcp_progress *p) { return !p->closed && p->socket_path[0] != 0; }
+/* Whether p may connect again: open had a socket and a token, and neither close nor done was called. */
+static int mcpp_may_reconnect(const mcp_progress *p) { return !p->closed && !p->ended && p->socket_path[0] != 0; }
 
 /* Not connected: sleeps until the next try at the daemon, or the deadline if sooner; 0 when the
  * deadline has passed or p may not connect again (nothing to wait for). */
@@ -560,9 +571,9 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
   return rejected ? -1 : 0;
 }
 
-int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms) {
+/* Sends the done and waits for its answer (mcp_progress_done), leaving the connection as it is. */
+static int mcpp_done(mcp_progress *p, const char *status, const char *message, int timeout_ms) {
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
-  p->refused[0] = 0;
   long seq = p->next_seq++;
   int used = snprintf(fields, sizeof fields, ",\"status\":");
   used = mcpp_json_string(fields, used, (int)sizeof fields, status == NULL ? "ok" : status);
@@ -601,6 +612,17 @@ int mcp_progress_done(mcp_progress *p, const char *status, const char *message, 
   char why[sizeof p->error];
   strcpy(why, p->error);
   return mcpp_fail(p, "the done was not delivered within %ld ms: %s", waited, why);
+}
+
+int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms) {
+  p->refused[0] = 0;
+  if (p->ended) return mcpp_fail(p, "mcp_progress_done was called already: a stream ends once");
+  int result = mcpp_done(p, status, message, timeout_ms);
+  /* Acked or not, the stream is over for this worker: its connection (and with it its claim)
+   * ends, and nothing is sent again. */
+  mcpp_disconnect(p);
+  p->ended = 1;
+  return result;
 }
 
 int mcp_progress_poll(mcp_progress *p, int timeout_ms) {

@@ -42,15 +42,23 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     cleanupAll();
   });
 
-  /** The worker in `mode` on `token`, publishing `values` in steps, to `socket` (the daemon's). */
+  /**
+   * The worker in `mode` on `token`, publishing `values` in steps, to `socket` (the daemon's),
+   * its done waiting `doneTimeoutMs` for its ack (the fixture's 10 s when not given).
+   */
   function startWorker(
     mode: string,
     token: string,
-    { values = 3, socket = daemon.info.socket }: { values?: number; socket?: string } = {},
+    {
+      values = 3,
+      socket = daemon.info.socket,
+      doneTimeoutMs,
+    }: { values?: number; socket?: string; doneTimeoutMs?: number } = {},
   ) {
     const steps = tempDir();
     mkdirSync(steps, { recursive: true });
-    const child = spawn(program, [mode, String(values), steps], {
+    const more = doneTimeoutMs === undefined ? [] : [String(doneTimeoutMs)];
+    const child = spawn(program, [mode, String(values), steps, ...more], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, MCP_PROGRESS_SOCKET: socket, MCP_PROGRESS_TOKEN: token },
     });
@@ -341,6 +349,117 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     // (Coming back at once, it made thousands.)
     expect(accepted).toBeGreaterThanOrEqual(2);
     expect(accepted).toBeLessThanOrEqual(2 + Number(polled.ms) / 25);
+  });
+
+  /** The daemon's count of worker connections is 0: the worker's is closed. */
+  async function untilNoConnection(gateway: GatewayClient): Promise<void> {
+    await eventually(
+      async () => {
+        const reply = await gateway.request('progress/status');
+        return (reply.result as { connections: number }).connections === 0 ? true : undefined;
+      },
+      30_000,
+      'the worker to close its connection',
+    );
+  }
+
+  it('closes its connection after a done the daemon refused, and connects no more: its claim ends with the job', async () => {
+    const refusing = await startDaemon();
+    const gateway = await connectGateway(refusing.info);
+    // Another connection ended the stream: the worker's done is refused stream_closed, which
+    // leaves the connection open on the daemon's side.
+    const other = await rawWorker(refusing.info.socket);
+    other.send('done', { v: 1, progressToken: 'c-over', status: 'ok', seq: 1 });
+    expect((await other.reply((r) => r.type === 'ack')).data).toEqual({ seq: 1 });
+    other.destroy();
+    const { child, worker, steps } = startWorker('done-wait', 'c-over', {
+      values: 0,
+      socket: refusing.info.socket,
+    });
+    onTestFinished(() => {
+      child.kill();
+    });
+    expect(await waitForEvent(worker, 'done')).toEqual({
+      event: 'done',
+      delivered: false,
+      code: 'stream_closed',
+    });
+    // An update after it fails without connecting again.
+    expect(await waitForEvent(worker, 'after')).toEqual({
+      event: 'after',
+      failed: true,
+      connected: false,
+    });
+    // Still running (until its exit file), it holds no connection.
+    await untilNoConnection(gateway);
+    await eventually(
+      () =>
+        worker.stderr().includes('the stream is over: mcp_progress_done was called')
+          ? true
+          : undefined,
+      30_000,
+      () => `the worker to say why its update failed (stderr: ${worker.stderr()})`,
+    );
+    writeFileSync(join(steps, 'exit'), '');
+    expect(await waitForExit(child)).toBe(0);
+    await gateway.close();
+    expect(await refusing.stop()).toBe(0);
+  });
+
+  it('closes its connection after a done the daemon did not answer in time; the daemon, resumed, still reads that done', async () => {
+    const stopped = await startDaemon();
+    const gateway = await connectGateway(stopped.info);
+    await gateway.request('progress/subscribe', {
+      progressToken: 'c-unanswered',
+      minIntervalMs: 0,
+    });
+    const { child, worker, steps } = startWorker('done-wait', 'c-unanswered', {
+      values: 1,
+      socket: stopped.info.socket,
+      doneTimeoutMs: 300,
+    });
+    onTestFinished(() => {
+      stopped.child.kill('SIGCONT');
+      child.kill();
+    });
+    await eventually(
+      () => (progressValues(gateway, 'c-unanswered').includes(1) ? true : undefined),
+      30_000,
+      'value 1',
+    );
+    stopped.child.kill('SIGSTOP');
+    writeFileSync(join(steps, 'ack-1'), '');
+    expect(await waitForEvent(worker, 'done')).toEqual({
+      event: 'done',
+      delivered: false,
+      code: null,
+    });
+    expect(await waitForEvent(worker, 'after')).toEqual({
+      event: 'after',
+      failed: true,
+      connected: false,
+    });
+    stopped.child.kill('SIGCONT');
+    // Written before the close, the done is read once the daemon runs again: the stream ends ok.
+    const done = await eventually(
+      () =>
+        gateway.notifications.find(
+          (n) =>
+            n.method === 'notifications/progress/done' && n.params.progressToken === 'c-unanswered',
+        ),
+      30_000,
+      'the done notice',
+    );
+    expect(done.params).toEqual({
+      progressToken: 'c-unanswered',
+      status: 'ok',
+      message: 'the result',
+    });
+    await untilNoConnection(gateway);
+    writeFileSync(join(steps, 'exit'), '');
+    expect(await waitForExit(child)).toBe(0);
+    await gateway.close();
+    expect(await stopped.stop()).toBe(0);
   });
 
   it('says what is missing when there is no token', async () => {
