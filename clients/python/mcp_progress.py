@@ -22,7 +22,11 @@ Without a token every call is a no-op, so the same script runs anywhere.
 Nothing here can hurt the job: all socket work happens on a background
 thread, ``update()`` only records the newest value (a tight loop costs little),
 and transport trouble (no daemon, a daemon restart) becomes a warning on the
-``mcp_progress`` logger, never an exception. The protocol is docs/PROTOCOL.md.
+``mcp_progress`` logger, never an exception. Each warning's record carries a
+``code`` attribute: the daemon's code when it refused a frame (``invalid_utf8``,
+``non_monotonic``, ...; docs/PROTOCOL.md 2.5), else the client's own
+(``daemon_not_running``, ``daemon_disconnected``, ...), for a handler to act on
+without reading the message. The protocol is docs/PROTOCOL.md.
 """
 from __future__ import annotations
 
@@ -325,11 +329,13 @@ class Progress:
             self.done("error", text)
         return False
 
-    def _warn(self, code: str, message: str) -> None:
-        if code in self._warned:
+    def _warn(self, code: str, message: str, once: Optional[str] = None) -> None:
+        """Logs `message` with its `code` on the record, once per `once` (default: the code)."""
+        key = code if once is None else once
+        if key in self._warned:
             return
-        self._warned.add(code)
-        log.warning("mcp-progress: %s", message)
+        self._warned.add(key)
+        log.warning("mcp-progress: %s", message, extra={"code": code})
 
     def _wake(self) -> None:
         if self._wake_w is None:
@@ -541,7 +547,7 @@ class Progress:
                 if code == "journal_failed" and request is not None and resend_at < request["deadline"]:
                     request["resend_at"] = resend_at  # not applied: the done is ours to send again
                     return None
-                self._warn("done_" + str(code), "the daemon refused done (%s): %s" % (code, data.get("message")))
+                self._warn(str(code), "the daemon refused done (%s): %s" % (code, data.get("message")), once="done_" + str(code))
                 return False
             if data.get("seq") == resync_seq and code == "non_monotonic":
                 return None  # the daemon already had the value resent after a reconnect
