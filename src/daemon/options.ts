@@ -14,7 +14,12 @@ import {
   MAX_MIN_INTERVAL_MS,
   MIN_SESSION_BUFFER_BYTES,
 } from '../protocol/limits.js';
-import { DEFAULT_PORT, MIN_PAGE_COOKIE_TTL_MS, PAGE_COOKIE_TTL_MS } from '../shared/defaults.js';
+import {
+  DEFAULT_PORT,
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  MIN_PAGE_COOKIE_TTL_MS,
+  PAGE_COOKIE_TTL_MS,
+} from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { defaultSocketPath, resolveRuntimeDir } from '../shared/locate.js';
 import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
@@ -378,7 +383,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'shutdown-grace-ms',
     key: { daemon: 'shutdownGraceMs' },
     kind: 'integer',
-    default: 2000,
+    default: DEFAULT_SHUTDOWN_GRACE_MS,
     min: 0,
     section: 'Timing (milliseconds)',
     help: 'how long a graceful stop waits for connections to drain',

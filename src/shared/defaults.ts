@@ -1,8 +1,8 @@
 /**
  * Client-side defaults: what the worker client, the gateway client, the
  * relay and the MCP tools use when the caller does not choose. One place, so
- * a default changes once and docs quote one number. (The daemon's own
- * defaults live in its option table, src/daemon/options.ts.)
+ * a default changes once and docs quote one number. (The daemon's option table,
+ * src/daemon/options.ts, takes those of its defaults defined here from here.)
  */
 
 /** The daemon's WebSocket port (`--port`); `mcp-progress mcp` embeds its daemon there too. */
@@ -45,6 +45,12 @@ export const BUSY_CONNECT_BACKOFF: Backoff = { firstMs: 5, maxMs: 250 };
  * not keep a stopped daemon alive.
  */
 export const EXIT_AFTER_STOP_MS = 1000;
+
+/**
+ * How long a stopping daemon waits for its workers to close their connections, and then for its
+ * sessions to answer their close, before it cuts off what is left (`shutdownGraceMs`, no flag).
+ */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 2000;
 
 /** How long a one-shot worker-socket request (`publish`, `status`) waits for its answer. */
 export const DEFAULT_SOCKET_REQUEST_TIMEOUT_MS = 5000;
