@@ -8,7 +8,11 @@ import { performance } from 'node:perf_hooks';
 import { MCP_PATH } from '../mcp/http-path.js';
 import type { McpHttpSessions } from '../mcp/http-sessions.js';
 import type { ProgressSource } from '../mcp/progress-source.js';
-import type { McpSessionGrant, McpSessionTransport } from '../mcp/session-host.js';
+import type {
+  McpSessionGrant,
+  McpSessionRefusal,
+  McpSessionTransport,
+} from '../mcp/session-host.js';
 import type { RejectCode } from '../protocol/errors.js';
 // Not protocol/index.js: that loads zod and every schema, which reading workers does not need.
 import {
@@ -238,9 +242,15 @@ export class Daemon {
   }
 
   /** An /mcp session: one place in the hub; each of its watches a member subscriber. */
-  #openMcpSession(transport: McpSessionTransport): McpSessionGrant | { refused: string } {
+  #openMcpSession(transport: McpSessionTransport): McpSessionGrant | McpSessionRefusal {
     const id = this.#hub.open('mcp', transport);
-    if (id === undefined) return { refused: this.#hub.refusal() ?? 'the session cap is reached' };
+    if (id === undefined) {
+      const refused = this.#hub.refusal();
+      return {
+        refused: refused?.message ?? 'the session cap is reached',
+        code: refused?.code ?? 'too_many_sessions',
+      };
+    }
     const source = new LocalProgressSource(this.backend, (receive) =>
       this.#hub.openMember(id, receive),
     );
@@ -548,7 +558,7 @@ export class Daemon {
   }
 
   async #stop(): Promise<void> {
-    this.#log.info('stopping');
+    this.#log.info('stopping: new sessions are refused (daemon_stopping)');
     await this.#teardown(this.options.shutdownGraceMs);
     this.#log.info('stopped');
   }
@@ -559,6 +569,8 @@ export class Daemon {
    * daemon. Another daemon may have replaced either; its files are left alone.
    */
   async #teardown(graceMs: number): Promise<void> {
+    // Before the grace it gives workers: a session opened during it would only be closed after.
+    this.#hub.refuseNewSessions();
     this.#scheduler.stop();
     this.#idleCollection?.stop();
     // While the socket is still bound its file cannot be freed and its inode reused,

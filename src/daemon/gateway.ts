@@ -19,6 +19,7 @@ import {
 } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
+import { daemonStoppingError } from '../protocol/errors.js';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import { PAUSE_TOLERANCE_PERIODS } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
@@ -28,7 +29,7 @@ import { missingPackage } from './installed.js';
 import { PeerUids } from './peer-uid.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import { listenOwnerOnly } from './runtime-dir.js';
-import type { Payload, SessionHub } from './sessions.js';
+import type { Payload, SessionHub, SessionRefusal } from './sessions.js';
 
 // Required, not imported: an ESM import of node:http reads every export, and its lazy
 // WebSocket and fetch getters load undici, about 10 MiB and 90 ms at every daemon start.
@@ -575,6 +576,11 @@ export class GatewayEndpoint {
       refuseUpgrade(socket, refusal.status, refusal.message);
       return;
     }
+    const refused = this.#hub.refusal();
+    if (refused !== undefined) {
+      refuseSession(socket, refused);
+      return;
+    }
     this.#authenticated(socket);
     this.#webSocketSide ??= loadWebSocketSide();
     this.#webSocketSide.then(
@@ -608,8 +614,6 @@ export class GatewayEndpoint {
         message: `offer the WebSocket subprotocol ${WS_SUBPROTOCOL} (Sec-WebSocket-Protocol)`,
       };
     }
-    const full = this.#hub.refusal();
-    if (full !== undefined) return { status: 503, message: full };
     return undefined;
   }
 
@@ -626,8 +630,11 @@ export class GatewayEndpoint {
       },
     });
     if (id === undefined) {
-      // Another session took the last place between the check and the handshake.
-      ws.close(CLOSE_CODES.tryAgainLater, this.#hub.refusal() ?? 'the session cap is reached');
+      // Between the check and the handshake, the daemon began to stop or another session took
+      // the last place.
+      const refused = this.#hub.refusal();
+      if (refused?.code === 'daemon_stopping') ws.close(CLOSE_CODES.goingAway, 'daemon stopping');
+      else ws.close(CLOSE_CODES.tryAgainLater, refused?.message ?? 'the session cap is reached');
       return;
     }
     const opened: WsSession = {
@@ -752,10 +759,24 @@ function refuseUpgrade(socket: Socket, status: number, message: string): void {
   socket.end(httpResponse(status, `${message}\n`));
 }
 
-/** A complete plain-text HTTP response that closes the connection. */
-function httpResponse(status: number, body: string): string {
+/**
+ * An upgrade the session hub refused: HTTP 503, with the JSON-RPC error daemon_stopping while the
+ * daemon stops (a client tells it from a refusal for good), else the cap's plain text.
+ */
+function refuseSession(socket: Socket, refused: SessionRefusal): void {
+  if (refused.code === 'daemon_stopping')
+    socket.end(httpResponse(503, JSON.stringify(daemonStoppingError()), 'application/json'));
+  else refuseUpgrade(socket, 503, refused.message);
+}
+
+/** A complete HTTP response (plain text unless said otherwise) that closes the connection. */
+function httpResponse(
+  status: number,
+  body: string,
+  contentType = 'text/plain; charset=utf-8',
+): string {
   return (
-    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: ${contentType}\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
   );
 }

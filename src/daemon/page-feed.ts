@@ -10,6 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { daemonStoppingError } from '../protocol/errors.js';
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
 import {
   PAGE_COOKIE_TTL_MS,
@@ -94,7 +95,7 @@ export class PageFeed {
 
   /**
    * Serves one tab's stream, with `headers` (the fresh cookie) on its 200, and ends it after
-   * streamMs; refuses it (503) at --max-sessions.
+   * streamMs; refuses it (503) at --max-sessions and while the daemon stops.
    */
   open(
     request: IncomingMessage,
@@ -112,8 +113,15 @@ export class PageFeed {
       },
     });
     if (id === undefined) {
+      // The page tries again either way (page.js); a stopping daemon answers as to every client.
+      const refused = this.#hub.refusal();
+      if (refused?.code === 'daemon_stopping') {
+        response.writeHead(503, { ...PAGE_HEADERS, 'content-type': 'application/json' });
+        response.end(JSON.stringify(daemonStoppingError()));
+        return;
+      }
       response.writeHead(503, { ...PAGE_HEADERS, 'content-type': 'text/plain; charset=utf-8' });
-      response.end(`${this.#hub.refusal() ?? 'the session cap is reached'}\n`);
+      response.end(`${refused?.message ?? 'the session cap is reached'}\n`);
       return;
     }
     // The first tab finds the table as it is now; later ones share the batches already made.

@@ -3,6 +3,7 @@
  * its subscriber ids, its place under --max-sessions and its unread-buffer
  * cap here. Transports only move bytes; the router only sees subscriber ids.
  */
+import { DAEMON_STOPPING_MESSAGE } from '../protocol/errors.js';
 import { type Notification, PROGRESS_METHOD } from '../protocol/notifications.js';
 import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
@@ -67,6 +68,15 @@ export interface SessionHubOptions {
 
 export type HubLog = Pick<Logger, 'warn' | 'debug'>;
 
+/**
+ * Why a new session is refused: the daemon is stopping (for a moment: connect again once it is
+ * back), or at --max-sessions.
+ */
+export interface SessionRefusal {
+  readonly code: 'daemon_stopping' | 'too_many_sessions';
+  readonly message: string;
+}
+
 /** A notification queued for an in-process receiver. */
 interface Queued {
   readonly notification: Notification;
@@ -126,6 +136,8 @@ export class SessionHub {
   #lastPayload: Payload = { text: '', bytes: 0 };
   notificationsSent = 0;
   slowSessionsClosed = 0;
+  /** The daemon is stopping: no new session of any kind, while those open get what is left. */
+  #stopping = false;
 
   /** `removeSubscriber` is the router's: the hub calls it after a delivery, never inside one. */
   constructor(
@@ -150,9 +162,21 @@ export class SessionHub {
   }
 
   /** Why a new session would be refused now, or undefined when it would be admitted. */
-  refusal(): string | undefined {
+  refusal(): SessionRefusal | undefined {
+    if (this.#stopping) return { code: 'daemon_stopping', message: DAEMON_STOPPING_MESSAGE };
     if (this.#sessions.size < this.#options.maxSessions) return undefined;
-    return `the daemon serves at most ${this.#options.maxSessions} sessions of all kinds together (--max-sessions): end idle sessions, or restart the daemon with a higher --max-sessions`;
+    return {
+      code: 'too_many_sessions',
+      message: `the daemon serves at most ${this.#options.maxSessions} sessions of all kinds together (--max-sessions): end idle sessions, or restart the daemon with a higher --max-sessions`,
+    };
+  }
+
+  /**
+   * The daemon is stopping: every new session is refused from now on, whatever its kind or the
+   * way it came in, so that none opens only to be closed a moment later.
+   */
+  refuseNewSessions(): void {
+    this.#stopping = true;
   }
 
   /**
@@ -191,7 +215,11 @@ export class SessionHub {
       closeSlow: () => {},
     });
     if (id === undefined) {
-      throw new BridgeError('too_many_sessions', this.refusal() ?? 'the session cap is reached');
+      const refused = this.refusal();
+      throw new BridgeError(
+        refused?.code ?? 'too_many_sessions',
+        refused?.message ?? 'the session cap is reached',
+      );
     }
     session = id;
     const member = this.openMember(session, receive);

@@ -19,7 +19,7 @@ import { MCP_REPLAY_BYTES, MCP_REPLAY_EVENTS, MCP_SSE_RETRY_MS } from '../shared
 import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import { BoundedEventStore, streamOfEventId } from './event-store.js';
-import { jsonRpcError } from './json-rpc-error.js';
+import { daemonStopping, jsonRpcError, sessionRefused } from './json-rpc-error.js';
 import { createProgressMcpServer } from './mcp-server.js';
 import type { ModernMcpHttp } from './modern-http.js';
 import { HANDED_ON } from './progress-sends.js';
@@ -224,7 +224,7 @@ export class McpHttpSessions {
 
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     if (this.#closed) {
-      jsonRpcError(response, 503, 'refused', 'the daemon is stopping');
+      daemonStopping(response);
       return;
     }
     let body: unknown;
@@ -290,7 +290,7 @@ export class McpHttpSessions {
       closeSlow: (graceMs) => slow?.(graceMs),
     });
     if ('refused' in grant) {
-      jsonRpcError(response, 503, 'refused', grant.refused);
+      sessionRefused(response, grant);
       return;
     }
     const server = createProgressMcpServer({

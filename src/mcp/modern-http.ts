@@ -9,7 +9,7 @@ import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/ser
 import type { ListParams, ProgressToken } from '../protocol/frames.js';
 import type { TaskCreateParams, TaskListParams } from '../protocol/tasks.js';
 import { BridgeError } from '../shared/errors.js';
-import { jsonRpcError } from './json-rpc-error.js';
+import { sessionRefused } from './json-rpc-error.js';
 import type { ProgressServerOptions } from './mcp-server.js';
 import { createModernProgressMcpServer } from './modern-server.js';
 import type { ProgressSession, ProgressSource } from './progress-source.js';
@@ -52,7 +52,7 @@ class RequestSource implements ProgressSource {
       throw new BridgeError('client_went_away', 'the request ended: its client went away');
     if (this.#grant === undefined) {
       const grant = this.#host.open(this.#transport);
-      if ('refused' in grant) throw new BridgeError('too_many_sessions', grant.refused);
+      if ('refused' in grant) throw new BridgeError(grant.code, grant.refused);
       this.#grant = grant;
     }
     return this.#grant.source.openSession();
@@ -224,8 +224,8 @@ export class ModernMcpHttp {
       closeSlow: (graceMs) => endSlowly(response, graceMs, () => gone.abort()),
     });
     if ('refused' in grant) {
-      // As /mcp answers an initialize past the cap: 503, the JSON-RPC error naming the flag.
-      jsonRpcError(response, 503, 'refused', grant.refused, listen.id);
+      // As /mcp answers an initialize then: 503, the JSON-RPC error naming the flag, or saying the daemon stops.
+      sessionRefused(response, grant, listen.id);
       return;
     }
     response.once('close', () => {

@@ -27,8 +27,14 @@ export interface McpSessionGrant {
   closeIfSlow(justWritten: number): void;
 }
 
+/** Why the hub admitted no session: the daemon is stopping (for a moment), or --max-sessions. */
+export interface McpSessionRefusal {
+  readonly refused: string;
+  readonly code: 'daemon_stopping' | 'too_many_sessions';
+}
+
 /** The daemon's session hub, as /mcp needs it: one place under --max-sessions per MCP session. */
 export interface McpSessionHost {
-  /** Admits a session, or says why not (the session cap). */
-  open(transport: McpSessionTransport): McpSessionGrant | { refused: string };
+  /** Admits a session, or says why not (the daemon stopping, the session cap). */
+  open(transport: McpSessionTransport): McpSessionGrant | McpSessionRefusal;
 }

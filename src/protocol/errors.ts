@@ -43,6 +43,44 @@ export const CLOSING_REJECT_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>
 ]);
 
 /**
+ * A new session refused because the daemon is stopping: a WebSocket upgrade, an /mcp initialize
+ * or task listen, the page's /events, on the port and the local link alike. Not a refusal for
+ * good: the client connects again once a daemon is back. In both tables below, one entry.
+ */
+const DAEMON_STOPPING = {
+  code: -32000,
+  meaning:
+    "the daemon is stopping: a new session (a WebSocket upgrade, an /mcp initialize or task listen, the page's /events) is answered HTTP 503 with this error, while the sessions already open get what is left; connect again once a daemon is back",
+} as const;
+
+/**
+ * What a stopping daemon tells a client that asks for a new session. A restart or a supervisor
+ * brings one back in moments, and `mcp-progress mcp` starts one itself when none is.
+ */
+export const DAEMON_STOPPING_MESSAGE =
+  'the daemon is stopping, so it opens no new session (those already open get what is left): connect again once it, or the next daemon, is up';
+
+/**
+ * The body of HTTP 503 to a new session while the daemon stops: one JSON-RPC error, `data.code`
+ * its stable name, `id` the request's when one was read (an /mcp task listen).
+ */
+export function daemonStoppingError(id: string | number | null = null): {
+  jsonrpc: '2.0';
+  id: string | number | null;
+  error: { code: number; message: string; data: { code: 'daemon_stopping' } };
+} {
+  return {
+    jsonrpc: '2.0',
+    id,
+    error: {
+      code: DAEMON_STOPPING.code,
+      message: DAEMON_STOPPING_MESSAGE,
+      data: { code: 'daemon_stopping' },
+    },
+  };
+}
+
+/**
  * JSON-RPC errors the MCP side answers itself, before or instead of the MCP SDK: /mcp's own
  * answers, a task listen over the stdio of `mcp-progress mcp` past its cap, and (thrown to the
  * SDK, which answers it) a task call of a session past its cap of followed tasks. The code is
@@ -53,8 +91,9 @@ export const MCP_ERRORS = {
   refused: {
     code: -32000,
     meaning:
-      'refused before the MCP SDK read it (no session id, a body over the limit, --max-sessions, a stopping daemon, a stdio connection at its cap of task listens), or a task call of a session at its cap of followed tasks',
+      'refused before the MCP SDK read it (no session id, a body over the limit, --max-sessions, a stdio connection at its cap of task listens), or a task call of a session at its cap of followed tasks',
   },
+  daemon_stopping: DAEMON_STOPPING,
   session_not_found: {
     code: -32001,
     meaning: 'the Mcp-Session-Id names no session: it ended or the daemon restarted',
@@ -90,6 +129,7 @@ export const RPC_ERRORS = {
   too_many_subscriptions: { code: -32001, meaning: 'the session is at its subscription cap' },
   too_many_streams: { code: -32002, meaning: 'the daemon is at its stream cap' },
   too_many_tasks: { code: -32003, meaning: 'the daemon is at its cap of live tasks' },
+  daemon_stopping: DAEMON_STOPPING,
   internal_error: {
     code: -32603,
     meaning: 'the daemon failed on the request (a bug: please report it)',

@@ -98,7 +98,10 @@ describe('session hub', () => {
     expect(hub.open('websocket', probe())).toBeUndefined();
     expect(hub.open('mcp', probe(false))).toBeUndefined();
     expect(() => hub.openLocal(() => {})).toThrow(/--max-sessions/);
-    expect(hub.refusal()).toContain('--max-sessions');
+    expect(hub.refusal()).toMatchObject({
+      code: 'too_many_sessions',
+      message: expect.stringContaining('--max-sessions'),
+    });
     // Members of an /mcp session share its place.
     if (mcp === undefined || ws === undefined) throw new Error('not admitted');
     hub.openMember(mcp, () => {});
@@ -107,6 +110,26 @@ describe('session hub', () => {
     local.close();
     expect(hub.count).toBe(2);
     expect(hub.open('websocket', probe())).toBeDefined();
+  });
+
+  it('refuses every kind of new session once the daemon stops; those open stay', () => {
+    const { hub } = setup(10);
+    const open = hub.open('websocket', probe());
+    hub.refuseNewSessions();
+    expect(hub.refusal()).toMatchObject({ code: 'daemon_stopping' });
+    for (const kind of ['websocket', 'mcp', 'page'] as const)
+      expect(hub.open(kind, probe(kind === 'websocket'))).toBeUndefined();
+    let thrown: unknown;
+    try {
+      hub.openLocal(() => {});
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toMatchObject({ code: 'daemon_stopping' });
+    expect(hub.count).toBe(1);
+    if (open === undefined) throw new Error('not admitted');
+    hub.close(open);
+    expect(hub.count).toBe(0);
   });
 
   it('a member gets a progress inside the delivery when nothing waits before it, a done after it, and what follows a done behind it', async () => {
