@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Daemon } from '../daemon/daemon.js';
 import { createProgressMcpServer } from '../mcp/mcp-server.js';
 import {
@@ -8,7 +9,14 @@ import {
 import { serveStdio } from '../mcp/stdio.js';
 import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { holdReducerWhileProgressFlows } from '../shared/collection.js';
-import { DEFAULT_MIN_INTERVAL_MS, DEFAULT_PORT, IDLE_COLLECTION_MS } from '../shared/defaults.js';
+import {
+  backoffDelayMs,
+  DEFAULT_MIN_INTERVAL_MS,
+  DEFAULT_PORT,
+  DEFAULT_RECONNECT_TIMEOUT_MS,
+  IDLE_COLLECTION_MS,
+  STOPPING_DAEMON_BACKOFF,
+} from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../shared/log.js';
@@ -76,10 +84,10 @@ host's initialize (same runtime directory, socket and daemon.json; tool
 calls wait for it, and if it cannot start, each call says why and tries
 again), so that this one line is the whole set-up. When the daemon it uses
 goes away (another \`mcp\` that embedded it exits), the next call connects
-again or starts one here; a daemon that refuses the connection (at its
---max-sessions, say) has not gone away, and the call fails with its reason.
-Workers publish to it as usual. stdout carries MCP messages only; logs go to
-stderr.
+again or starts one here (a daemon that is stopping is waited for until it
+is gone); a daemon that refuses the connection (at its --max-sessions, say)
+has not gone away, and the call fails with its reason. Workers publish to it
+as usual. stdout carries MCP messages only; logs go to stderr.
 
 Tools:
   watch_progress {progressToken, timeoutMs?, minIntervalMs?}
@@ -193,7 +201,7 @@ async function connectOrEmbed(
     // finds out a daemon that started meanwhile (already_running), and the next attempt connects.
     if (attempt > 0 || (liveDaemon ?? (await liveDaemonNamed(runtimeDir)))) {
       try {
-        const source = await RemoteProgressSource.connect({ runtimeDir });
+        const source = await connectWaitingOutStop(runtimeDir, log);
         log.info(`using the running daemon of ${runtimeDir}`);
         return { source, daemon: undefined };
       } catch (error) {
@@ -212,6 +220,35 @@ async function connectOrEmbed(
       if ((error as BridgeError).code !== 'already_running') throw error;
       // A live daemon holds the socket, yet we cannot use it: say why.
       if (attempt >= 2) throw noDaemon ?? error;
+    }
+  }
+}
+
+/**
+ * Connects to the running daemon. One that is stopping refuses new sessions (daemon_stopping) and
+ * holds the runtime dir until it is gone, so embedding one fails meanwhile: it is waited out (for
+ * as long as a gateway client waits for a daemon to come back), also past its grace, when it no
+ * longer listens but daemon.json still names it. Then whatever runs is connected to, or the
+ * error that none does is thrown for connectOrEmbed to embed one.
+ */
+async function connectWaitingOutStop(
+  runtimeDir: string,
+  log: ReturnType<typeof createLogger>,
+): Promise<RemoteProgressSource> {
+  const giveUpAt = performance.now() + DEFAULT_RECONNECT_TIMEOUT_MS;
+  let stopping = false;
+  for (let wait = 0; ; wait++) {
+    try {
+      return await RemoteProgressSource.connect({ runtimeDir });
+    } catch (error) {
+      if (!(error instanceof BridgeError) || performance.now() >= giveUpAt) throw error;
+      const stillStopping =
+        error.code === 'daemon_stopping' ||
+        (stopping && NO_LIVE_DAEMON.has(error.code) && (await liveDaemonNamed(runtimeDir)));
+      if (!stillStopping) throw error;
+      if (!stopping) log.info(`the daemon of ${runtimeDir} is stopping: waiting until it is gone`);
+      stopping = true;
+      await delay(backoffDelayMs(STOPPING_DAEMON_BACKOFF, wait));
     }
   }
 }

@@ -21,6 +21,7 @@ import {
   listResultSchema,
   type ProgressToken,
   progressParamsSchema,
+  rpcErrorSchema,
   type StreamSummary,
   type SubscribeAllParams,
   type SubscribeParams,
@@ -156,7 +157,10 @@ export class GatewayClient {
     this.#options = options;
   }
 
-  /** Connects (reading daemon.json unless url and secret are given); rejects if the daemon is not there. */
+  /**
+   * Connects (reading daemon.json unless url and secret are given); rejects if the daemon is not
+   * there, or with `daemon_stopping` if it is stopping (connect again once a daemon is back).
+   */
   static async connect(options: GatewayClientOptions = {}): Promise<GatewayClient> {
     checkOptions(options);
     const client = new GatewayClient(options);
@@ -444,14 +448,7 @@ export class GatewayClient {
           response.setEncoding('utf8').on('data', (text: string) => {
             body += text;
           });
-          response.on('end', () =>
-            reject(
-              new BridgeError(
-                'gateway_refused',
-                `the daemon refused the connection (HTTP ${response.statusCode}): ${body.trim()}`,
-              ),
-            ),
-          );
+          response.on('end', () => reject(upgradeRefused(where, response.statusCode, body)));
         });
         ws.once('error', (error) =>
           reject(
@@ -692,6 +689,31 @@ function knownNotification(message: unknown): Notification | undefined {
   if (method === DONE_METHOD && isDoneParams(params))
     return { jsonrpc: '2.0', method: DONE_METHOD, params };
   return undefined;
+}
+
+/**
+ * The error of an upgrade the daemon answered with a refusal: `daemon_stopping` when it said it is
+ * stopping (a JSON-RPC error: a daemon takes sessions again once one is back, so this is a
+ * connect-again-later, which a reconnect does by itself), else `gateway_refused` with its reason.
+ */
+function upgradeRefused(where: string, status: number | undefined, body: string): BridgeError {
+  let answer: unknown;
+  try {
+    answer = JSON.parse(body);
+  } catch {
+    // Plain text: the daemon's other refusals (the secret, the Origin, the session cap).
+  }
+  const error = rpcErrorSchema.safeParse(answer);
+  if (error.success && error.data.error.data.code === 'daemon_stopping') {
+    return new BridgeError(
+      'daemon_stopping',
+      `the daemon at ${where} refused a new session (HTTP ${status}): ${error.data.error.message}`,
+    );
+  }
+  return new BridgeError(
+    'gateway_refused',
+    `the daemon refused the connection (HTTP ${status}): ${body.trim()}`,
+  );
 }
 
 /**

@@ -78,7 +78,10 @@ export class RemoteProgressSource implements ProgressSource {
     this.#shared = shared;
   }
 
-  /** Rejects when no daemon answers (daemon_not_running, gateway_unreachable) or it refuses (gateway_refused). */
+  /**
+   * Rejects when no daemon answers (daemon_not_running, gateway_unreachable), it refuses
+   * (gateway_refused), or it is stopping (daemon_stopping).
+   */
   static async connect(options: GatewayClientOptions): Promise<RemoteProgressSource> {
     return new RemoteProgressSource(options, await (await gatewayClient()).connect(options));
   }

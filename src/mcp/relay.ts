@@ -288,6 +288,7 @@ function whyNotRelayed(error: unknown, url: string): string {
     case 'connect_timeout':
       return `the daemon at ${url} did not answer the connection (${message}); ${runsWithout}. Is it stopped or overloaded?`;
     case 'gateway_refused':
+    case 'daemon_stopping':
       return `${message}; ${runsWithout}.`;
     case 'request_timeout':
     case 'gateway_timeout':

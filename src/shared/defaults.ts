@@ -40,6 +40,13 @@ export const RECONNECT_BACKOFF: Backoff = { firstMs: 50, maxMs: 2000 };
 export const BUSY_CONNECT_BACKOFF: Backoff = { firstMs: 5, maxMs: 250 };
 
 /**
+ * Between connects of `mcp-progress mcp` to a daemon that is stopping (it refuses new sessions
+ * with daemon_stopping): it is gone within its shutdown grace, or twice that, and a tool call
+ * waits on this, so short; each try is one refused upgrade.
+ */
+export const STOPPING_DAEMON_BACKOFF: Backoff = { firstMs: 50, maxMs: 250 };
+
+/**
  * How long `mcp-progress daemon` waits, once its daemon has stopped, for the process to end by
  * itself before it exits anyway: a library's leftover timer (nats.js's JetStream retries) must
  * not keep a stopped daemon alive.

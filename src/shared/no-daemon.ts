@@ -15,4 +15,6 @@ export const NO_LIVE_DAEMON: ReadonlySet<BridgeErrorCode> = new Set<BridgeErrorC
   'gateway_unreachable',
   // daemon.json is corrupt.
   'bad_daemon_info',
+  // It is stopping and takes no new session: gone in a moment (mcp waits for that before it embeds).
+  'daemon_stopping',
 ]);

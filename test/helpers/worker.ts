@@ -15,6 +15,8 @@ export interface RawWorker {
   readonly socket: Socket;
   readonly replies: Envelope[];
   readonly closed: Promise<void>;
+  /** Settles when the daemon ended its side (a stopping daemon does so first). */
+  readonly ended: Promise<void>;
   isClosed(): boolean;
   send(type: string, data: unknown): void;
   write(bytes: string | Buffer): void;
@@ -23,8 +25,16 @@ export interface RawWorker {
   destroy(): void;
 }
 
-export async function rawWorker(socketPath: string): Promise<RawWorker> {
-  const socket = connect({ path: socketPath });
+/**
+ * `keepsOpen`: the worker does not close its end when the daemon ends the connection, as a worker
+ * busy elsewhere: a stopping daemon then waits its whole shutdown grace for it.
+ */
+export async function rawWorker(
+  socketPath: string,
+  { keepsOpen = false }: { keepsOpen?: boolean } = {},
+): Promise<RawWorker> {
+  const socket = connect({ path: socketPath, allowHalfOpen: keepsOpen });
+  const ended = new Promise<void>((resolve) => socket.once('end', () => resolve()));
   socket.setEncoding('utf8');
   const decoder = new FrameDecoder(1 << 20);
   const replies: Envelope[] = [];
@@ -48,6 +58,7 @@ export async function rawWorker(socketPath: string): Promise<RawWorker> {
     socket,
     replies,
     closed: closedPromise,
+    ended,
     isClosed: () => closed,
     send: (type, data) => {
       if (!socket.destroyed) socket.write(encodeFrame(type, data));
