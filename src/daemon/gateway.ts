@@ -570,15 +570,14 @@ export class GatewayEndpoint {
   #upgrade(request: IncomingMessage, socket: Socket, head: Buffer): void {
     socket.on('error', () => socket.destroy());
     const refusal = this.#upgradeRefusal(request);
-    if (refusal) {
+    const refused = refusal === undefined ? this.#hub.refusal() : undefined;
+    if (refusal !== undefined || refused !== undefined) {
       // The client is told why; the log lets whoever runs the daemon count who was turned away.
-      this.#log.debug(`refused a WebSocket upgrade (HTTP ${refusal.status}): ${refusal.message}`);
-      refuseUpgrade(socket, refusal.status, refusal.message);
-      return;
-    }
-    const refused = this.#hub.refusal();
-    if (refused !== undefined) {
-      refuseSession(socket, refused);
+      this.#log.debug(
+        `refused a WebSocket upgrade (HTTP ${refusal?.status ?? 503}): ${refusal?.message ?? refused?.message}`,
+      );
+      if (refusal !== undefined) refuseUpgrade(socket, refusal.status, refusal.message);
+      else if (refused !== undefined) refuseSession(socket, refused);
       return;
     }
     this.#authenticated(socket);
