@@ -60,7 +60,9 @@ MAX_MESSAGE_BYTES = 4096
 FORM_FEED = b"\x0c"
 # Reconnect waits (src/shared/defaults.ts RECONNECT_BACKOFF and backoffDelayMs): 50 ms doubling
 # to 2 s, of which a random half is taken off, so that the many workers a daemon restart drops
-# at once do not all come back in the same millisecond.
+# at once do not all come back in the same millisecond. Every lost connection waits its step before
+# the next connect, as a failed connect does: a socket that closes each connection is not called on
+# in a tight loop.
 BACKOFF_FIRST_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
 
@@ -187,6 +189,10 @@ class Progress:
         self._daemon_busy = False
         #: The daemon refused a frame of the current connection as malformed.
         self._refused = False
+        #: Backoff steps taken since the last connection that was not refused, and when the next
+        #: connect may be tried (time.monotonic()): a failed connect and a lost connection both wait.
+        self._attempt = 0
+        self._retry_at = 0.0
         self._thread: Optional[threading.Thread] = None
         self._wake_r: Any = None
         self._wake_w: Any = None
@@ -369,7 +375,6 @@ class Progress:
                     pass
 
     def _loop(self) -> None:
-        attempt = 0
         sock: Optional[_socket.socket] = None
         buffer = b""
         next_send_at = 0.0
@@ -378,7 +383,7 @@ class Progress:
         done_seq = -1
         done_retried = False
         ever_connected = False  # only a client that was connected waits out the full done_timeout
-        backed_off = False  # after a refusal, the wait before the next connect was taken
+        done_tried_at_once = False  # a done with no daemon reached yet tries once without waiting
         while True:
             now = time.monotonic()
             with self._lock:
@@ -404,28 +409,26 @@ class Progress:
                 self._finish(False, sock)
                 return
             if sock is None:
-                if self._refused and not backed_off:
-                    # Refused as malformed: reconnect with backoff, not at once.
-                    delay = backoff_delay(attempt)
-                    attempt += 1
+                if done_request is not None and not ever_connected and not done_tried_at_once:
+                    # No daemon reached yet: the done tries once now, within its short grace.
+                    done_tried_at_once = True
+                    self._retry_at = now
+                if now < self._retry_at:
+                    # Waits out its step whatever wakes the thread meanwhile (a done), so that a
+                    # daemon that closes every connection is never called on in a tight loop.
+                    delay = self._retry_at - now
                     if give_up_at is not None:
                         delay = min(delay, max(0.0, give_up_at - now))
-                    backed_off = True
                     self._sleep(delay)
                     continue
                 sock = self._connect()
                 if sock is None:
-                    delay = backoff_delay(attempt)
-                    attempt += 1
-                    if give_up_at is not None:
-                        delay = min(delay, max(0.0, give_up_at - now))
-                    self._sleep(delay)
+                    self._back_off()
                     continue
                 ever_connected = True
                 if not self._refused:  # a refusal on the last connection keeps the backoff
-                    attempt = 0
+                    self._attempt = 0
                 self._refused = False
-                backed_off = False
                 buffer = b""
                 done_seq = -1
                 # Claim the token first: a cancel then reaches this worker before, or without, any update.
@@ -627,12 +630,19 @@ class Progress:
             % (self.socket_path, error.strerror or error),
         )
 
+    def _back_off(self) -> None:
+        """The next connect waits its backoff step (as the Node and C clients'): after a failed
+        connect and after any lost connection, refused or not, never at once."""
+        self._retry_at = time.monotonic() + backoff_delay(self._attempt)
+        self._attempt += 1
+
     def _dropped(self, sock: _socket.socket) -> None:
         try:
             sock.close()
         except OSError:
             pass
         self._connected = False
+        self._back_off()
         with self._lock:
             self._newest_sent = False
             open_ = self._state in ("open", "ending")

@@ -4,8 +4,9 @@
  * promise the same behaviour, so the same scenarios run against each.
  */
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { Daemon } from '../../src/daemon/daemon.js';
 import { DEFAULT_MIN_INTERVAL_MS } from '../../src/shared/defaults.js';
 import { silentLogger } from '../../src/shared/log.js';
@@ -503,6 +504,36 @@ describe('the Python client, whose connection carries bytes that are not UTF-8',
     await expectDelivered(worker, true);
     expect(await doneNotice(bridge.gateway, token)).toEqual({ progressToken: token, status: 'ok' });
     expect(progressOf(bridge.gateway.notifications, token)).toEqual([]);
+  });
+});
+
+describe('the Python client, at a socket that closes every connection at once, saying nothing', () => {
+  it('waits its backoff step after each lost connection, not a tight loop', async () => {
+    const path = join(tempDir(), 'closing.sock');
+    let accepted = 0;
+    const closer = createServer((socket) => {
+      accepted++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => closer.listen(path, resolve));
+    onTestFinished(() => {
+      closer.close();
+    });
+    const worker = pythonWorker({
+      MCP_PROGRESS_SOCKET: path,
+      MCP_PROGRESS_TOKEN: uniqueToken('closing'),
+    });
+    await ready(worker);
+    // It publishes for a second by its own clock, then closes: its client ran for `ms`.
+    worker.send({ publish_for: 1 });
+    const published = await worker.next((e) => e.event === 'published', 'published');
+    worker.send({ exit: 0 });
+    expect(await worker.exit()).toBe(0);
+    // It came back after each loss, but only after its wait: at least 25 ms each time (50 ms, at
+    // most half taken off), so one connection at the start and at most one per 25 ms after it.
+    // (Coming back at once, it made tens of thousands.)
+    expect(accepted).toBeGreaterThanOrEqual(2);
+    expect(accepted).toBeLessThanOrEqual(2 + Number(published.ms) / 25);
   });
 });
 
