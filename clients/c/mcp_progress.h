@@ -31,7 +31,9 @@
  * too), claims the token again if it was claimed, sends the newest
  * update made meanwhile (it failed then, or went to a refused connection, and was kept: not a
  * backlog), and goes on; poll waits
- * for the daemon up to its timeout, and done up to its own (250 ms when it never connected);
+ * for the daemon up to its timeout, and done up to its own (250 ms when it never connected),
+ * sending the done again on the new connection (refused stream_closed there, it was delivered: the
+ * first one landed before the loss, see mcp_progress_done);
  * a done refused journal_failed (the daemon's disk is full) is sent again every 250 ms then,
  * and one waiting on a connection whose frame the daemon refuses as malformed fails at once (as
  * the Node client's: which frame is not said, and sent again it would be refused again).
@@ -99,7 +101,10 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
 /*
  * Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
  * it again on each new connection; fails at once when the daemon refuses it, or refuses a frame of
- * its connection as malformed. Then, acked or not, it closes the connection, and later calls fail
+ * its connection as malformed. A done sent again because the connection it went out on was lost
+ * before its answer, and refused stream_closed, is delivered (0, p.refused ""): the first one
+ * reached the daemon and ended the stream before the loss (as the Node and Python clients count
+ * it). Then, acked or not, it closes the connection, and later calls fail
  * without connecting again (as the Node and Python clients do): nothing follows a done (PROTOCOL.md
  * 3), and a claim lasts as long as its connection, so one kept open after a done the daemon
  * refused or did not answer would keep the stream active, never abandoned (PROTOCOL.md 3,
@@ -571,6 +576,16 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
   return rejected ? -1 : 0;
 }
 
+/*
+ * Whether a done refused `code` was delivered all the same: sent again (`resent`) after the
+ * connection it went out on was lost before its answer, a stream_closed means the stream is done
+ * already, which the first one, taken before the loss, did (as the Node and Python clients count
+ * it: src/client/done-answers.ts judgeDoneAnswer).
+ */
+static int mcpp_resent_done_landed(int resent, const char *code) {
+  return resent && strcmp(code, "stream_closed") == 0;
+}
+
 /* Sends the done and waits for its answer (mcp_progress_done), leaving the connection as it is. */
 static int mcpp_done(mcp_progress *p, const char *status, const char *message, int timeout_ms) {
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
@@ -587,25 +602,37 @@ static int mcpp_done(mcp_progress *p, const char *status, const char *message, i
    * restarting. A worker that never reached a daemon does not wait long for one. */
   long waited = p->ever_connected || timeout_ms < MCPP_NEVER_CONNECTED_GRACE_MS ? timeout_ms : MCPP_NEVER_CONNECTED_GRACE_MS;
   long deadline = mcpp_now_ms() + waited;
+  int resent = 0; /* The done went out on a connection that was lost before its answer. */
   for (int first = 1;; first = 0) {
-    if (mcpp_ensure(p, first) == 0 && mcpp_send(p, "done", fields) == 0) {
-      int rejected = 0;
-      long left = deadline - mcpp_now_ms();
-      if (mcpp_read(p, left > 0 ? (int)left : 0, seq, &rejected) == 1) {
-        if (!rejected) return 0;
-        if (mcpp_refuses_frame(p->refused)) {
-          char why[sizeof p->error];
-          strcpy(why, p->error);
-          return mcpp_fail(p, "the done was not delivered: %s", why);
+    if (mcpp_ensure(p, first) == 0) {
+      if (mcpp_send(p, "done", fields) == 0) {
+        int rejected = 0;
+        long left = deadline - mcpp_now_ms();
+        if (mcpp_read(p, left > 0 ? (int)left : 0, seq, &rejected) == 1) {
+          if (!rejected) return 0;
+          if (mcpp_resent_done_landed(resent, p->refused)) {
+            p->refused[0] = 0; /* Not refused: the daemon has this done already. */
+            return 0;
+          }
+          if (mcpp_refuses_frame(p->refused)) {
+            char why[sizeof p->error];
+            strcpy(why, p->error);
+            return mcpp_fail(p, "the done was not delivered: %s", why);
+          }
+          if (strcmp(p->refused, "journal_failed") != 0 || mcpp_now_ms() + MCPP_JOURNAL_RETRY_MS >= deadline) return -1;
+          mcpp_sleep_ms(MCPP_JOURNAL_RETRY_MS);
+          continue;
         }
-        if (strcmp(p->refused, "journal_failed") != 0 || mcpp_now_ms() + MCPP_JOURNAL_RETRY_MS >= deadline) return -1;
-        mcpp_sleep_ms(MCPP_JOURNAL_RETRY_MS);
-        continue;
+        if (p->connected) {
+          p->refused[0] = 0; /* Not refused: an earlier update's refusal, read meanwhile, is not why. */
+          return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
+        }
       }
-      if (p->connected) {
-        p->refused[0] = 0; /* Not refused: an earlier update's refusal, read meanwhile, is not why. */
-        return mcpp_fail(p, "the daemon did not acknowledge the done within %d ms", timeout_ms);
-      }
+      /* Still connected, the frame could not be made (too large): sent again, it would not be. */
+      if (p->connected) return -1;
+      /* The done was written (or its write found the connection closed), and the connection is
+       * gone before the answer: the daemon may have taken it. */
+      resent = 1;
     }
     if (!mcpp_wait_for_retry(p, deadline)) break;
   }

@@ -17,6 +17,7 @@ import {
   tempDir,
   waitForExit,
 } from '../helpers/daemon.js';
+import { startDoneCuttingRelay } from '../helpers/done-cutting-relay.js';
 import { connectGateway, expectRefusalsBackedOff, type GatewayClient } from '../helpers/gateway.js';
 import {
   events,
@@ -349,6 +350,40 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     // (Coming back at once, it made thousands.)
     expect(accepted).toBeGreaterThanOrEqual(2);
     expect(accepted).toBeLessThanOrEqual(2 + Number(polled.ms) / 25);
+  });
+
+  it('counts a done it sent again as delivered when the daemon answers stream_closed: the first one, taken before the connection was lost, ended the stream', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'c-resent', minIntervalMs: 0 });
+    // The relay cuts the worker's connection once the daemon has acked its done, the ack unread.
+    const relay = await startDoneCuttingRelay(daemon.info.socket);
+    onTestFinished(() => relay.close());
+    const { child, worker } = startWorker('done', 'c-resent', { values: 0, socket: relay.path });
+    expect(await waitForEvent(worker, 'done')).toEqual({
+      event: 'done',
+      delivered: true,
+      code: null,
+    });
+    expect(await waitForExit(child)).toBe(0);
+    expect(worker.stderr()).toBe('');
+    // It sent the done again on a second connection, after the first was cut at the ack.
+    expect(relay.cut).toBe(true);
+    expect(relay.connections).toBe(2);
+    const notice = await eventually(
+      () =>
+        gateway.notifications.find(
+          (n) =>
+            n.method === 'notifications/progress/done' && n.params.progressToken === 'c-resent',
+        ),
+      30_000,
+      'the done notice',
+    );
+    expect(notice.params).toEqual({
+      progressToken: 'c-resent',
+      status: 'ok',
+      message: 'the result',
+    });
+    await gateway.close();
   });
 
   /** The daemon's count of worker connections is 0: the worker's is closed. */
