@@ -11,6 +11,7 @@ import { Daemon } from '../../src/daemon/daemon.js';
 import { DEFAULT_MIN_INTERVAL_MS } from '../../src/shared/defaults.js';
 import { silentLogger } from '../../src/shared/log.js';
 import { cleanupAll, eventually, ROOT, startDaemon, tempDir } from '../helpers/daemon.js';
+import { startDoneCuttingRelay } from '../helpers/done-cutting-relay.js';
 import {
   type DrivenWorker,
   killWorkers,
@@ -435,6 +436,35 @@ describe.each(CLIENTS)('the $name client, at a daemon that is full', ({ start })
     await daemon.stop();
   });
 });
+
+describe.each(CLIENTS)(
+  'the $name client, whose connection is lost after its done reached the daemon',
+  ({ start }) => {
+    const bridge = useWatchedBridge();
+
+    it('sends the done again and counts its stream_closed as delivered: the first one ended the stream', async () => {
+      const token = uniqueToken('resent');
+      await bridge.gateway.request('progress/subscribe', {
+        progressToken: token,
+        minIntervalMs: 0,
+      });
+      // The relay cuts the worker's connection once the daemon has acked its done, the ack unread.
+      const relay = await startDoneCuttingRelay(bridge.daemon.info.socket);
+      onTestFinished(() => relay.close());
+      const worker = start({ MCP_PROGRESS_SOCKET: relay.path, MCP_PROGRESS_TOKEN: token });
+      await ready(worker);
+      await connected(worker);
+      worker.send({ done: 'ok' });
+      await expectDelivered(worker, true);
+      expect(relay.cut).toBe(true);
+      expect(relay.connections).toBe(2);
+      expect(await doneNotice(bridge.gateway, token)).toEqual({
+        progressToken: token,
+        status: 'ok',
+      });
+    });
+  },
+);
 
 describe('the Python client, given text that is not Unicode', () => {
   const bridge = useWatchedBridge();
