@@ -918,7 +918,13 @@ export class Backplane {
   }
 
   #beat(): void {
-    if (!this.#connected) return;
+    if (!this.#connected) {
+      // Cut off, it hears nobody, which says nothing of the others: it judges none of them. The
+      // pause check still runs: else a lost host's grace running out while cut off would take the
+      // time since the last review for a pause of this daemon, and start again and again.
+      this.#hosts.checkPause();
+      return;
+    }
     this.#sendHeartbeat('up');
     // Tokens the router evicted (done and past retention) are forgotten too.
     this.#hosts.review((token) => this.#router.get(token) !== undefined);

@@ -26,6 +26,8 @@ export interface RemoteHost {
   streams: number;
   /** Ends its active streams as abandoned when it does not come back. */
   graceTimer: NodeJS.Timeout | undefined;
+  /** Why it was lost (`its daemon stopped`, `no heartbeat for 3 s`), for the abandoned streams' message. */
+  lostBecause: string | undefined;
 }
 
 export interface RemoteHostsOptions {
@@ -45,12 +47,15 @@ export class RemoteHosts {
   /** Remote tokens and the host that publishes each. */
   readonly #owners = new Map<ProgressToken, RemoteHost>();
   #nextConnection = -1;
-  /** Between two reviews: whether this daemon itself stood still. */
+  /**
+   * Between two checks (reviews, beats while cut off, graces running out): whether this daemon
+   * itself stood still.
+   */
   readonly #pause: PauseWatch;
 
   constructor(options: RemoteHostsOptions) {
     this.#options = options;
-    this.#pause = new PauseWatch(options.now(), PAUSE_TOLERANCE_PERIODS * options.heartbeatMs);
+    this.#pause = new PauseWatch(options.now(), this.#pauseToleranceMs);
   }
 
   /** A router connection id of no host (negative, as every host's, so never a worker's). */
@@ -76,6 +81,7 @@ export class RemoteHosts {
         instance: undefined,
         streams: 0,
         graceTimer: undefined,
+        lostBecause: undefined,
       };
       this.#byName.set(name, host);
       this.#byConnection.set(host.connection, host);
@@ -108,6 +114,10 @@ export class RemoteHosts {
     this.#byName.delete(oldest.name);
     this.#byConnection.delete(oldest.connection);
     return true;
+  }
+
+  get #pauseToleranceMs(): number {
+    return PAUSE_TOLERANCE_PERIODS * this.#options.heartbeatMs;
   }
 
   #silentSince(): number {
@@ -173,12 +183,11 @@ export class RemoteHosts {
 
   /**
    * At each heartbeat: hosts silent for BACKPLANE_MISSED_HEARTBEATS are lost, unless this daemon
-   * itself stood still since the last review; tokens `isKnown` no longer holds are forgotten, and
+   * itself stood still since the last check (checkPause); tokens `isKnown` no longer holds are forgotten, and
    * then lost hosts with nothing left.
    */
   review(isKnown: (token: ProgressToken) => boolean): void {
-    // This daemon stood still: the heartbeats the others sent meanwhile are still unread.
-    if (this.#pause.resumed(this.#options.now())) this.allSeenNow();
+    this.checkPause();
     const silentSince = this.#silentSince();
     for (const host of this.#byName.values()) {
       if (!host.lost && host.lastSeen < silentSince) this.lose(host, 'silent');
@@ -202,23 +211,51 @@ export class RemoteHosts {
   lose(host: RemoteHost, why: 'stopped' | 'silent'): void {
     if (host.lost) return;
     host.lost = true;
-    const grace = this.#options.abandonGraceMs;
-    const what =
+    host.lostBecause =
       why === 'stopped'
         ? 'its daemon stopped'
         : `no heartbeat for ${(BACKPLANE_MISSED_HEARTBEATS * this.#options.heartbeatMs) / 1000} s`;
     this.#options.log.warn(
-      `backplane: host ${host.name} is lost (${what}); its active streams end as abandoned in ${grace / 1000} s unless it comes back`,
+      `backplane: host ${host.name} is lost (${host.lostBecause}); its active streams end as abandoned in ${this.#options.abandonGraceMs / 1000} s unless it comes back`,
     );
+    this.#startGrace(host);
+  }
+
+  /** (Re)starts a lost host's grace: a whole one from now. */
+  #startGrace(host: RemoteHost): void {
+    clearTimeout(host.graceTimer);
+    const grace = this.#options.abandonGraceMs;
     host.graceTimer = setTimeout(() => {
+      // Run late because this daemon stood still: the host may have come back meanwhile, unread
+      // yet in this daemon's socket; checkPause gave it a fresh grace instead.
+      if (this.checkPause()) return;
       host.graceTimer = undefined;
-      const tokens = this.#tokensOf(host);
       this.#options.abandon(
-        tokens,
-        `host ${host.name} left the backplane (${what}) and did not come back within ${grace / 1000} s`,
+        this.#tokensOf(host),
+        `host ${host.name} left the backplane (${host.lostBecause}) and did not come back within ${grace / 1000} s`,
       );
     }, grace);
     host.graceTimer.unref();
+  }
+
+  /**
+   * Called at each check (a review, a heartbeat while cut off from NATS, a grace running out):
+   * true when this daemon stood still since the one before (stopped, asleep, its event loop
+   * blocked). Then what the others sent meanwhile is still unread in its socket, and timers run
+   * before reads on waking: each host gets a fresh window, its silence counted from now and a
+   * lost host's grace started again, so its messages are read before it is judged.
+   */
+  checkPause(): boolean {
+    if (!this.#pause.resumed(this.#options.now())) return false;
+    this.allSeenNow();
+    for (const host of this.#byName.values()) {
+      if (host.graceTimer === undefined) continue;
+      this.#options.log.info(
+        `backplane: this daemon stood still (more than ${this.#pauseToleranceMs / 1000} s between two checks): host ${host.name} gets a fresh ${this.#options.abandonGraceMs / 1000} s before its active streams end as abandoned`,
+      );
+      this.#startGrace(host);
+    }
+    return true;
   }
 
   stop(): void {

@@ -8,10 +8,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect as natsConnect } from 'nats';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { tokenSubject } from '../../src/daemon/backplane-names.js';
+import { BackplaneSubjects, tokenSubject } from '../../src/daemon/backplane-names.js';
+import { DEFAULT_NATS_PREFIX, DEFAULTS } from '../../src/daemon/options.js';
 import {
   BACKPLANE_MAX_UNCONFIRMED,
   BACKPLANE_MAX_UNCONFIRMED_BYTES,
+  PAUSE_TOLERANCE_PERIODS,
 } from '../../src/shared/defaults.js';
 import {
   cleanupAll,
@@ -38,8 +40,10 @@ import {
   progressOf,
   sawProgress,
   startHost,
+  stopWhileIdle,
   streamOn,
   subscribe,
+  wakeAfterTimers,
 } from './hosts.js';
 import {
   cuttableLink,
@@ -59,6 +63,9 @@ const openssl = tool('openssl', {
   probe: ['openssl', 'version'],
   why: 'the certificates of the TLS backplane test',
 });
+
+/** The daemons' --nats-heartbeat-ms (a library option: the tests' daemons take the default). */
+const HEARTBEAT_MS = DEFAULTS.natsHeartbeatMs;
 
 /** What each test started, stopped in reverse at its end. */
 let open: Array<() => Promise<unknown> | unknown> = [];
@@ -109,6 +116,18 @@ async function accepted(
     (r) => (r.data as { seq?: number } | undefined)?.seq === seq,
   );
   expect(reply.type).toBe('ack');
+}
+
+/** Counts the heartbeats host `name` puts on the backplane from now on, as the other hosts hear them. */
+async function heartbeatsOf(url: string, name: string): Promise<() => number> {
+  const nc = await natsConnect({ servers: url });
+  open.push(() => nc.close());
+  let beats = 0;
+  nc.subscribe(new BackplaneSubjects(DEFAULT_NATS_PREFIX, name).heartbeatOf(name), {
+    callback: () => beats++,
+  });
+  await nc.flush();
+  return () => beats;
 }
 
 function count(text: string, part: string): number {
@@ -550,6 +569,71 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
       () => (a.stderr().includes('host wake-b is back') ? true : undefined),
       20_000,
       'host A to hear B again',
+    );
+  });
+
+  it('a grace that runs out while this host itself stood still (SIGSTOP) starts again when it wakes: the other host, back meanwhile and unread yet, keeps its streams', async () => {
+    const server = await nats();
+    const link = await cuttableLink(server.port);
+    open.push(() => link.close());
+    // A's grace: room enough to stop A once it took B for lost, on a loaded machine too.
+    const graceOfA = 2000;
+    const [a, b] = await Promise.all([
+      host(link.url, 'still-a', ['--abandon-grace-ms', String(graceOfA)]),
+      host(server.url, 'still-b'),
+    ]);
+    const { token, onTo: onA, publisher } = await firstValueCrosses(b, a, 'still');
+    const beatsOfB = await heartbeatsOf(server.url, 'still-b');
+    b.child.kill('SIGSTOP');
+    try {
+      await eventually(
+        () => (a.stderr().includes('host still-b is lost') ? true : undefined),
+        20_000,
+        'host A to take the stopped B for lost',
+      );
+      // What NATS sends A from now on (B's heartbeats among it) waits unread.
+      link.hold();
+      await stopWhileIdle(a);
+    } finally {
+      b.child.kill('SIGCONT');
+    }
+    try {
+      // B beats again, unheard by A, which sleeps through its grace and through more than
+      // PAUSE_TOLERANCE_PERIODS of its heartbeats (B's first beat comes as B wakes).
+      const from = beatsOfB();
+      const beats =
+        Math.ceil(Math.max(graceOfA, PAUSE_TOLERANCE_PERIODS * HEARTBEAT_MS) / HEARTBEAT_MS) + 2;
+      await eventually(
+        () => (beatsOfB() - from >= beats ? true : undefined),
+        20_000,
+        `host B to beat ${beats} times while A stands still`,
+      );
+    } finally {
+      await wakeAfterTimers(a, link);
+    }
+    await eventually(
+      () => (a.stderr().includes('host still-b is back') ? true : undefined),
+      20_000,
+      'host A to hear B again',
+    );
+    await accepted(publisher, 'progress', { progressToken: token, progress: 2 });
+    await eventually(
+      () =>
+        notificationsOf(onA, token).some(
+          (n) => n.params.progress === 2 || n.method.endsWith('/done'),
+        )
+          ? true
+          : undefined,
+      20_000,
+      "value 2 (or an end) of B's stream on A",
+    );
+    // Not abandoned on A: B was back before A could have heard it gone for a whole grace.
+    expect(notificationsOf(onA, token).map((n) => [n.method, n.params.progress])).toEqual([
+      ['notifications/progress', 1],
+      ['notifications/progress', 2],
+    ]);
+    expect(a.stderr()).toContain(
+      `backplane: this daemon stood still (more than ${(PAUSE_TOLERANCE_PERIODS * HEARTBEAT_MS) / 1000} s between two checks): host still-b gets a fresh ${graceOfA / 1000} s`,
     );
   });
 

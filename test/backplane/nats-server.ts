@@ -93,6 +93,14 @@ export interface CuttableLink {
   /** Listens again on the same port. */
   mend(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Holds back what NATS sends the daemon (its PONGs among it), in order, until release(): NATS
+   * slow to answer, or a daemon that has not yet read what it was sent.
+   */
+  hold(): void;
+  release(): void;
+  /** Chunks the daemon sent and connections it closed so far: whether it did anything since. */
+  fromDaemon(): number;
 }
 
 /** `fromClient`, when given, sees each chunk the daemon sends, as the relay read it. */
@@ -102,6 +110,10 @@ export async function cuttableLink(
 ): Promise<CuttableLink> {
   const port = await freePort();
   const sockets = new Set<Socket>();
+  /** Each daemon connection's two sockets, for hold() and release(). */
+  const pairs = new Set<{ client: Socket; upstream: Socket }>();
+  let held = false;
+  let fromDaemon = 0;
   let server: Server | undefined;
   const listen = () =>
     new Promise<void>((resolve, reject) => {
@@ -112,9 +124,20 @@ export async function cuttableLink(
           socket.on('close', () => sockets.delete(socket));
           socket.on('error', () => {});
         }
-        if (fromClient !== undefined) client.on('data', fromClient);
-        client.pipe(upstream).pipe(client);
-        client.on('close', () => upstream.destroy());
+        const pair = { client, upstream };
+        pairs.add(pair);
+        client.on('data', (chunk: Buffer) => {
+          fromDaemon++;
+          fromClient?.(chunk);
+        });
+        client.pipe(upstream);
+        if (held) upstream.pause();
+        else upstream.pipe(client);
+        client.on('close', () => {
+          fromDaemon++;
+          pairs.delete(pair);
+          upstream.destroy();
+        });
         upstream.on('close', () => client.destroy());
       });
       server.once('error', reject);
@@ -126,8 +149,28 @@ export async function cuttableLink(
     for (const socket of sockets) socket.destroy();
     await new Promise<void>((resolve) => (closing ? closing.close(() => resolve()) : resolve()));
   };
+  const hold = () => {
+    held = true;
+    for (const { client, upstream } of pairs) {
+      upstream.unpipe(client);
+      upstream.pause();
+    }
+  };
+  const release = () => {
+    if (!held) return;
+    held = false;
+    for (const { client, upstream } of pairs) upstream.pipe(client);
+  };
   await listen();
-  return { url: `nats://127.0.0.1:${port}`, cut, mend: listen, close: cut };
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    cut,
+    mend: listen,
+    close: cut,
+    hold,
+    release,
+    fromDaemon: () => fromDaemon,
+  };
 }
 
 /** A CA and a server certificate for 127.0.0.1, made with openssl in a temporary dir. */

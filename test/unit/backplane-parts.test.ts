@@ -8,6 +8,7 @@ import {
   BACKPLANE_MISSED_HEARTBEATS,
 } from '../../src/shared/defaults.js';
 import { createLogger } from '../../src/shared/log.js';
+import { eventually } from '../helpers/daemon.js';
 
 describe('BackplaneSubjects', () => {
   const subjects = new BackplaneSubjects('team-a.progress', 'gpu-1');
@@ -53,8 +54,9 @@ describe('RemoteHosts', () => {
     let now = 1000;
     const abandoned: Array<{ tokens: readonly unknown[]; reason: string }> = [];
     let onAbandon: () => void = () => {};
+    const logged: string[] = [];
     const hosts = new RemoteHosts({
-      log: createLogger('error', () => {}),
+      log: createLogger('info', (line) => logged.push(line)),
       now: () => now,
       heartbeatMs: 100,
       abandonGraceMs,
@@ -66,6 +68,7 @@ describe('RemoteHosts', () => {
     return {
       hosts,
       abandoned,
+      logged,
       advance: (ms: number) => {
         now += ms;
       },
@@ -160,6 +163,33 @@ describe('RemoteHosts', () => {
     advance(1);
     hosts.review(() => true);
     expect(a.lost).toBe(true);
+  });
+
+  it('a grace that runs out after this daemon stood still starts again: the host, heard meanwhile, keeps its streams', async () => {
+    const { hosts, abandoned, logged, advance, nextAbandon } = table(20);
+    const a = hosts.named('a');
+    if (a === undefined) throw new Error('no host');
+    hosts.setOwner('a-job', a);
+    hosts.lose(a, 'silent');
+    // Asleep for ten heartbeats, past the grace: the grace runs first on waking, before the reads.
+    advance(1000);
+    await eventually(
+      () => (logged.some((line) => line.includes('this daemon stood still')) ? true : undefined),
+      5000,
+      'the grace to start again',
+    );
+    expect(logged.at(-1)).toContain('host a gets a fresh 0.02 s');
+    expect([a.lost, abandoned]).toEqual([true, []]);
+    // Its heartbeat, read after the timers: back, and nothing is abandoned.
+    hosts.seen(a);
+    expect([a.lost, a.graceTimer, abandoned]).toEqual([false, undefined, []]);
+    // Lost again and not back: the grace that ran out on time ends its streams.
+    const abandon = nextAbandon();
+    hosts.lose(a, 'stopped');
+    await abandon;
+    expect(abandoned).toEqual([
+      { tokens: ['a-job'], reason: expect.stringContaining('(its daemon stopped)') },
+    ]);
   });
 
   it('a lost host heard again is back, and nothing is abandoned', async () => {
