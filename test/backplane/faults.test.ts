@@ -13,6 +13,7 @@ import { DEFAULT_NATS_PREFIX, DEFAULTS } from '../../src/daemon/options.js';
 import {
   BACKPLANE_MAX_UNCONFIRMED,
   BACKPLANE_MAX_UNCONFIRMED_BYTES,
+  BACKPLANE_STALL_HEARTBEATS,
   PAUSE_TOLERANCE_PERIODS,
 } from '../../src/shared/defaults.js';
 import {
@@ -635,6 +636,71 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
     expect(a.stderr()).toContain(
       `backplane: this daemon stood still (more than ${(PAUSE_TOLERANCE_PERIODS * HEARTBEAT_MS) / 1000} s between two checks): host still-b gets a fresh ${graceOfA / 1000} s`,
     );
+  });
+
+  it('a flush in flight while this host stood still (SIGSTOP) does not make it take NATS as lost when it wakes: the answer waits unread', async () => {
+    const server = await nats();
+    let sentByA = '';
+    const link = await cuttableLink(server.port, (chunk) => {
+      sentByA += chunk.toString('latin1');
+    });
+    open.push(() => link.close());
+    const [a, b] = await Promise.all([host(link.url, 'flush-a'), host(server.url, 'flush-b')]);
+    const { token, publisher } = await firstValueCrosses(a, b, 'flush');
+    const onA = await session(a);
+    const unconfirmedOnA = async () =>
+      (
+        (await onA.request('progress/status')).result as {
+          backplane: { unconfirmed: number };
+        }
+      ).backplane.unconfirmed;
+    await eventually(
+      async () => ((await unconfirmedOnA()) === 0 ? true : undefined),
+      20_000,
+      "NATS to confirm A's messages",
+    );
+    const beatsOfB = await heartbeatsOf(server.url, 'flush-b');
+    // Just after a PING of the client's own (one a heartbeat), so that the next PING is the flush.
+    const idle = sentByA.length;
+    await eventually(
+      () => (sentByA.indexOf('PING\r\n', idle) >= 0 ? true : undefined),
+      20_000,
+      "a PING of A's client",
+    );
+    // What NATS answers A waits unread: the flush of value 2 stays in flight.
+    link.hold();
+    const before = sentByA.length;
+    await accepted(publisher, 'progress', { progressToken: token, progress: 2 });
+    await eventually(
+      () => {
+        const published = sentByA.indexOf(tokenSubject(token), before);
+        return published >= 0 && sentByA.indexOf('PING\r\n', published) >= 0 ? true : undefined;
+      },
+      20_000,
+      'A to ask NATS to confirm value 2',
+    );
+    await stopWhileIdle(a);
+    try {
+      // A stands still for longer than its stall window, BACKPLANE_STALL_HEARTBEATS heartbeats.
+      const from = beatsOfB();
+      const beats = BACKPLANE_STALL_HEARTBEATS + 2;
+      await eventually(
+        () => (beatsOfB() - from >= beats ? true : undefined),
+        20_000,
+        `host B to beat ${beats} times while A stands still`,
+      );
+    } finally {
+      await wakeAfterTimers(a, link);
+    }
+    await eventually(
+      async () => ((await unconfirmedOnA()) === 0 ? true : undefined),
+      20_000,
+      'A to read the answer to its flush',
+    );
+    // What A logged on waking was written before it answered the status.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(a.stderr()).not.toContain('has not answered');
+    expect(a.stderr()).not.toContain('lost NATS');
   });
 
   it('a NATS server that stops answering (SIGSTOP): the publishing daemon takes it as lost, keeps within its caps what it holds, and sends the newest value and the end when NATS answers again', async () => {
