@@ -17,6 +17,7 @@ import {
 import {
   DEFAULT_PORT,
   DEFAULT_SHUTDOWN_GRACE_MS,
+  MIN_NATS_HEARTBEAT_MS,
   MIN_PAGE_COOKIE_TTL_MS,
   PAGE_COOKIE_TTL_MS,
 } from '../shared/defaults.js';
@@ -434,9 +435,9 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     key: { daemon: 'natsHeartbeatMs' },
     kind: 'integer',
     default: 1000,
-    min: 10,
+    min: MIN_NATS_HEARTBEAT_MS,
     section: 'Backplane (NATS, docs/BACKPLANE.md)',
-    help: 'how often a daemon tells the backplane it is alive; silent for 3 of these, a host is lost (and NATS, unanswered for 3, is taken as lost)',
+    help: `how often a daemon tells the backplane it is alive, and pings NATS; silent for 3 of these, a host is lost (and NATS, unanswered for 3, is taken as lost). At least ${MIN_NATS_HEARTBEAT_MS}: each is a message to every host and a PING, and the check of NATS's confirmations, every 100 ms, needs a heartbeat well above that`,
     libraryOnly: true,
   },
   {

@@ -236,6 +236,16 @@ export const BACKPLANE_MAX_UNCONFIRMED_BYTES = 16 * 1024 * 1024;
 export const BACKPLANE_MISSED_HEARTBEATS = 3;
 
 /**
+ * The shortest --nats-heartbeat-ms. Each heartbeat is a message from every daemon to every other
+ * (up to BACKPLANE_MAX_HOSTS) and a PING to NATS: at the old minimum of 10 ms, 100 of each a
+ * second per daemon. And the check that NATS confirmed the stream messages, every 100 ms, takes a
+ * gap of more than one heartbeat for a pause of this daemon's own (src/shared/pause-watch.ts):
+ * a heartbeat not well above 100 ms would have it see a pause at every check and never find a
+ * stalled NATS.
+ */
+export const MIN_NATS_HEARTBEAT_MS = 250;
+
+/**
  * NATS is taken as lost when it has not answered for this many heartbeat intervals: a flush
  * unanswered that long, or that many pings of the client (one each interval, up to this many
  * less one outstanding). A server that is stopped (not closed) keeps its socket open, so

@@ -9,6 +9,7 @@ import {
   optionsInput,
   resolveDaemonOptions,
 } from '../../src/daemon/options.js';
+import { MIN_NATS_HEARTBEAT_MS } from '../../src/shared/defaults.js';
 import {
   defaultSocketPath,
   locateSocketPath,
@@ -110,6 +111,10 @@ describe('daemon options', () => {
     [{ host: '10.0.0.5' }, 'Pass --allow-remote'],
     [{ allowOrigins: ['evil.example'] }, 'option --allow-origin'],
     [{ secret: 'short' }, 'option --secret: expected at least 16 characters'],
+    [
+      { natsHeartbeatMs: 10 },
+      `option --nats-heartbeat-ms: expected an integer from ${MIN_NATS_HEARTBEAT_MS} to`,
+    ],
   ])('refuses %j', (input, message) => {
     expect(() => resolveDaemonOptions({ runtimeDir: '/r', ...input }, {})).toThrow(message);
   });
