@@ -28,9 +28,11 @@
  * at its --max-connections accepts a connection only to refuse it, and one that refuses a frame as
  * malformed closes the connection, neither of which ends the backoff; a write that finds the
  * connection closed reads what the daemon said before closing, so that its refusal is reported
- * too), claims the token again if it was claimed, sends the newest
- * update made meanwhile (it failed then, or went to a refused connection, and was kept: not a
- * backlog), and goes on; poll waits
+ * too), claims the token again if it was claimed, and sends again, before anything else, the
+ * newest update it published, whether or not that went out before the loss (not a backlog; as the
+ * Node and Python clients do), so that a daemon that restarted learns the stream at once, even
+ * from a worker that makes no further update; it carries a seq, and a daemon that had it already
+ * answers non_monotonic, which is not a failure. Then it goes on; poll waits
  * for the daemon up to its timeout, and done up to its own (250 ms when it never connected),
  * sending the done again on the new connection (refused stream_closed there, it was delivered: the
  * first one landed before the loss, see mcp_progress_done);
@@ -50,6 +52,8 @@
 #include <stddef.h>
 
 #define MCP_PROGRESS_MAX_FRAME 65536
+/* The longest message the daemon takes, in UTF-8 bytes (MAX_MESSAGE_BYTES, PROTOCOL.md 2.3). */
+#define MCP_PROGRESS_MAX_MESSAGE 4096
 
 typedef void (*mcp_progress_cancel_fn)(void *user, const char *reason);
 
@@ -82,8 +86,12 @@ typedef struct mcp_progress {
   /* The code of the daemon's refusal that the last call saw ("" when it saw none), such as
    * "invalid_utf8" or "stream_closed": p.error then says what was refused and why. */
   char refused[64];
-  char pending[8192]; /* The newest update made while not connected: sent first on connecting. */
-  char sent[8192]; /* The newest update sent on this connection: kept if the daemon refuses it. */
+  /* The newest update published (its fields; "" for none), sent again first on each connection.
+   * Room for any update the daemon takes: its longest message with every byte escaped (\u00XX). */
+  char newest[MCP_PROGRESS_MAX_MESSAGE * 6 + 128];
+  double newest_progress;
+  int newest_sent; /* It went out on the current connection. */
+  long resync_seq; /* The seq it was sent again with: non_monotonic to it means the daemon had it. */
 } mcp_progress;
 
 /*
@@ -263,7 +271,7 @@ static int mcpp_connect(mcp_progress *p) {
   p->ever_connected = 1;
   if (!p->refused_connection) p->attempts = 0;
   p->refused_connection = 0;
-  p->sent[0] = 0;
+  p->newest_sent = 0;
   p->inbox_used = 0;
   return 0;
 }
@@ -271,8 +279,24 @@ static int mcpp_connect(mcp_progress *p) {
 static int mcpp_send(mcp_progress *p, const char *type, const char *fields);
 
 /*
- * Connected, or connects now when its wait is over (or `at_once`), and claims the token again if
- * this worker had: a restarted daemon knows nothing of the connection before.
+ * The newest update, sent again on a new connection: a restarted daemon knows nothing of the
+ * stream (as the Node and Python clients' #resyncSeq). With a seq of its own, so that the
+ * daemon's non_monotonic to it (it had the value: only the connection was lost) can be told
+ * from a refusal of the worker's own update, and ignored (mcpp_handle).
+ */
+static int mcpp_resend_newest(mcp_progress *p) {
+  char fields[sizeof p->newest + 32];
+  p->resync_seq = p->next_seq++;
+  snprintf(fields, sizeof fields, "%s,\"seq\":%ld", p->newest, p->resync_seq);
+  if (mcpp_send(p, "progress", fields) != 0) return -1;
+  p->newest_sent = 1;
+  return 0;
+}
+
+/*
+ * Connected, or connects now when its wait is over (or `at_once`), claims the token again if
+ * this worker had, and sends the newest update again before anything else: a restarted daemon
+ * knows nothing of the connection before.
  */
 static int mcpp_ensure(mcp_progress *p, int at_once) {
   if (p->connected) return 0;
@@ -287,15 +311,7 @@ static int mcpp_ensure(mcp_progress *p, int at_once) {
     return -1;
   }
   if (p->claimed && mcpp_send(p, "claim", "") != 0) return -1;
-  if (p->pending[0] != 0) {
-    char fields[sizeof p->pending];
-    strcpy(fields, p->pending);
-    p->pending[0] = 0;
-    if (mcpp_send(p, "progress", fields) != 0) {
-      if (!p->connected) strcpy(p->pending, fields);
-      return -1;
-    }
-  }
+  if (p->newest[0] != 0 && mcpp_resend_newest(p) != 0) return -1;
   return 0;
 }
 
@@ -368,9 +384,7 @@ static int mcpp_send(mcp_progress *p, const char *type, const char *fields) {
   if (used < 0 || used + (int)strlen(fields) + 4 >= (int)sizeof frame)
     return mcpp_fail(p, "the %s frame is over %d bytes: shorten the message", type, MCP_PROGRESS_MAX_FRAME);
   used += snprintf(frame + used, sizeof frame - (size_t)used, "%s}}\f", fields);
-  if (mcpp_write_all(p, frame, (size_t)used) != 0) return -1;
-  if (strcmp(type, "progress") == 0 && strlen(fields) < sizeof p->sent) strcpy(p->sent, fields);
-  return 0;
+  return mcpp_write_all(p, frame, (size_t)used);
 }
 
 /* The string value of "key" in a frame the daemon wrote (JSON.stringify: no spaces), unescaped. */
@@ -428,14 +442,16 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
   }
   if (strcmp(type, "rejected") == 0) {
     char code[64] = "", message[4200] = "";
+    long seq = mcpp_field_integer(frame, "seq");
     mcpp_field_string(frame, "code", code, sizeof code);
+    /* The newest update sent again on connecting, which the daemon had already: not a failure. */
+    if (seq >= 0 && seq == p->resync_seq && strcmp(code, "non_monotonic") == 0) return -1;
     mcpp_field_string(frame, "message", message, sizeof message);
     memcpy(p->refused, code, sizeof code); /* The same size, and ended. */
     if (strcmp(code, "too_many_connections") == 0) {
       /* Accepted only to say so and close: coming back at once would not help, and what was sent
        * on this connection was ignored (its newest update goes first on the next). */
       p->refused_connection = 1;
-      if (p->sent[0] != 0) strcpy(p->pending, p->sent);
       mcpp_fail(p, "the daemon on %s serves --max-connections workers already: %s; reconnecting with backoff", p->socket_path, message);
     } else {
       /* A malformed frame (a token or message that is not UTF-8, a NaN) closes the connection,
@@ -443,13 +459,14 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
        * frame it was is not said: nothing sent on this connection is sent again. */
       if (mcpp_refuses_frame(code)) {
         p->refused_connection = 1;
+        if (p->newest_sent) p->newest[0] = 0;
         mcpp_fail(p, "the daemon refused a frame (%s) and closed the connection; it is not sent again: %s", code, message);
       } else {
         mcpp_fail(p, "the daemon refused a frame (%s): %s", code, message);
       }
     }
     *rejected = 1;
-    return mcpp_field_integer(frame, "seq");
+    return seq;
   }
   if (strcmp(type, "ack") == 0) return mcpp_field_integer(frame, "seq");
   return -1;
@@ -521,6 +538,7 @@ int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *toke
   p->fd = -1;
 #endif
   p->next_seq = 1;
+  p->resync_seq = -1;
   if (socket_path == NULL) socket_path = getenv("MCP_PROGRESS_SOCKET");
   if (token == NULL) token = getenv("MCP_PROGRESS_TOKEN");
   if (token == NULL || *token == 0)
@@ -552,6 +570,21 @@ int mcp_progress_claim(mcp_progress *p) {
   return was_connected ? mcpp_send(p, "claim", "") : mcpp_ensure(p, 0);
 }
 
+/*
+ * Keeps an update as the newest, to be sent again on each new connection; `sent`: it went out on
+ * this one. Not one whose progress is not above the newest's: the daemon refuses it (progress must
+ * increase), so the newest it has is still the one kept. Nor one too long to keep: it holds a
+ * message longer than the daemon takes, and is refused too.
+ */
+static int mcpp_keep_newest(mcp_progress *p, double progress, const char *fields, int sent) {
+  if (p->newest[0] != 0 && !(progress > p->newest_progress)) return 0;
+  if (strlen(fields) >= sizeof p->newest) return 0;
+  strcpy(p->newest, fields);
+  p->newest_progress = progress;
+  p->newest_sent = sent;
+  return 1;
+}
+
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message) {
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
   p->refused[0] = 0;
@@ -563,15 +596,16 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
   }
   int rejected = 0;
   if (mcpp_send(p, "progress", fields) != 0) {
-    /* Not connected: the newest update waits for the next connection, replacing an older one. */
-    if (!p->connected && mcpp_may_reconnect(p) && strlen(fields) < sizeof p->pending) {
+    /* Not connected: the update waits for the next connection, which sends the newest first. */
+    if (!p->connected && mcpp_may_reconnect(p) && mcpp_keep_newest(p, progress, fields, 0)) {
       char why[sizeof p->error];
-      strcpy(p->pending, fields);
       strcpy(why, p->error);
       mcpp_fail(p, "%s; the update is kept and sent once connected", why);
     }
     return -1;
   }
+  /* Kept before reading: a refusal of it as malformed, read now, drops it. */
+  mcpp_keep_newest(p, progress, fields, 1);
   mcpp_read(p, 0, -1, &rejected); /* Cancels that came meanwhile. */
   return rejected ? -1 : 0;
 }

@@ -149,7 +149,7 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     expect(await late.stop()).toBe(0);
   });
 
-  it('connects again to a daemon restarted under it: later values and the done reach the new one', async () => {
+  it('connects again to a daemon restarted under it: its newest value, later values and the done reach the new one', async () => {
     const runtimeDir = tempDir();
     const first = await startDaemon([], runtimeDir);
     const before = await connectGateway(first.info);
@@ -169,11 +169,109 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     await stepThrough(steps, 3, (value) => value === 1 || values(after).includes(value));
     expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true });
     expect(await waitForExit(child)).toBe(0);
-    expect(values(after)).toEqual([2, 3]);
+    // Value 1, sent again once it was back, before value 2.
+    expect(values(after)).toEqual([1, 2, 3]);
     // It saw the loss in poll, between its calls: no call of its failed.
     expect(worker.stderr()).toBe('');
     await after.close();
     expect(await second.stop()).toBe(0);
+  });
+
+  it('tells a daemon restarted while it is idle its newest value, with no update of its to come', async () => {
+    const runtimeDir = tempDir();
+    const first = await startDaemon([], runtimeDir);
+    const before = await connectGateway(first.info);
+    await before.request('progress/subscribe', { progressToken: 'c-idle', minIntervalMs: 0 });
+    const { child, worker, steps } = startWorker('done', 'c-idle', {
+      values: 2,
+      socket: first.info.socket,
+    });
+    // Its value 1 was taken; it waits for its step file, polling, and updates nothing meanwhile.
+    const values = (gateway: GatewayClient) => progressValues(gateway, 'c-idle');
+    await eventually(() => (values(before).includes(1) ? true : undefined), 60_000, 'value 1');
+    await before.close();
+    expect(await first.stop()).toBe(0);
+
+    // A host watching it on the new daemon learns where the job is from the worker's reconnect
+    // alone: the value it published before, whole.
+    const second = await startDaemon([], runtimeDir);
+    const after = await connectGateway(second.info);
+    await after.request('progress/subscribe', { progressToken: 'c-idle', minIntervalMs: 0 });
+    const resent = await eventually(
+      () =>
+        after.notifications.find(
+          (n) => n.method === 'notifications/progress' && n.params.progressToken === 'c-idle',
+        ),
+      // Back within its 2 s backoff: well inside the test's time, so a miss is named here.
+      20_000,
+      () => `value 1 sent again to the new daemon (stderr: ${worker.stderr()})`,
+    );
+    expect(resent.params).toEqual({
+      progressToken: 'c-idle',
+      progress: 1,
+      total: 2,
+      message: 'step 1',
+    });
+    await stepThrough(steps, 2, (value) => values(after).includes(value));
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true, code: null });
+    expect(await waitForExit(child)).toBe(0);
+    expect(values(after)).toEqual([1, 2]);
+    expect(worker.stderr()).toBe('');
+    await after.close();
+    expect(await second.stop()).toBe(0);
+  });
+
+  it('sends its newest value again when only its connection was lost: the daemon had it (non_monotonic), which is no failure', async () => {
+    const gateway = await connectGateway(daemon.info);
+    await gateway.request('progress/subscribe', { progressToken: 'c-cut', minIntervalMs: 0 });
+    const relay = await startDoneCuttingRelay(daemon.info.socket, { cutAtDone: false });
+    onTestFinished(() => relay.close());
+    const { child, worker, steps } = startWorker('done', 'c-cut', {
+      values: 2,
+      socket: relay.path,
+    });
+    onTestFinished(() => {
+      child.kill();
+    });
+    const values = () => progressValues(gateway, 'c-cut');
+    await eventually(() => (values().includes(1) ? true : undefined), 30_000, 'value 1');
+    relay.cutAll();
+    // Back on a second connection, polling, it claims and sends value 1 again first, with a seq;
+    // the daemon, which never lost the stream, refuses it as not an increase.
+    const refusal = await eventually(
+      () =>
+        relay.frames.find(
+          (f) => f.connection === 2 && f.from === 'daemon' && f.envelope?.type === 'rejected',
+        ),
+      20_000,
+      () => `the daemon's answer to value 1 sent again (stderr: ${worker.stderr()})`,
+    );
+    const sent = relay.frames.filter((f) => f.connection === 2 && f.from === 'worker');
+    expect(sent.map((f) => f.envelope)).toEqual([
+      { type: 'claim', data: { v: 1, progressToken: 'c-cut' } },
+      {
+        type: 'progress',
+        data: {
+          v: 1,
+          progressToken: 'c-cut',
+          progress: 1,
+          total: 2,
+          message: 'step 1',
+          seq: expect.any(Number),
+        },
+      },
+    ]);
+    expect(refusal.envelope?.data).toMatchObject({
+      code: 'non_monotonic',
+      seq: sent[1]?.envelope?.data?.seq,
+    });
+    await stepThrough(steps, 2, (value) => values().includes(value));
+    expect(await waitForEvent(worker, 'done')).toMatchObject({ delivered: true, code: null });
+    expect(await waitForExit(child)).toBe(0);
+    // Not a failure: neither a poll nor a later call of the worker reported it.
+    expect(worker.stderr()).toBe('');
+    expect(values()).toEqual([1, 2]);
+    await gateway.close();
   });
 
   it("reports its done delivered when an earlier update of its was refused: the refusal is that update's", async () => {
