@@ -14,7 +14,8 @@
  * - `subscriptions/listen` with `notifications.taskIds` gets `notifications/tasks` until each
  *   task is terminal, then the listen's result ends it (the 2.x entries serve the listen method
  *   themselves, so the transports hand such a listen here); a task that can no longer be told of
- *   (the daemon forgot it, or is gone) ends it with an error naming it instead.
+ *   (the daemon forgot it, or is gone) ends it with an error naming it instead; one the daemon
+ *   forgot while the listen follows others is also told at once, as failed with that error.
  */
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -35,6 +36,7 @@ import {
   TASK_STATUS_MIN_INTERVAL_MS,
 } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
+import { fitStatusMessage } from './describe.js';
 import { type Forwarding, forwardOnOwnSession, outsideRequest } from './forward.js';
 import {
   type ProgressTool,
@@ -264,6 +266,37 @@ interface Gone {
   readonly cause: string;
   /** The daemon is gone: the graver cause, which the listen's error gives first. */
   readonly lost?: true;
+  /**
+   * The task is no more (the daemon forgot it): while the listen follows other tasks, it is told
+   * at once as failed, with this error (SEP-2663 lets a server mark a task failed past its TTL).
+   */
+  readonly failed?: true;
+}
+
+/** The error of tasks that went (`gone`, each with why): a listen's end, or a task's when told alone. */
+function goneError(gone: ReadonlyMap<string, Gone>): NonNullable<ListenMessage['error']> {
+  const whys = [...gone.values()];
+  // The daemon's loss is the graver cause: with it, no task of the listen can be asked about.
+  const why = whys.find((one) => one.lost === true) ?? (whys[0] as Gone);
+  return {
+    code: why.code,
+    message: whys.map((one) => one.message).join('; '),
+    data: { code: why.cause, taskIds: [...gone.keys()] },
+  };
+}
+
+/**
+ * A task the daemon forgot, as a listen that goes on is told of it: as last told, now failed,
+ * with the error a listen of it alone would have ended with.
+ */
+function failedTask(last: TaskRecord, why: Gone): Record<string, unknown> {
+  return {
+    ...extensionTask(last),
+    status: 'failed',
+    statusMessage: fitStatusMessage(why.message),
+    lastUpdatedAt: new Date().toISOString(),
+    error: goneError(new Map([[last.taskId, why]])),
+  };
 }
 
 /** The daemon answers it has no such task: it forgot it at its TTL, or restarted. */
@@ -272,6 +305,7 @@ function forgotten(taskId: string): Gone {
     code: RPC_ERRORS.invalid_params.code,
     cause: 'invalid_params',
     message: `the daemon no longer has task ${JSON.stringify(taskId)}: its TTL passed before its job started (no worker published on its token), or the daemon restarted (tasks are in its memory only)`,
+    failed: true,
   };
 }
 
@@ -302,6 +336,8 @@ function followRefused(taskId: string, error: unknown): Gone {
 /** What one listened task has had: the last status and statusMessage told, and its follow. */
 interface Followed {
   told: string | undefined;
+  /** The task as last told. */
+  last: TaskRecord | undefined;
   /** When the task told last had changed (ms): an older look, answered late, is not told. */
   toldChangedAt: number;
   ended: boolean;
@@ -348,7 +384,13 @@ class TaskListener {
   }
 
   add(taskId: string): void {
-    this.#tasks.set(taskId, { told: undefined, toldChangedAt: 0, ended: false, stop: undefined });
+    this.#tasks.set(taskId, {
+      told: undefined,
+      last: undefined,
+      toldChangedAt: 0,
+      ended: false,
+      stop: undefined,
+    });
   }
 
   follows(taskId: string): boolean {
@@ -377,6 +419,7 @@ class TaskListener {
     const told = `${record.status}\n${String(params.statusMessage)}`;
     if (told === followed.told) return;
     followed.told = told;
+    followed.last = record;
     followed.toldChangedAt = changedAt;
     const terminal = TERMINAL_TASK_STATUSES.has(record.status);
     if (terminal) {
@@ -391,7 +434,8 @@ class TaskListener {
   /**
    * Nothing more can be told of the task (`why`): the daemon forgot it, or is gone. It is not
    * followed any more, and once every task has ended so, or been told its end, the listen ends
-   * with an error naming the ones that went this way.
+   * with an error naming the ones that went this way. A task the daemon forgot while others are
+   * still followed is told now (failed, with that error), not only at the listen's end.
    */
   gone(taskId: string, why: Gone): void {
     const followed = this.#tasks.get(taskId);
@@ -399,7 +443,11 @@ class TaskListener {
     followed.ended = true;
     this.#gone.set(taskId, why);
     followed.stop?.().catch(() => {});
-    if (this.#allEnded()) this.#finished();
+    if (this.#allEnded()) {
+      this.#finished();
+    } else if (why.failed === true && followed.last !== undefined) {
+      this.send(TASK_STATUS_NOTIFICATION, failedTask(followed.last, why)).catch(() => {});
+    }
   }
 
   #allEnded(): boolean {
@@ -434,8 +482,7 @@ class TaskListener {
 
   /** The listen's answer: its result, or the error of the tasks it could not tell the end of. */
   #answer(): ListenMessage {
-    const gone = [...this.#gone.values()];
-    if (gone.length === 0) {
+    if (this.#gone.size === 0) {
       return {
         jsonrpc: '2.0',
         id: this.subscriptionId,
@@ -445,17 +492,7 @@ class TaskListener {
         },
       };
     }
-    // The daemon's loss is the graver cause: with it, no task of the listen can be asked about.
-    const why = gone.find((one) => one.lost === true) ?? (gone[0] as Gone);
-    return {
-      jsonrpc: '2.0',
-      id: this.subscriptionId,
-      error: {
-        code: why.code,
-        message: gone.map((one) => one.message).join('; '),
-        data: { code: why.cause, taskIds: [...this.#gone.keys()] },
-      },
-    };
+    return { jsonrpc: '2.0', id: this.subscriptionId, error: goneError(this.#gone) };
   }
 }
 

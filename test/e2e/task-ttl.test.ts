@@ -125,6 +125,63 @@ describe.each(RAW_TRANSPORTS)('a task and its TTL over $name', (transport) => {
     }
   }, 20_000);
 
+  it('a listen of two tasks is told at once of the one whose TTL passes before its job starts, and goes on following the other', async () => {
+    const t = token('other');
+    const worker = await publishingWorker(daemon.info.socket, t);
+    const mcp = await transport.connect(daemon, NEWEST_REVISION);
+    try {
+      const never = await createTask(token('never-of-two'));
+      const created = await gateway.request('task/create', { progressToken: t });
+      const other = (created.result as { task: GatewayTask }).task;
+      const id = mcp.send('subscriptions/listen', {
+        notifications: { taskIds: [never.taskId, other.taskId] },
+        _meta: WITH_TASKS,
+      });
+      const toldOf = (taskId: string) =>
+        onListen(mcp, id).filter(
+          (m) => m.method === 'notifications/tasks' && m.params?.taskId === taskId,
+        );
+      // Told when the daemon no longer has it, as failed, with the error a listen of it alone
+      // ends with; while the other task is still working.
+      const failed = await eventually(
+        () => toldOf(never.taskId).find((m) => m.params?.status === 'failed'),
+        10_000,
+        'the forgotten task told failed',
+      );
+      expect(failed.params?.error).toMatchObject({
+        code: -32602,
+        message: expect.stringContaining('TTL'),
+        data: { code: 'invalid_params', taskIds: [never.taskId] },
+      });
+      expect(String(failed.params?.statusMessage)).toContain(never.taskId);
+      expect(onListen(mcp, id).some((m) => m.id === id)).toBe(false);
+      // The other task is still followed: each step, then its end, then the listen's end.
+      worker.send('progress', {
+        v: 1,
+        progressToken: t,
+        progress: 7,
+        total: 100,
+        message: 'seven',
+      });
+      await eventually(() =>
+        toldOf(other.taskId).some((m) => String(m.params?.statusMessage).includes('seven'))
+          ? true
+          : undefined,
+      );
+      worker.send('done', { v: 1, progressToken: t, status: 'ok' });
+      const end = await mcp.ended(id);
+      expect(toldOf(other.taskId).at(-1)?.params).toMatchObject({ status: 'completed' });
+      // The listen's end still names the task that went without its end told.
+      expect(end.error).toMatchObject({ code: -32602 });
+      expect(end.error?.data).toEqual({ code: 'invalid_params', taskIds: [never.taskId] });
+      // Nothing more of the forgotten task after it was told failed.
+      expect(toldOf(never.taskId).at(-1)).toBe(failed);
+    } finally {
+      worker.destroy();
+      await mcp.close();
+    }
+  }, 20_000);
+
   it('a listen of a 2026-07-28 task whose job outlives its TTL tells each step, then the end and the result', async () => {
     const t = token('long-2026');
     const worker = await publishingWorker(daemon.info.socket, t);
