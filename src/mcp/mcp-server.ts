@@ -5,6 +5,7 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   type CallToolRequest,
   EmptyResultSchema,
@@ -218,6 +219,57 @@ const NOTHING_SENT = Promise.resolve();
 type RawHandler = (request: { method: string; params?: unknown }, extra: Extra) => Promise<unknown>;
 
 /**
+ * When the answer to a request has been handed to the server's transport. SDK 1.x sends a
+ * handler's answer some turns after the handler returns and tells no one, so the transport's
+ * send is wrapped (once per transport) to see it go: the same message, the same promise back.
+ */
+class HandedAnswers {
+  readonly #waiting = new Map<string | number, () => void>();
+  #watched: Transport | undefined;
+
+  /**
+   * Settles once the answer to `requestId` went to `transport`'s send and that send settled, or
+   * once none will go (`signal`: the request was cancelled, or its transport closed).
+   */
+  of(
+    transport: Transport | undefined,
+    requestId: string | number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    if (transport === undefined || signal.aborted) return Promise.resolve();
+    this.#watch(transport);
+    return new Promise<void>((resolve) => {
+      const release = () => {
+        this.#waiting.delete(requestId);
+        signal.removeEventListener('abort', release);
+        resolve();
+      };
+      this.#waiting.set(requestId, release);
+      signal.addEventListener('abort', release, { once: true });
+    });
+  }
+
+  #watch(transport: Transport): void {
+    if (this.#watched === transport) return;
+    this.#watched = transport;
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => {
+      const sent = send(message, options);
+      if (
+        this.#waiting.size > 0 &&
+        'id' in message &&
+        message.id !== undefined &&
+        !('method' in message)
+      ) {
+        const release = this.#waiting.get(message.id);
+        if (release !== undefined) sent.then(release, release);
+      }
+      return sent;
+    };
+  }
+}
+
+/**
  * watch_progress with `execution.taskSupport: "optional"`. SDK 1.32.2's McpServer ties that
  * setting to registerToolTask, whose plain calls are its own polling of the task: a plain
  * watch_progress would lose its progress notifications and its timeout. So the tool stays a
@@ -232,6 +284,7 @@ function serveWatchAsTask(
   defaultMinIntervalMs: number,
 ): void {
   const watchArguments = watchTaskArguments(tools);
+  const answers = new HandedAnswers();
   const handlers = sdkRequestHandlers<RawHandler>(server.server, '@modelcontextprotocol/sdk');
   const list = handlers.get('tools/list');
   const call = handlers.get('tools/call');
@@ -253,6 +306,7 @@ function serveWatchAsTask(
       token: input.progressToken,
       label: params._meta?.progressToken,
       minIntervalMs: input.minIntervalMs ?? defaultMinIntervalMs,
+      answered: answers.of(server.server.transport, extra.requestId, extra.signal),
     });
     return { task };
   });

@@ -127,6 +127,10 @@ interface Follower {
   readonly forwarding: Forwarding;
   /** Looks at the task every poll interval: what the stream does not show (a cancel made elsewhere, the task forgotten). */
   readonly look: TaskLook;
+  /** Settles once the call's answer (the task) was handed to the transport: nothing of the task goes out before. */
+  readonly answered: Promise<void>;
+  /** Drops the progress not yet sent, and any after: the task ended other than by its stream's done. */
+  readonly silence: () => void;
 }
 
 /**
@@ -190,6 +194,12 @@ export interface FollowOptions {
   /** The caller's progressToken; none: progress is not sent. */
   readonly label: ProgressToken | undefined;
   readonly minIntervalMs: number;
+  /**
+   * Settles once the call's answer has been handed to the transport, or once none will be (the
+   * call was cancelled, the transport closed): a client is told nothing of a task it does not
+   * know yet.
+   */
+  readonly answered: Promise<void>;
 }
 
 /** A task call past MAX_FOLLOWED_TASKS (MCP_ERRORS.refused): which limit, and how to get under it. */
@@ -238,7 +248,9 @@ export class DaemonTaskStore implements TaskStore {
 
   async getTask(taskId: string): Promise<Task | null> {
     const record = await this.#source.getTask(taskId);
-    return record === undefined ? null : mcpTask(record);
+    if (record === undefined) return null;
+    this.#saw(record);
+    return mcpTask(record);
   }
 
   async storeTaskResult(): Promise<void> {}
@@ -246,21 +258,28 @@ export class DaemonTaskStore implements TaskStore {
   async getTaskResult(taskId: string): Promise<Result> {
     const record = await this.#source.getTask(taskId);
     if (record === undefined) throw unknownTask(taskId);
+    this.#saw(record);
     return taskToolResult(record);
   }
 
-  /** Only a cancel changes a task from outside: the daemon derives every other status from the stream. */
+  /**
+   * Only a cancel changes a task from outside: the daemon derives every other status from the
+   * stream. Its status is told once: here when this cancel ends this session's follow of it;
+   * else by whichever end of the follow came first (a look that saw it cancelled elsewhere just
+   * before), or by none, for a task this session does not follow (the cancel's answer is the task).
+   */
   async updateTaskStatus(taskId: string, status: Task['status'], message?: string): Promise<void> {
     if (status !== 'cancelled') return;
     // Forwarding stops first: no progress goes out for a task once it is cancelled.
-    await this.#unfollow(taskId);
+    const followed = await this.#unfollow(taskId, true);
     const { task } = await this.#source.cancelTask(taskId, message);
     if (task === undefined) throw unknownTask(taskId);
-    await this.#sendStatus(task);
+    if (followed !== undefined) await this.#sendStatus(task, followed);
   }
 
   async listTasks(cursor?: string): Promise<{ tasks: Task[]; nextCursor?: string }> {
     const page = await this.#source.listTasks(cursor === undefined ? {} : { cursor });
+    for (const record of page.tasks) this.#saw(record);
     const tasks = page.tasks.map(mcpTask);
     return page.nextCursor === undefined ? { tasks } : { tasks, nextCursor: page.nextCursor };
   }
@@ -270,8 +289,9 @@ export class DaemonTaskStore implements TaskStore {
    * The follow is opened first, its daemon session and its subscription: when that fails (at
    * --max-sessions, --max-streams) the call fails and no task is created, so none is left
    * working that no client knows of. Progress the subscription brings before the task exists
-   * goes out once its id is known; none goes out for a task that was not created, or that was
-   * terminal at once (its result says so).
+   * goes out once its id is known and the call's answer has been handed to the transport (a
+   * client is told nothing of a task it does not know yet); none goes out for a task that was not
+   * created, or that was terminal at once (its result says so).
    */
   async start(options: CreateTaskOptions, request: Request, follow: FollowOptions): Promise<Task> {
     if (this.#followers.size + this.#starting >= MAX_FOLLOWED_TASKS) throw tooManyFollowed();
@@ -288,9 +308,12 @@ export class DaemonTaskStore implements TaskStore {
     const taskId = new Promise<string | undefined>((resolve) => {
       created = resolve;
     });
+    // Progress waits for the task's id and for the answer that tells the client of it.
+    const ready = Promise.all([taskId, follow.answered]).then(([id]) => id);
+    let silenced = false;
     const send: SendProgress = (notification) =>
-      taskId.then((id) =>
-        id === undefined
+      ready.then((id) =>
+        id === undefined || silenced
           ? undefined
           : this.#send(notification as { method: string; params: Record<string, unknown> }, id),
       );
@@ -312,7 +335,9 @@ export class DaemonTaskStore implements TaskStore {
       await forwarding.stop();
     } else {
       created(record.taskId);
-      this.#follow(record.taskId, record.pollIntervalMs, forwarding);
+      this.#follow(record.taskId, record.pollIntervalMs, forwarding, follow.answered, () => {
+        silenced = true;
+      });
     }
     return mcpTask(record);
   }
@@ -321,10 +346,17 @@ export class DaemonTaskStore implements TaskStore {
    * Follows a working task until it is terminal, then tells its final status; or until the
    * daemon no longer has it (its TTL passed), then tells nothing. The stream's done shows the
    * end at once; a cancel made through another session or process is seen at the next look at
-   * the task, one every poll interval (the pace a polling client sees it at), and no progress
-   * goes out after it. Each end lets go of the follow's daemon session.
+   * the task, one every poll interval (the pace a polling client sees it at), or when this
+   * session reads the task (tasks/get, tasks/result, tasks/list), and no progress goes out after
+   * it. Each end lets go of the follow's daemon session.
    */
-  #follow(taskId: string, pollIntervalMs: number, forwarding: Forwarding): void {
+  #follow(
+    taskId: string,
+    pollIntervalMs: number,
+    forwarding: Forwarding,
+    answered: Promise<void>,
+    silence: () => void,
+  ): void {
     const look = new TaskLook(this.#source, taskId, (now) => {
       // Gone: forgotten by the daemon. Whether a working task outlives its TTL is the daemon's to
       // say, not computed here. The daemon out of reach: the stream's end (lost) ends the
@@ -334,7 +366,7 @@ export class DaemonTaskStore implements TaskStore {
       return undefined;
     });
     look.poll(pollIntervalMs);
-    const follower: Follower = { forwarding, look };
+    const follower: Follower = { forwarding, look, answered, silence };
     this.#followers.set(taskId, follower);
     forwarding.ended
       .then(async (end) => {
@@ -347,29 +379,48 @@ export class DaemonTaskStore implements TaskStore {
 
   /** Stops following every task of this session; the tasks go on in the daemon. */
   async close(): Promise<void> {
-    await Promise.all([...this.#followers.keys()].map((taskId) => this.#unfollow(taskId)));
+    await Promise.all([...this.#followers.keys()].map((taskId) => this.#unfollow(taskId, true)));
+  }
+
+  /**
+   * A task as this session just read it (tasks/get, tasks/result, tasks/list): once terminal, its
+   * follow ends now, not at its next look, so no progress goes out once this server knows.
+   */
+  #saw(record: TaskRecord): void {
+    const follower = this.#followers.get(record.taskId);
+    if (follower !== undefined && TERMINAL_TASK_STATUSES.has(record.status))
+      this.#end(record.taskId, follower, record).catch(() => {});
   }
 
   /**
    * Ends `follower` (once: the first of its ends, the stream, a look, a cancel here or close,
-   * wins), and then tells `final`, the task's status: no progress is sent after it.
+   * wins), and then tells `final`, the task's status: no progress is sent after it. Progress not
+   * yet sent goes first when the job ended (completed, failed: it came before the end), and is
+   * dropped when the task was cancelled or forgotten (nothing of it goes out once that is known).
    */
   async #end(taskId: string, follower: Follower, final: TaskRecord | undefined): Promise<void> {
     if (this.#followers.get(taskId) !== follower) return;
-    await this.#unfollow(taskId);
-    if (final !== undefined) await this.#sendStatus(final);
+    await this.#unfollow(taskId, final === undefined || final.status === 'cancelled');
+    if (final !== undefined) await this.#sendStatus(final, follower);
   }
 
-  async #unfollow(taskId: string): Promise<void> {
+  /** Stops following `taskId`, dropping the progress not yet sent when `silence`; the follow ended, if any. */
+  async #unfollow(taskId: string, silence: boolean): Promise<Follower | undefined> {
     const follower = this.#followers.get(taskId);
-    if (follower === undefined) return;
+    if (follower === undefined) return undefined;
     this.#followers.delete(taskId);
+    if (silence) follower.silence();
     follower.look.stop();
     await follower.forwarding.stop();
+    return follower;
   }
 
-  /** One notifications/tasks/status per change of status: a task changes once, when it ends. */
-  async #sendStatus(record: TaskRecord): Promise<void> {
+  /**
+   * The one notifications/tasks/status of a followed task: a task changes once, when it ends. Sent
+   * after the call's answer, so that the client knows the task.
+   */
+  async #sendStatus(record: TaskRecord, follower: Follower): Promise<void> {
+    await follower.answered;
     await this.#send(
       { method: 'notifications/tasks/status', params: { ...mcpTask(record) } },
       undefined,

@@ -5,8 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import { connectGateway } from '../helpers/gateway.js';
 import {
   progressFor,
+  RAW_STDIO,
   RAW_TRANSPORTS,
   type RawMcp,
   taskOnJob,
@@ -58,6 +60,13 @@ async function getTask(mcp: RawMcp, taskId: string) {
 
 function publishing(t: string): Promise<RawWorker> {
   return publishingWorker(daemon.info.socket, t);
+}
+
+/** The notifications/tasks/status `mcp` was sent for `taskId`. */
+function statusesOf(mcp: RawMcp, taskId: string) {
+  return mcp.received.filter(
+    (m) => m.method === 'notifications/tasks/status' && m.params?.taskId === taskId,
+  );
 }
 
 describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', (transport) => {
@@ -142,6 +151,32 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', 
     await end();
   });
 
+  it('a cancel made elsewhere, once a tasks/get here has shown it, stops the progress at once and is told once', async () => {
+    const { mcp, t, worker, task, end } = await jobTask('elsewhere');
+    await eventually(() => (progressFor(mcp, 'label-elsewhere').length > 0 ? true : undefined));
+    const gateway = await connectGateway(daemon.info);
+    try {
+      await gateway.request('task/cancel', { taskId: task.taskId });
+      // This server knows now, well within the poll interval of its own look at the task.
+      expect((await getTask(mcp, task.taskId)).status).toBe('cancelled');
+      const before = progressFor(mcp, 'label-elsewhere').length;
+      worker.send('progress', { v: 1, progressToken: t, progress: 50, total: 100 });
+      await untilStream(mcp, t, (stream) => stream.progress === 50);
+      expect(progressFor(mcp, 'label-elsewhere').length).toBe(before);
+      const status = await eventually(() => statusesOf(mcp, task.taskId)[0]);
+      expect(status.params).toMatchObject({ status: 'cancelled' });
+      // Nothing of the task after its status.
+      const statusAt = mcp.received.indexOf(status);
+      expect(
+        mcp.received.slice(statusAt).filter((m) => m.params?.progressToken === 'label-elsewhere'),
+      ).toEqual([]);
+      expect(statusesOf(mcp, task.taskId)).toHaveLength(1);
+    } finally {
+      await gateway.close();
+      await end();
+    }
+  });
+
   it('fails with the reason when the worker is abandoned', async () => {
     const { mcp, worker, task, end } = await jobTask('abandoned');
     await eventually(() => (progressFor(mcp, 'label-abandoned').length > 0 ? true : undefined));
@@ -169,5 +204,27 @@ describe.each(RAW_TRANSPORTS)('watch_progress as a 2025-11-25 task over $name', 
     expect(final.result).toMatchObject({ structuredContent: { state: 'done', status: 'ok' } });
     worker.destroy();
     await second.close();
+  });
+});
+
+describe('a 2025-11-25 task over stdio, where the order on the pipe is the order sent', () => {
+  it('tells nothing of a new task before the answer that creates it: its first progress comes after that answer', async () => {
+    const t = token('first');
+    // A value the stream already has: the task's follow gets it at once, before the task exists.
+    const worker = await publishing(t);
+    const mcp = await RAW_STDIO.connect(daemon, '2025-11-25');
+    try {
+      const task = await startTask(mcp, t, 'label-first');
+      const first = await eventually(() => progressFor(mcp, 'label-first')[0]);
+      expect(first.params?._meta?.[RELATED]).toEqual({ taskId: task.taskId });
+      const answerAt = mcp.received.findIndex(
+        (m) => (m.result?.task as { taskId?: string } | undefined)?.taskId === task.taskId,
+      );
+      expect(answerAt).toBeGreaterThanOrEqual(0);
+      expect(mcp.received.indexOf(first)).toBeGreaterThan(answerAt);
+    } finally {
+      worker.destroy();
+      await mcp.close();
+    }
   });
 });
