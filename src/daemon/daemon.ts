@@ -23,6 +23,7 @@ import {
 } from '../protocol/frame-guards.js';
 import type { DaemonStatus, DoneFrame, ProgressToken, StreamSummary } from '../protocol/frames.js';
 import { MAX_LIST_REPLY_BYTES, PROTOCOL_VERSION, shorten } from '../protocol/limits.js';
+import type { TaskRecord } from '../protocol/tasks.js';
 import {
   checkEmptyRequest,
   explainClaimFrame,
@@ -136,6 +137,13 @@ export class Daemon {
     },
     () => randomBytes(16).toString('base64url'),
   );
+  /** Told of each task cancelled here (any caller): this process's task follows stop at once. */
+  readonly #taskCancelled = new Set<(task: TaskRecord) => void>();
+  /** How an in-process source hears of the tasks cancelled here; returns how to stop. */
+  readonly #onTaskCancelled = (listener: (task: TaskRecord) => void): (() => void) => {
+    this.#taskCancelled.add(listener);
+    return () => this.#taskCancelled.delete(listener);
+  };
 
   private constructor(options: DaemonOptions, log: Logger, bindPath: string) {
     this.options = options;
@@ -191,8 +199,10 @@ export class Daemon {
       log,
     );
     this.#endpoint = this.#gateway();
-    this.progressSource = new LocalProgressSource(this.backend, (receive) =>
-      this.#hub.openLocal(receive),
+    this.progressSource = new LocalProgressSource(
+      this.backend,
+      (receive) => this.#hub.openLocal(receive),
+      this.#onTaskCancelled,
     );
     addRoutes(this.#endpoint, {
       mcp: (request, response) => {
@@ -251,8 +261,10 @@ export class Daemon {
         code: refused?.code ?? 'too_many_sessions',
       };
     }
-    const source = new LocalProgressSource(this.backend, (receive) =>
-      this.#hub.openMember(id, receive),
+    const source = new LocalProgressSource(
+      this.backend,
+      (receive) => this.#hub.openMember(id, receive),
+      this.#onTaskCancelled,
     );
     return {
       source,
@@ -508,6 +520,11 @@ export class Daemon {
       const workers = cancelled.wasWorking
         ? this.#cancel(cancelled.task.progressToken, cancelled.task.reason)
         : 0;
+      if (cancelled.wasWorking) {
+        const task = cancelled.task;
+        // After the caller's turn (not inside its cancel), yet before any frame read later.
+        for (const listener of this.#taskCancelled) queueMicrotask(() => listener(task));
+      }
       return { task: cancelled.task, workers };
     },
     listTasks: (after, limit, maxBytes) =>

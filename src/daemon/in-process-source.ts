@@ -18,15 +18,29 @@ import { cursorPosition, listCursor, taskCursor, taskCursorPosition } from './li
 import type { GatewayBackend } from './rpc.js';
 import type { LocalReceiver, LocalSession } from './sessions.js';
 
+/** Adds a listener of the tasks cancelled in the daemon; returns how to remove it. */
+export type TaskCancels = (listener: (task: TaskRecord) => void) => () => void;
+
 /** The daemon in this process: its backend, and in-process sessions of its hub. */
 export class LocalProgressSource implements ProgressSource {
   readonly #backend: GatewayBackend;
   readonly #open: (receive: LocalReceiver) => LocalSession;
   readonly #sessions = new Set<LocalSession>();
+  readonly #taskCancels: TaskCancels | undefined;
 
-  constructor(backend: GatewayBackend, open: (receive: LocalReceiver) => LocalSession) {
+  /** `taskCancels`: how to hear of each task cancelled in the daemon, by anyone. */
+  constructor(
+    backend: GatewayBackend,
+    open: (receive: LocalReceiver) => LocalSession,
+    taskCancels?: TaskCancels,
+  ) {
     this.#backend = backend;
     this.#open = open;
+    this.#taskCancels = taskCancels;
+  }
+
+  onTaskCancelled(listener: (task: TaskRecord) => void): () => void {
+    return this.#taskCancels?.(listener) ?? (() => {});
   }
 
   async openSession(): Promise<ProgressSession> {

@@ -59,6 +59,12 @@ export interface ProgressSource {
   close(): Promise<void>;
   /** True when the daemon this source reads from is gone (not connected); a source in-process never is. */
   readonly lost?: boolean;
+  /**
+   * Calls `listener` with each task cancelled in the daemon, by anyone, as it happens; returns
+   * how to stop. Only a source in the daemon's own process has it: a daemon across a socket
+   * tells no one of a cancel, which is then seen at the next look at the task.
+   */
+  onTaskCancelled?(listener: (task: TaskRecord) => void): () => void;
 }
 
 /** What task/cancel answers: the task (absent when the daemon has none) and the workers told. */

@@ -221,6 +221,8 @@ export class DaemonTaskStore implements TaskStore {
   readonly #followers = new Map<string, Follower>();
   /** Tasks being started (their follow opened, the task not yet created): they count toward the cap. */
   #starting = 0;
+  /** Stops hearing of cancels made in the daemon (a source in its process), while any task is followed. */
+  #unhear: (() => void) | undefined;
 
   constructor(source: ProgressSource, send: SendTaskNotification) {
     this.#source = source;
@@ -347,8 +349,8 @@ export class DaemonTaskStore implements TaskStore {
    * daemon no longer has it (its TTL passed), then tells nothing. The stream's done shows the
    * end at once; a cancel made through another session or process is seen at the next look at
    * the task, one every poll interval (the pace a polling client sees it at), or when this
-   * session reads the task (tasks/get, tasks/result, tasks/list), and no progress goes out after
-   * it. Each end lets go of the follow's daemon session.
+   * session reads the task (tasks/get, tasks/result, tasks/list), or at once when the daemon is
+   * in this process (/mcp, an embedded daemon), and no progress goes out after it. Each end lets go of the follow's daemon session.
    */
   #follow(
     taskId: string,
@@ -368,6 +370,8 @@ export class DaemonTaskStore implements TaskStore {
     look.poll(pollIntervalMs);
     const follower: Follower = { forwarding, look, answered, silence };
     this.#followers.set(taskId, follower);
+    // A daemon in this process tells of a cancel made anywhere as it happens: no wait for a look.
+    this.#unhear ??= this.#source.onTaskCancelled?.((task) => this.#saw(task));
     forwarding.ended
       .then(async (end) => {
         if (end !== 'done') return this.#end(taskId, follower, undefined);
@@ -383,8 +387,9 @@ export class DaemonTaskStore implements TaskStore {
   }
 
   /**
-   * A task as this session just read it (tasks/get, tasks/result, tasks/list): once terminal, its
-   * follow ends now, not at its next look, so no progress goes out once this server knows.
+   * A task as this session just read it (tasks/get, tasks/result, tasks/list), or as the daemon
+   * in this process told its cancel: once terminal, its follow ends now, not at its next look, so
+   * no progress goes out once this server knows.
    */
   #saw(record: TaskRecord): void {
     const follower = this.#followers.get(record.taskId);
@@ -409,6 +414,10 @@ export class DaemonTaskStore implements TaskStore {
     const follower = this.#followers.get(taskId);
     if (follower === undefined) return undefined;
     this.#followers.delete(taskId);
+    if (this.#followers.size === 0) {
+      this.#unhear?.();
+      this.#unhear = undefined;
+    }
     if (silence) follower.silence();
     follower.look.stop();
     await follower.forwarding.stop();

@@ -8,6 +8,7 @@ import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../help
 import { connectGateway } from '../helpers/gateway.js';
 import {
   progressFor,
+  RAW_HTTP,
   RAW_STDIO,
   RAW_TRANSPORTS,
   type RawMcp,
@@ -223,6 +224,32 @@ describe('a 2025-11-25 task over stdio, where the order on the pipe is the order
       expect(answerAt).toBeGreaterThanOrEqual(0);
       expect(mcp.received.indexOf(first)).toBeGreaterThan(answerAt);
     } finally {
+      worker.destroy();
+      await mcp.close();
+    }
+  });
+});
+
+describe('a 2025-11-25 task on /mcp, in the daemon’s own process', () => {
+  it('a cancel made elsewhere (the gateway’s task/cancel) stops the progress at once, with no look at the task, and is told once', async () => {
+    const t = token('in-process');
+    const worker = await publishing(t);
+    const mcp = await RAW_HTTP.connect(daemon, '2025-11-25');
+    const gateway = await connectGateway(daemon.info);
+    try {
+      const task = await startTask(mcp, t, 'label-in-process');
+      await eventually(() => (progressFor(mcp, 'label-in-process').length > 0 ? true : undefined));
+      await gateway.request('task/cancel', { taskId: task.taskId });
+      const before = progressFor(mcp, 'label-in-process').length;
+      worker.send('progress', { v: 1, progressToken: t, progress: 50, total: 100 });
+      // Read well within the poll interval: only the daemon's own word can have stopped it.
+      await untilStream(mcp, t, (stream) => stream.progress === 50);
+      expect(progressFor(mcp, 'label-in-process').length).toBe(before);
+      const status = await eventually(() => statusesOf(mcp, task.taskId)[0]);
+      expect(status.params).toMatchObject({ status: 'cancelled' });
+      expect(statusesOf(mcp, task.taskId)).toHaveLength(1);
+    } finally {
+      await gateway.close();
       worker.destroy();
       await mcp.close();
     }
