@@ -129,7 +129,7 @@ interface Follower {
   readonly look: TaskLook;
   /** Settles once the call's answer (the task) was handed to the transport: nothing of the task goes out before. */
   readonly answered: Promise<void>;
-  /** Drops the progress not yet sent, and any after: the task ended other than by its stream's done. */
+  /** Drops the progress not yet sent, and any after: the task was cancelled or forgotten. */
   readonly silence: () => void;
 }
 
@@ -350,7 +350,8 @@ export class DaemonTaskStore implements TaskStore {
    * end at once; a cancel made through another session or process is seen at the next look at
    * the task, one every poll interval (the pace a polling client sees it at), or when this
    * session reads the task (tasks/get, tasks/result, tasks/list), or at once when the daemon is
-   * in this process (/mcp, an embedded daemon), and no progress goes out after it. Each end lets go of the follow's daemon session.
+   * in this process (/mcp, an embedded daemon), and no progress goes out after it. Each end lets
+   * go of the follow's daemon session.
    */
   #follow(
     taskId: string,
