@@ -339,7 +339,7 @@ async function cancel(token, row) {
         ? answer.workers > 0
           ? `cancel sent to ${answer.workers} worker${answer.workers === 1 ? '' : 's'}`
           : 'no worker was told: the job has no live worker'
-        : `refused: ${answer.error}`,
+        : `refused: ${answer.error.message} (${answer.error.data.code})`,
     );
   } catch (error) {
     setText(row.outcome, `cancel failed: ${error.message}`);

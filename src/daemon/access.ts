@@ -3,8 +3,9 @@
  * site whose DNS name was rebound to 127.0.0.1 names its own host, not ours) and the
  * `Origin` of the daemon's own page. One check, run on every request and upgrade.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { networkInterfaces } from 'node:os';
+import { errorReply, HTTP_REFUSALS, type HttpRefusalCode } from '../protocol/errors.js';
 
 /** The names a request may use for this daemon, and the origins of its own page. */
 export interface OwnNames {
@@ -42,9 +43,42 @@ export function ownNames(listenHost: string, port: number): OwnNames {
  */
 export const LOCAL_LINK_NAMES: OwnNames = { hosts: new Set(['localhost']), origins: new Set() };
 
+/** Why a request is refused: its code (which gives the HTTP status) and what to do about it. */
 export interface Refusal {
-  readonly status: number;
+  readonly code: HttpRefusalCode;
   readonly message: string;
+}
+
+/** The HTTP status of a refusal. */
+export function refusalStatus(refusal: Refusal): number {
+  return HTTP_REFUSALS[refusal.code].status;
+}
+
+/**
+ * Answers an HTTP request with its refusal: the code's status, one JSON-RPC error as the
+ * body (the shape of every coded error of the daemon), indented so that a browser shown it, or a
+ * person reading curl's output, reads the message as it is. `headers` are the route's own (the
+ * page's) and any the status asks for (Allow).
+ */
+export function sendRefusal(
+  response: ServerResponse,
+  refusal: Refusal,
+  headers: Readonly<Record<string, string>> = {},
+): void {
+  response.writeHead(refusalStatus(refusal), {
+    ...headers,
+    'content-type': REFUSAL_CONTENT_TYPE,
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+  });
+  response.end(refusalBody(refusal));
+}
+
+export const REFUSAL_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** The body of a refusal: the JSON-RPC error of its code, on lines of its own. */
+export function refusalBody({ code, message }: Refusal): string {
+  return `${JSON.stringify(errorReply(HTTP_REFUSALS[code].code, code, message), null, 2)}\n`;
 }
 
 /**
@@ -56,10 +90,10 @@ export function hostRefusal(request: IncomingMessage, names: OwnNames): Refusal 
   if (host !== undefined && names.hosts.has(host.toLowerCase())) return undefined;
   const ours = [...names.hosts].join(', ');
   return {
-    status: 421,
+    code: 'misdirected',
     message:
       host === undefined
-        ? `the request has no Host header: send Host with one of this daemon's names (${ours})`
-        : `Host ${JSON.stringify(host)} is not one of this daemon's names (${ours}): connect to one of those; the check keeps pages of other sites out (DNS rebinding)`,
+        ? `the request has no Host header: send one of this daemon's names (${ours}) as its Host`
+        : `Host \`${host}\` is not one of this daemon's names (${ours}): connect to one of those; the check keeps pages of other sites out (DNS rebinding)`,
   };
 }

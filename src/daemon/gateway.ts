@@ -19,17 +19,26 @@ import {
 } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
-import { daemonStoppingError } from '../protocol/errors.js';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import { PAUSE_TOLERANCE_PERIODS } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
 import { PauseWatch } from '../shared/pause-watch.js';
-import { hostRefusal, LOCAL_LINK_NAMES, type OwnNames, ownNames, type Refusal } from './access.js';
+import {
+  hostRefusal,
+  LOCAL_LINK_NAMES,
+  type OwnNames,
+  ownNames,
+  REFUSAL_CONTENT_TYPE,
+  type Refusal,
+  refusalBody,
+  refusalStatus,
+  sendRefusal,
+} from './access.js';
 import { missingPackage } from './installed.js';
 import { PeerUids } from './peer-uid.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import { listenOwnerOnly } from './runtime-dir.js';
-import type { Payload, SessionHub, SessionRefusal } from './sessions.js';
+import type { Payload, SessionHub } from './sessions.js';
 
 // Required, not imported: an ESM import of node:http reads every export, and its lazy
 // WebSocket and fetch getters load undici, about 10 MiB and 90 ms at every daemon start.
@@ -140,6 +149,11 @@ export class GatewayEndpoint {
   /** Sessions closed as slow consumers, still within their grace: a stop ends them at once. */
   readonly #closingSlow = new Set<WebSocket>();
   readonly #routes = new Map<string, HttpHandler>();
+  /** Each served path's methods, and the headers its refusals carry (the page's, on its paths). */
+  readonly #paths = new Map<
+    string,
+    { methods: string[]; refusalHeaders: Readonly<Record<string, string>> }
+  >();
   readonly #secretDigest: Buffer;
   /** The names and origins of this daemon, known once it listens (its port may be chosen then). */
   #names: OwnNames = { hosts: new Set(), origins: new Set() };
@@ -184,7 +198,11 @@ export class GatewayEndpoint {
       } catch (error) {
         // One bad request never takes the daemon down with it.
         this.#log.warn(`HTTP ${request.method} failed: ${(error as Error).message}`);
-        if (!response.headersSent) sendText(response, 500, 'internal error\n');
+        if (!response.headersSent)
+          sendRefusal(response, {
+            code: 'internal_error',
+            message: `the daemon failed on this request: ${(error as Error).message}`,
+          });
         else response.destroy();
       }
     });
@@ -223,6 +241,9 @@ export class GatewayEndpoint {
         : authorized === false
           ? undefined
           : authorized;
+    const served = this.#paths.get(path);
+    if (served === undefined) this.#paths.set(path, { methods: [method], refusalHeaders });
+    else served.methods.push(method);
     this.#routes.set(
       `${method} ${path}`,
       check !== undefined
@@ -231,7 +252,7 @@ export class GatewayEndpoint {
               // Closed (or evicted) while a later check looked it up: nothing to answer.
               if (request.socket.destroyed) return;
               if (refusal) {
-                sendText(response, refusal.status, `${refusal.message}\n`, refusalHeaders);
+                sendRefusal(response, refusal, refusalHeaders);
                 return;
               }
               this.#authenticated(request.socket);
@@ -243,7 +264,10 @@ export class GatewayEndpoint {
               return;
             }
             refusal.then(decide, (error: Error) =>
-              decide({ status: 500, message: `cannot check this request: ${error.message}` }),
+              decide({
+                code: 'internal_error',
+                message: `the daemon cannot check this request: ${error.message}`,
+              }),
             );
           }
         : handler,
@@ -403,8 +427,11 @@ export class GatewayEndpoint {
     this.#authenticated(socket);
     this.counters.pendingConnectionsEvicted++;
     socket.on('error', () => socket.destroy());
-    const body = `closed before it authenticated: ${this.#options.maxPendingConnections} newer connections of the same user were waiting (--max-pending-connections); send the request whole\n`;
-    socket.end(httpResponse(503, body), () => socket.destroy());
+    const refusal: Refusal = {
+      code: 'too_many_pending',
+      message: `closed before it authenticated: ${this.#options.maxPendingConnections} newer connections of the same user were waiting (--max-pending-connections); send the request whole`,
+    };
+    socket.end(refusalResponse(refusal), () => socket.destroy());
   }
 
   /** The connection presented the secret (or closed): it is no longer pending. */
@@ -508,34 +535,46 @@ export class GatewayEndpoint {
   }
 
   #request(request: IncomingMessage, response: ServerResponse): void {
+    const { path } = requestTarget(request);
+    const served = this.#paths.get(path);
+    const refusalHeaders = served?.refusalHeaders;
     const misnamed = hostRefusal(request, this.#namesOf(request));
     if (misnamed !== undefined) {
-      sendText(response, misnamed.status, `${misnamed.message}\n`);
+      sendRefusal(response, misnamed, refusalHeaders);
       return;
     }
-    const { path } = requestTarget(request);
     const handler = this.#routes.get(`${request.method} ${path}`);
     if (handler !== undefined) {
       handler(request, response);
       return;
     }
-    if (path === WS_PATH) {
-      sendText(
+    if (served !== undefined) {
+      const allowed = served.methods.join(', ');
+      sendRefusal(
         response,
-        426,
-        `${WS_PATH} is a WebSocket endpoint: connect with subprotocol ${WS_SUBPROTOCOL}\n`,
+        {
+          code: 'method_not_allowed',
+          message: `${path} is not served to ${request.method}: ask it with ${allowed}`,
+        },
+        { ...refusalHeaders, allow: allowed },
       );
       return;
     }
-    sendText(
-      response,
-      404,
-      `no ${request.method} ${path} here: the WebSocket gateway is at ${WS_PATH}\n`,
-    );
+    if (path === WS_PATH) {
+      sendRefusal(response, {
+        code: 'upgrade_required',
+        message: `${WS_PATH} is a WebSocket endpoint: connect with subprotocol ${WS_SUBPROTOCOL}`,
+      });
+      return;
+    }
+    sendRefusal(response, {
+      code: 'not_found',
+      message: `nothing is served at ${path}: the WebSocket gateway is at ${WS_PATH}, MCP at /mcp, and the live page (\`mcp-progress open\`) at /`,
+    });
   }
 
   /** Checks the secret (constant time) and the Origin of a request. */
-  #refusal(request: IncomingMessage): { status: number; message: string } | undefined {
+  #refusal(request: IncomingMessage): Refusal | undefined {
     const origin = request.headers.origin;
     const names = this.#namesOf(request);
     // --allow-origin is for pages, which reach the port only: the local link allows no Origin.
@@ -545,21 +584,21 @@ export class GatewayEndpoint {
       (names === LOCAL_LINK_NAMES || !this.#options.allowOrigins.includes(origin))
     ) {
       return {
-        status: 403,
+        code: 'origin_not_allowed',
         message: `Origin ${origin} is not allowed: start the daemon with --allow-origin ${origin} to let that page connect`,
       };
     }
     const presented = presentedSecret(request);
     if (presented === undefined) {
       return {
-        status: 401,
+        code: 'secret_missing',
         message:
-          'the secret is missing: send "Authorization: Bearer <secret>" (or ?access_token=<secret>); it is in daemon.json',
+          'the secret is missing: send `Authorization: Bearer <secret>` (or ?access_token=<secret>); it is in daemon.json',
       };
     }
     if (!timingSafeEqual(digest(presented), this.#secretDigest)) {
       return {
-        status: 401,
+        code: 'secret_wrong',
         message:
           'the secret is wrong: read the current one from daemon.json (it changes at every start)',
       };
@@ -569,15 +608,14 @@ export class GatewayEndpoint {
 
   #upgrade(request: IncomingMessage, socket: Socket, head: Buffer): void {
     socket.on('error', () => socket.destroy());
-    const refusal = this.#upgradeRefusal(request);
-    const refused = refusal === undefined ? this.#hub.refusal() : undefined;
-    if (refusal !== undefined || refused !== undefined) {
+    // The hub's refusal (while stopping, at --max-sessions) comes after the request's own.
+    const refusal: Refusal | undefined = this.#upgradeRefusal(request) ?? this.#hub.refusal();
+    if (refusal !== undefined) {
       // The client is told why; the log lets whoever runs the daemon count who was turned away.
       this.#log.debug(
-        `refused a WebSocket upgrade (HTTP ${refusal?.status ?? 503}): ${refusal?.message ?? refused?.message}`,
+        `refused a WebSocket upgrade (HTTP ${refusalStatus(refusal)}): ${refusal.message} (${refusal.code})`,
       );
-      if (refusal !== undefined) refuseUpgrade(socket, refusal.status, refusal.message);
-      else if (refused !== undefined) refuseSession(socket, refused);
+      socket.end(refusalResponse(refusal));
       return;
     }
     this.#authenticated(socket);
@@ -596,12 +634,12 @@ export class GatewayEndpoint {
     );
   }
 
-  #upgradeRefusal(request: IncomingMessage): { status: number; message: string } | undefined {
+  #upgradeRefusal(request: IncomingMessage): Refusal | undefined {
     const misnamed = hostRefusal(request, this.#namesOf(request));
     if (misnamed !== undefined) return misnamed;
     const { path } = requestTarget(request);
     if (path !== WS_PATH)
-      return { status: 404, message: `no WebSocket endpoint at ${path}: use ${WS_PATH}` };
+      return { code: 'not_found', message: `no WebSocket endpoint at ${path}: use ${WS_PATH}` };
     const refusal = this.#refusal(request);
     if (refusal) return refusal;
     const offered = (request.headers['sec-websocket-protocol'] ?? '')
@@ -609,7 +647,7 @@ export class GatewayEndpoint {
       .map((p) => p.trim());
     if (!offered.includes(WS_SUBPROTOCOL)) {
       return {
-        status: 400,
+        code: 'subprotocol_required',
         message: `offer the WebSocket subprotocol ${WS_SUBPROTOCOL} (Sec-WebSocket-Protocol)`,
       };
     }
@@ -739,43 +777,15 @@ function presentedSecret(request: IncomingMessage): string | undefined {
   return requestTarget(request).query.get('access_token') ?? undefined;
 }
 
-function sendText(
-  response: ServerResponse,
-  status: number,
-  text: string,
-  headers: Readonly<Record<string, string>> = {},
-): void {
-  response.writeHead(status, {
-    ...headers,
-    'content-type': 'text/plain; charset=utf-8',
-    'cache-control': 'no-store',
-    'x-content-type-options': 'nosniff',
-  });
-  response.end(text);
-}
-
-function refuseUpgrade(socket: Socket, status: number, message: string): void {
-  socket.end(httpResponse(status, `${message}\n`));
-}
-
 /**
- * An upgrade the session hub refused: HTTP 503, with the JSON-RPC error daemon_stopping while the
- * daemon stops (a client tells it from a refusal for good), else the cap's plain text.
+ * A refusal as a complete HTTP response that closes the connection, for a socket no HTTP response
+ * object holds (an upgrade, a connection evicted before its request).
  */
-function refuseSession(socket: Socket, refused: SessionRefusal): void {
-  if (refused.code === 'daemon_stopping')
-    socket.end(httpResponse(503, JSON.stringify(daemonStoppingError()), 'application/json'));
-  else refuseUpgrade(socket, 503, refused.message);
-}
-
-/** A complete HTTP response (plain text unless said otherwise) that closes the connection. */
-function httpResponse(
-  status: number,
-  body: string,
-  contentType = 'text/plain; charset=utf-8',
-): string {
+function refusalResponse(refusal: Refusal): string {
+  const status = refusalStatus(refusal);
+  const body = refusalBody(refusal);
   return (
-    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: ${contentType}\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: ${REFUSAL_CONTENT_TYPE}\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
   );
 }
@@ -786,5 +796,6 @@ const STATUS_TEXT: Record<number, string> = {
   403: 'Forbidden',
   404: 'Not Found',
   421: 'Misdirected Request',
+  426: 'Upgrade Required',
   503: 'Service Unavailable',
 };

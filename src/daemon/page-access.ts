@@ -61,11 +61,14 @@ export class PageAccess {
     const check = checkPageTicket(this.#secret, ticket);
     const problem = check.ok
       ? this.#redeemed.has(check.nonce)
-        ? 'the ticket was used already (each URL of mcp-progress open works once)'
+        ? 'the ticket was used already (each URL of `mcp-progress open` works once)'
         : undefined
       : check.message;
     if (problem === undefined) return undefined;
-    return { status: 401, message: `${problem}: run "mcp-progress open" for a new URL` };
+    return {
+      code: 'ticket_refused',
+      message: `${problem}: run \`mcp-progress open\` for a new URL`,
+    };
   }
 
   /**
@@ -111,14 +114,14 @@ export class PageAccess {
     if (cookie === 'valid') return undefined;
     if (cookie === 'expired') {
       return {
-        status: 401,
-        message: `this page's cookie has expired (it admits for ${lifetime(this.#lifetimeMs)} after it was issued, and a page kept open renews it): run "mcp-progress open" (or "mcp-progress open --print") for a one-time URL that sets a new one`,
+        code: 'cookie_expired',
+        message: `this page's cookie has expired (it admits for ${lifetime(this.#lifetimeMs)} after it was issued, and a page kept open renews it): run \`mcp-progress open\` (or \`mcp-progress open --print\`) for a one-time URL that sets a new one`,
       };
     }
     return {
-      status: 401,
+      code: 'cookie_missing',
       message:
-        'this page needs its cookie: run "mcp-progress open" (or "mcp-progress open --print") for a one-time URL that sets it',
+        'this page needs its cookie: run `mcp-progress open` (or `mcp-progress open --print`) for a one-time URL that sets it',
     };
   }
 
@@ -169,8 +172,8 @@ function originRefusal(request: IncomingMessage, names: OwnNames): Refusal | und
   const origin = request.headers.origin;
   if (origin === undefined || names.origins.has(origin)) return undefined;
   return {
-    status: 403,
-    message: `Origin ${origin} is not allowed: the page only answers its own origin (${[...names.origins].join(', ')})`,
+    code: 'origin_not_allowed',
+    message: `Origin ${origin} is not allowed: the page only answers its own origin (${[...names.origins].join(', ')}); open it with \`mcp-progress open\``,
   };
 }
 
@@ -189,8 +192,8 @@ export async function ownerRefusal(
   const peer = await peers.peerUid(request.socket);
   if (peer === undefined || peer === own) return undefined;
   return {
-    status: 403,
-    message: `this page is its daemon's user's (uid ${own}) and this connection is another user's (uid ${peer}): open it as that user, with "mcp-progress open"`,
+    code: 'other_user',
+    message: `this page is its daemon's user's (uid ${own}) and this connection is another user's (uid ${peer}): open it as that user, with \`mcp-progress open\``,
   };
 }
 

@@ -10,7 +10,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { daemonStoppingError } from '../protocol/errors.js';
 import type { ProgressToken, StreamSummary } from '../protocol/frames.js';
 import {
   PAGE_COOKIE_TTL_MS,
@@ -18,6 +17,7 @@ import {
   PAGE_FEED_INTERVAL_MS,
   PAGE_FEED_MAX_REMOVALS,
 } from '../shared/defaults.js';
+import { sendRefusal } from './access.js';
 import { PAGE_HEADERS } from './page-headers.js';
 import type { SessionHub } from './sessions.js';
 
@@ -113,15 +113,12 @@ export class PageFeed {
       },
     });
     if (id === undefined) {
-      // The page tries again either way (page.js); a stopping daemon answers as to every client.
-      const refused = this.#hub.refusal();
-      if (refused?.code === 'daemon_stopping') {
-        response.writeHead(503, { ...PAGE_HEADERS, 'content-type': 'application/json' });
-        response.end(JSON.stringify(daemonStoppingError()));
-        return;
-      }
-      response.writeHead(503, { ...PAGE_HEADERS, 'content-type': 'text/plain; charset=utf-8' });
-      response.end(`${refused?.message ?? 'the session cap is reached'}\n`);
+      // The page shows why and tries again either way (page.js).
+      const refused = this.#hub.refusal() ?? {
+        code: 'too_many_sessions',
+        message: 'the session cap is reached',
+      };
+      sendRefusal(response, refused, PAGE_HEADERS);
       return;
     }
     // The first tab finds the table as it is now; later ones share the batches already made.

@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ProgressToken } from '../protocol/frames.js';
-import type { Refusal } from './access.js';
+import { type Refusal, sendRefusal } from './access.js';
 import { type GatewayEndpoint, type HttpHandler, requestTarget } from './gateway.js';
 import { ownerRefusal, type PageAccess } from './page-access.js';
 import type { PageFeed } from './page-feed.js';
@@ -125,16 +125,16 @@ function cancelRefusal(
   const origin = request.headers.origin;
   if (origin === undefined) {
     return {
-      status: 403,
-      message: `a cancel needs an Origin header of this daemon (${[...endpoint.names.origins].join(', ')})`,
+      code: 'origin_required',
+      message: `a cancel needs an Origin header of this daemon (${[...endpoint.names.origins].join(', ')}): send it from the page, which a browser does`,
     };
   }
   const refusal = access.cookieRefusal(request, endpoint.names);
   if (refusal !== undefined) return refusal;
   if (!/^application\/json\s*(;|$)/i.test(request.headers['content-type'] ?? '')) {
     return {
-      status: 415,
-      message: 'send the cancel as Content-Type: application/json, {"progressToken": ...}',
+      code: 'unsupported_media_type',
+      message: 'send the cancel as `Content-Type: application/json`, {"progressToken": ...}',
     };
   }
   return undefined;
@@ -145,41 +145,49 @@ function cancel(request: IncomingMessage, response: ServerResponse, backend: Pag
   let size = 0;
   request.on('data', (chunk: Buffer) => {
     size += chunk.length;
-    if (size > MAX_CANCEL_BODY_BYTES) {
-      answer(response, 413, {
-        error: `the body is over ${MAX_CANCEL_BODY_BYTES} bytes: send {"progressToken": ..., "reason"?: ...}`,
-      });
-      request.destroy();
-      return;
-    }
-    parts.push(chunk);
+    // Past the cap, read on (so that the answer is read, not cut off) but keep nothing, as /mcp.
+    if (size <= MAX_CANCEL_BODY_BYTES) parts.push(chunk);
   });
   request.on('end', async () => {
-    if (response.headersSent) return;
+    if (size > MAX_CANCEL_BODY_BYTES) {
+      sendRefusal(
+        response,
+        {
+          code: 'body_too_large',
+          message: `the body is over ${MAX_CANCEL_BODY_BYTES} bytes: send {"progressToken": ..., "reason"?: ...}`,
+        },
+        PAGE_HEADERS,
+      );
+      return;
+    }
     // Loaded here: zod and the schemas are not part of a daemon's start (module-graph.test.ts).
     const { cancelParamsSchema } = await import('../protocol/frames.js');
     let body: unknown;
     try {
       body = JSON.parse(Buffer.concat(parts).toString('utf8'));
     } catch {
-      answer(response, 400, { error: 'the body is not JSON: send {"progressToken": ...}' });
+      sendRefusal(
+        response,
+        { code: 'invalid_body', message: 'the body is not JSON: send {"progressToken": ...}' },
+        PAGE_HEADERS,
+      );
       return;
     }
     const parsed = cancelParamsSchema.safeParse(body);
     if (!parsed.success) {
-      answer(response, 400, {
-        error: `expected {"progressToken": string | integer, "reason"?: string}: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
-      });
+      sendRefusal(
+        response,
+        {
+          code: 'invalid_body',
+          message: `expected {"progressToken": string | integer, "reason"?: string}: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+        },
+        PAGE_HEADERS,
+      );
       return;
     }
     const { progressToken, reason } = parsed.data;
-    answer(response, 200, {
-      workers: backend.cancel(progressToken, reason ?? 'cancelled from the page'),
-    });
+    const workers = backend.cancel(progressToken, reason ?? 'cancelled from the page');
+    response.writeHead(200, { ...PAGE_HEADERS, 'content-type': 'application/json' });
+    response.end(JSON.stringify({ workers }));
   });
-}
-
-function answer(response: ServerResponse, status: number, body: object): void {
-  response.writeHead(status, { ...PAGE_HEADERS, 'content-type': 'application/json' });
-  response.end(JSON.stringify(body));
 }

@@ -16,12 +16,12 @@ import {
   doneParamsSchema,
   emptyResultSchema,
   getResultSchema,
+  httpRefusalSchema,
   type ListParams,
   type ListResult,
   listResultSchema,
   type ProgressToken,
   progressParamsSchema,
-  rpcErrorSchema,
   type StreamSummary,
   type SubscribeAllParams,
   type SubscribeParams,
@@ -693,26 +693,33 @@ function knownNotification(message: unknown): Notification | undefined {
 
 /**
  * The error of an upgrade the daemon answered with a refusal: `daemon_stopping` when it said it is
- * stopping (a JSON-RPC error: a daemon takes sessions again once one is back, so this is a
- * connect-again-later, which a reconnect does by itself), else `gateway_refused` with its reason.
+ * stopping (a daemon takes sessions again once one is back, so this is a connect-again-later,
+ * which a reconnect does by itself), else `gateway_refused` with the daemon's code and reason.
  */
 function upgradeRefused(where: string, status: number | undefined, body: string): BridgeError {
   let answer: unknown;
   try {
     answer = JSON.parse(body);
   } catch {
-    // Plain text: the daemon's other refusals (the secret, the Origin, the session cap).
+    // Not JSON: not this daemon's refusal (another server on the port, a proxy).
   }
-  const error = rpcErrorSchema.safeParse(answer);
-  if (error.success && error.data.error.data.code === 'daemon_stopping') {
+  const refusal = httpRefusalSchema.safeParse(answer);
+  if (!refusal.success) {
+    return new BridgeError(
+      'gateway_refused',
+      `the daemon refused the connection (HTTP ${status}): ${body.trim()}`,
+    );
+  }
+  const { message, data } = refusal.data.error;
+  if (data.code === 'daemon_stopping') {
     return new BridgeError(
       'daemon_stopping',
-      `the daemon at ${where} refused a new session (HTTP ${status}): ${error.data.error.message}`,
+      `the daemon at ${where} refused a new session (HTTP ${status}): ${message}`,
     );
   }
   return new BridgeError(
     'gateway_refused',
-    `the daemon refused the connection (HTTP ${status}): ${body.trim()}`,
+    `the daemon refused the connection (HTTP ${status}): ${message} (${data.code})`,
   );
 }
 

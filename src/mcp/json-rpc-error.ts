@@ -1,11 +1,16 @@
 /** How /mcp answers a POST itself, before or instead of the MCP SDK: one JSON-RPC error. */
 import type { ServerResponse } from 'node:http';
-import { daemonStoppingError, MCP_ERRORS, type McpErrorName } from '../protocol/errors.js';
+import {
+  daemonStoppingError,
+  errorReply,
+  MCP_ERRORS,
+  type McpErrorName,
+} from '../protocol/errors.js';
 import type { McpSessionRefusal } from './session-host.js';
 
 /**
- * `name`: the error of MCP_ERRORS (its code goes on the wire); `id`: the request's, when the
- * refusal is of one request whose id was read (a task listen).
+ * `name`: the error of MCP_ERRORS (its code goes on the wire, its name as `data.code`); `id`: the
+ * request's, when the refusal is of one request whose id was read (a task listen).
  */
 export function jsonRpcError(
   response: ServerResponse,
@@ -15,8 +20,7 @@ export function jsonRpcError(
   id: string | number | null = null,
 ): void {
   response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-  const error = { code: MCP_ERRORS[name].code, message };
-  response.end(JSON.stringify({ jsonrpc: '2.0', id, error }));
+  response.end(JSON.stringify(errorReply(MCP_ERRORS[name].code, name, message, id)));
 }
 
 /**

@@ -61,24 +61,143 @@ export const DAEMON_STOPPING_MESSAGE =
   'the daemon is stopping, so it opens no new session (those already open get what is left): connect again once it, or the next daemon, is up';
 
 /**
- * The body of HTTP 503 to a new session while the daemon stops: one JSON-RPC error, `data.code`
- * its stable name, `id` the request's when one was read (an /mcp task listen).
+ * The one shape of an error the daemon answers with a code, on the WebSocket and over HTTP alike:
+ * one JSON-RPC error, `data.code` its stable name (a table's key), `id` the request's when one
+ * was read.
  */
-export function daemonStoppingError(id: string | number | null = null): {
+export interface ErrorReply<Name extends string = string> {
   jsonrpc: '2.0';
   id: string | number | null;
-  error: { code: number; message: string; data: { code: 'daemon_stopping' } };
-} {
-  return {
-    jsonrpc: '2.0',
-    id,
-    error: {
-      code: DAEMON_STOPPING.code,
-      message: DAEMON_STOPPING_MESSAGE,
-      data: { code: 'daemon_stopping' },
-    },
-  };
+  error: { code: number; message: string; data: { code: Name } };
 }
+
+export function errorReply<Name extends string>(
+  code: number,
+  name: Name,
+  message: string,
+  id: string | number | null = null,
+): ErrorReply<Name> {
+  return { jsonrpc: '2.0', id, error: { code, message, data: { code: name } } };
+}
+
+/**
+ * The body of HTTP 503 to a new session while the daemon stops, `id` the request's when one was
+ * read (an /mcp task listen).
+ */
+export function daemonStoppingError(
+  id: string | number | null = null,
+): ErrorReply<'daemon_stopping'> {
+  return errorReply(DAEMON_STOPPING.code, 'daemon_stopping', DAEMON_STOPPING_MESSAGE, id);
+}
+
+/** The JSON-RPC code of an HTTP refusal: a server error of JSON-RPC's range, as /mcp's `refused`. */
+const HTTP_REFUSED = -32000;
+
+/**
+ * Refusals of an HTTP request or WebSocket upgrade on the gateway port (and the local link), made
+ * by the daemon before or instead of a handler: the Host, path and method, the secret and Origin
+ * checks of /ws, /mcp and /metrics, the live page's cookie, ticket and cancel checks, the session
+ * hub's refusals of /ws and the page's /events. The answer has the entry's HTTP status and one
+ * JSON-RPC error as its body (errorReply), `data.code` the name here. (/mcp's own answers, past
+ * these checks, are MCP_ERRORS.) docs/PROTOCOL.md (4.9) lists the same table.
+ */
+export const HTTP_REFUSALS = {
+  misdirected: {
+    code: HTTP_REFUSED,
+    status: 421,
+    meaning:
+      'the Host header names another host than this daemon, or is missing (DNS rebinding is kept out so)',
+  },
+  not_found: { code: HTTP_REFUSED, status: 404, meaning: 'nothing is served at this path' },
+  method_not_allowed: {
+    code: HTTP_REFUSED,
+    status: 405,
+    meaning: 'the path is served, with other methods (the Allow header lists them)',
+  },
+  upgrade_required: {
+    code: HTTP_REFUSED,
+    status: 426,
+    meaning: '/ws asked without an upgrade: it is the WebSocket gateway',
+  },
+  origin_not_allowed: {
+    code: HTTP_REFUSED,
+    status: 403,
+    meaning:
+      "the Origin is not the daemon's own (nor, on /mcp and /metrics, one of --allow-origin)",
+  },
+  origin_required: {
+    code: HTTP_REFUSED,
+    status: 403,
+    meaning: "a cancel of the page without an Origin header (a browser sends the page's own)",
+  },
+  subprotocol_required: {
+    code: HTTP_REFUSED,
+    status: 400,
+    meaning: 'a WebSocket upgrade that does not offer the subprotocol mcp-progress.v1',
+  },
+  secret_missing: { code: HTTP_REFUSED, status: 401, meaning: 'no secret was presented' },
+  secret_wrong: {
+    code: HTTP_REFUSED,
+    status: 401,
+    meaning: "the secret is not the daemon's (it changes at every start)",
+  },
+  cookie_missing: {
+    code: HTTP_REFUSED,
+    status: 401,
+    meaning: 'the page was asked without its cookie: `mcp-progress open` gives a URL that sets it',
+  },
+  cookie_expired: {
+    code: HTTP_REFUSED,
+    status: 401,
+    meaning: "the page's cookie is older than --page-cookie-ms: `mcp-progress open` again",
+  },
+  ticket_refused: {
+    code: HTTP_REFUSED,
+    status: 401,
+    meaning:
+      "the page's one-time URL was used already, has expired or is not this daemon's: `mcp-progress open` again",
+  },
+  other_user: {
+    code: HTTP_REFUSED,
+    status: 403,
+    meaning: "another local user than the daemon's is at the other end of the connection",
+  },
+  unsupported_media_type: {
+    code: HTTP_REFUSED,
+    status: 415,
+    meaning: 'a cancel of the page whose Content-Type is not application/json',
+  },
+  body_too_large: {
+    code: HTTP_REFUSED,
+    status: 413,
+    meaning: 'a cancel of the page whose body is over 4096 bytes',
+  },
+  invalid_body: {
+    code: HTTP_REFUSED,
+    status: 400,
+    meaning: 'a cancel of the page whose body is not {"progressToken": ..., "reason"?: ...}',
+  },
+  too_many_sessions: {
+    code: HTTP_REFUSED,
+    status: 503,
+    meaning:
+      "a new session (a WebSocket upgrade, the page's /events) while the daemon serves --max-sessions sessions: one is admitted once a place frees",
+  },
+  too_many_pending: {
+    code: HTTP_REFUSED,
+    status: 503,
+    meaning:
+      'a connection closed before it sent its request whole: --max-pending-connections newer ones of the same user wait',
+  },
+  daemon_stopping: { ...DAEMON_STOPPING, status: 503 },
+  internal_error: {
+    code: -32603,
+    status: 500,
+    meaning: 'the daemon failed on the request (a bug: please report it)',
+  },
+} as const;
+
+export type HttpRefusalCode = keyof typeof HTTP_REFUSALS;
 
 /**
  * JSON-RPC errors the MCP side answers itself, before or instead of the MCP SDK: /mcp's own

@@ -3,7 +3,14 @@
  * inferred from these schemas, and schemas/*.json is generated from them.
  */
 import * as z from 'zod';
-import { REJECT_CODES, type RejectCode, RPC_ERRORS, type RpcErrorCode } from './errors.js';
+import {
+  HTTP_REFUSALS,
+  type HttpRefusalCode,
+  REJECT_CODES,
+  type RejectCode,
+  RPC_ERRORS,
+  type RpcErrorCode,
+} from './errors.js';
 import {
   fitsUtf8Bytes,
   isWellFormedText,
@@ -548,9 +555,9 @@ export type DaemonStatus = z.infer<typeof daemonStatusSchema>;
 
 // JSON-RPC errors and daemon.json.
 
-/** Every JSON-RPC error reply the daemon sends on the WebSocket. */
-export const rpcErrorSchema = z
-  .strictObject({
+/** A JSON-RPC error whose `data.code` is one of `names`: the shape of every coded error (errorReply). */
+function errorReplySchema<Name extends string>(names: readonly [Name, ...Name[]]) {
+  return z.strictObject({
     jsonrpc: z.literal('2.0'),
     id: z.union([z.string(), z.number(), z.null()]).meta({
       description:
@@ -560,13 +567,26 @@ export const rpcErrorSchema = z
       code: z.int().meta({ description: 'The JSON-RPC 2.0 numeric code.' }),
       message: z.string().meta({ description: 'What was wrong and how to fix it.' }),
       data: z.strictObject({
-        code: z
-          .enum(Object.keys(RPC_ERRORS) as [RpcErrorCode, ...RpcErrorCode[]])
-          .meta({ description: 'The stable name of the error.' }),
+        code: z.enum(names).meta({ description: 'The stable name of the error.' }),
       }),
     }),
-  })
-  .meta({ title: 'JSON-RPC error reply (daemon to gateway)' });
+  });
+}
+
+/** Every JSON-RPC error reply the daemon sends on the WebSocket. */
+export const rpcErrorSchema = errorReplySchema(
+  Object.keys(RPC_ERRORS) as [RpcErrorCode, ...RpcErrorCode[]],
+).meta({ title: 'JSON-RPC error reply (daemon to gateway)' });
+
+/**
+ * The body of every refusal on the gateway port (HTTP_REFUSALS): of a request, of a WebSocket
+ * upgrade, of the live page's routes.
+ */
+export const httpRefusalSchema = errorReplySchema(
+  Object.keys(HTTP_REFUSALS) as [HttpRefusalCode, ...HttpRefusalCode[]],
+).meta({ title: 'HTTP refusal body (daemon to any HTTP client)' });
+
+export type HttpRefusalBody = z.infer<typeof httpRefusalSchema>;
 
 export type RpcErrorReply = z.infer<typeof rpcErrorSchema>;
 

@@ -33,7 +33,7 @@ export function checkPageTicket(secret: string, ticket: string, now = Date.now()
   const parts = ticket.split('.');
   const [nonce, expiry, signature] = parts;
   if (parts.length !== 3 || nonce === undefined || expiry === undefined || signature === undefined)
-    return { ok: false, message: 'the ticket is not one of mcp-progress open' };
+    return { ok: false, message: 'the ticket is not one of `mcp-progress open`' };
   const expected = Buffer.from(sign(secret, `ticket:${nonce}.${expiry}`));
   const presented = Buffer.from(signature);
   if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) {

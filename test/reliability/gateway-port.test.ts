@@ -199,7 +199,9 @@ describe.skipIf(otherUser.skip)(
       expect(slowAnswer).toMatch(/^HTTP\/1\.1 101 /);
       slow.destroy();
       // The holder's first connection was closed for a newer one, and told why.
-      expect(holder.output()).toMatch(/first was told HTTP\/1\.1 503 .*--max-pending-connections/);
+      expect(holder.output()).toMatch(
+        /first was told HTTP\/1\.1 503 [\s\S]*"message": "[^"]*--max-pending-connections[\s\S]*"code": "too_many_pending"/,
+      );
       holder.child.stdin?.end();
       await subscriber.close();
       worker.destroy();

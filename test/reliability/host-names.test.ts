@@ -69,7 +69,8 @@ describe('the Host header on the gateway port', () => {
       for (const path of ['/', '/healthz', '/metrics', '/mcp', '/ws', '/events', '/nowhere']) {
         const answer = await ask('GET', path, { host, ...secret });
         expect(answer.status, `${host} ${path}`).toBe(421);
-        expect(answer.body).toContain(`Host "${host}" is not one of this daemon's names`);
+        expect(answer.body).toContain(`Host \`${host}\` is not one of this daemon's names`);
+        expect(JSON.parse(answer.body).error.data.code).toBe('misdirected');
         expect(answer.body).toContain(`127.0.0.1:${port}`);
       }
       const posted = await ask('POST', '/mcp', mcpHeaders(host), MCP_INITIALIZE);
@@ -84,6 +85,7 @@ describe('the Host header on the gateway port', () => {
         'sec-websocket-protocol': 'mcp-progress.v1',
       });
       expect(upgrade.status, `upgrade with Host ${host}`).toBe(421);
+      expect(JSON.parse(upgrade.body).error.data.code).toBe('misdirected');
     }
   });
 
@@ -133,6 +135,7 @@ describe('the Origin header on /mcp', () => {
       );
       expect(answer.status, origin).toBe(403);
       expect(answer.body).toContain(`Origin ${origin} is not allowed`);
+      expect(JSON.parse(answer.body).error.data.code).toBe('origin_not_allowed');
     }
   });
 });

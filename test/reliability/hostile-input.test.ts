@@ -423,6 +423,11 @@ describe('JSON-RPC ids that a double cannot hold', () => {
   });
 });
 
+/** How a refusal's body (one JSON-RPC error) begins its message when the message begins with `text`. */
+function message(text: string): string {
+  return `"message": ${JSON.stringify(text).slice(0, -1)}`;
+}
+
 /** Matches a whole HTTP/1.1 answer: its status line and, anywhere in its body, `text` verbatim. */
 function answer(status: number, text: string): RegExp {
   const quoted = text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -439,13 +444,13 @@ describe('hostile HTTP requests to the gateway port', () => {
       const asked = `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n`;
       expect(await rawHttp(`${asked}Connection: close\r\n\r\n`), target).toMatch(
         path === '/mcp'
-          ? answer(401, 'the secret is missing: send "Authorization: Bearer <secret>"')
-          : answer(404, `no GET ${path} here: the WebSocket gateway is at /ws\n`),
+          ? answer(401, message('the secret is missing: send `Authorization: Bearer <secret>`'))
+          : answer(404, message(`nothing is served at ${path}: the WebSocket gateway is at /ws`)),
       );
       expect(
         await rawHttp(`${asked}Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n`),
         `${target} (upgrade)`,
-      ).toMatch(answer(404, `no WebSocket endpoint at ${path}: use /ws\n`));
+      ).toMatch(answer(404, message(`no WebSocket endpoint at ${path}: use /ws`)));
       expect(daemon.child.exitCode, target).toBeNull();
     }
     await fc.assert(

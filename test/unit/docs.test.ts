@@ -10,6 +10,7 @@ import { TaskTable } from '../../src/daemon/task-table.js';
 import type { StreamSummary } from '../../src/protocol/index.js';
 import {
   FRAME_TIMEOUT_MS,
+  HTTP_REFUSALS,
   MAX_FRAME_BYTES,
   MAX_LIST_REPLY_BYTES,
   MAX_MESSAGE_BYTES,
@@ -62,6 +63,23 @@ describe('docs/PROTOCOL.md', () => {
     expect(section).toContain(`at most **${MAX_STDIO_TASK_LISTENS}** task listens`);
     expect(section).toContain(`(up to ${MAX_LISTENED_TASKS} \`taskIds\`)`);
     expect(section).toContain(`at most **${MAX_FOLLOWED_TASKS}** working tasks`);
+  });
+
+  it('lists every refusal of the gateway port with its status, in 4.9', () => {
+    const section = protocol.slice(
+      protocol.indexOf('### 4.9 Refusals on the gateway port'),
+      protocol.indexOf('## 5.'),
+    );
+    const rows = [...section.matchAll(/^\| (\d{3}) +\| `(\w+)` +\|/gm)].map((m) => [
+      m[2],
+      Number(m[1]),
+    ]);
+    expect(rows).toEqual(
+      expect.arrayContaining(
+        Object.entries(HTTP_REFUSALS).map(([name, { status }]) => [name, status]),
+      ),
+    );
+    expect(rows).toHaveLength(Object.keys(HTTP_REFUSALS).length);
   });
 
   it('lists every worker event and close code', () => {
