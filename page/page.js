@@ -75,23 +75,53 @@ function connect() {
   source = new EventSource(url);
   source.addEventListener('open', () => {
     retryMs = 1000;
-    connection.textContent = 'live';
+    showConnection('live');
   });
   source.addEventListener('snapshot', (event) => receive(event, true));
   source.addEventListener('changes', (event) => receive(event, false));
   source.addEventListener('error', () => {
     if (source.readyState === EventSource.CONNECTING) {
-      connection.textContent = 'reconnecting…';
+      showConnection('reconnecting…');
       return;
     }
-    // Refused (the daemon restarted with a full session table, or the cookie is gone): try
-    // again with a new EventSource, which carries the last id in its URL.
+    // Refused (the daemon at --max-sessions, or the cookie is gone) or unreachable: say why, then
+    // try again with a new EventSource, which carries the last id in its URL.
     source.close();
-    connection.textContent =
-      'disconnected: retrying (if this lasts, run "mcp-progress open" for a new URL)';
-    setTimeout(connect, retryMs);
-    retryMs = Math.min(retryMs * 2, 15_000);
+    void retryAfterRefusal(url);
   });
+}
+
+async function retryAfterRefusal(url) {
+  const refusal = await whyRefused(url);
+  if (refusal === undefined)
+    showConnection('disconnected: retrying (if this lasts, run `mcp-progress open` for a new URL)');
+  else showConnection(`refused: ${refusal.message} (${refusal.data.code}); retrying`, true);
+  setTimeout(connect, retryMs);
+  retryMs = Math.min(retryMs * 2, 15_000);
+}
+
+/**
+ * The daemon's refusal of `url` now ({message, data: {code}}), or undefined when it admits it or
+ * cannot be reached. An EventSource never shows a refused response, so the same request once more,
+ * by fetch, whose answer can be read; a stream it opens is dropped at once.
+ */
+async function whyRefused(url) {
+  const asked = new AbortController();
+  try {
+    const response = await fetch(url, { signal: asked.signal });
+    if (response.ok) return undefined;
+    const { error } = await response.json();
+    return typeof error?.message === 'string' ? error : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    asked.abort();
+  }
+}
+
+function showConnection(text, refused = false) {
+  if (connection.textContent !== text) connection.textContent = text;
+  connection.classList.toggle('refused', refused);
 }
 
 function receive(event, isSnapshot) {
@@ -110,7 +140,7 @@ function receive(event, isSnapshot) {
     unseen = undefined;
   }
   if (event.lastEventId !== '') lastEventId = event.lastEventId;
-  connection.textContent = 'live';
+  showConnection('live');
   schedule();
 }
 

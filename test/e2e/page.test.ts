@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PAGE_HEADERS } from '../../src/daemon/page-headers.js';
 import { cleanupAll, ROOT, type RunningDaemon, startDaemon, tempDir } from '../helpers/daemon.js';
 import { type DrivenWorker, killWorkers, nodeWorker } from '../helpers/driven-worker.js';
+import { connectGateway } from '../helpers/gateway.js';
 import { httpAsk, pageTicketUrl } from '../helpers/page.js';
 import { tool } from '../helpers/tools.js';
 
@@ -271,6 +272,41 @@ describe.skipIf(chromium.skip)('the live page in chromium', () => {
       headers: { host: `127.0.0.1:${port}`, authorization: `Bearer ${daemon.info.secret}` },
     });
     expect(metrics.body).toMatch(/^mcp_progress_page_sessions 1$/m);
+  });
+
+  it('shows why the daemon refuses its stream (at --max-sessions), and goes live once a place frees', async () => {
+    // A daemon of its own, with one place, which a WebSocket session holds.
+    const fullDir = tempDir();
+    const full = await startDaemon(['--port', '0', '--max-sessions', '1'], fullDir);
+    const holder = await connectGateway(full.info);
+    const tab = await browser.newPage();
+    try {
+      await tab.goto(await pageTicketUrl(fullDir));
+      // The first thing it says once its stream was answered.
+      const said = await tab.waitForFunction(
+        () => {
+          const text = document.getElementById('connection')?.textContent;
+          return text !== 'connecting…' ? text : undefined;
+        },
+        { timeout: 15_000 },
+      );
+      expect(await said.jsonValue()).toMatch(
+        /^refused: the daemon serves at most 1 sessions of all kinds together \(--max-sessions\): .*\(too_many_sessions\); retrying$/,
+      );
+      expect(await tab.$eval('#connection', (status) => status.className)).toBe('refused');
+      holder.ws.close();
+      await tab.waitForFunction(
+        () => {
+          const status = document.getElementById('connection');
+          return status?.textContent === 'live' && !status.classList.contains('refused');
+        },
+        { timeout: 30_000 },
+      );
+    } finally {
+      await tab.close();
+      holder.ws.close();
+      await full.stop();
+    }
   });
 
   it('resumes after a daemon restart, on the same cookie', async () => {
