@@ -68,7 +68,9 @@ next updates ask again (a few times, further and further apart).
 With TOKENs, tail exits (0) once every named stream is done; without, it
 runs until interrupted. It survives a daemon restart, and when no daemon is
 up yet, or the one named does not answer (stopped, hung), it says so once
-and waits for one.
+and waits for one. A daemon that runs and refuses it (at --max-sessions) is
+named as such, with its reason, once; tail asks again every 0.5 s and
+follows once it is let in.
 
 Options:
   TOKEN                a string token
@@ -209,15 +211,16 @@ async function connectWhenUp(
   void stopped.then(() => {
     isStopped = true;
   });
-  let told = false;
+  // What was said last: said again only when the reason changes (none up, then one that refuses).
+  let told: string | undefined;
   while (!isStopped) {
     try {
       return await GatewayClient.connect(options);
     } catch (error) {
       if (!(error instanceof BridgeError) || !WAIT_FOR.has(error.code)) throw error;
-      if (!told)
-        io.err(`mcp-progress tail: ${error.message}; waiting for a daemon (Ctrl-C to stop)\n`);
-      told = true;
+      const why = error.code === 'gateway_refused' ? 'refused' : 'no daemon';
+      if (told !== why) io.err(`mcp-progress tail: ${waitMessage(error)}\n`);
+      told = why;
     }
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -229,6 +232,16 @@ async function connectWhenUp(
     clearTimeout(timer);
   }
   return undefined;
+}
+
+/**
+ * What tail says while it waits: for a daemon when none answers; a daemon that runs and said no
+ * (at --max-sessions, say) is named as such, with its reason, as tail keeps asking.
+ */
+function waitMessage(error: BridgeError): string {
+  if (error.code !== 'gateway_refused')
+    return `${error.message}; waiting for a daemon (Ctrl-C to stop)`;
+  return `${error.message}; the daemon is running and said no: tail asks again every ${POLL_MS} ms and follows once it is let in (at --max-sessions: once a session ends) (Ctrl-C to stop)`;
 }
 
 export async function tailCommand(argv: string[], io: Io): Promise<number> {

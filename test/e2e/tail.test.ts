@@ -254,6 +254,46 @@ describe('mcp-progress tail --json', () => {
   });
 });
 
+describe('mcp-progress tail refused by a running daemon (--max-sessions)', () => {
+  it('says the daemon refused it and why, once, not that it waits for a daemon; follows once a place frees', async () => {
+    const dir = tempDir();
+    const daemon = await startDaemon([...PATIENT_DAEMON_ARGS, '--max-sessions', '1'], dir);
+    const holder = await connectGateway(daemon.info);
+    try {
+      const token = uniqueToken('refused');
+      const tail = startTail([token, '--json'], dir);
+      const said = await eventually(
+        () => (tail.stderr().includes('\n') ? tail.stderr() : undefined),
+        60_000,
+        'tail to say why it waits',
+      );
+      expect(said).toMatch(
+        /^mcp-progress tail: the daemon refused the connection \(HTTP 503\): the daemon serves at most 1 sessions of all kinds together \(--max-sessions\): .* \(too_many_sessions\); the daemon is running and said no: tail asks again every 500 ms and follows once it is let in \(at --max-sessions: once a session ends\) \(Ctrl-C to stop\)\n$/,
+      );
+      expect(tail.child.exitCode).toBeNull();
+      await holder.close();
+      // Its place taken, tail gets the stream's newest value as it subscribes, then its done.
+      await publishTo(daemon, token, '--progress', '1');
+      await eventually(
+        () => (tail.lines().length > 0 ? true : undefined),
+        60_000,
+        'tail to follow',
+      );
+      await publishTo(daemon, token, '--done', '--status', 'ok');
+      expect(await tail.exit).toBe(0);
+      expect(tail.lines().map((line) => JSON.parse(line).method)).toEqual([
+        'notifications/progress',
+        'notifications/progress/done',
+      ]);
+      // Said once, though refused at every try until the place freed.
+      expect(tail.stderr()).toBe(said);
+    } finally {
+      await holder.close();
+      await daemon.stop();
+    }
+  });
+});
+
 describe('mcp-progress tail without tokens, following every stream', () => {
   it('lists the stream table at start and after a reconnect, not on a timer while the subscription reports every stream', async () => {
     const daemon = await startDaemon(PATIENT_DAEMON_ARGS);
