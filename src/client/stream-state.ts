@@ -5,7 +5,12 @@
  * (publisher.ts) writes what this says is unsent.
  */
 import type { ProgressToken } from '../protocol/frames.js';
-import { fitsUtf8Bytes, MAX_MESSAGE_BYTES, PROTOCOL_VERSION } from '../protocol/limits.js';
+import {
+  fitsUtf8Bytes,
+  MAX_MESSAGE_BYTES,
+  PROTOCOL_VERSION,
+  toWellFormedText,
+} from '../protocol/limits.js';
 import type { BridgeErrorCode } from '../shared/errors.js';
 
 export interface ProgressUpdate {
@@ -13,7 +18,10 @@ export interface ProgressUpdate {
   readonly progress?: number | undefined;
   /** Remembered: later updates carry it until another total is given. */
   readonly total?: number | undefined;
-  /** Longer than 4096 UTF-8 bytes: cut to 4093 bytes at a code point boundary, and "..." added. */
+  /**
+   * Each lone surrogate becomes U+FFFD; then, longer than 4096 UTF-8 bytes: cut to 4093 bytes at a
+   * code point boundary, and "..." added.
+   */
   readonly message?: string | undefined;
 }
 
@@ -33,10 +41,13 @@ export interface UpdateProblem {
 }
 
 /**
- * A message of at most MAX_MESSAGE_BYTES UTF-8 bytes: a longer one is cut at
- * a code point boundary to leave room for "...", as the Python client does.
+ * The message as the daemon takes it, by the rule the Python and C clients follow too: each lone
+ * surrogate becomes U+FFFD (the daemon refuses a message holding one, and the update would be
+ * lost), and then one of more than MAX_MESSAGE_BYTES UTF-8 bytes is cut at a code point boundary
+ * to leave room for "...".
  */
-export function fitMessage(text: string): string {
+export function fitMessage(message: string): string {
+  const text = toWellFormedText(message);
   if (fitsUtf8Bytes(text, MAX_MESSAGE_BYTES)) return text;
   const bytes = Buffer.from(text, 'utf8');
   let end = MAX_MESSAGE_BYTES - 3;

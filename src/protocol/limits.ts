@@ -102,12 +102,17 @@ export function fitsUtf8Bytes(text: string, maxBytes: number): boolean {
   return text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes;
 }
 
-/** ES2024's String.prototype.isWellFormed (Node 20+), not yet in this project's ES2023 lib typings. */
-type WellFormedCheck = string & { isWellFormed(): boolean };
+/** ES2024's String.prototype.isWellFormed and toWellFormed (Node 20+), not yet in this project's ES2023 lib typings. */
+type WellFormedCheck = string & { isWellFormed(): boolean; toWellFormed(): string };
 
 /** Whether `text` is well-formed Unicode (no lone surrogate), so that it encodes to UTF-8 and strict parsers accept it. */
 export function isWellFormedText(text: string): boolean {
   return (text as WellFormedCheck).isWellFormed();
+}
+
+/** `text` with each lone surrogate replaced by U+FFFD: well-formed, so the daemon takes it. */
+export function toWellFormedText(text: string): string {
+  return (text as WellFormedCheck).toWellFormed();
 }
 
 /**
