@@ -43,6 +43,11 @@
  * mcp_progress_done). A call that fails on the daemon's refusal leaves its code in p.refused
  * (PROTOCOL.md 2.5), and p.error says what was refused and why; p.refused is "" when a call saw
  * no refusal (no daemon, no answer in time).
+ * A message (of an update or a done) goes as the daemon takes it, as the Node and Python clients
+ * send it: each byte that is not part of a valid UTF-8 character becomes U+FFFD (a filename or a
+ * log line may hold such bytes, and the daemon refuses a frame that is not UTF-8), and one then
+ * longer than MCP_PROGRESS_MAX_MESSAGE bytes is cut to MCP_PROGRESS_MAX_MESSAGE - 3 bytes, never
+ * inside a character, with "..." added (see mcpp_fit_message).
  * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
  * thread-safe: use one mcp_progress per thread, or a lock around each call.
  */
@@ -87,7 +92,8 @@ typedef struct mcp_progress {
    * "invalid_utf8" or "stream_closed": p.error then says what was refused and why. */
   char refused[64];
   /* The newest update published (its fields; "" for none), sent again first on each connection.
-   * Room for any update the daemon takes: its longest message with every byte escaped (\u00XX). */
+   * Room for any update: its message, fitted, at most MCP_PROGRESS_MAX_MESSAGE bytes with every
+   * byte escaped (\u00XX). */
   char newest[MCP_PROGRESS_MAX_MESSAGE * 6 + 128];
   double newest_progress;
   int newest_sent; /* It went out on the current connection. */
@@ -104,7 +110,7 @@ int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *toke
 void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *user);
 /* Says this connection works for the token: cancels reach it before its first update. */
 int mcp_progress_claim(mcp_progress *p);
-/* One update; total < 0 and message NULL leave them out. */
+/* One update; total < 0 and message NULL leave them out. The message is fitted (see above). */
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message);
 /*
  * Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
@@ -180,6 +186,56 @@ static int mcpp_json_string(char *out, int used, int size, const char *s) {
   out[used++] = '"';
   out[used] = 0;
   return used;
+}
+
+/*
+ * The length of the UTF-8 character that starts at s (1 to 4 bytes), or 0 when the byte at s
+ * starts none that is whole and valid (Unicode's table 3-7: no overlong form, no surrogate,
+ * nothing past U+10FFFF), as the daemon's check has it.
+ */
+static int mcpp_utf8_length(const unsigned char *s) {
+  unsigned char lead = s[0];
+  if (lead < 0x80) return 1;
+  if (lead >= 0xc2 && lead <= 0xdf) return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+  if (lead >= 0xe0 && lead <= 0xef) {
+    unsigned char low = lead == 0xe0 ? 0xa0 : 0x80, high = lead == 0xed ? 0x9f : 0xbf;
+    return s[1] >= low && s[1] <= high && (s[2] & 0xc0) == 0x80 ? 3 : 0;
+  }
+  if (lead >= 0xf0 && lead <= 0xf4) {
+    unsigned char low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
+    return s[1] >= low && s[1] <= high && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ? 4 : 0;
+  }
+  return 0;
+}
+
+/*
+ * message as the daemon takes it, into out (MCP_PROGRESS_MAX_MESSAGE + 1 bytes), by the rule of
+ * the Node and Python clients (fitMessage, _fit_message): each byte that is not part of a valid
+ * UTF-8 character becomes U+FFFD (one for each byte, as Python's client makes of a name decoded
+ * with surrogateescape), since the daemon refuses a frame that is not UTF-8 (invalid_utf8) and
+ * closes the connection; then, if that is over MCP_PROGRESS_MAX_MESSAGE bytes, it is cut to at
+ * most MCP_PROGRESS_MAX_MESSAGE - 3 bytes, never inside a character, and "..." is added. Sent as
+ * it was, a longer one would be refused, and, kept as the newest update, refused again on each
+ * new connection.
+ */
+static void mcpp_fit_message(const char *message, char *out) {
+  static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
+  const unsigned char *at = (const unsigned char *)message;
+  size_t used = 0;
+  size_t cut = 0; /* The end of the last character that ends within MCP_PROGRESS_MAX_MESSAGE - 3. */
+  while (*at != 0) {
+    int length = mcpp_utf8_length(at);
+    size_t size = length > 0 ? (size_t)length : sizeof replacement - 1;
+    if (used + size > MCP_PROGRESS_MAX_MESSAGE) {
+      memcpy(out + cut, "...", 4);
+      return;
+    }
+    memcpy(out + used, length > 0 ? (const char *)at : replacement, size);
+    used += size;
+    if (used <= MCP_PROGRESS_MAX_MESSAGE - 3) cut = used;
+    at += length > 0 ? length : 1;
+  }
+  out[used] = 0;
 }
 
 static long mcpp_now_ms(void) {
@@ -454,7 +510,7 @@ static long mcpp_handle(mcp_progress *p, const char *frame, int *rejected) {
       p->refused_connection = 1;
       mcpp_fail(p, "the daemon on %s serves --max-connections workers already: %s; reconnecting with backoff", p->socket_path, message);
     } else {
-      /* A malformed frame (a token or message that is not UTF-8, a NaN) closes the connection,
+      /* A malformed frame (a token that is not UTF-8, a NaN) closes the connection,
        * and the next would send the same: coming back at once would loop (PROTOCOL 2.5). Which
        * frame it was is not said: nothing sent on this connection is sent again. */
       if (mcpp_refuses_frame(code)) {
@@ -573,8 +629,7 @@ int mcp_progress_claim(mcp_progress *p) {
 /*
  * Keeps an update as the newest, to be sent again on each new connection; `sent`: it went out on
  * this one. Not one whose progress is not above the newest's: the daemon refuses it (progress must
- * increase), so the newest it has is still the one kept. Nor one too long to keep: it holds a
- * message longer than the daemon takes, and is refused too.
+ * increase), so the newest it has is still the one kept. (Every update fits: its message is fitted.)
  */
 static int mcpp_keep_newest(mcp_progress *p, double progress, const char *fields, int sent) {
   if (p->newest[0] != 0 && !(progress > p->newest_progress)) return 0;
@@ -591,8 +646,10 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
   int used = snprintf(fields, sizeof fields, ",\"progress\":%.17g", progress);
   if (total >= 0) used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"total\":%.17g", total);
   if (message != NULL) {
+    char fitted[MCP_PROGRESS_MAX_MESSAGE + 1];
+    mcpp_fit_message(message, fitted);
     used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"message\":");
-    if (mcpp_json_string(fields, used, (int)sizeof fields, message) < 0) return mcpp_fail(p, "the message is too long");
+    if (mcpp_json_string(fields, used, (int)sizeof fields, fitted) < 0) return mcpp_fail(p, "the message is too long");
   }
   int rejected = 0;
   if (mcpp_send(p, "progress", fields) != 0) {
@@ -627,8 +684,10 @@ static int mcpp_done(mcp_progress *p, const char *status, const char *message, i
   int used = snprintf(fields, sizeof fields, ",\"status\":");
   used = mcpp_json_string(fields, used, (int)sizeof fields, status == NULL ? "ok" : status);
   if (message != NULL && used >= 0) {
+    char fitted[MCP_PROGRESS_MAX_MESSAGE + 1];
+    mcpp_fit_message(message, fitted);
     used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"message\":");
-    used = mcpp_json_string(fields, used, (int)sizeof fields, message);
+    used = mcpp_json_string(fields, used, (int)sizeof fields, fitted);
   }
   if (used < 0) return mcpp_fail(p, "the message is too long");
   snprintf(fields + used, sizeof fields - (size_t)used, ",\"seq\":%ld", seq);
