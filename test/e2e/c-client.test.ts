@@ -4,10 +4,10 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { buildCWorker, cc } from '../helpers/c-client.js';
+import { expectBackedOff, startClosingListener } from '../helpers/closing-listener.js';
 import {
   cleanupAll,
   collectOutput,
@@ -429,25 +429,15 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
   });
 
   it('at a socket that closes every connection at once, saying nothing: each try waits its backoff step, not a tight loop', async () => {
-    const path = join(tempDir(), 'closing.sock');
-    let accepted = 0;
-    const closer = createServer((socket) => {
-      accepted++;
-      socket.destroy();
-    });
-    await new Promise<void>((resolve) => closer.listen(path, resolve));
-    onTestFinished(() => {
-      closer.close();
-    });
+    const closing = await startClosingListener(tempDir());
     // It only polls, for a second by its own clock.
-    const { child, worker } = startWorker('poll', 'c-closing', { values: 1000, socket: path });
+    const { child, worker } = startWorker('poll', 'c-closing', {
+      values: 1000,
+      socket: closing.path,
+    });
     const polled = await waitForEvent(worker, 'polled');
     expect(await waitForExit(child)).toBe(0);
-    // It came back after each loss, but only after its wait: at least 25 ms each time (50 ms, at
-    // most half taken off), so one connection at the start and at most one per 25 ms after it.
-    // (Coming back at once, it made thousands.)
-    expect(accepted).toBeGreaterThanOrEqual(2);
-    expect(accepted).toBeLessThanOrEqual(2 + Number(polled.ms) / 25);
+    expectBackedOff(closing, Number(polled.ms));
   });
 
   it('counts a done it sent again as delivered when the daemon answers stream_closed: the first one, taken before the connection was lost, ended the stream', async () => {

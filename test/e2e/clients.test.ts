@@ -4,12 +4,12 @@
  * promise the same behaviour, so the same scenarios run against each.
  */
 import { spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { Daemon } from '../../src/daemon/daemon.js';
 import { DEFAULT_MIN_INTERVAL_MS } from '../../src/shared/defaults.js';
 import { silentLogger } from '../../src/shared/log.js';
+import { expectBackedOff, startClosingListener } from '../helpers/closing-listener.js';
 import { cleanupAll, eventually, ROOT, startDaemon, tempDir } from '../helpers/daemon.js';
 import { startDoneCuttingRelay } from '../helpers/done-cutting-relay.js';
 import {
@@ -539,18 +539,9 @@ describe('the Python client, whose connection carries bytes that are not UTF-8',
 
 describe('the Python client, at a socket that closes every connection at once, saying nothing', () => {
   it('waits its backoff step after each lost connection, not a tight loop', async () => {
-    const path = join(tempDir(), 'closing.sock');
-    let accepted = 0;
-    const closer = createServer((socket) => {
-      accepted++;
-      socket.destroy();
-    });
-    await new Promise<void>((resolve) => closer.listen(path, resolve));
-    onTestFinished(() => {
-      closer.close();
-    });
+    const closing = await startClosingListener(tempDir());
     const worker = pythonWorker({
-      MCP_PROGRESS_SOCKET: path,
+      MCP_PROGRESS_SOCKET: closing.path,
       MCP_PROGRESS_TOKEN: uniqueToken('closing'),
     });
     await ready(worker);
@@ -559,11 +550,7 @@ describe('the Python client, at a socket that closes every connection at once, s
     const published = await worker.next((e) => e.event === 'published', 'published');
     worker.send({ exit: 0 });
     expect(await worker.exit()).toBe(0);
-    // It came back after each loss, but only after its wait: at least 25 ms each time (50 ms, at
-    // most half taken off), so one connection at the start and at most one per 25 ms after it.
-    // (Coming back at once, it made tens of thousands.)
-    expect(accepted).toBeGreaterThanOrEqual(2);
-    expect(accepted).toBeLessThanOrEqual(2 + Number(published.ms) / 25);
+    expectBackedOff(closing, Number(published.ms));
   });
 });
 
