@@ -1,10 +1,10 @@
 /**
  * What each default cap costs in daemon memory: fills connections, streams,
- * sessions and claims in a fresh daemon each, and reports the resident and
- * heap bytes per unit after a full GC. A measurement, not a test (nothing is
- * timed or asserted); docs/RELIABILITY.md and `daemon --help` quote it.
+ * sessions, claims and finished tasks in a fresh daemon each, and reports the
+ * resident and heap bytes per unit after a full GC. A measurement, not a test
+ * (nothing is timed or asserted); docs/RELIABILITY.md and `daemon --help` quote it.
  *
- *   npm run build && node test/reliability/memory-caps.ts [--quick]
+ *   npm run build && node test/reliability/memory-caps.ts [--quick] [--only=tasks]
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,6 +24,9 @@ const { DEFAULT_ROUTER_OPTIONS } = (await import(join(ROOT, 'dist/daemon/router.
 const { encodeFrame } = (await import(join(ROOT, 'dist/protocol/wire.js'))) as {
   encodeFrame: (type: string, data: unknown) => string;
 };
+const { MAX_MESSAGE_BYTES, MAX_TOKEN_BYTES } = (await import(
+  join(ROOT, 'dist/protocol/limits.js')
+)) as { MAX_MESSAGE_BYTES: number; MAX_TOKEN_BYTES: number };
 
 interface Sample {
   rss: number;
@@ -200,6 +203,113 @@ async function measureSessions(n: number): Promise<Row> {
   return row('WebSocket session with one subscription', n, before, after, '--max-sessions', 10_000);
 }
 
+/** A gateway session (the WebSocket, authenticated), to call task/create on. */
+async function gatewaySession(info: { url: string; secret: string }): Promise<WebSocket> {
+  const ws = new WebSocket(info.url, 'mcp-progress.v1', {
+    headers: { authorization: `Bearer ${info.secret}` },
+  });
+  await new Promise<void>((ok, fail) => {
+    ws.once('open', () => ok());
+    ws.once('error', fail);
+  });
+  return ws;
+}
+
+/** Calls `method` once per params over one session, `batch` at a time, and waits for every reply. */
+async function callEach(ws: WebSocket, method: string, all: unknown[], batch = 200): Promise<void> {
+  let nextId = 0;
+  for (let start = 0; start < all.length; start += batch) {
+    const ids = new Set<number>();
+    for (const params of all.slice(start, start + batch)) {
+      ids.add(nextId);
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }));
+    }
+    await new Promise<void>((ok, fail) => {
+      const onMessage = (data: Buffer) => {
+        const reply = JSON.parse(data.toString('utf8')) as { id?: number; error?: unknown };
+        if (reply.id === undefined || !ids.delete(reply.id)) return;
+        if (reply.error !== undefined) fail(new Error(JSON.stringify(reply.error)));
+        if (ids.size === 0) {
+          ws.off('message', onMessage);
+          ok();
+        }
+      };
+      ws.on('message', onMessage);
+    });
+  }
+}
+
+/** Waits until the daemon acked `seq` on this worker connection. */
+function acked(socket: Socket, seq: number): Promise<void> {
+  const wanted = `"seq":${seq}}`;
+  let text = '';
+  return new Promise((ok) => {
+    const onData = (chunk: Buffer) => {
+      text = (text + chunk.toString('utf8')).slice(-256);
+      if (!text.includes(wanted)) return;
+      socket.off('data', onData);
+      ok();
+    };
+    socket.on('data', onData);
+  });
+}
+
+/**
+ * Finished tasks whose streams' last frames carry `metaBytes` of `_meta`: the tasks are created
+ * first (on tokens with no stream yet), then every job publishes one value and ends. Measured
+ * in one daemon whose stream table keeps the done streams (an hour) and in one that forgets them
+ * at once (--retention-ms 0): there only the tasks hold what they kept.
+ */
+async function measureTasks(
+  n: number,
+  metaBytes: number,
+  label: string,
+  longest = false,
+): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const retentionMs of [3_600_000, 0]) {
+    const daemon = new MeasuredDaemon({ router: { retentionMs } });
+    await daemon.started();
+    const before = await daemon.measure();
+    const ws = await gatewaySession(daemon.info);
+    // The longest token and messages a frame may carry (1 KiB, 4 KiB): all a finished task keeps.
+    const tokens = Array.from({ length: n }, (_, i) =>
+      longest ? `task-${i}-`.padEnd(MAX_TOKEN_BYTES, 't') : `task-${i}`,
+    );
+    const message = (i: number, what: string) => `${what} ${i} `.padEnd(MAX_MESSAGE_BYTES, 'm');
+    await callEach(
+      ws,
+      'task/create',
+      tokens.map((progressToken) => ({ progressToken })),
+    );
+    const pad = 'x'.repeat(metaBytes);
+    const socket = await workerConnection(daemon.info.socket);
+    const lastAck = acked(socket, n - 1);
+    const frames: string[] = [];
+    for (const [i, progressToken] of tokens.entries()) {
+      const data: Record<string, unknown> = { v: 1, progressToken, progress: 1, total: 1 };
+      if (metaBytes > 0) data._meta = { pad };
+      if (longest) data.message = message(i, 'step');
+      frames.push(encodeFrame('progress', data));
+      const done: Record<string, unknown> = { v: 1, progressToken, status: 'ok', seq: i };
+      if (longest) Object.assign(done, { status: 'error', message: message(i, 'failed') });
+      frames.push(encodeFrame('done', done));
+      if (frames.length >= 500) socket.write(frames.splice(0).join(''));
+    }
+    socket.write(frames.join(''));
+    await lastAck;
+    const after = await settle(daemon, (s) =>
+      retentionMs === 0 ? s.streams === 0 : s.streams >= n,
+    );
+    ws.terminate();
+    socket.destroy();
+    await daemon.stop();
+    const held = retentionMs === 0 ? 'stream evicted' : 'stream table holds it too';
+    rows.push(row(`${label}: done, ${held}`, n, before, after, 'MAX_LIVE_TASKS', 10_000));
+  }
+  return rows;
+}
+
 function row(
   what: string,
   units: number,
@@ -221,12 +331,31 @@ function row(
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
 
 const scale = quick ? 10 : 1;
+// --only=tasks (or another row's first word) measures that kind alone.
+const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
+const wanted = (name: string) => only === undefined || only === name;
 const rows = [
-  await measureConnections(10_000 / scale),
-  await measureStreams(100_000 / scale, 0, 'stream, small frame (~100 B)'),
-  await measureStreams(2_000 / scale, 60_000, 'stream, largest frame (60 KB _meta)'),
-  await measureSessions(2_000 / scale),
-  await measureClaims(10_000 / scale),
+  ...(wanted('connections') ? [await measureConnections(10_000 / scale)] : []),
+  ...(wanted('streams')
+    ? [
+        await measureStreams(100_000 / scale, 0, 'stream, small frame (~100 B)'),
+        await measureStreams(2_000 / scale, 60_000, 'stream, largest frame (60 KB _meta)'),
+      ]
+    : []),
+  ...(wanted('sessions') ? [await measureSessions(2_000 / scale)] : []),
+  ...(wanted('claims') ? [await measureClaims(10_000 / scale)] : []),
+  ...(wanted('tasks')
+    ? [
+        ...(await measureTasks(10_000 / scale, 0, 'task, small frame')),
+        ...(await measureTasks(10_000 / scale, 60_000, 'task, largest frame (60 KB _meta)')),
+        ...(await measureTasks(
+          10_000 / scale,
+          0,
+          'task, longest token and messages (1 KiB, 4 KiB, 4 KiB)',
+          true,
+        )),
+      ]
+    : []),
 ];
 console.log(
   '| what | measured at | RSS per unit | heap per unit | default cap | at the cap (heap) |',
