@@ -37,8 +37,8 @@ interface Task {
   reason: string | undefined;
   updatedAt: number;
   /**
-   * The stream's summary when the task left working (the router forgets done streams sooner);
-   * undefined once terminal: it had none then, and reports none.
+   * What the task keeps of its stream's summary when it left working (the router forgets done
+   * streams sooner): keptSummary's, bounded; undefined when it had none then, and reports none.
    */
   final: StreamSummary | undefined;
 }
@@ -67,6 +67,19 @@ function statusOf(stream: StreamSummary): { status: TaskStatus; reason?: string 
           (stream.status === 'abandoned' ? 'the worker abandoned the stream' : 'the worker failed'),
       };
   }
+}
+
+/**
+ * What a task keeps of its stream once it leaves working, for its TTL (up to 24 h, after the
+ * router forgot the stream): the summary without the last value's `_meta`. That `_meta` is the
+ * one part a frame does not bound but by its own size (up to a whole frame: 10000 tasks would
+ * keep gigabytes); everything an MCP answer reads (progress, total, messages, status, times) is
+ * kept, so what a task keeps is bounded by the token and message limits (MAX_LIVE_TASKS).
+ */
+export function keptSummary(stream: StreamSummary): StreamSummary {
+  if (stream.last?._meta === undefined) return stream;
+  const { _meta, ...last } = stream.last;
+  return { ...stream, last };
 }
 
 export class TaskTable {
@@ -262,7 +275,7 @@ export class TaskTable {
     task.status = status;
     task.reason = reason;
     task.updatedAt = now;
-    task.final = stream;
+    task.final = stream === undefined ? undefined : keptSummary(stream);
     // Its TTL counts from its end: a client that waited out a long job still reads its outcome.
     task.keptUntil = Math.max(task.keptUntil, now + task.ttlMs);
   }
@@ -297,11 +310,14 @@ export class TaskTable {
   }
 
   /**
-   * The task as reported at `now`. A working task whose job runs is promised its TTL from now
+   * The task as reported at `now`, with `stream` the router's summary of its token: a terminal
+   * task reports what it kept instead, from the answer that saw it end on, so every answer after
+   * its end is the same. A working task whose job runs is promised its TTL from now
    * (were the job to end now, it would be kept that long), and keeps that promise: the reported
    * ttlMs is honest, the task is kept at least until createdAt + ttlMs.
    */
-  #record(task: Task, stream: StreamSummary | undefined, now: number): TaskRecord {
+  #record(task: Task, routerStream: StreamSummary | undefined, now: number): TaskRecord {
+    const stream = task.status === 'working' ? routerStream : task.final;
     if (task.status === 'working' && this.#runs(task, stream)) {
       task.keptUntil = Math.max(task.keptUntil, now + task.ttlMs);
     }

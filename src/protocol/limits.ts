@@ -74,8 +74,10 @@ export const MAX_NOTIFICATION_BYTES =
  * task/list page of one task). Its stream's summary holds the stream's last params (at most a
  * notification), the token and the done message; the task holds the token again and the message
  * again as its `reason`; and a reply echoes its request's id, up to a whole request. Strings count
- * as JSON writes them. A progress/get or progress/list reply holds less. (With a NATS backplane a
- * summary also names its host, which is not counted.)
+ * as JSON writes them. Counted as if one task had all of these at once: a working task's summary
+ * has a full-size value but no done message or reason, a finished task's the messages but a value
+ * without `_meta` (docs/PROTOCOL.md 4.2.3), so this bounds both. A progress/get or progress/list
+ * reply holds less. (With a NATS backplane a summary also names its host, which is not counted.)
  */
 export const MAX_REPLY_BYTES =
   MAX_NOTIFICATION_BYTES +

@@ -284,8 +284,12 @@ export const MAX_FOLLOWED_TASKS = 100;
 /**
  * Tasks one daemon keeps alive at once (terminal ones included, until their TTL). Past it
  * task/create evicts the oldest terminal task, and refuses with too_many_tasks when none is.
- * A task holds its id, token and the watched stream's summary: at most about 6 KiB each
- * (a 4 KiB message), so the table stays under 60 MiB at the cap, typically under 5 MiB.
+ * A finished task keeps its id, token and its stream's summary without the last value's `_meta`
+ * (task-table.ts keptSummary), which the token and message limits bound. Measured with 10000
+ * tasks whose streams the stream table had forgotten (test/reliability/memory-caps.ts): 0.9 KiB
+ * of heap each (9 MiB at the cap), 11 KiB with the longest token and messages (1 KiB, 4 KiB
+ * twice: 107 MiB at the cap). Kept whole, a 60 KB `_meta` stayed for the task's TTL (up to 24 h):
+ * 60 KiB each, 582 MiB at the cap. While the stream table holds a task's stream they share it.
  */
 export const MAX_LIVE_TASKS = 10_000;
 

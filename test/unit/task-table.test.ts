@@ -1,7 +1,10 @@
 /** The daemon's task table, fed by a real router: statuses follow the stream, TTL and cap hold. */
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_ROUTER_OPTIONS, Router } from '../../src/daemon/router.js';
-import { TaskTable, type TaskTableOptions } from '../../src/daemon/task-table.js';
+import { keptSummary, TaskTable, type TaskTableOptions } from '../../src/daemon/task-table.js';
+import { mcpTask, taskToolResult } from '../../src/mcp/tasks.js';
+import type { StreamSummary } from '../../src/protocol/frames.js';
+import type { TaskRecord } from '../../src/protocol/tasks.js';
 
 const OPTIONS: TaskTableOptions = {
   defaultTtlMs: 10_000,
@@ -48,6 +51,62 @@ describe('TaskTable', () => {
       updatedAt: 30,
       stream: { state: 'done', status: 'ok', message: 'all done', last: { progress: 5 } },
     });
+  });
+
+  it("keeps of a finished job everything but its last value's _meta, from the answer that saw the end on", () => {
+    const { router, tasks, streamOf, create } = setup();
+    const task = create('meta', 0);
+    const _meta = { pad: 'x'.repeat(60_000) };
+    router.publish(
+      1,
+      { v: 1, progressToken: 'meta', progress: 9, total: 10, message: 'step 9', _meta },
+      10,
+    );
+    // While the job runs the task shows the stream as the router has it, _meta included.
+    expect(tasks.get(task.taskId, streamOf, 20)?.stream?.last?._meta).toEqual(_meta);
+    router.finish(1, { v: 1, progressToken: 'meta', status: 'error', message: 'disk full' }, 30);
+    const kept = {
+      status: 'failed',
+      reason: 'disk full',
+      stream: {
+        state: 'done',
+        status: 'error',
+        message: 'disk full',
+        startedAt: 10,
+        updatedAt: 30,
+        last: { progressToken: 'meta', progress: 9, total: 10, message: 'step 9' },
+      },
+    };
+    // The same answer while the router still holds the stream (its summary has the _meta) and
+    // once it forgot it.
+    for (const now of [40, 5000]) {
+      router.tick(now);
+      const got = tasks.get(task.taskId, streamOf, now);
+      expect(got, `at ${now}`).toMatchObject(kept);
+      expect(got?.stream?.last, `at ${now}`).not.toHaveProperty('_meta');
+      const listed = tasks.list(everything, streamOf, now).tasks[0];
+      expect(listed?.stream?.last, `at ${now}`).not.toHaveProperty('_meta');
+    }
+    expect(router.get('meta')).toBeUndefined();
+    expect(JSON.stringify(tasks.get(task.taskId, streamOf, 5000)).length).toBeLessThan(1000);
+  });
+
+  it('the task that sees its job end (create, cancel) already answers with what it keeps', () => {
+    const { router, tasks, streamOf, create } = setup();
+    const _meta = { pad: 'y'.repeat(1000) };
+    router.publish(1, { v: 1, progressToken: 'ended', progress: 1, _meta }, 1);
+    router.finish(1, { v: 1, progressToken: 'ended', status: 'ok' }, 2);
+    const created = create('ended', 3);
+    expect(created).toMatchObject({ status: 'completed', stream: { last: { progress: 1 } } });
+    expect(created.stream?.last).not.toHaveProperty('_meta');
+    const running = create('running', 4);
+    router.publish(2, { v: 1, progressToken: 'running', progress: 2, _meta }, 5);
+    const cancelled = tasks.cancel(running.taskId, 'enough', streamOf, 6);
+    expect(cancelled).toMatchObject({
+      wasWorking: true,
+      task: { status: 'cancelled', stream: { state: 'active', last: { progress: 2 } } },
+    });
+    expect(cancelled?.task.stream?.last).not.toHaveProperty('_meta');
   });
 
   it('fails on done error and on abandoned, with the reason', () => {
@@ -204,5 +263,56 @@ describe('TaskTable', () => {
     const second = tasks.list({ ...twoAtATime, after: first.next }, streamOf, 1);
     expect(second.tasks.map((task) => task.taskId)).toEqual(ids.slice(2));
     expect(second.next).toBeUndefined();
+  });
+});
+
+describe('keptSummary', () => {
+  const summary: StreamSummary = {
+    progressToken: 't',
+    state: 'done',
+    status: 'ok',
+    message: 'finished',
+    subscribers: 2,
+    startedAt: 1,
+    updatedAt: 2,
+    last: { progressToken: 't', progress: 3, total: 4, message: 'm', _meta: { big: [1, 2, 3] } },
+  };
+
+  it("is the summary without its last value's _meta, leaving the summary it was given as it was", () => {
+    const { _meta, ...last } = summary.last ?? { progressToken: 't', progress: 0 };
+    expect(keptSummary(summary)).toEqual({ ...summary, last });
+    expect(summary.last?._meta).toEqual({ big: [1, 2, 3] });
+  });
+
+  it("leaves every MCP answer about the task as it was: tasks/get's Task, tasks/result's result", () => {
+    for (const status of ['completed', 'failed', 'cancelled'] as const) {
+      const record: TaskRecord = {
+        taskId: 'id',
+        progressToken: 't',
+        status,
+        ...(status === 'completed' ? {} : { reason: 'why' }),
+        createdAt: 0,
+        updatedAt: 2,
+        ttlMs: 1000,
+        pollIntervalMs: 1000,
+        stream: summary,
+      };
+      const kept = { ...record, stream: keptSummary(summary) };
+      expect(mcpTask(kept), status).toEqual(mcpTask(record));
+      expect(taskToolResult(kept), status).toEqual(taskToolResult(record));
+    }
+  });
+
+  it('is the summary itself when there is no _meta to leave out', () => {
+    const plain: StreamSummary = { ...summary, last: { progressToken: 't', progress: 3 } };
+    expect(keptSummary(plain)).toBe(plain);
+    const none: StreamSummary = {
+      progressToken: 't',
+      state: 'done',
+      subscribers: 0,
+      startedAt: 1,
+      updatedAt: 1,
+    };
+    expect(keptSummary(none)).toBe(none);
   });
 });
