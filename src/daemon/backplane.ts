@@ -43,6 +43,7 @@ import {
 } from '../protocol/index.js';
 import type { DoneNotification, ProgressNotification } from '../protocol/notifications.js';
 import {
+  BACKPLANE_CONFIRM_MS,
   BACKPLANE_MAX_HOSTS,
   BACKPLANE_MAX_STREAMS_PER_HOST,
   BACKPLANE_MAX_UNCONFIRMED,
@@ -69,12 +70,6 @@ const CATCH_UP_IDLE_MS = 5000;
 const CATCH_UP_BATCH = 256;
 /** The JetStream API's subjects (no domain: the daemon uses the default). */
 const JS_API = '$JS.API';
-/**
- * How often the server is asked (a flush: PING, PONG) to confirm the stream messages sent so
- * far. Until then they are kept, and sent again after a reconnect: one a server that died took
- * with it is not lost, and one that had arrived is refused as not greater, so none repeats.
- */
-const CONFIRM_MS = 100;
 /**
  * How often each stream's latest message is put on its kept subject, for the store. Storing
  * every value in the file store was most of the latency the backplane added at 10,000 values
@@ -168,8 +163,8 @@ export class Backplane {
   #confirmation: { since: number } | undefined;
   /**
    * Between two confirms: whether this daemon itself stood still. One heartbeat, a third of the
-   * stall window, not two CONFIRM_MS: a busy event loop late by a few hundred ms must not keep
-   * postponing the verdict on a NATS that did stall.
+   * stall window, not two BACKPLANE_CONFIRM_MS: a busy event loop late by a few hundred ms must
+   * not keep postponing the verdict on a NATS that did stall.
    */
   readonly #confirmPause: PauseWatch;
   /**
@@ -367,7 +362,7 @@ export class Backplane {
     this.#heartbeat = setInterval(() => this.#beat(), this.#options.heartbeatMs);
     this.#heartbeat.unref();
     clearInterval(this.#confirming);
-    this.#confirming = setInterval(() => void this.#confirm(), CONFIRM_MS);
+    this.#confirming = setInterval(() => void this.#confirm(), BACKPLANE_CONFIRM_MS);
     this.#confirming.unref();
     await this.#catchUp(nc);
     if (this.#stopped) return;

@@ -236,12 +236,19 @@ export const BACKPLANE_MAX_UNCONFIRMED_BYTES = 16 * 1024 * 1024;
 export const BACKPLANE_MISSED_HEARTBEATS = 3;
 
 /**
+ * How often the backplane asks NATS (a flush: PING, PONG) to confirm the stream messages sent so
+ * far. Until then they are kept, and sent again after a reconnect: one a server that died took
+ * with it is not lost, and one that had arrived is refused as not greater, so none repeats.
+ */
+export const BACKPLANE_CONFIRM_MS = 100;
+
+/**
  * The shortest --nats-heartbeat-ms. Each heartbeat is a message from every daemon to every other
  * (up to BACKPLANE_MAX_HOSTS) and a PING to NATS: at the old minimum of 10 ms, 100 of each a
- * second per daemon. And the check that NATS confirmed the stream messages, every 100 ms, takes a
- * gap of more than one heartbeat for a pause of this daemon's own (src/shared/pause-watch.ts):
- * a heartbeat not well above 100 ms would have it see a pause at every check and never find a
- * stalled NATS.
+ * second per daemon. And the check that NATS confirmed the stream messages, every
+ * BACKPLANE_CONFIRM_MS (100 ms), takes a gap of more than one heartbeat for a pause of this
+ * daemon's own (src/shared/pause-watch.ts): a heartbeat not well above it would have the check
+ * see a pause every time and never find a stalled NATS.
  */
 export const MIN_NATS_HEARTBEAT_MS = 250;
 
