@@ -48,8 +48,13 @@
  * log line may hold such bytes, and the daemon refuses a frame that is not UTF-8), and one then
  * longer than MCP_PROGRESS_MAX_MESSAGE bytes is cut to MCP_PROGRESS_MAX_MESSAGE - 3 bytes, never
  * inside a character, with "..." added (see mcpp_fit_message).
- * Progress must increase (MCP requires it); the daemon refuses a value that does not. Not
- * thread-safe: use one mcp_progress per thread, or a lock around each call.
+ * Progress must increase (MCP requires it); the daemon refuses a value that does not. Progress
+ * and a given total must be finite numbers (a total also >= 0), as the Node and Python clients
+ * check: an update with a NaN or infinite one fails at once, naming the field and the value, and
+ * sends nothing, leaving the connection and the newest update as they were (JSON has no NaN or
+ * infinity: the daemon would refuse the frame as invalid_json and close the connection, and, kept
+ * as the newest, it would be refused again on each new connection). Not thread-safe: use one
+ * mcp_progress per thread, or a lock around each call.
  */
 #ifndef MCP_PROGRESS_H
 #define MCP_PROGRESS_H
@@ -110,7 +115,8 @@ int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *toke
 void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *user);
 /* Says this connection works for the token: cancels reach it before its first update. */
 int mcp_progress_claim(mcp_progress *p);
-/* One update; total < 0 and message NULL leave them out. The message is fitted (see above). */
+/* One update; total < 0 and message NULL leave them out. The message is fitted (see above).
+ * A NaN or infinite progress or total fails (-1, p.error naming it; p.refused "") and sends nothing. */
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message);
 /*
  * Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
@@ -135,6 +141,7 @@ void mcp_progress_close(mcp_progress *p);
 
 #ifdef MCP_PROGRESS_IMPLEMENTATION
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -643,6 +650,14 @@ static int mcpp_keep_newest(mcp_progress *p, double progress, const char *fields
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message) {
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
   p->refused[0] = 0;
+  /* Checked before anything is sent or kept (as the Node and Python clients' invalid_field):
+   * %.17g would write nan or inf, which is not JSON, so the daemon would refuse the frame
+   * (invalid_json) and close the connection, and the newest value kept would be refused again
+   * on each new connection. A total below 0 (not NaN) means none. */
+  if (!isfinite(progress))
+    return mcpp_fail(p, "update ignored: progress must be a finite number, got %g", progress);
+  if (!isfinite(total) && !(total < 0))
+    return mcpp_fail(p, "update ignored: total must be a finite number >= 0 (or < 0 for none), got %g", total);
   int used = snprintf(fields, sizeof fields, ",\"progress\":%.17g", progress);
   if (total >= 0) used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"total\":%.17g", total);
   if (message != NULL) {

@@ -325,6 +325,44 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
     expect(await full.stop()).toBe(0);
   });
 
+  it('refuses a NaN or infinite progress or total itself: sends nothing, keeps its connection and newest value, and a good update after them arrives', async () => {
+    // A daemon of its own: its framesRejected counts this worker's frames only.
+    const own = await startDaemon();
+    onTestFinished(async () => {
+      await own.stop();
+    });
+    const gateway = await connectGateway(own.info);
+    await gateway.request('progress/subscribe', { progressToken: 'c-nan', minIntervalMs: 0 });
+    const { child, worker } = startWorker('nonfinite', 'c-nan', { socket: own.info.socket });
+    expect(await waitForExit(child)).toBe(0);
+    expect(events(worker).filter((event) => event.event === 'bad')).toEqual([
+      { event: 'bad', field: 'progress', failed: true, connected: true },
+      { event: 'bad', field: 'progress', failed: true, connected: true },
+      { event: 'bad', field: 'total', failed: true, connected: true },
+      { event: 'bad', field: 'total', failed: true, connected: true },
+    ]);
+    expect(worker.stderr().trim().split('\n')).toEqual([
+      'update ignored: progress must be a finite number, got nan',
+      'update ignored: progress must be a finite number, got inf',
+      'update ignored: total must be a finite number >= 0 (or < 0 for none), got nan',
+      'update ignored: total must be a finite number >= 0 (or < 0 for none), got inf',
+    ]);
+    expect(events(worker).find((event) => event.event === 'done')).toMatchObject({
+      delivered: true,
+    });
+    await eventually(
+      () => (progressValues(gateway, 'c-nan').includes(2) ? true : undefined),
+      10_000,
+      'value 2',
+    );
+    expect(progressValues(gateway, 'c-nan')).toEqual([1, 2]);
+    const status = (await gateway.request('progress/status')).result as {
+      counters: { framesRejected: Partial<Record<string, number>> };
+    };
+    expect(status.counters.framesRejected).toEqual({});
+    await gateway.close();
+  });
+
   it('whose every frame is refused as malformed: comes back with backoff, not at once', async () => {
     const refusing = await startDaemon();
     const gateway = await connectGateway(refusing.info);
