@@ -116,7 +116,8 @@ void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *us
 /* Says this connection works for the token: cancels reach it before its first update. */
 int mcp_progress_claim(mcp_progress *p);
 /* One update; total < 0 and message NULL leave them out. The message is fitted (see above).
- * A NaN or infinite progress or total fails (-1, p.error naming it; p.refused "") and sends nothing. */
+ * A NaN or infinite progress, or a NaN or +infinite total (-infinity is below 0: none), fails
+ * (-1, p.error naming the field and value; p.refused "") and sends nothing. */
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message);
 /*
  * Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
