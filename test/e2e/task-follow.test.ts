@@ -33,65 +33,67 @@ interface Sent {
   params: Record<string, unknown>;
 }
 
+/**
+ * A store following a task of a new stream `name` (a worker publishing on it), started as the
+ * SDK starts a task; `statuses` are the status notifications it told of that task. The test's
+ * `use` runs with it (`sent`: everything it told); the worker and the store end after it.
+ */
+async function withFollowedTask(
+  name: string,
+  use: (followed: {
+    store: DaemonTaskStore;
+    taskId: string;
+    statuses: () => Sent[];
+    sent: Sent[];
+  }) => Promise<void>,
+): Promise<void> {
+  const t = `task-follow-${process.pid}-${name}`;
+  const worker = await publishingWorker(daemon.info.socket, t);
+  const sent: Sent[] = [];
+  const store = new DaemonTaskStore(source, async (notification) => {
+    sent.push(notification);
+  });
+  try {
+    const task = await store.start(
+      {},
+      {
+        method: 'tools/call',
+        params: { name: 'watch_progress', arguments: { progressToken: t } },
+      },
+      { token: t, label: `label-${name}`, minIntervalMs: 0, answered: Promise.resolve() },
+    );
+    const statuses = () =>
+      sent.filter(
+        (m) => m.method === 'notifications/tasks/status' && m.params.taskId === task.taskId,
+      );
+    await use({ store, taskId: task.taskId, statuses, sent });
+  } finally {
+    worker.destroy();
+    await store.close();
+  }
+}
+
 describe('the follow of a 2025-11-25 task', () => {
   it('tells one status for a cancel here that comes after its look saw a cancel made elsewhere', async () => {
-    const t = `task-follow-${process.pid}-race`;
-    const worker = await publishingWorker(daemon.info.socket, t);
-    const sent: Sent[] = [];
-    const store = new DaemonTaskStore(source, async (notification) => {
-      sent.push(notification);
-    });
-    try {
-      const task = await store.start(
-        {},
-        {
-          method: 'tools/call',
-          params: { name: 'watch_progress', arguments: { progressToken: t } },
-        },
-        { token: t, label: 'label-race', minIntervalMs: 0, answered: Promise.resolve() },
-      );
-      const statuses = () =>
-        sent.filter(
-          (m) => m.method === 'notifications/tasks/status' && m.params.taskId === task.taskId,
-        );
+    await withFollowedTask('race', async ({ store, taskId, statuses }) => {
       // The SDK's tasks/cancel read the task working just before this cancel, made elsewhere...
-      await gateway.request('task/cancel', { taskId: task.taskId });
+      await gateway.request('task/cancel', { taskId });
       // ...which the follow's look sees first, and tells...
       await eventually(() => (statuses().length > 0 ? true : undefined));
       // ...and then the SDK's cancel reaches the store.
-      await store.updateTaskStatus(task.taskId, 'cancelled', 'Client cancelled task execution.');
+      await store.updateTaskStatus(taskId, 'cancelled', 'Client cancelled task execution.');
       expect(statuses().map((m) => m.params.status)).toEqual(['cancelled']);
-    } finally {
-      worker.destroy();
-      await store.close();
-    }
+    });
   });
 
   it('tells one status for a cancel here, and none again at its next look', async () => {
-    const t = `task-follow-${process.pid}-here`;
-    const worker = await publishingWorker(daemon.info.socket, t);
-    const sent: Sent[] = [];
-    const store = new DaemonTaskStore(source, async (notification) => {
-      sent.push(notification);
-    });
-    try {
-      const task = await store.start(
-        {},
-        {
-          method: 'tools/call',
-          params: { name: 'watch_progress', arguments: { progressToken: t } },
-        },
-        { token: t, label: 'label-here', minIntervalMs: 0, answered: Promise.resolve() },
-      );
-      await store.updateTaskStatus(task.taskId, 'cancelled', 'Client cancelled task execution.');
+    await withFollowedTask('here', async ({ store, taskId, sent }) => {
+      await store.updateTaskStatus(taskId, 'cancelled', 'Client cancelled task execution.');
       // A look as the SDK's tasks/get makes it: the task is terminal, and already told.
-      expect(await store.getTask(task.taskId)).toMatchObject({ status: 'cancelled' });
+      expect(await store.getTask(taskId)).toMatchObject({ status: 'cancelled' });
       expect(
         sent.filter((m) => m.method === 'notifications/tasks/status').map((m) => m.params.status),
       ).toEqual(['cancelled']);
-    } finally {
-      worker.destroy();
-      await store.close();
-    }
+    });
   });
 });

@@ -5,7 +5,7 @@
  * a session already open still gets the worker's final value, then its close. Our clients take
  * the refusal as connect-again-later.
  */
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -81,17 +81,7 @@ function upgrade(info: DaemonInfo, socket?: Socket): Promise<Answer | 'open'> {
       resolve('open');
     });
     ws.once('unexpected-response', (_request, response) => {
-      let body = '';
-      response.setEncoding('utf8').on('data', (text: string) => {
-        body += text;
-      });
-      response.on('end', () =>
-        resolve({
-          status: response.statusCode ?? 0,
-          contentType: response.headers['content-type'],
-          body,
-        }),
-      );
+      answerOf(response).then(resolve);
     });
     ws.once('error', () => {});
   });
@@ -110,21 +100,28 @@ function initializeOn(info: DaemonInfo, socket: Socket): Promise<Answer> {
         headers: { ...MCP_POST_HEADERS, host: 'localhost', authorization: `Bearer ${info.secret}` },
       },
       (response) => {
-        let body = '';
-        response.setEncoding('utf8').on('data', (text: string) => {
-          body += text;
-        });
-        response.on('end', () =>
-          resolve({
-            status: response.statusCode ?? 0,
-            contentType: response.headers['content-type'],
-            body,
-          }),
-        );
+        answerOf(response).then(resolve, reject);
       },
     );
     request.once('error', reject);
     request.end(JSON.stringify(RAW_INITIALIZE));
+  });
+}
+
+/** A response read whole: its status, content type and body. */
+function answerOf(response: IncomingMessage): Promise<Answer> {
+  return new Promise((resolve) => {
+    let body = '';
+    response.setEncoding('utf8').on('data', (text: string) => {
+      body += text;
+    });
+    response.on('end', () =>
+      resolve({
+        status: response.statusCode ?? 0,
+        contentType: response.headers['content-type'],
+        body,
+      }),
+    );
   });
 }
 

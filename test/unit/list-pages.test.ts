@@ -77,14 +77,18 @@ function call(backend: GatewayBackend, method: string, params?: unknown) {
   };
 }
 
-/** Every page from the first, as the daemon answers them; `replies` gets each reply's text. */
-function allPages(
+/**
+ * Every page of `method` from the first, as the daemon answers them, each asked with `params` and
+ * the last page's cursor; `replies` gets each reply's text.
+ */
+function everyPage<Page extends { nextCursor?: string | undefined }>(
+  method: 'progress/list' | 'task/list',
   backend: GatewayBackend,
-  params: { limit?: number } = {},
-  replies: string[] = [],
-  id: string | number = 1,
-): ListResult[] {
-  const pages: ListResult[] = [];
+  params: { limit?: number },
+  replies: string[],
+  id: string | number,
+): Page[] {
+  const pages: Page[] = [];
   let cursor: string | undefined;
   do {
     const text = handleRpcText(
@@ -92,18 +96,28 @@ function allPages(
       JSON.stringify({
         jsonrpc: '2.0',
         id,
-        method: 'progress/list',
+        method,
         params: cursor === undefined ? params : { ...params, cursor },
       }),
       backend,
       rethrow,
     );
     replies.push(text ?? '');
-    const page = (JSON.parse(text ?? 'null') as { result: ListResult }).result;
+    const page = (JSON.parse(text ?? 'null') as { result: Page }).result;
     pages.push(page);
     cursor = page.nextCursor;
   } while (cursor !== undefined && pages.length < 10_000);
   return pages;
+}
+
+/** Every progress/list page from the first; `replies` gets each reply's text. */
+function allPages(
+  backend: GatewayBackend,
+  params: { limit?: number } = {},
+  replies: string[] = [],
+  id: string | number = 1,
+): ListResult[] {
+  return everyPage<ListResult>('progress/list', backend, params, replies, id);
 }
 
 const tokens = (streams: StreamSummary[]): ProgressToken[] => streams.map((s) => s.progressToken);
@@ -210,32 +224,13 @@ describe('progress/list pages', () => {
   });
 });
 
-/** Every task/list page from the first, as the daemon answers it; `replies` gets each reply's text. */
+/** Every task/list page from the first; `replies` gets each reply's text. */
 function allTaskPages(
   backend: GatewayBackend,
   replies: string[] = [],
   id: string | number = 1,
 ): TaskListResult[] {
-  const pages: TaskListResult[] = [];
-  let cursor: string | undefined;
-  do {
-    const text = handleRpcText(
-      1,
-      JSON.stringify({
-        jsonrpc: '2.0',
-        id,
-        method: 'task/list',
-        params: cursor === undefined ? {} : { cursor },
-      }),
-      backend,
-      rethrow,
-    );
-    replies.push(text ?? '');
-    const page = (JSON.parse(text ?? 'null') as { result: TaskListResult }).result;
-    pages.push(page);
-    cursor = page.nextCursor;
-  } while (cursor !== undefined && pages.length < 10_000);
-  return pages;
+  return everyPage<TaskListResult>('task/list', backend, {}, replies, id);
 }
 
 describe('task/list pages', () => {
