@@ -601,13 +601,9 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
     try {
       // B beats again, unheard by A, which sleeps through its grace and through more than
       // PAUSE_TOLERANCE_PERIODS of its heartbeats (B's first beat comes as B wakes).
-      const from = beatsOfB();
-      const beats =
-        Math.ceil(Math.max(graceOfA, PAUSE_TOLERANCE_PERIODS * HEARTBEAT_MS) / HEARTBEAT_MS) + 2;
-      await eventually(
-        () => (beatsOfB() - from >= beats ? true : undefined),
-        20_000,
-        `host B to beat ${beats} times while A stands still`,
+      await whileStill(
+        beatsOfB,
+        Math.ceil(Math.max(graceOfA, PAUSE_TOLERANCE_PERIODS * HEARTBEAT_MS) / HEARTBEAT_MS) + 2,
       );
     } finally {
       await wakeAfterTimers(a, link);
@@ -682,13 +678,7 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
     await stopWhileIdle(a);
     try {
       // A stands still for longer than its stall window, BACKPLANE_STALL_HEARTBEATS heartbeats.
-      const from = beatsOfB();
-      const beats = BACKPLANE_STALL_HEARTBEATS + 2;
-      await eventually(
-        () => (beatsOfB() - from >= beats ? true : undefined),
-        20_000,
-        `host B to beat ${beats} times while A stands still`,
-      );
+      await whileStill(beatsOfB, BACKPLANE_STALL_HEARTBEATS + 2);
     } finally {
       await wakeAfterTimers(a, link);
     }
@@ -1081,3 +1071,13 @@ describe('without --nats', () => {
     expect(joining).toContain('the nats package was loaded');
   });
 });
+
+/** Waits, while A stands still, for `beats` more heartbeats of B (counted by `beatsOfB`): A's clock. */
+async function whileStill(beatsOfB: () => number, beats: number): Promise<void> {
+  const from = beatsOfB();
+  await eventually(
+    () => (beatsOfB() - from >= beats ? true : undefined),
+    20_000,
+    `host B to beat ${beats} times while A stands still`,
+  );
+}
