@@ -58,11 +58,13 @@ export async function startDaemon(
   runtimeDir = tempDir(),
   /** Another local user to run it as (the test must run as root). */
   user?: { uid: number; gid: number },
+  /** Added to its environment (a test hook's NODE_OPTIONS, say). */
+  env: Record<string, string> = {},
 ): Promise<RunningDaemon> {
   const [node, ...command] = daemonCommand(runtimeDir, ...args);
   const child = spawn(node as string, command, {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, MCP_PROGRESS_SOCKET: '', MCP_PROGRESS_TOKEN: '' },
+    env: { ...process.env, MCP_PROGRESS_SOCKET: '', MCP_PROGRESS_TOKEN: '', ...env },
     ...user,
   });
   let stderr = '';
