@@ -73,8 +73,6 @@ export const WS_PATH = '/ws';
 export const CLOSE_CODES = {
   /** The daemon is stopping. */
   goingAway: 1001,
-  /** --max-sessions was reached between the upgrade's check and its handshake: try again later. */
-  tryAgainLater: 1013,
   /** The session did not read its notifications and its buffer passed the cap. */
   slowConsumer: 4008,
 } as const;
@@ -608,14 +606,9 @@ export class GatewayEndpoint {
 
   #upgrade(request: IncomingMessage, socket: Socket, head: Buffer): void {
     socket.on('error', () => socket.destroy());
-    // The hub's refusal (while stopping, at --max-sessions) comes after the request's own.
-    const refusal: Refusal | undefined = this.#upgradeRefusal(request) ?? this.#hub.refusal();
+    const refusal = this.#upgradeRefusal(request);
     if (refusal !== undefined) {
-      // The client is told why; the log lets whoever runs the daemon count who was turned away.
-      this.#log.debug(
-        `refused a WebSocket upgrade (HTTP ${refusalStatus(refusal)}): ${refusal.message} (${refusal.code})`,
-      );
-      socket.end(refusalResponse(refusal));
+      this.#refuseUpgrade(socket, refusal);
       return;
     }
     this.#authenticated(socket);
@@ -623,6 +616,15 @@ export class GatewayEndpoint {
     this.#webSocketSide.then(
       (side) => {
         if (socket.destroyed) return;
+        // The hub is asked here, in the turn that completes the handshake and admits the session
+        // (handleUpgrade calls #open before it returns), not before the WebSocket side loaded:
+        // a session that took the last place meanwhile, or a stop begun meanwhile, gets this
+        // upgrade the same 503 as any other, never a session opened only to be closed.
+        const refused = this.#hub.refusal();
+        if (refused !== undefined) {
+          this.#refuseUpgrade(socket, refused);
+          return;
+        }
         side.wss.handleUpgrade(request, socket, head, (ws) => this.#open(ws, socket, side.rpc));
       },
       (error: Error) => {
@@ -632,6 +634,15 @@ export class GatewayEndpoint {
         socket.destroy();
       },
     );
+  }
+
+  /** Answers an upgrade with its refusal (4.9) and closes the connection. */
+  #refuseUpgrade(socket: Socket, refusal: Refusal): void {
+    // The client is told why; the log lets whoever runs the daemon count who was turned away.
+    this.#log.debug(
+      `refused a WebSocket upgrade (HTTP ${refusalStatus(refusal)}): ${refusal.message} (${refusal.code})`,
+    );
+    socket.end(refusalResponse(refusal));
   }
 
   #upgradeRefusal(request: IncomingMessage): Refusal | undefined {
@@ -667,11 +678,9 @@ export class GatewayEndpoint {
       },
     });
     if (id === undefined) {
-      // Between the check and the handshake, the daemon began to stop or another session took
-      // the last place.
-      const refused = this.#hub.refusal();
-      if (refused?.code === 'daemon_stopping') ws.close(CLOSE_CODES.goingAway, 'daemon stopping');
-      else ws.close(CLOSE_CODES.tryAgainLater, refused?.message ?? 'the session cap is reached');
+      // Not reached: #upgrade asked the hub in this same turn. Were it, the client sees a dropped
+      // connection (1006) and connects again, to be refused with a 503 that says why.
+      ws.terminate();
       return;
     }
     const opened: WsSession = {

@@ -2,22 +2,37 @@
  * The session hub seen from outside: one --max-sessions for every kind of
  * session, every kind counted, and the unread-buffer cap on /mcp SSE too.
  */
+import { spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 import { get, type IncomingMessage } from 'node:http';
+import { join } from 'node:path';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { Daemon } from '../../src/daemon/daemon.js';
+import { GatewayClient as NodeGatewayClient } from '../../src/gateway-client/gateway-client.js';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import { silentLogger } from '../../src/shared/log.js';
-import { cleanupAll, eventually, startDaemon, tempDir } from '../helpers/daemon.js';
+import {
+  BIN,
+  cleanupAll,
+  collectOutput,
+  eventually,
+  type RunningDaemon,
+  startDaemon,
+  tempDir,
+  waitForExit,
+} from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import {
   connectHttp,
+  connectStdio,
   httpBase,
   postMcp,
   postRaw,
   RAW_INITIALIZE,
   type TappedClient,
+  textOf,
   watchCall,
   watchParams,
 } from '../helpers/mcp.js';
@@ -136,6 +151,128 @@ describe('--max-sessions caps every kind of session together', () => {
     await eventually(() => (daemon.status().sessions === 0 ? true : undefined));
     await daemon.stop();
   });
+});
+
+/**
+ * A daemon at --max-sessions 1 whose first WebSocket upgrade is held between its checks and its
+ * handshake: helpers/hold-module.mjs holds the load of the WebSocket side (rpc.js), which that
+ * upgrade starts once it passed every check. `held()` waits until an upgrade is held there;
+ * `fillTheOnlyPlace()` then opens an /mcp session, which takes the one place; `release()` lets the
+ * held upgrade go on to its handshake.
+ */
+async function daemonHoldingAnUpgrade() {
+  const hold = tempDir();
+  const daemon = await startDaemon(
+    ['--max-sessions', '1', '--log-level', 'debug'],
+    tempDir(),
+    undefined,
+    {
+      NODE_OPTIONS: `--import ${join(import.meta.dirname, '../helpers/hold-module.mjs')}`,
+      MCP_PROGRESS_TEST_HOLD_MODULE: '/dist/daemon/rpc.js',
+      MCP_PROGRESS_TEST_HOLD_DIR: hold,
+    },
+  );
+  return {
+    daemon,
+    held: () =>
+      eventually(
+        () => (existsSync(join(hold, 'held')) ? true : undefined),
+        10_000,
+        'an upgrade held before its handshake',
+      ),
+    fillTheOnlyPlace: async (worker: RawWorker) => {
+      await openRawSession(daemon.info);
+      expect((await statusOf(worker)).sessions).toBe(1);
+    },
+    release: () => writeFileSync(join(hold, 'release'), ''),
+  };
+}
+
+/** How many WebSocket upgrades the daemon refused at the session cap, from its debug log. */
+const refusedAtCap = (daemon: RunningDaemon) =>
+  daemon.stderr().split('refused a WebSocket upgrade (HTTP 503)').length - 1;
+
+describe('a session that takes the last place while an upgrade is between its check and its handshake', () => {
+  it('the gateway client is refused as at the check (gateway_refused, too_many_sessions), not connected and then dropped', async () => {
+    const { daemon, held, fillTheOnlyPlace, release } = await daemonHoldingAnUpgrade();
+    const worker = await rawWorker(daemon.info.socket);
+    const states: string[] = [];
+    const connecting = NodeGatewayClient.connect({
+      runtimeDir: daemon.runtimeDir,
+      onState: (state) => states.push(state),
+    });
+    // Caught at once: the promise is awaited only after the release.
+    const outcome = connecting.then(
+      (client) => ({ client, error: undefined }),
+      (error: unknown) => ({ client: undefined, error }),
+    );
+    await held();
+    await fillTheOnlyPlace(worker);
+    release();
+    const { client, error } = await outcome;
+    await client?.close();
+    expect(client, 'connect() resolved: the client took the refusal for a session').toBeUndefined();
+    expect(error).toMatchObject({
+      code: 'gateway_refused',
+      message: expect.stringMatching(/HTTP 503.*--max-sessions.*\(too_many_sessions\)$/),
+    });
+    expect(states).toEqual([]);
+    expect(refusedAtCap(daemon)).toBe(1);
+    expect((await statusOf(worker)).sessions).toBe(1);
+    worker.destroy();
+    await daemon.stop();
+  }, 60_000);
+
+  it('`mcp-progress tail` says the daemon refused it and why, and waits', async () => {
+    const { daemon, held, fillTheOnlyPlace, release } = await daemonHoldingAnUpgrade();
+    const worker = await rawWorker(daemon.info.socket);
+    const tail = spawn(process.execPath, [BIN, 'tail', '--runtime-dir', daemon.runtimeDir], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const output = collectOutput(tail);
+    try {
+      await held();
+      await fillTheOnlyPlace(worker);
+      release();
+      const said = await eventually(
+        () => (output.stderr().includes('said no') ? output.stderr() : undefined),
+        10_000,
+        'tail to say the daemon refused it',
+      );
+      expect(said).toMatch(
+        /^mcp-progress tail: the daemon refused the connection \(HTTP 503\): .*--max-sessions.* \(too_many_sessions\); the daemon is running and said no/,
+      );
+      expect(tail.exitCode).toBeNull();
+    } finally {
+      tail.kill();
+      await waitForExit(tail);
+    }
+    worker.destroy();
+    await daemon.stop();
+  }, 60_000);
+
+  it("`mcp-progress mcp` fails the call at once with the daemon's reason: no second connect, no embed", async () => {
+    const { daemon, held, fillTheOnlyPlace, release } = await daemonHoldingAnUpgrade();
+    const worker = await rawWorker(daemon.info.socket);
+    const mcp = await connectStdio(['--runtime-dir', daemon.runtimeDir, '--log-level', 'debug']);
+    const call = mcp.client.callTool({ name: 'list_progress', arguments: {} });
+    await held();
+    await fillTheOnlyPlace(worker);
+    release();
+    const listed = await call;
+    expect(listed.isError).toBe(true);
+    expect(textOf(listed)).toMatch(
+      /the daemon refused the connection \(HTTP 503\): .*\(too_many_sessions\)/,
+    );
+    // One upgrade, refused once: not opened, closed, and tried again.
+    expect(refusedAtCap(daemon)).toBe(1);
+    expect(mcp.stderr()).not.toContain('went away');
+    expect(mcp.stderr()).not.toContain('no live daemon');
+    expect(mcp.stderr()).not.toContain('started one in this process');
+    await mcp.close();
+    worker.destroy();
+    await daemon.stop();
+  }, 60_000);
 });
 
 async function readAll(response: IncomingMessage): Promise<string> {
