@@ -11,6 +11,7 @@ import { MAX_MIN_INTERVAL_MS } from '../protocol/limits.js';
 import { holdReducerWhileProgressFlows } from '../shared/collection.js';
 import {
   backoffDelayMs,
+  DEFAULT_MCP_LOG_LEVEL,
   DEFAULT_MIN_INTERVAL_MS,
   DEFAULT_PORT,
   DEFAULT_RECONNECT_TIMEOUT_MS,
@@ -55,7 +56,7 @@ export const MCP_OPTIONS = [
     kind: 'string',
     value: 'LEVEL',
     choices: LOG_LEVELS,
-    default: 'warn',
+    default: DEFAULT_MCP_LOG_LEVEL,
     section: 'Options',
     help: `${LOG_LEVELS.join(', ')} (default {default})`,
   },
@@ -261,11 +262,11 @@ async function startEmbedded(
   // Loaded only to embed one: with a daemon running, this process needs none of it (node-ipc, the gateway).
   const { Daemon } = await import('../daemon/daemon.js');
   try {
-    return await Daemon.start({ runtimeDir, port, logLevel: 'warn' }, log);
+    return await Daemon.start({ runtimeDir, port, logLevel: DEFAULT_MCP_LOG_LEVEL }, log);
   } catch (error) {
     // The default port belongs to someone else (another user's daemon): any free port will do.
     if (!(error instanceof BridgeError) || error.code !== 'port_in_use' || port !== undefined)
       throw error;
-    return Daemon.start({ runtimeDir, port: 0, logLevel: 'warn' }, log);
+    return Daemon.start({ runtimeDir, port: 0, logLevel: DEFAULT_MCP_LOG_LEVEL }, log);
   }
 }

@@ -1,6 +1,7 @@
 /**
- * Daemon options: every default in one place, every value checked up front,
- * so that a bad option fails at start with a message naming it.
+ * Daemon options: every option in one table, its default a constant of src/shared/defaults.ts
+ * (or of src/protocol/limits.ts), every value checked up front, so that a bad option fails at
+ * start with a message naming it.
  */
 
 import { createHash } from 'node:crypto';
@@ -15,10 +16,38 @@ import {
   MIN_SESSION_BUFFER_BYTES,
 } from '../protocol/limits.js';
 import {
+  BACKPLANE_CONFIRM_MS,
+  BACKPLANE_MISSED_HEARTBEATS,
+  BACKPLANE_STALL_HEARTBEATS,
+  DEFAULT_ABANDON_GRACE_MS,
+  DEFAULT_DAEMON_LOG_LEVEL,
+  DEFAULT_GATEWAY_HANDSHAKE_TIMEOUT_MS,
+  DEFAULT_HOST,
+  DEFAULT_MAX_CLAIMS,
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_JOURNAL_BYTES,
+  DEFAULT_MAX_PENDING_CONNECTIONS,
+  DEFAULT_MAX_PENDING_REPLY_BYTES,
+  DEFAULT_MAX_SESSION_BUFFER_BYTES,
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_STREAMS_PER_CONNECTION,
+  DEFAULT_MAX_SUBSCRIBE_ALL,
+  DEFAULT_MAX_SUBSCRIPTIONS,
+  DEFAULT_MIN_INTERVAL_MS,
+  DEFAULT_NATS_HEARTBEAT_MS,
+  DEFAULT_NATS_PREFIX,
+  DEFAULT_PING_INTERVAL_MS,
+  DEFAULT_PONG_TIMEOUT_MS,
   DEFAULT_PORT,
+  DEFAULT_RETENTION_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
+  DEFAULT_STREAM_TTL_MS,
+  MIN_FRAME_BYTES,
+  MIN_JOURNAL_BYTES,
   MIN_NATS_HEARTBEAT_MS,
   MIN_PAGE_COOKIE_TTL_MS,
+  MIN_PENDING_REPLY_BYTES,
   PAGE_COOKIE_TTL_MS,
 } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
@@ -27,13 +56,12 @@ import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
 import { checkInteger as integer, invalidOption as invalid } from '../shared/option-table.js';
 import { DEFAULT_ROUTER_OPTIONS, type RouterOptions } from './router.js';
 
-export { DEFAULT_PORT };
-export const DEFAULT_NATS_PREFIX = 'mcp-progress';
+export { DEFAULT_HOST, DEFAULT_NATS_PREFIX, DEFAULT_PORT };
+
 /** A NATS subject token of safe characters only: no dots, wildcards or spaces. */
 const SUBJECT_TOKEN = /^[A-Za-z0-9_-]+$/;
 /** A --nats-name: a subject token, `@` allowed too (the default is user@host). */
 const NATS_NAME = /^[A-Za-z0-9_@-]+$/;
-export const DEFAULT_HOST = '127.0.0.1';
 
 export interface DaemonOptions {
   readonly runtimeDir: string;
@@ -125,11 +153,21 @@ export interface OtherOption extends OptionBase {
 
 export type OptionSpec = IntegerOption | OtherOption;
 
-const R = DEFAULT_ROUTER_OPTIONS;
+/** A byte count as --help shows it: the number, and in MiB (8388608 = 8 MiB). */
+function inMiB(bytes: number): string {
+  return `${bytes} = ${bytes / (1024 * 1024)} MiB`;
+}
+
+/** A duration in whole days as --help shows it: the milliseconds, and in days (86400000 = 1 day). */
+function inDays(ms: number): string {
+  const days = ms / 86_400_000;
+  return `${ms} = ${days} day${days === 1 ? '' : 's'}`;
+}
 
 /**
- * Every option of the daemon, in --help order: the one place that names a flag, its default,
- * its range and its help. Validation, the CLI's flags and `mcp-progress daemon --help` read it.
+ * Every option of the daemon, in --help order: the one place that names a flag, its default (by
+ * the name of its constant, never a value: test/unit/option-defaults.test.ts), its range and its
+ * help. Validation, the CLI's flags and `mcp-progress daemon --help` read it.
  */
 export const DAEMON_OPTIONS: readonly OptionSpec[] = [
   {
@@ -185,7 +223,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-connections',
     key: { daemon: 'maxConnections' },
     kind: 'integer',
-    default: 10_000,
+    default: DEFAULT_MAX_CONNECTIONS,
     min: 1,
     section: 'Limits',
     help: 'worker connections (default {default})',
@@ -194,7 +232,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-sessions',
     key: { daemon: 'maxSessions' },
     kind: 'integer',
-    default: 10_000,
+    default: DEFAULT_MAX_SESSIONS,
     min: 1,
     section: 'Limits',
     help: 'sessions of every kind together: WebSocket, /mcp, in-process (default {default})',
@@ -203,7 +241,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-streams',
     key: { router: 'maxStreams' },
     kind: 'integer',
-    default: R.maxStreams,
+    default: DEFAULT_MAX_STREAMS,
     min: 1,
     section: 'Limits',
     help: 'streams in the table (default {default})',
@@ -212,7 +250,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-streams-per-connection',
     key: { router: 'maxStreamsPerConnection' },
     kind: 'integer',
-    default: R.maxStreamsPerConnection,
+    default: DEFAULT_MAX_STREAMS_PER_CONNECTION,
     min: 1,
     section: 'Limits',
     help: 'active streams (and claims) one worker connection may hold (default {default})',
@@ -221,7 +259,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-claims',
     key: { router: 'maxClaims' },
     kind: 'integer',
-    default: R.maxClaims,
+    default: DEFAULT_MAX_CLAIMS,
     min: 1,
     section: 'Limits',
     help: 'claims held by all worker connections together (default {default})',
@@ -230,7 +268,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-subscriptions',
     key: { router: 'maxSubscriptionsPerSubscriber' },
     kind: 'integer',
-    default: R.maxSubscriptionsPerSubscriber,
+    default: DEFAULT_MAX_SUBSCRIPTIONS,
     min: 1,
     section: 'Limits',
     help: 'subscriptions per session (default {default})',
@@ -239,7 +277,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-subscribe-all',
     key: { router: 'maxSubscribeAllSessions' },
     kind: 'integer',
-    default: R.maxSubscribeAllSessions,
+    default: DEFAULT_MAX_SUBSCRIBE_ALL,
     min: 1,
     section: 'Limits',
     help: 'sessions that follow every stream at once (tail without tokens)\n(default {default})',
@@ -248,8 +286,8 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-session-buffer-bytes',
     key: { daemon: 'maxSessionBufferBytes' },
     kind: 'integer',
-    default: 8 * 1024 * 1024,
-    shownDefault: '8388608 = 8 MiB',
+    default: DEFAULT_MAX_SESSION_BUFFER_BYTES,
+    shownDefault: inMiB(DEFAULT_MAX_SESSION_BUFFER_BYTES),
     // It must hold the largest notification and the largest reply unread at once.
     min: MIN_SESSION_BUFFER_BYTES,
     section: 'Limits',
@@ -259,11 +297,9 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-journal-bytes',
     key: { daemon: 'maxJournalBytes' },
     kind: 'integer',
-    default: 64 * 1024 * 1024,
-    shownDefault: '67108864 = 64 MiB',
-    // The largest done line (a 4 KiB message and a 64 KiB last value, escaped) fits many times,
-    // and fits one connection's share (a quarter, done-journal.ts).
-    min: 1024 * 1024,
+    default: DEFAULT_MAX_JOURNAL_BYTES,
+    shownDefault: inMiB(DEFAULT_MAX_JOURNAL_BYTES),
+    min: MIN_JOURNAL_BYTES,
     section: 'Limits',
     help: 'bytes dones.jsonl may hold, one worker connection at most a quarter; past either, dones are refused journal_failed (default {default})',
   },
@@ -271,7 +307,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-pending-connections',
     key: { daemon: 'maxPendingConnections' },
     kind: 'integer',
-    default: 128,
+    default: DEFAULT_MAX_PENDING_CONNECTIONS,
     min: 1,
     section: 'Limits',
     help: "gateway connections not yet authenticated, per local user (default {default}); one more closes that user's oldest",
@@ -281,7 +317,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     key: { daemon: 'maxFrameBytes' },
     kind: 'integer',
     default: MAX_FRAME_BYTES,
-    min: 256,
+    min: MIN_FRAME_BYTES,
     max: MAX_FRAME_BYTES,
     section: 'Limits',
     help: 'largest worker frame',
@@ -291,8 +327,8 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'max-pending-reply-bytes',
     key: { daemon: 'maxPendingReplyBytes' },
     kind: 'integer',
-    default: 1024 * 1024,
-    min: 1024,
+    default: DEFAULT_MAX_PENDING_REPLY_BYTES,
+    min: MIN_PENDING_REPLY_BYTES,
     section: 'Limits',
     help: 'replies a worker has not read before it is disconnected',
     libraryOnly: true,
@@ -301,7 +337,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'min-interval-ms',
     key: { router: 'defaultMinIntervalMs' },
     kind: 'integer',
-    default: R.defaultMinIntervalMs,
+    default: DEFAULT_MIN_INTERVAL_MS,
     min: 0,
     max: MAX_MIN_INTERVAL_MS,
     section: 'Timing (milliseconds)',
@@ -311,7 +347,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'retention-ms',
     key: { router: 'retentionMs' },
     kind: 'integer',
-    default: R.retentionMs,
+    default: DEFAULT_RETENTION_MS,
     min: 0,
     section: 'Timing (milliseconds)',
     help: 'how long a done stream is kept (default {default})',
@@ -320,7 +356,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'ttl-ms',
     key: { router: 'streamTtlMs' },
     kind: 'integer',
-    default: R.streamTtlMs,
+    default: DEFAULT_STREAM_TTL_MS,
     min: 1,
     section: 'Timing (milliseconds)',
     help: 'idle time after which a stream ends (default {default})',
@@ -329,7 +365,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'abandon-grace-ms',
     key: { router: 'abandonGraceMs' },
     kind: 'integer',
-    default: R.abandonGraceMs,
+    default: DEFAULT_ABANDON_GRACE_MS,
     min: 0,
     section: 'Timing (milliseconds)',
     help: 'how long a stream waits for its worker to come back (default {default})',
@@ -347,7 +383,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'handshake-timeout-ms',
     key: { daemon: 'handshakeTimeoutMs' },
     kind: 'integer',
-    default: 5000,
+    default: DEFAULT_GATEWAY_HANDSHAKE_TIMEOUT_MS,
     min: 1,
     section: 'Timing (milliseconds)',
     help: 'time a gateway connection has to present the secret (default {default})',
@@ -356,7 +392,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'ping-interval-ms',
     key: { daemon: 'pingIntervalMs' },
     kind: 'integer',
-    default: 30_000,
+    default: DEFAULT_PING_INTERVAL_MS,
     min: 0,
     section: 'Timing (milliseconds)',
     help: 'ping a WebSocket session silent this long (default {default}; 0 = off)',
@@ -365,7 +401,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'pong-timeout-ms',
     key: { daemon: 'pongTimeoutMs' },
     kind: 'integer',
-    default: 10_000,
+    default: DEFAULT_PONG_TIMEOUT_MS,
     min: 1,
     section: 'Timing (milliseconds)',
     help: 'close a pinged WebSocket session that does not answer within this (default {default})',
@@ -378,7 +414,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     min: MIN_PAGE_COOKIE_TTL_MS,
     section: 'Timing (milliseconds)',
     help: 'how long the live page\'s cookie admits a browser, checked by the daemon; an open page renews its own at half this, a page closed longer needs "mcp-progress open" again (default {default})',
-    shownDefault: '86400000 = 1 day',
+    shownDefault: inDays(PAGE_COOKIE_TTL_MS),
   },
   {
     name: 'shutdown-grace-ms',
@@ -434,10 +470,10 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     name: 'nats-heartbeat-ms',
     key: { daemon: 'natsHeartbeatMs' },
     kind: 'integer',
-    default: 1000,
+    default: DEFAULT_NATS_HEARTBEAT_MS,
     min: MIN_NATS_HEARTBEAT_MS,
     section: 'Backplane (NATS, docs/BACKPLANE.md)',
-    help: `how often a daemon tells the backplane it is alive, and pings NATS; silent for 3 of these, a host is lost (and NATS, unanswered for 3, is taken as lost). At least ${MIN_NATS_HEARTBEAT_MS}: each is a message to every host and a PING, and the check of NATS's confirmations, every 100 ms, needs a heartbeat well above that`,
+    help: `how often a daemon tells the backplane it is alive, and pings NATS; silent for ${BACKPLANE_MISSED_HEARTBEATS} of these, a host is lost (and NATS, unanswered for ${BACKPLANE_STALL_HEARTBEATS}, is taken as lost). At least ${MIN_NATS_HEARTBEAT_MS}: each is a message to every host and a PING, and the check of NATS's confirmations, every ${BACKPLANE_CONFIRM_MS} ms, needs a heartbeat well above that`,
     libraryOnly: true,
   },
   {
@@ -447,7 +483,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     value: 'LEVEL',
     section: 'Other',
     choices: LOG_LEVELS,
-    help: `${LOG_LEVELS.join(', ')} (default info)`,
+    help: `${LOG_LEVELS.join(', ')} (default ${DEFAULT_DAEMON_LOG_LEVEL})`,
   },
 ];
 
@@ -464,7 +500,7 @@ export const DEFAULTS = {
   host: DEFAULT_HOST,
   port: DEFAULT_PORT,
   allowRemote: false,
-  logLevel: 'info' as LogLevel,
+  logLevel: DEFAULT_DAEMON_LOG_LEVEL as LogLevel,
   maxConnections: defaultOf('max-connections'),
   maxSessions: defaultOf('max-sessions'),
   maxFrameBytes: defaultOf('max-frame-bytes'),

@@ -23,6 +23,17 @@ import {
   relabel,
 } from '../protocol/notifications.js';
 import {
+  DEFAULT_ABANDON_GRACE_MS,
+  DEFAULT_MAX_CLAIMS,
+  DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_STREAMS_PER_CONNECTION,
+  DEFAULT_MAX_SUBSCRIBE_ALL,
+  DEFAULT_MAX_SUBSCRIPTIONS,
+  DEFAULT_MIN_INTERVAL_MS,
+  DEFAULT_RETENTION_MS,
+  DEFAULT_STREAM_TTL_MS,
+} from '../shared/defaults.js';
+import {
   type DeliverySink,
   Gate,
   newSubscription,
@@ -68,17 +79,17 @@ export interface RouterOptions {
   readonly maxSubscribeAllSessions: number;
 }
 
+/** The router's defaults, each the daemon option's (src/shared/defaults.ts). */
 export const DEFAULT_ROUTER_OPTIONS: RouterOptions = {
-  retentionMs: 60_000,
-  streamTtlMs: 3_600_000,
-  abandonGraceMs: 30_000,
-  maxStreams: 100_000,
-  maxStreamsPerConnection: 10_000,
-  // 0.3 KiB each (test/reliability/memory-caps.ts): about 30 MiB at the cap.
-  maxClaims: 100_000,
-  maxSubscriptionsPerSubscriber: 10_000,
-  defaultMinIntervalMs: 100,
-  maxSubscribeAllSessions: 8,
+  retentionMs: DEFAULT_RETENTION_MS,
+  streamTtlMs: DEFAULT_STREAM_TTL_MS,
+  abandonGraceMs: DEFAULT_ABANDON_GRACE_MS,
+  maxStreams: DEFAULT_MAX_STREAMS,
+  maxStreamsPerConnection: DEFAULT_MAX_STREAMS_PER_CONNECTION,
+  maxClaims: DEFAULT_MAX_CLAIMS,
+  maxSubscriptionsPerSubscriber: DEFAULT_MAX_SUBSCRIPTIONS,
+  defaultMinIntervalMs: DEFAULT_MIN_INTERVAL_MS,
+  maxSubscribeAllSessions: DEFAULT_MAX_SUBSCRIBE_ALL,
 };
 
 /** What a done's journal needs of the stream it ends. */

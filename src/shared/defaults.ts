@@ -1,15 +1,110 @@
 /**
- * Client-side defaults: what the worker client, the gateway client, the
- * relay and the MCP tools use when the caller does not choose. One place, so
- * a default changes once and docs quote one number. (The daemon's option table,
- * src/daemon/options.ts, takes those of its defaults defined here from here.)
+ * Every default, and every limit that is not the wire's (those are src/protocol/limits.ts): what
+ * the daemon, the commands, the worker client, the gateway client, the relay and the MCP tools
+ * use when the caller does not choose. One place, so a default changes once and docs quote one
+ * number. The option tables (src/daemon/options.ts, src/cli/*-command.ts) name these constants,
+ * never a value of their own (test/unit/option-defaults.test.ts); --help prints them, and
+ * test/e2e/help-defaults.test.ts holds --help and the docs to them.
  */
 
 /** The daemon's WebSocket port (`--port`); `mcp-progress mcp` embeds its daemon there too. */
 export const DEFAULT_PORT = 7717;
 
-/** Coalescing interval of a publisher, a relay and watch_progress: at most one update per this many ms. */
+/**
+ * Coalescing interval of a publisher, a relay and watch_progress, and the daemon's for a
+ * subscription that names none (--min-interval-ms): at most one update per this many ms.
+ */
 export const DEFAULT_MIN_INTERVAL_MS = 100;
+
+/*
+ * The daemon's options (src/daemon/options.ts, `mcp-progress daemon --help`). Memory at the caps
+ * is measured in test/reliability/memory-caps.ts, and docs/RELIABILITY.md gives the figures.
+ */
+
+/** The gateway's listen address (--host): loopback, so nothing off this machine reaches it. */
+export const DEFAULT_HOST = '127.0.0.1';
+
+/** Worker connections the daemon serves at once (--max-connections). */
+export const DEFAULT_MAX_CONNECTIONS = 10_000;
+
+/** Sessions of every kind together: WebSocket, /mcp, in-process, page streams (--max-sessions). */
+export const DEFAULT_MAX_SESSIONS = 10_000;
+
+/** Streams in the daemon's table, active and retained done ones (--max-streams). */
+export const DEFAULT_MAX_STREAMS = 100_000;
+
+/** Active streams (and claims) one worker connection may hold (--max-streams-per-connection). */
+export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 10_000;
+
+/** Claims of every worker connection together (--max-claims): 0.3 KiB each, about 30 MiB at the cap. */
+export const DEFAULT_MAX_CLAIMS = 100_000;
+
+/** Subscriptions one session may hold (--max-subscriptions). */
+export const DEFAULT_MAX_SUBSCRIPTIONS = 10_000;
+
+/** Sessions that follow every stream at once (progress/subscribeAll, tail without tokens; --max-subscribe-all). */
+export const DEFAULT_MAX_SUBSCRIBE_ALL = 8;
+
+/** Bytes a session may leave unread before it is closed as a slow consumer (--max-session-buffer-bytes). */
+export const DEFAULT_MAX_SESSION_BUFFER_BYTES = 8 * 1024 * 1024;
+
+/** Bytes dones.jsonl may hold, one worker connection a quarter of it (--max-journal-bytes). */
+export const DEFAULT_MAX_JOURNAL_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The smallest --max-journal-bytes: the largest done line (a 4 KiB message and a 64 KiB last
+ * value, escaped) fits many times, and fits one connection's share (a quarter, done-journal.ts).
+ */
+export const MIN_JOURNAL_BYTES = 1024 * 1024;
+
+/** Gateway connections of one local user that have not presented the secret yet (--max-pending-connections). */
+export const DEFAULT_MAX_PENDING_CONNECTIONS = 128;
+
+/** Replies a worker may leave unread before it is disconnected (maxPendingReplyBytes, no flag). */
+export const DEFAULT_MAX_PENDING_REPLY_BYTES = 1024 * 1024;
+
+/** The smallest maxPendingReplyBytes: a floor against a nonsense value; a few small replies fit. */
+export const MIN_PENDING_REPLY_BYTES = 1024;
+
+/**
+ * The smallest maxFrameBytes (a library option; the largest is the wire's MAX_FRAME_BYTES): a floor
+ * against a nonsense value; a progress frame with a short token and message fits.
+ */
+export const MIN_FRAME_BYTES = 256;
+
+/** How long a done stream is kept, for late subscribers and progress/get (--retention-ms). */
+export const DEFAULT_RETENTION_MS = 60_000;
+
+/** Idle time after which a stream ends (--ttl-ms). */
+export const DEFAULT_STREAM_TTL_MS = 3_600_000;
+
+/** How long a stream whose worker went away waits for it to come back before it ends abandoned (--abandon-grace-ms). */
+export const DEFAULT_ABANDON_GRACE_MS = 30_000;
+
+/** How long a gateway connection has to present the secret before it is closed (--handshake-timeout-ms). */
+export const DEFAULT_GATEWAY_HANDSHAKE_TIMEOUT_MS = 5000;
+
+/** A WebSocket session heard nothing from for this long is pinged (--ping-interval-ms; 0 = no keepalive). */
+export const DEFAULT_PING_INTERVAL_MS = 30_000;
+
+/** A pinged WebSocket session that does not pong within this is closed (--pong-timeout-ms). */
+export const DEFAULT_PONG_TIMEOUT_MS = 10_000;
+
+/** The daemon's log level (--log-level). */
+export const DEFAULT_DAEMON_LOG_LEVEL = 'info';
+
+/** `mcp-progress mcp`'s log level (--log-level): its stderr is a host's log, so warnings only. */
+export const DEFAULT_MCP_LOG_LEVEL = 'warn';
+
+/** The first subject token of every backplane subject (--nats-prefix). */
+export const DEFAULT_NATS_PREFIX = 'mcp-progress';
+
+/**
+ * How often a daemon on the backplane says it is alive and pings NATS (natsHeartbeatMs, no flag):
+ * a host silent for BACKPLANE_MISSED_HEARTBEATS of these is lost, and so is NATS unanswered for
+ * BACKPLANE_STALL_HEARTBEATS.
+ */
+export const DEFAULT_NATS_HEARTBEAT_MS = 1000;
 
 /** Jobs in one list_progress result unless the caller asks for another limit; the rest come in pages. */
 export const DEFAULT_LIST_TOOL_LIMIT = 100;
