@@ -1,6 +1,6 @@
 import { fitMessage } from '../client/publisher.js';
 import type { DoneStatus, ProgressToken } from '../protocol/frames.js';
-import { MAX_MESSAGE_BYTES, PROTOCOL_VERSION } from '../protocol/limits.js';
+import { DEFAULT_DONE_STATUS, MAX_MESSAGE_BYTES, PROTOCOL_VERSION } from '../protocol/limits.js';
 import { ENV_TOKEN, locateSocketPath } from '../shared/locate.js';
 import { helpRow, type OptionRow, optionsHelp } from '../shared/option-table.js';
 import { socketRequest } from '../shared/socket-request.js';
@@ -68,7 +68,7 @@ export const PUBLISH_OPTIONS = [
     value: 'S',
     choices: DONE_STATUSES,
     section: 'Fields',
-    help: 'ok, error or cancelled (default ok; only with --done)',
+    help: `ok, error or cancelled (default ${DEFAULT_DONE_STATUS}; only with --done)`,
   },
   ...socketRequestRows('Where'),
   helpRow('Where'),

@@ -10,6 +10,7 @@
 import { connect, type Socket } from 'node:net';
 import type { DoneStatus, ProgressToken, Rejected } from '../protocol/frames.js';
 import {
+  DEFAULT_DONE_STATUS,
   FRAME_DELIMITER,
   fitsUtf8Bytes,
   MAX_FRAME_BYTES,
@@ -210,7 +211,7 @@ class SocketPublisher implements Publisher {
     }
   }
 
-  done(status: DoneStatus = 'ok', message?: string): Promise<DoneOutcome> {
+  done(status: DoneStatus = DEFAULT_DONE_STATUS, message?: string): Promise<DoneOutcome> {
     if (this.#done !== undefined) return this.#done;
     if (this.token === undefined) {
       this.#done = Promise.resolve({

@@ -22,7 +22,12 @@ import {
   WORKER_EVENT_NAMES,
 } from '../protocol/frame-guards.js';
 import type { DaemonStatus, DoneFrame, ProgressToken, StreamSummary } from '../protocol/frames.js';
-import { MAX_LIST_REPLY_BYTES, PROTOCOL_VERSION, shorten } from '../protocol/limits.js';
+import {
+  DEFAULT_DONE_STATUS,
+  MAX_LIST_REPLY_BYTES,
+  PROTOCOL_VERSION,
+  shorten,
+} from '../protocol/limits.js';
 import type { TaskRecord } from '../protocol/tasks.js';
 import {
   checkEmptyRequest,
@@ -687,7 +692,7 @@ export class Daemon {
       at: Math.floor(now),
       startedAt: Math.floor(ending.startedAt),
       progressToken: frame.progressToken,
-      status: frame.status ?? 'ok',
+      status: frame.status ?? DEFAULT_DONE_STATUS,
     };
     if (frame.message !== undefined) line.message = frame.message;
     if (ending.last !== undefined) {

@@ -14,7 +14,7 @@ import type {
   StreamState,
   StreamSummary,
 } from '../protocol/index.js';
-import { MAX_SAFE_NUMBER } from '../protocol/limits.js';
+import { DEFAULT_DONE_STATUS, MAX_SAFE_NUMBER } from '../protocol/limits.js';
 import {
   type DoneNotification,
   doneNotification,
@@ -286,7 +286,10 @@ export class Router {
     if (refused !== undefined) return refused;
     if (stream === undefined || stream.state === 'waiting')
       stream = this.#activate(stream, token, now);
-    const params: DoneParams = { progressToken: token, status: frame.status ?? 'ok' };
+    const params: DoneParams = {
+      progressToken: token,
+      status: frame.status ?? DEFAULT_DONE_STATUS,
+    };
     if (frame.message !== undefined) params.message = frame.message;
     this.#end(stream, params, now, connection);
     return ACCEPTED;

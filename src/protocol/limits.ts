@@ -92,6 +92,9 @@ export const MAX_REPLY_BYTES =
  */
 export const MIN_SESSION_BUFFER_BYTES = MAX_NOTIFICATION_BYTES + MAX_REPLY_BYTES;
 
+/** The `status` of a done frame that has none (docs/PROTOCOL.md 2.3): its stream ended well. */
+export const DEFAULT_DONE_STATUS = 'ok';
+
 /** Largest coalescing interval a subscription may ask for. */
 export const MAX_MIN_INTERVAL_MS = 60_000;
 
