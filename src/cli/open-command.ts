@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { PAGE_TICKET_TTL_MS } from '../shared/defaults.js';
 import { readDaemonInfo, resolveRuntimeDir } from '../shared/locate.js';
 import { mintPageTicket, pageUrl } from '../shared/page-ticket.js';
 import { parse } from './args.js';
@@ -8,7 +9,7 @@ export const OPEN_HELP = `Usage: mcp-progress open [--print] [--runtime-dir DIR]
 
 Opens the daemon's live page (every job, its bar, state and last message, with
 a cancel button) in a browser. Prints the page's one-time URL first: it works
-once, within 2 minutes, and trades its ticket for a cookie of this browser
+once, within ${PAGE_TICKET_TTL_MS / 60_000} minutes, and trades its ticket for a cookie of this browser
 (HttpOnly, SameSite=Strict) that outlives daemon restarts and admits for a day
 (the daemon's --page-cookie-ms); a page kept open renews it. The daemon's
 secret never appears in the URL. Exit 0 when the URL was made, 1 when no

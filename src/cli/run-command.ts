@@ -4,7 +4,7 @@ import { constants } from 'node:os';
 import type { Readable } from 'node:stream';
 import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
-import { RUN_OUTPUT_GRACE_MS } from '../shared/defaults.js';
+import { RUN_CANCEL_GRACE_MS, RUN_OUTPUT_GRACE_MS } from '../shared/defaults.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { helpRow, type OptionRow, optionsHelp, wrapWords } from '../shared/option-table.js';
 import { parseOptions, UsageError } from './args.js';
@@ -57,7 +57,7 @@ KeyboardInterrupt; error otherwise.
 
 CMD runs in a session and process group of its own, and every signal run
 sends goes to the whole group, so that the programs CMD started stop with it:
-a cancel sends SIGTERM, and SIGKILL 10 s later if CMD is still running (and
+a cancel sends SIGTERM, and SIGKILL ${RUN_CANCEL_GRACE_MS / 1000} s later if CMD is still running (and
 at once to whatever CMD leaves behind in its group); SIGTERM, SIGHUP, SIGINT,
 SIGQUIT, SIGUSR1 and SIGUSR2 sent to run are passed on. CMD reads and writes
 run's terminal, but has no controlling terminal: Ctrl-C reaches run, which
@@ -122,8 +122,6 @@ const FORWARDED: NodeJS.Signals[] = [
   'SIGQUIT',
 ];
 
-/** How long a cancelled command gets between SIGTERM and SIGKILL. */
-const CANCEL_GRACE_MS = 10_000;
 /** How long output must pause before a half-written line is read for progress. */
 const QUIET_MS = 50;
 /** How long CMD may write output in which --parse finds nothing before run says so (once). */
@@ -378,10 +376,10 @@ function stopOnCancel(
     signalGroup(child, 'SIGTERM');
     killTimer = setTimeout(() => {
       io.err(
-        `mcp-progress run: ${file} still runs ${CANCEL_GRACE_MS / 1000} s after SIGTERM: SIGKILL\n`,
+        `mcp-progress run: ${file} still runs ${RUN_CANCEL_GRACE_MS / 1000} s after SIGTERM: SIGKILL\n`,
       );
       signalGroup(child, 'SIGKILL');
-    }, CANCEL_GRACE_MS);
+    }, RUN_CANCEL_GRACE_MS);
   });
   return {
     get cancelled() {

@@ -8,6 +8,8 @@ import {
   DEFAULT_TAIL_LINES_INTERVAL_MS,
   TAIL_HOST_RETRIES,
   TAIL_HOST_RETRY_BACKOFF,
+  TAIL_POLL_MS,
+  TAIL_STALLED_AFTER_MS,
 } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { NO_LIVE_DAEMON } from '../shared/no-daemon.js';
@@ -50,7 +52,7 @@ export const TAIL_HELP = `Usage: mcp-progress tail [TOKEN...] [--json] [options]
 
 A live view of the named streams, or of every stream when none is named.
 One line per stream: a bar when the total is known and a counter when it is
-not, rate, ETA and message; "stalled" when a stream sent nothing for 10 s;
+not, rate, ETA and message; "stalled" when a stream sent nothing for ${TAIL_STALLED_AFTER_MS / 1000} s;
 finished streams show their status. On a terminal the view redraws in place;
 when stdout is not a terminal, each update is printed as a plain line.
 
@@ -58,7 +60,7 @@ Without TOKENs, tail follows every stream: those under way from their
 newest value, those that start later from their first (progress/subscribeAll),
 and shows the finished ones the daemon still keeps. If the daemon refuses
 that (at its --max-subscribe-all cap), tail says so and lists the streams
-every 0.5 s instead, following each from the value it has then.
+every ${TAIL_POLL_MS / 1000} s instead, following each from the value it has then.
 
 With a NATS backplane (docs/BACKPLANE.md), a stream of another host shows
 that host after its name: render-1 @gpu-1. When asking the daemon for it
@@ -69,7 +71,7 @@ With TOKENs, tail exits (0) once every named stream is done; without, it
 runs until interrupted. It survives a daemon restart, and when no daemon is
 up yet, or the one named does not answer (stopped, hung), it says so once
 and waits for one. A daemon that runs and refuses it (at --max-sessions) is
-named as such, with its reason, once; tail asks again every 0.5 s and
+named as such, with its reason, once; tail asks again every ${TAIL_POLL_MS / 1000} s and
 follows once it is let in.
 
 Options:
@@ -79,12 +81,6 @@ Examples:
   mcp-progress tail
   mcp-progress tail render-1 --json | jq .params.progress
 `;
-
-/**
- * How often the list of streams is polled for new ones when no token is named and the daemon
- * refused progress/subscribeAll, and for a daemon when none is up.
- */
-export const POLL_MS = 500;
 
 /**
  * Connect errors tail waits out: no daemon yet, one that accepted the connection and said nothing,
@@ -226,7 +222,7 @@ async function connectWhenUp(
     await Promise.race([
       stopped,
       new Promise((resolve) => {
-        timer = setTimeout(resolve, POLL_MS);
+        timer = setTimeout(resolve, TAIL_POLL_MS);
       }),
     ]);
     clearTimeout(timer);
@@ -241,7 +237,7 @@ async function connectWhenUp(
 function waitMessage(error: BridgeError): string {
   if (error.code !== 'gateway_refused')
     return `${error.message}; waiting for a daemon (Ctrl-C to stop)`;
-  return `${error.message}; the daemon is running and said no: tail asks again every ${POLL_MS} ms and follows once it is let in (at --max-sessions: once a session ends) (Ctrl-C to stop)`;
+  return `${error.message}; the daemon is running and said no: tail asks again every ${TAIL_POLL_MS} ms and follows once it is let in (at --max-sessions: once a session ends) (Ctrl-C to stop)`;
 }
 
 export async function tailCommand(argv: string[], io: Io): Promise<number> {
@@ -456,7 +452,7 @@ class Tail {
       this.#followsAll = false;
       this.#refused = true;
       this.#io.err(
-        `${printable(`mcp-progress tail: cannot follow every stream as it starts: ${error.message}; listing the streams every ${POLL_MS / 1000} s instead, each followed from the value it has then`)}\n`,
+        `${printable(`mcp-progress tail: cannot follow every stream as it starts: ${error.message}; listing the streams every ${TAIL_POLL_MS / 1000} s instead, each followed from the value it has then`)}\n`,
       );
       // Refused at a reconnect's resubscribe: tail was not polling until now.
       this.pollWhileListing();
@@ -474,7 +470,7 @@ class Tail {
   }
 
   /**
-   * Lists the streams every POLL_MS while tail does not follow all of them (the daemon refused
+   * Lists the streams every TAIL_POLL_MS while tail does not follow all of them (the daemon refused
    * subscribeAll). Following all, it lists only at start and after a reconnect: the subscription
    * reports every stream that starts, its values and its done, and a progress/get each new
    * stream's host, so polling the whole table would learn nothing.
@@ -487,7 +483,7 @@ class Tail {
           this.#poller = undefined;
           this.pollWhileListing();
         }),
-      POLL_MS,
+      TAIL_POLL_MS,
     );
   }
 

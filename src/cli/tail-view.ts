@@ -6,10 +6,9 @@
 import { RateEstimator } from '../daemon/rate-estimator.js';
 import type { ProgressToken, StreamEndStatus } from '../protocol/frames.js';
 import type { Notification } from '../protocol/notifications.js';
+import { TAIL_STALLED_AFTER_MS } from '../shared/defaults.js';
 import { clip, displayWidth, padEnd, printable } from './terminal-text.js';
 
-/** A stream with no new value for this long is shown as stalled, without rate or ETA. */
-export const STALLED_AFTER_MS = 10_000;
 const BAR_WIDTH = 20;
 const PARTIAL_BLOCKS = ['', '▏', '▎', '▍', '▌', '▋', '▊', '▉'] as const;
 
@@ -115,12 +114,12 @@ export function rateOf(row: StreamRow, now: number): number | undefined {
   return row.estimator.rate(now) ?? undefined;
 }
 
-/** No new value for longer than STALLED_AFTER_MS. */
+/** No new value for longer than TAIL_STALLED_AFTER_MS. */
 export function isStalled(row: StreamRow, now: number): boolean {
   return (
     row.status === undefined &&
     row.lastValueAt !== undefined &&
-    now - row.lastValueAt > STALLED_AFTER_MS
+    now - row.lastValueAt > TAIL_STALLED_AFTER_MS
   );
 }
 

@@ -113,6 +113,18 @@ export const DEFAULT_LIST_TOOL_LIMIT = 100;
 export const DEFAULT_TAIL_LINES_INTERVAL_MS = 1000;
 
 /**
+ * How often `mcp-progress tail` lists the streams for new ones when no token is named and the
+ * daemon refused progress/subscribeAll, and asks again for a daemon when none is up or it refused.
+ */
+export const TAIL_POLL_MS = 500;
+
+/** `mcp-progress tail` shows a stream with no new value for this long as stalled, without rate or ETA. */
+export const TAIL_STALLED_AFTER_MS = 10_000;
+
+/** How long a command `mcp-progress run` cancelled gets between SIGTERM and SIGKILL. */
+export const RUN_CANCEL_GRACE_MS = 10_000;
+
+/**
  * `mcp-progress tail`, with a NATS backplane: a look-up of a stream's host (progress/get) that
  * failed other than by a lost connection (whose reconnect lists the hosts again) is tried again
  * at that stream's next update: the first retry at once, each later one no sooner than this

@@ -2,7 +2,7 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { POLL_MS } from '../../src/cli/tail-command.js';
+import { TAIL_POLL_MS } from '../../src/shared/defaults.js';
 import {
   BIN,
   collectOutput,
@@ -320,7 +320,7 @@ describe('mcp-progress tail without tokens, following every stream', () => {
       // subscription and one progress/get (its host), with no listing of the whole table.
       const since = Date.now();
       let streams = 0;
-      while (streams < 3 || Date.now() - since < 4 * POLL_MS) {
+      while (streams < 3 || Date.now() - since < 4 * TAIL_POLL_MS) {
         const token = uniqueToken('unpolled');
         streams++;
         worker.send('progress', { v: 1, progressToken: token, progress: 1 });
