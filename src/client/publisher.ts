@@ -23,6 +23,7 @@ import {
   DEFAULT_DONE_TIMEOUT_MS,
   DEFAULT_MIN_INTERVAL_MS,
   JOURNAL_RETRY_MS,
+  NEVER_CONNECTED_GRACE_MS,
   RECONNECT_BACKOFF,
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
@@ -108,9 +109,6 @@ export interface Publisher {
   /** Sends the newest update and closes the connection without ending the stream. */
   close(): Promise<void>;
 }
-
-/** How long `done` waits for a first connection when the publisher never had one (no daemon runs). */
-export const NEVER_CONNECTED_GRACE_MS = 250;
 
 type State = 'open' | 'ending' | 'ended' | 'closed';
 

@@ -220,6 +220,9 @@ export const CLOSE_LINGER_MS = 1000;
 /** How long `done` keeps trying to be delivered once a publisher has been connected. */
 export const DEFAULT_DONE_TIMEOUT_MS = 5000;
 
+/** How long `done` waits for a first connection when the publisher never had one (no daemon runs). */
+export const NEVER_CONNECTED_GRACE_MS = 250;
+
 /** How long relayProgress waits for the daemon to connect, and for each answer. */
 export const DEFAULT_RELAY_CONNECT_TIMEOUT_MS = 2000;
 
