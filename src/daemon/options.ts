@@ -43,6 +43,7 @@ import {
   DEFAULT_RETENTION_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
   DEFAULT_STREAM_TTL_MS,
+  MAX_TIMER_MS,
   MIN_FRAME_BYTES,
   MIN_JOURNAL_BYTES,
   MIN_NATS_HEARTBEAT_MS,
@@ -56,7 +57,7 @@ import { LOG_LEVELS, type LogLevel } from '../shared/log.js';
 import { checkInteger as integer, invalidOption as invalid } from '../shared/option-table.js';
 import { DEFAULT_ROUTER_OPTIONS, type RouterOptions } from './router.js';
 
-export { DEFAULT_HOST, DEFAULT_NATS_PREFIX, DEFAULT_PORT };
+export { DEFAULT_HOST, DEFAULT_NATS_PREFIX, DEFAULT_PORT, MAX_TIMER_MS };
 
 /** A NATS subject token of safe characters only: no dots, wildcards or spaces. */
 const SUBJECT_TOKEN = /^[A-Za-z0-9_-]+$/;
@@ -654,12 +655,6 @@ function natsServers(given: readonly string[] | undefined, env: NodeJS.ProcessEn
       .filter((url) => url !== ''),
   );
 }
-
-/**
- * Node's timers hold at most 2^31 - 1 ms (24.8 days) and make a longer delay 1 ms: every `-ms`
- * option without a range of its own is bounded by that.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function timerMax(spec: IntegerOption): number | undefined {
   return spec.name.endsWith('-ms') ? MAX_TIMER_MS : undefined;

@@ -3,10 +3,9 @@
  * (a coalescing flush, an abandonment, an eviction), re-armed after each tick.
  * Kept apart from the daemon so that its timing can be tested with fake timers.
  */
+import { MAX_TIMER_MS } from '../shared/defaults.js';
 import type { Router } from './router.js';
 
-/** setTimeout fires at once for a delay above this (a 32-bit count of milliseconds). */
-const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 const RETRY_AFTER_ERROR_MS = 1000;
 
 export class TickScheduler {
@@ -35,7 +34,7 @@ export class TickScheduler {
     clearTimeout(this.#timer);
     this.#armedFor = deadline;
     if (deadline === Number.POSITIVE_INFINITY) return;
-    const delay = Math.min(MAX_TIMER_DELAY_MS, Math.max(0, Math.ceil(deadline - this.#now())));
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(deadline - this.#now())));
     // A deadline beyond the longest timer is simply re-armed when this one fires.
     this.#timer = setTimeout(() => this.#tick(), delay);
     this.#timer.unref?.();

@@ -50,6 +50,7 @@ import {
   DEFAULT_GATEWAY_REQUEST_TIMEOUT_MS,
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
   DEFAULT_RECONNECT_TIMEOUT_MS,
+  MAX_TIMER_MS,
   RECONNECT_BACKOFF,
 } from '../shared/defaults.js';
 import { answeredCode, BridgeError, type BridgeErrorCode } from '../shared/errors.js';
@@ -747,9 +748,6 @@ function handshakeTimedOut(
     `the daemon at ${url} accepted the connection but did not answer within ${timeoutMs} ms (handshakeTimeoutMs): it is stopped or hung, or another program listens on its ${localLink ? 'socket' : 'port'}. Check it with "mcp-progress status"; if it does not answer, stop ${which} and start it again with "mcp-progress daemon"`,
   );
 }
-
-/** The largest delay a Node timer takes; a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** Rejects a timeout the client cannot honour (not a number, not positive, past a timer's range) before it connects. */
 function checkOptions(options: GatewayClientOptions): void {

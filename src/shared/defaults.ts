@@ -214,6 +214,13 @@ export function backoffDelayMs(backoff: Backoff, attempt: number, random = Math.
  */
 export const RUN_OUTPUT_GRACE_MS = 500;
 
+/**
+ * Node's timers hold at most 2^31 - 1 ms (24.8 days) and fire a longer delay at once (after 1 ms):
+ * the bound of every `-ms` option without a range of its own, of a gateway client's timeouts, and
+ * of the daemon's tick timer.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** How long a closing socket may take to close politely before it is destroyed. */
 export const CLOSE_LINGER_MS = 1000;
 
