@@ -47,7 +47,14 @@ import {
 import { HANDED_ON } from './progress-sends.js';
 import type { ProgressSource } from './progress-source.js';
 import { SharedSessions } from './shared-sessions.js';
-import { mcpTask, TaskLook, taskChangedAt, taskToolResult, unknownTask } from './tasks.js';
+import {
+  mcpTask,
+  TaskCancelHearing,
+  TaskLook,
+  taskChangedAt,
+  taskToolResult,
+  unknownTask,
+} from './tasks.js';
 
 /** The extension's identifier, in server/discover and in a request's client capabilities. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -508,6 +515,11 @@ export class TaskListens {
   readonly #capped: boolean;
   /** Every listen from its request on, until it ends: its place under the cap. */
   readonly #listeners = new Set<TaskListener>();
+  /**
+   * Cancels made anywhere in the daemon, heard while any listen is open when the daemon is in
+   * this process (/mcp, an embedded daemon): told at once, as a cancel made here is.
+   */
+  readonly #cancels: TaskCancelHearing;
   #closed = false;
 
   /**
@@ -517,6 +529,7 @@ export class TaskListens {
   constructor(source: ProgressSource, capped = false) {
     this.#source = source;
     this.#capped = capped;
+    this.#cancels = new TaskCancelHearing(source, (task) => this.changed(task));
   }
 
   /**
@@ -548,10 +561,15 @@ export class TaskListens {
       new SharedSessions(sessions),
       write,
       () => this.#end(listener, true),
-      () => this.#listeners.delete(listener),
+      () => {
+        this.#listeners.delete(listener);
+        if (this.#listeners.size === 0) this.#cancels.stop();
+      },
     );
     // Its place, taken before anything is awaited, so that admissions never overshoot the cap.
     this.#listeners.add(listener);
+    // Before its tasks are asked about: a cancel made while they are is not missed.
+    this.#cancels.hear();
     const records: TaskRecord[] = [];
     try {
       for (const taskId of new Set(request.taskIds)) {
@@ -596,10 +614,12 @@ export class TaskListens {
   }
 
   /**
-   * A task changed in this process (a cancel made here): every listener of it is told now. Each
-   * message is written before this returns (tell writes before it first waits), so over stdio it
-   * comes before the cancel's answer; the writes are not awaited, since one waits for its client
-   * to read, and a listen whose client stopped reading must hold up no one's answer.
+   * A task was cancelled: through this process (tasks/cancel here), or anywhere when the daemon is
+   * in this process (its notice). Every listener of it is told now. Each message is written
+   * before this returns (tell writes before it first waits), so over stdio it comes before the
+   * cancel's answer; the writes are not awaited, since one waits for its client to read, and a
+   * listen whose client stopped reading must hold up no one's answer. Told twice (here, then by
+   * the daemon's notice), a task is written once: tell writes only a change.
    */
   changed(record: TaskRecord): void {
     for (const listener of this.#listeners) {
@@ -653,8 +673,9 @@ export class TaskListens {
       listener.gone(record.taskId, followRefused(record.taskId, error));
       return;
     }
-    // What the stream does not show (a cancel made through another process) is seen at the
-    // next look: one every poll interval, the pace a polling client would see it at.
+    // What the stream does not show (a cancel made through another process, with the daemon
+    // across a socket: one in this process tells it at once) is seen at the next look: one
+    // every poll interval, the pace a polling client would see it at.
     look.poll(TASK_POLL_INTERVAL_MS);
     const stop = async () => {
       look.stop();

@@ -188,6 +188,36 @@ export class TaskLook {
   }
 }
 
+/**
+ * Hears of each task cancelled in the daemon, by anyone, as it happens, while someone here
+ * follows tasks: one registration with the source (a source in the daemon's process has
+ * onTaskCancelled; a daemon across a socket tells no one, and its cancels are seen at the next
+ * look), taken by the first follow and let go with the last, so an idle server holds nothing in
+ * the daemon. The one way both followers of tasks hear a cancel made elsewhere: a 2025 task's
+ * creating session (DaemonTaskStore) and a 2026 task listen (TaskListens).
+ */
+export class TaskCancelHearing {
+  readonly #source: Pick<ProgressSource, 'onTaskCancelled'>;
+  readonly #heard: (task: TaskRecord) => void;
+  #unhear: (() => void) | undefined;
+
+  constructor(source: Pick<ProgressSource, 'onTaskCancelled'>, heard: (task: TaskRecord) => void) {
+    this.#source = source;
+    this.#heard = heard;
+  }
+
+  /** Someone follows a task: hear from now on (once, however many follow). */
+  hear(): void {
+    this.#unhear ??= this.#source.onTaskCancelled?.(this.#heard);
+  }
+
+  /** No one follows any more. */
+  stop(): void {
+    this.#unhear?.();
+    this.#unhear = undefined;
+  }
+}
+
 /** How the created task's progress is forwarded: on `token`'s stream, under the caller's `label`. */
 export interface FollowOptions {
   readonly token: ProgressToken;
@@ -221,12 +251,13 @@ export class DaemonTaskStore implements TaskStore {
   readonly #followers = new Map<string, Follower>();
   /** Tasks being started (their follow opened, the task not yet created): they count toward the cap. */
   #starting = 0;
-  /** Stops hearing of cancels made in the daemon (a source in its process), while any task is followed. */
-  #unhear: (() => void) | undefined;
+  /** Cancels made anywhere in the daemon (a source in its process), heard while any task is followed. */
+  readonly #cancels: TaskCancelHearing;
 
   constructor(source: ProgressSource, send: SendTaskNotification) {
     this.#source = source;
     this.#send = send;
+    this.#cancels = new TaskCancelHearing(source, (task) => this.#saw(task));
   }
 
   /** Creates the task only; a watch_progress call as a task is start()'s, which also follows it. */
@@ -372,7 +403,7 @@ export class DaemonTaskStore implements TaskStore {
     const follower: Follower = { forwarding, look, answered, silence };
     this.#followers.set(taskId, follower);
     // A daemon in this process tells of a cancel made anywhere as it happens: no wait for a look.
-    this.#unhear ??= this.#source.onTaskCancelled?.((task) => this.#saw(task));
+    this.#cancels.hear();
     forwarding.ended
       .then(async (end) => {
         if (end !== 'done') return this.#end(taskId, follower, undefined);
@@ -415,10 +446,7 @@ export class DaemonTaskStore implements TaskStore {
     const follower = this.#followers.get(taskId);
     if (follower === undefined) return undefined;
     this.#followers.delete(taskId);
-    if (this.#followers.size === 0) {
-      this.#unhear?.();
-      this.#unhear = undefined;
-    }
+    if (this.#followers.size === 0) this.#cancels.stop();
     if (silence) follower.silence();
     follower.look.stop();
     await follower.forwarding.stop();

@@ -3,7 +3,11 @@
  * newest revision they offer (2026-07-28: server/discover, no initialize, no
  * session), with a tap on the raw messages they receive.
  */
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import {
+  Client,
+  type ClientCapabilities,
+  StreamableHTTPClientTransport,
+} from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import type { DaemonInfo } from '../../src/shared/locate.js';
 import { BIN } from './daemon.js';
@@ -40,11 +44,13 @@ interface TapTransport {
 async function tapped(
   transport: StdioClientTransport | StreamableHTTPClientTransport,
   negotiation: Negotiation,
+  capabilities?: ClientCapabilities,
 ): Promise<TappedV2Client> {
   const client = new Client(
     { name: 'mcp-progress-test-v2', version: '0.0.0' },
     {
       versionNegotiation: MODES[negotiation],
+      ...(capabilities === undefined ? {} : { capabilities }),
     },
   );
   const received: Message[] = [];
@@ -71,12 +77,19 @@ export function connectStdioV2(args: string[], negotiation: Negotiation): Promis
   return tapped(transport, negotiation);
 }
 
-/** The daemon's /mcp over Streamable HTTP with its secret. */
-export function connectHttpV2(info: DaemonInfo, negotiation: Negotiation): Promise<TappedV2Client> {
+/**
+ * The daemon's /mcp over Streamable HTTP with its secret; `capabilities`: the client's, sent in
+ * each request's _meta on 2026-07-28 (the tasks extension, say).
+ */
+export function connectHttpV2(
+  info: DaemonInfo,
+  negotiation: Negotiation,
+  capabilities?: ClientCapabilities,
+): Promise<TappedV2Client> {
   const transport = new StreamableHTTPClientTransport(new URL(`${httpBase(info)}/mcp`), {
     requestInit: { headers: { authorization: `Bearer ${info.secret}` } },
   });
-  return tapped(transport, negotiation);
+  return tapped(transport, negotiation, capabilities);
 }
 
 /** Any Streamable HTTP MCP server (a gateway in front of the bridge). */
