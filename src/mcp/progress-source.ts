@@ -192,6 +192,10 @@ export class RecoveringProgressSource implements ProgressSource {
   readonly #retired: ProgressSource[] = [];
   #recovering: Promise<ProgressSource> | undefined;
   #closed = false;
+  /** Who hears of the tasks cancelled in the daemon (onTaskCancelled), whichever source is current. */
+  readonly #cancelListeners = new Set<(task: TaskRecord) => void>();
+  /** The source they hear from now, and how to stop; a new current source is heard from instead. */
+  #heard: { source: ProgressSource; unhear: () => void } | undefined;
 
   /** Nothing is connected before establishNow or the first call, which establishes the source. */
   constructor(establish: () => Promise<ProgressSource>) {
@@ -205,6 +209,34 @@ export class RecoveringProgressSource implements ProgressSource {
 
   get lost(): boolean {
     return false;
+  }
+
+  /**
+   * Hears of the tasks cancelled in the daemon of the current source when it is in this process
+   * (an embedded daemon), and of the next one's after a recovery; from a daemon across a socket,
+   * of none (seen at the next look at the task).
+   */
+  onTaskCancelled(listener: (task: TaskRecord) => void): () => void {
+    this.#cancelListeners.add(listener);
+    this.#hearFrom(this.#current);
+    return () => {
+      this.#cancelListeners.delete(listener);
+      if (this.#cancelListeners.size > 0) return;
+      this.#heard?.unhear();
+      this.#heard = undefined;
+    };
+  }
+
+  /** Hears of cancels from `source`, the current one, while anyone listens. */
+  #hearFrom(source: ProgressSource | undefined): void {
+    if (source === undefined || this.#cancelListeners.size === 0) return;
+    if (this.#heard?.source === source) return;
+    this.#heard?.unhear();
+    this.#heard = undefined;
+    const unhear = source.onTaskCancelled?.((task) => {
+      for (const listener of this.#cancelListeners) listener(task);
+    });
+    if (unhear !== undefined) this.#heard = { source, unhear };
   }
 
   openSession(): Promise<ProgressSession> {
@@ -241,6 +273,8 @@ export class RecoveringProgressSource implements ProgressSource {
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.#heard?.unhear();
+    this.#heard = undefined;
     await this.#starting?.catch(() => {});
     await this.#recovering?.catch(() => {});
     const all = [
@@ -266,6 +300,7 @@ export class RecoveringProgressSource implements ProgressSource {
     this.#starting ??= establish()
       .then((fresh) => {
         this.#current = fresh;
+        this.#hearFrom(fresh);
         return fresh;
       })
       .finally(() => {
@@ -298,6 +333,7 @@ export class RecoveringProgressSource implements ProgressSource {
         this.#retired.push(lost);
         if (lost instanceof RemoteProgressSource) lost.retire().catch(() => {});
         this.#current = fresh;
+        this.#hearFrom(fresh);
         return fresh;
       })
       .finally(() => {

@@ -67,14 +67,18 @@ async function tapped(
 }
 
 /** Spawns `mcp-progress mcp` over stdio, as a host with a 2.x client does. */
-export function connectStdioV2(args: string[], negotiation: Negotiation): Promise<TappedV2Client> {
+export function connectStdioV2(
+  args: string[],
+  negotiation: Negotiation,
+  capabilities?: ClientCapabilities,
+): Promise<TappedV2Client> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [BIN, 'mcp', ...args],
     env: { ...(process.env as Record<string, string>), MCP_PROGRESS_SOCKET: '' },
     stderr: 'pipe',
   });
-  return tapped(transport, negotiation);
+  return tapped(transport, negotiation, capabilities);
 }
 
 /**
