@@ -187,6 +187,11 @@ export function createProgressMcpServer(options: ProgressServerOptions): McpServ
     await tasks.close();
     await close();
   };
+  // However the session ends: a client's DELETE on /mcp closes only its transport, not this
+  // server, and its follows would go on looking at their tasks every poll interval.
+  server.server.onclose = () => {
+    tasks.close().catch(() => {});
+  };
   return server;
 }
 
