@@ -67,6 +67,7 @@ export function formatStatus(status: DaemonStatus): string {
     `streams        ${status.streams.active} active, ${status.streams.done} done, ${status.streams.waiting} waiting`,
     `subscriptions  ${status.subscriptions}`,
     `claims         ${status.claims}`,
+    `tasks          ${status.tasks}`,
     `frames         ${status.counters.framesAccepted} accepted, ${rejectedTotal} rejected${detail}`,
     `notifications  ${status.counters.notificationsSent} sent, ${status.counters.coalesced} coalesced`,
     `refused        ${status.counters.connectionsRefused} connections at the cap, ${status.counters.slowSessionsClosed} slow sessions closed`,

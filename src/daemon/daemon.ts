@@ -43,6 +43,7 @@ import {
   IDLE_COLLECTION_MS,
   MAX_LIVE_TASKS,
   MAX_TASK_TTL_MS,
+  TASK_EXPIRY_CHECK_MS,
   TASK_POLL_INTERVAL_MS,
 } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
@@ -115,6 +116,8 @@ export class Daemon {
   /** The gateway's Unix socket this daemon bound (the local link), if any: removed at stop. */
   #boundGatewaySocket: FileIdentity | undefined;
   readonly #scheduler: TickScheduler;
+  /** Forgets the tasks past their TTL when the first may be, so none holds memory on an idle daemon. */
+  readonly #taskExpiry: TickScheduler;
   /** Gives memory back once workers are quiet (a daemon started by bin/mcp-progress only). */
   #idleCollection: IdleCollection | undefined;
   /**
@@ -139,6 +142,7 @@ export class Daemon {
       maxTtlMs: MAX_TASK_TTL_MS,
       maxTasks: MAX_LIVE_TASKS,
       pollIntervalMs: TASK_POLL_INTERVAL_MS,
+      expiryCheckMs: TASK_EXPIRY_CHECK_MS,
     },
     () => randomBytes(16).toString('base64url'),
   );
@@ -177,6 +181,14 @@ export class Daemon {
       this.#router,
       () => this.now(),
       (error) => this.#log.error(`router tick failed: ${error.message}`),
+    );
+    this.#taskExpiry = new TickScheduler(
+      {
+        nextDeadline: () => this.#tasks.nextExpiryAt(),
+        tick: (now) => this.#tasks.prune(this.backend.get, now),
+      },
+      () => this.now(),
+      (error) => this.#log.error(`task expiry failed: ${error.message}`),
     );
     this.#ingress = new IngressServer(
       {
@@ -516,8 +528,17 @@ export class Daemon {
     },
     cancel: (token, reason) => this.#cancel(token, reason),
     status: () => this.status(),
-    createTask: (params) =>
-      this.#tasks.create(params.progressToken, params.ttlMs, this.backend.get, this.now()),
+    createTask: (params) => {
+      const created = this.#tasks.create(
+        params.progressToken,
+        params.ttlMs,
+        this.backend.get,
+        this.now(),
+      );
+      // Its TTL may pass before any other's.
+      this.#taskExpiry.schedule();
+      return created;
+    },
     getTask: (taskId) => this.#tasks.get(taskId, this.backend.get, this.now()),
     cancelTask: (taskId, reason) => {
       const cancelled = this.#tasks.cancel(taskId, reason, this.backend.get, this.now());
@@ -553,6 +574,7 @@ export class Daemon {
       subscriptions: stats.subscriptions,
       subscribedToAll: stats.subscribedToAll,
       claims: stats.claims,
+      tasks: this.#tasks.size,
       memory: { rss: process.memoryUsage.rss(), heapUsed: process.memoryUsage().heapUsed },
       counters: {
         framesAccepted: this.#framesAccepted,
@@ -594,6 +616,7 @@ export class Daemon {
     // Before the grace it gives workers: a session opened during it would only be closed after.
     this.#hub.refuseNewSessions();
     this.#scheduler.stop();
+    this.#taskExpiry.stop();
     this.#idleCollection?.stop();
     // While the socket is still bound its file cannot be freed and its inode reused,
     // so the identity check is exact: unlink first, then close.

@@ -78,6 +78,11 @@ export function formatPrometheus(status: DaemonStatus): string {
       status.claims,
     ),
     gauge(
+      'tasks',
+      'MCP tasks held: working ones, and terminal ones until their TTL passes.',
+      status.tasks,
+    ),
+    gauge(
       'sessions',
       'Open sessions of every kind: WebSocket, /mcp, in-process, page.',
       status.sessions,

@@ -1,31 +1,37 @@
 /**
- * Drives the router's clock: one timer, armed for the router's next deadline
- * (a coalescing flush, an abandonment, an eviction), re-armed after each tick.
- * Kept apart from the daemon so that its timing can be tested with fake timers.
+ * Drives a pure table's clock: one timer, armed for its next deadline, re-armed after each tick.
+ * The router's (a coalescing flush, an abandonment, an eviction) and the task table's (a TTL
+ * passing). Kept apart from the daemon so that its timing can be tested with fake timers.
  */
 import { MAX_TIMER_MS } from '../shared/defaults.js';
-import type { Router } from './router.js';
+
+/** What the scheduler drives: when it next has work, and the work, given the time. */
+export interface Ticking {
+  /** When tick() next has work to do, or Infinity. */
+  nextDeadline(): number;
+  tick(now: number): void;
+}
 
 const RETRY_AFTER_ERROR_MS = 1000;
 
 export class TickScheduler {
-  readonly #router: Router;
+  readonly #driven: Ticking;
   readonly #now: () => number;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #armedFor = Number.POSITIVE_INFINITY;
   #stopped = false;
   readonly #onError: (error: Error) => void;
 
-  constructor(router: Router, now: () => number, onError: (error: Error) => void = () => {}) {
-    this.#router = router;
+  constructor(driven: Ticking, now: () => number, onError: (error: Error) => void = () => {}) {
+    this.#driven = driven;
     this.#now = now;
     this.#onError = onError;
   }
 
-  /** Call after anything that may have moved the router's next deadline earlier. */
+  /** Call after anything that may have moved the next deadline earlier. */
   schedule(): void {
     if (this.#stopped) return;
-    const deadline = this.#router.nextDeadline();
+    const deadline = this.#driven.nextDeadline();
     if (deadline < this.#armedFor) this.#arm(deadline);
   }
 
@@ -49,7 +55,7 @@ export class TickScheduler {
     this.#timer = undefined;
     this.#armedFor = Number.POSITIVE_INFINITY;
     try {
-      this.#router.tick(this.#now());
+      this.#driven.tick(this.#now());
     } catch (error) {
       // A timer has no caller to throw to: an escape here would end the process. Retry in a
       // second rather than at once, so that a lasting fault logs once a second, not spins.

@@ -19,6 +19,8 @@ export interface TaskTableOptions {
   readonly maxTtlMs: number;
   readonly maxTasks: number;
   readonly pollIntervalMs: number;
+  /** The least time between two scans for tasks past their TTL (nextExpiryAt). */
+  readonly expiryCheckMs: number;
 }
 
 interface Task {
@@ -89,6 +91,14 @@ export class TaskTable {
   readonly #tasks = new Map<string, Task>();
   readonly #byToken = new Map<ProgressToken, Set<Task>>();
   #nextOrder = 0;
+  /**
+   * No task may be forgotten before this: the least keptUntil as of the last scan, and of each
+   * task created since. A task's keptUntil only moves later, so this is never late, only early
+   * (a scan then finds nothing due), and costs nothing as tasks change.
+   */
+  #earliestKeptUntil = Number.POSITIVE_INFINITY;
+  /** When the last scan (prune) ran. */
+  #scannedAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: TaskTableOptions, newId: () => string) {
     this.#options = options;
@@ -97,6 +107,16 @@ export class TaskTable {
 
   get size(): number {
     return this.#tasks.size;
+  }
+
+  /**
+   * When prune() may next have a task to forget (Infinity: none held): the earliest a TTL can
+   * pass, but no sooner than options.expiryCheckMs after the last scan. The daemon prunes then, so
+   * a task past its TTL leaves its memory within that bound however idle the daemon is.
+   */
+  nextExpiryAt(): number {
+    if (this.#tasks.size === 0) return Number.POSITIVE_INFINITY;
+    return Math.max(this.#earliestKeptUntil, this.#scannedAt + this.#options.expiryCheckMs);
   }
 
   /**
@@ -109,7 +129,8 @@ export class TaskTable {
     streamOf: (token: ProgressToken) => StreamSummary | undefined,
     now: number,
   ): Outcome<'too_many_tasks'> & { task?: TaskRecord } {
-    this.prune(streamOf, now);
+    // Tasks past their TTL make room first: the expiry timer may not have run yet.
+    if (this.#tasks.size >= this.#options.maxTasks) this.prune(streamOf, now);
     if (this.#tasks.size >= this.#options.maxTasks && !this.#evictOldestTerminal()) {
       return {
         ok: false,
@@ -133,6 +154,7 @@ export class TaskTable {
       final: undefined,
     };
     this.#tasks.set(task.taskId, task);
+    this.#earliestKeptUntil = Math.min(this.#earliestKeptUntil, task.keptUntil);
     let watching = this.#byToken.get(token);
     if (watching === undefined) {
       watching = new Set();
@@ -219,11 +241,18 @@ export class TaskTable {
     return { tasks: page.items, next: page.next };
   }
 
-  /** Forgets the tasks whose TTL has passed (a task whose job runs is kept). */
+  /**
+   * Forgets the tasks whose TTL has passed (a task whose job runs is kept), and learns when the
+   * next may pass (nextExpiryAt).
+   */
   prune(streamOf: (token: ProgressToken) => StreamSummary | undefined, now: number): void {
+    let earliest = Number.POSITIVE_INFINITY;
     for (const task of this.#tasks.values()) {
       if (!this.#kept(task, streamOf, now)) this.#remove(task);
+      else earliest = Math.min(earliest, task.keptUntil);
     }
+    this.#earliestKeptUntil = earliest;
+    this.#scannedAt = now;
   }
 
   #live(

@@ -458,6 +458,10 @@ export const daemonStatusSchema = z
       description: 'Sessions that follow every stream (progress/subscribeAll).',
     }),
     claims: count,
+    tasks: count.meta({
+      description:
+        'MCP tasks the daemon holds (task/create): working ones, and terminal ones until their TTL passes (then released within a second, asked or not).',
+    }),
     memory: z.strictObject({ rss: count, heapUsed: count }),
     counters: z.strictObject({
       framesAccepted: count,

@@ -418,6 +418,15 @@ export const MAX_FOLLOWED_TASKS = 100;
 export const MAX_LIVE_TASKS = 10_000;
 
 /**
+ * A task past its TTL is invisible at once (every answer checks it) and its memory is released by
+ * the daemon's one expiry timer, armed for the earliest TTL to pass: at most this long after it
+ * passed, also on a daemon nobody asks anything. Each firing scans the task table (10000 tasks
+ * take well under a millisecond), so this also bounds how often it scans: tasks whose jobs run on
+ * past a short TTL are kept on, and would otherwise have it fire at each millisecond.
+ */
+export const TASK_EXPIRY_CHECK_MS = 1000;
+
+/**
  * A `subscriptions/listen` stream of the 2026-07-28 tasks extension follows at most this many
  * task ids (more are left out of its acknowledgement), and tells each task's statusMessage at
  * most once per TASK_STATUS_MIN_INTERVAL_MS: a status change (the task's end) goes out at once.

@@ -2,11 +2,15 @@
  * A task's TTL against a real daemon, over the stdio of a real `mcp-progress mcp` and over /mcp,
  * by raw JSON-RPC: a task whose job is still working outlives its nominal TTL (2025-11-25 and
  * 2026-07-28), and a listen of a task whose TTL passes before its job started ends with an error
- * naming why, giving back its place in the daemon's session hub.
+ * naming why, giving back its place in the daemon's session hub; and, with real SDK clients, a
+ * task past its TTL is gone at once for every answer and leaves the daemon's memory on its own.
  */
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { connectHttp, connectWithTap, httpBase } from '../helpers/mcp.js';
 import { NEWEST_REVISION } from '../helpers/mcp-v2.js';
 import {
   CLIENT_CAPABILITIES,
@@ -254,6 +258,60 @@ describe.each(RAW_TRANSPORTS)('a task and its TTL over $name', (transport) => {
     } finally {
       worker.destroy();
       await mcp.close();
+    }
+  }, 20_000);
+});
+
+describe('a task past its TTL, with real SDK 1.x clients on /mcp', () => {
+  it('is gone for every answer, and the daemon releases it within a second however idle it is', async () => {
+    // A daemon of its own: its count of tasks is this test's alone.
+    const idle = await startDaemon();
+    const status = await rawWorker(idle.info.socket);
+    const transport = new StreamableHTTPClientTransport(new URL(`${httpBase(idle.info)}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${idle.info.secret}` } },
+    });
+    const creator = await connectWithTap(transport);
+    const tasks = async () => (await workerStatus<{ tasks: number }>(status)).tasks;
+    try {
+      // On a token no worker publishes: its TTL counts from its creation.
+      let taskId: string | undefined;
+      for await (const message of creator.client.experimental.tasks.callToolStream(
+        { name: 'watch_progress', arguments: { progressToken: token('idle-daemon') } },
+        CallToolResultSchema,
+        { task: { ttl: TTL_MS } },
+      )) {
+        if (message.type === 'taskCreated') {
+          taskId = message.task.taskId;
+          expect(message.task.ttl).toBe(TTL_MS);
+          break;
+        }
+      }
+      if (taskId === undefined) throw new Error('no task created');
+      expect(await tasks()).toBe(1);
+      // The session that created it ends (its follow, which looks at the task, with it): from now
+      // on nothing asks the daemon about the task.
+      await transport.terminateSession();
+      await creator.client.close();
+      await eventually(
+        async () => ((await tasks()) === 0 ? true : undefined),
+        10_000,
+        'no task held',
+      );
+      // And to a client that asks, it is gone: as the spec has a task whose TTL passed.
+      const asker = await connectHttp(idle.info);
+      try {
+        await expect(asker.client.experimental.tasks.getTask(taskId)).rejects.toMatchObject({
+          code: -32602,
+        });
+        const listed = await asker.client.experimental.tasks.listTasks();
+        expect(listed.tasks.map((task) => task.taskId)).not.toContain(taskId);
+      } finally {
+        await asker.close();
+      }
+    } finally {
+      status.destroy();
+      await creator.client.close().catch(() => {});
+      await idle.stop();
     }
   }, 20_000);
 });

@@ -162,6 +162,7 @@ describe('HTTP surface', () => {
       'mcp_progress_streams{state="active"}',
       'mcp_progress_subscriptions',
       'mcp_progress_claims',
+      'mcp_progress_tasks',
       'mcp_progress_sessions',
       'mcp_progress_connections',
     ]) {

@@ -37,6 +37,7 @@ import {
   MAX_LIVE_TASKS,
   MAX_STDIO_TASK_LISTENS,
   MAX_TASK_TTL_MS,
+  TASK_EXPIRY_CHECK_MS,
   TASK_POLL_INTERVAL_MS,
 } from '../../src/shared/defaults.js';
 
@@ -163,6 +164,7 @@ describe('docs/PROTOCOL.md', () => {
         maxTtlMs: MAX_TASK_TTL_MS,
         maxTasks: MAX_LIVE_TASKS,
         pollIntervalMs: TASK_POLL_INTERVAL_MS,
+        expiryCheckMs: TASK_EXPIRY_CHECK_MS,
       },
       () => 'id',
     );

@@ -28,7 +28,13 @@ const EPOCH = 'epochA';
 function tasksOn(router: Router, count: number): TaskTable {
   let ids = 0;
   const tasks = new TaskTable(
-    { defaultTtlMs: 60_000, maxTtlMs: 60_000, maxTasks: 10_000, pollIntervalMs: 1000 },
+    {
+      defaultTtlMs: 60_000,
+      maxTtlMs: 60_000,
+      maxTasks: 10_000,
+      pollIntervalMs: 1000,
+      expiryCheckMs: 1000,
+    },
     () => `task-${String(++ids).padStart(4, '0')}`,
   );
   for (let i = 0; i < count; i++) tasks.create(`job-${i}`, undefined, (t) => router.get(t), 0);

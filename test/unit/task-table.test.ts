@@ -11,6 +11,7 @@ const OPTIONS: TaskTableOptions = {
   maxTtlMs: 60_000,
   maxTasks: 3,
   pollIntervalMs: 1000,
+  expiryCheckMs: 1000,
 };
 
 /** Pages bounded by count only. */
@@ -237,6 +238,25 @@ describe('TaskTable', () => {
     router.finish(3, { v: 1, progressToken: 'typo-ended', status: 'ok' }, 650);
     expect(tasks.get(other.taskId, streamOf, 651)).toBeUndefined();
     expect(tasks.size).toBe(0);
+  });
+
+  it('says when a TTL may first pass (none held: never), no sooner than expiryCheckMs after its last scan', () => {
+    const { router, tasks, streamOf, create } = setup();
+    expect(tasks.nextExpiryAt()).toBe(Number.POSITIVE_INFINITY);
+    create('later', 0, 5000);
+    create('sooner', 100, 500);
+    expect(tasks.nextExpiryAt()).toBe(600);
+    tasks.prune(streamOf, 600);
+    expect(tasks.size).toBe(1);
+    expect(tasks.nextExpiryAt()).toBe(5000);
+    // A job that runs past its TTL keeps its task on, and each scan pushes the next one no
+    // sooner than expiryCheckMs (1000) away.
+    create('runs', 700, 1);
+    router.publish(1, { v: 1, progressToken: 'runs', progress: 1 }, 700);
+    expect(tasks.nextExpiryAt()).toBe(1600);
+    tasks.prune(streamOf, 1600);
+    expect(tasks.size).toBe(2);
+    expect(tasks.nextExpiryAt()).toBe(2600);
   });
 
   it('at the cap, evicts the oldest terminal task, and refuses when every task is working', () => {
