@@ -763,16 +763,26 @@ int mcp_progress_done(mcp_progress *p, const char *status, const char *message, 
 
 int mcp_progress_poll(mcp_progress *p, int timeout_ms) {
   long deadline = mcpp_now_ms() + timeout_ms;
+  /* A refusal read, whose connection the daemon then closed: p.error says what was refused (as
+   * p.refused's code does), not that a try at connecting again failed meanwhile. */
+  char refusal[sizeof p->error] = "";
   p->refused[0] = 0;
   for (;;) {
     if (mcpp_ensure(p, 0) == 0) {
       int rejected = 0;
       long left = deadline - mcpp_now_ms();
       mcpp_read(p, left > 0 ? (int)left : 0, -1, &rejected);
-      if (p->connected) return 0;
+      if (rejected && refusal[0] == 0) strcpy(refusal, p->error);
+      if (p->connected) {
+        if (refusal[0] != 0) strcpy(p->error, refusal);
+        return 0;
+      }
     }
     /* Not connected: waits for the next try at the daemon, within the timeout. */
-    if (!mcpp_wait_for_retry(p, deadline)) return -1;
+    if (!mcpp_wait_for_retry(p, deadline)) {
+      if (refusal[0] != 0) strcpy(p->error, refusal);
+      return -1;
+    }
   }
 }
 
