@@ -49,12 +49,14 @@
  * longer than MCP_PROGRESS_MAX_MESSAGE bytes is cut to MCP_PROGRESS_MAX_MESSAGE - 3 bytes, never
  * inside a character, with "..." added (see mcpp_fit_message).
  * Progress must increase (MCP requires it); the daemon refuses a value that does not. Progress
- * and a given total must be finite numbers (a total also >= 0), as the Node and Python clients
- * check: an update with a NaN or infinite one fails at once, naming the field and the value, and
- * sends nothing, leaving the connection and the newest update as they were (JSON has no NaN or
- * infinity: the daemon would refuse the frame as invalid_json and close the connection, and, kept
- * as the newest, it would be refused again on each new connection). Not thread-safe: use one
- * mcp_progress per thread, or a lock around each call.
+ * must be a finite number within MCP_PROGRESS_MAX_NUMBER (2^53 - 1) either way, and a given total
+ * one from 0 to it, as the Node and Python clients check: an update with another (NaN, infinite,
+ * out of range, a total below 0 other than MCP_PROGRESS_NO_TOTAL) fails at once, naming the field
+ * and the value, and sends nothing, leaving the connection and the newest update as they were
+ * (the daemon would refuse it, invalid_field; a NaN or an infinity is not even JSON, so it would
+ * refuse the frame as invalid_json and close the connection; and, kept as the newest, it would be
+ * refused again on each new connection). p.refused stays "" for these: the daemon refused
+ * nothing. Not thread-safe: use one mcp_progress per thread, or a lock around each call.
  */
 #ifndef MCP_PROGRESS_H
 #define MCP_PROGRESS_H
@@ -64,6 +66,12 @@
 #define MCP_PROGRESS_MAX_FRAME 65536
 /* The longest message the daemon takes, in UTF-8 bytes (MAX_MESSAGE_BYTES, PROTOCOL.md 2.3). */
 #define MCP_PROGRESS_MAX_MESSAGE 4096
+/* The largest magnitude of a progress or total the daemon takes, 2^53 - 1 (MAX_SAFE_NUMBER,
+ * PROTOCOL.md 5.1): every integer up to it is exact in a double, an int64 and a JavaScript number. */
+#define MCP_PROGRESS_MAX_NUMBER 9007199254740991.0
+/* The total of an update that has none (mcp_progress_update): exactly -1; any other total below 0
+ * is refused, as the Node and Python clients refuse it. */
+#define MCP_PROGRESS_NO_TOTAL (-1.0)
 
 typedef void (*mcp_progress_cancel_fn)(void *user, const char *reason);
 
@@ -115,9 +123,12 @@ int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *toke
 void mcp_progress_on_cancel(mcp_progress *p, mcp_progress_cancel_fn fn, void *user);
 /* Says this connection works for the token: cancels reach it before its first update. */
 int mcp_progress_claim(mcp_progress *p);
-/* One update; total < 0 and message NULL leave them out. The message is fitted (see above).
- * A NaN or infinite progress, or a NaN or +infinite total (-infinity is below 0: none), fails
- * (-1, p.error naming the field and value; p.refused "") and sends nothing. */
+/* One update; total MCP_PROGRESS_NO_TOTAL (-1) and message NULL leave them out. The message is
+ * fitted (see above). What the daemon would refuse fails at once (-1, p.error naming the field and
+ * value; p.refused ""), sends nothing and keeps the newest update and the connection as they
+ * were, as the Node and Python clients' invalid_field: a progress that is NaN, infinite or beyond
+ * ±MCP_PROGRESS_MAX_NUMBER; a total that is NaN, infinite, above MCP_PROGRESS_MAX_NUMBER or below
+ * 0 (other than MCP_PROGRESS_NO_TOTAL: -0.5, -2 and -infinity are refused, not taken as none). */
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message);
 /*
  * Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
@@ -651,16 +662,19 @@ static int mcpp_keep_newest(mcp_progress *p, double progress, const char *fields
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message) {
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
   p->refused[0] = 0;
-  /* Checked before anything is sent or kept (as the Node and Python clients' invalid_field):
-   * %.17g would write nan or inf, which is not JSON, so the daemon would refuse the frame
-   * (invalid_json) and close the connection, and the newest value kept would be refused again
-   * on each new connection. A total below 0 (not NaN) means none. */
-  if (!isfinite(progress))
-    return mcpp_fail(p, "update ignored: progress must be a finite number, got %g", progress);
-  if (!isfinite(total) && !(total < 0))
-    return mcpp_fail(p, "update ignored: total must be a finite number >= 0 (or < 0 for none), got %g", total);
+  /* Checked before anything is sent or kept, as the daemon checks them (as the Node and Python
+   * clients' invalid_field): %.17g would write nan or inf, which is not JSON, so the daemon would
+   * refuse the frame (invalid_json) and close the connection; a number out of range it refuses
+   * (invalid_field); and the newest value kept would be refused again on each new connection.
+   * (A comparison with NaN is false: NaN fails each.) */
+  int has_total = total != MCP_PROGRESS_NO_TOTAL;
+  if (!(progress >= -MCP_PROGRESS_MAX_NUMBER && progress <= MCP_PROGRESS_MAX_NUMBER))
+    return mcpp_fail(p, "update ignored: progress must be a finite number within +-%.17g, got %.17g", MCP_PROGRESS_MAX_NUMBER, progress);
+  if (has_total && !(total >= 0 && total <= MCP_PROGRESS_MAX_NUMBER))
+    return mcpp_fail(p, "update ignored: total must be a finite number from 0 to %.17g (or MCP_PROGRESS_NO_TOTAL, -1, for none), got %.17g",
+                     MCP_PROGRESS_MAX_NUMBER, total);
   int used = snprintf(fields, sizeof fields, ",\"progress\":%.17g", progress);
-  if (total >= 0) used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"total\":%.17g", total);
+  if (has_total) used += snprintf(fields + used, sizeof fields - (size_t)used, ",\"total\":%.17g", total);
   if (message != NULL) {
     char fitted[MCP_PROGRESS_MAX_MESSAGE + 1];
     mcpp_fit_message(message, fitted);

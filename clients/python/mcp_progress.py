@@ -57,6 +57,9 @@ ENV_TOKEN = "MCP_PROGRESS_TOKEN"
 ENV_RUNTIME_DIR = "MCP_PROGRESS_RUNTIME_DIR"
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 4096
+# The largest magnitude of a number the daemon takes (src/protocol/limits.ts MAX_SAFE_NUMBER,
+# 2^53 - 1: exact in a double, an int64 and a JavaScript number).
+MAX_SAFE_NUMBER = 2**53 - 1
 FORM_FEED = b"\x0c"
 # Reconnect waits (src/shared/defaults.ts RECONNECT_BACKOFF and backoffDelayMs): 50 ms doubling
 # to 2 s, of which a random half is taken off, so that the many workers a daemon restart drops
@@ -233,8 +236,18 @@ class Progress:
         last = self._last_progress
         if progress is None:
             value = (last or 0) + 1
-        elif not _finite(progress):
-            self._warn("invalid_field", "update ignored: progress must be a finite number, got %r" % (progress,))
+            if value > MAX_SAFE_NUMBER:  # the daemon's own count would pass it too (PROTOCOL 5.1)
+                self._warn(
+                    "non_monotonic",
+                    "update ignored: progress %r is the largest there is (%d), so it cannot count one up: send done"
+                    % (last, MAX_SAFE_NUMBER),
+                )
+                return
+        elif not _safe_number(progress):
+            self._warn(
+                "invalid_field",
+                "update ignored: progress must be a finite number within ±%d, got %r" % (MAX_SAFE_NUMBER, progress),
+            )
             return
         elif last is not None and not progress > last:
             self._warn(
@@ -246,8 +259,11 @@ class Progress:
         else:
             value = progress
         if total is not None:
-            if not _finite(total) or total < 0:
-                self._warn("invalid_field", "update ignored: total must be a finite number >= 0, got %r" % (total,))
+            if not _safe_number(total) or total < 0:
+                self._warn(
+                    "invalid_field",
+                    "update ignored: total must be a finite number from 0 to %d, got %r" % (MAX_SAFE_NUMBER, total),
+                )
                 return
             self._total = total
         if message is not None and not isinstance(message, str):
@@ -812,8 +828,14 @@ def _close_all() -> None:
         progress.close()
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _safe_number(value: Any) -> bool:
+    """A number the daemon takes for progress (and, when >= 0, for total): finite, within ±(2^53 - 1)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and -MAX_SAFE_NUMBER <= value <= MAX_SAFE_NUMBER
+    )
 
 
 # The tqdm adapter: the bars of one process share one stream.

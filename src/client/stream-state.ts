@@ -1,13 +1,16 @@
 /**
  * The stream as the worker client holds it: the checks of an update (the local model of the
- * daemon's rules: progress increases, total >= 0), the total carried forward, and the newest
+ * daemon's rules: progress a number within ±(2^53 - 1) that increases, total from 0 to 2^53 - 1),
+ * the total carried forward, and the newest
  * update with whether the current connection has it. No socket here: the publisher
  * (publisher.ts) writes what this says is unsent.
  */
+import { isSafeNumber, isTotal } from '../protocol/frame-guards.js';
 import type { ProgressToken } from '../protocol/frames.js';
 import {
   fitsUtf8Bytes,
   MAX_MESSAGE_BYTES,
+  MAX_SAFE_NUMBER,
   PROTOCOL_VERSION,
   toWellFormedText,
 } from '../protocol/limits.js';
@@ -81,8 +84,17 @@ export class StreamUpdates {
     let progress: number;
     if (given === undefined) {
       progress = (last ?? 0) + 1;
-    } else if (typeof given !== 'number' || !Number.isFinite(given)) {
-      return invalid(`progress must be a finite number, got ${String(given)}`);
+      // The daemon's own count would pass 2^53 - 1 too, and it refuses that (PROTOCOL 5.1).
+      if (progress > MAX_SAFE_NUMBER) {
+        return {
+          code: 'non_monotonic',
+          message: `update ignored: progress ${last} for token ${JSON.stringify(this.#token)} is the largest there is (${MAX_SAFE_NUMBER}), so it cannot count one up: send done`,
+        };
+      }
+    } else if (!isSafeNumber(given)) {
+      return invalid(
+        `progress must be a finite number within ±${MAX_SAFE_NUMBER}, got ${describe(given)}`,
+      );
     } else if (last !== undefined && !(given > last)) {
       return {
         code: 'non_monotonic',
@@ -92,8 +104,10 @@ export class StreamUpdates {
       progress = given;
     }
     if (total !== undefined) {
-      if (typeof total !== 'number' || !Number.isFinite(total) || total < 0) {
-        return invalid(`total must be a finite number >= 0, got ${String(total)}`);
+      if (!isTotal(total)) {
+        return invalid(
+          `total must be a finite number from 0 to ${MAX_SAFE_NUMBER}, got ${describe(total)}`,
+        );
       }
       this.#total = total;
     }
@@ -139,6 +153,11 @@ export class StreamUpdates {
   dropIfSent(): void {
     if (this.#sent) this.drop();
   }
+}
+
+/** A value as the refusal names it: a number as JavaScript writes it, anything else by its type. */
+function describe(value: unknown): string {
+  return typeof value === 'number' ? String(value) : `${typeof value} ${String(value)}`;
 }
 
 function invalid(why: string): UpdateProblem {

@@ -25,13 +25,16 @@ export type FrameEvent = 'progress' | 'done' | 'claim';
 
 type FieldCheck = (value: unknown) => boolean;
 
-// Each field's rule, once: the table below (refusals) and the hot checks further down call them.
+// Each field's rule, once: the table below (refusals), the hot checks further down and the worker
+// client (stream-state.ts, which refuses before sending what the daemon would refuse) call them.
 
-function isSafeNumber(value: unknown): boolean {
+/** A `progress` the daemon takes: a finite number within ±MAX_SAFE_NUMBER. */
+export function isSafeNumber(value: unknown): value is number {
   return typeof value === 'number' && value >= -MAX_SAFE_NUMBER && value <= MAX_SAFE_NUMBER;
 }
 
-function isTotal(value: unknown): boolean {
+/** A `total` the daemon takes: a finite number from 0 to MAX_SAFE_NUMBER. */
+export function isTotal(value: unknown): value is number {
   return typeof value === 'number' && value >= 0 && value <= MAX_SAFE_NUMBER;
 }
 

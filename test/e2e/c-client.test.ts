@@ -342,10 +342,10 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
       { event: 'bad', field: 'total', failed: true, connected: true },
     ]);
     expect(worker.stderr().trim().split('\n')).toEqual([
-      'update ignored: progress must be a finite number, got nan',
-      'update ignored: progress must be a finite number, got inf',
-      'update ignored: total must be a finite number >= 0 (or < 0 for none), got nan',
-      'update ignored: total must be a finite number >= 0 (or < 0 for none), got inf',
+      'update ignored: progress must be a finite number within +-9007199254740991, got nan',
+      'update ignored: progress must be a finite number within +-9007199254740991, got inf',
+      'update ignored: total must be a finite number from 0 to 9007199254740991 (or MCP_PROGRESS_NO_TOTAL, -1, for none), got nan',
+      'update ignored: total must be a finite number from 0 to 9007199254740991 (or MCP_PROGRESS_NO_TOTAL, -1, for none), got inf',
     ]);
     expect(events(worker).find((event) => event.event === 'done')).toMatchObject({
       delivered: true,

@@ -1,25 +1,28 @@
 /**
- * The three worker clients fit a message by one rule (docs/CLIENTS.md, "Messages are bounded"):
- * what is not Unicode becomes U+FFFD, and then a message over 4096 UTF-8 bytes is cut to 4093,
- * never inside a character, and "..." added. The Node client (fitMessage), the Python client
- * (_fit_message) and the C client (mcpp_fit_message) each publish the same messages, in updates
- * and in a done, to a real daemon, and a gateway subscribed to each stream must see the text the
- * rule gives, the same from all three.
+ * The three worker clients hold to one rule, each against a real daemon, so that none sends what
+ * the daemon refuses (docs/CLIENTS.md):
+ * - they fit a message ("Messages are bounded"): what is not Unicode becomes U+FFFD, and then a
+ *   message over 4096 UTF-8 bytes is cut to 4093, never inside a character, and "..." added. The
+ *   Node client (fitMessage), the Python client (_fit_message) and the C client (mcpp_fit_message)
+ *   each publish the same messages, in updates and in a done, and a gateway subscribed to each
+ *   stream must see the text the rule gives, the same from all three;
+ * - they refuse, themselves, a progress or total the daemon would refuse ("Numbers are checked"),
+ *   and take every one it takes: the daemon refuses none of their frames.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildCWorker, cc } from '../helpers/c-client.js';
-import { cleanupAll, collectOutput, eventually, tempDir } from '../helpers/daemon.js';
+import { cleanupAll, collectOutput, eventually, tempDir, waitForExit } from '../helpers/daemon.js';
 import {
   type DrivenWorker,
   killWorkers,
   nodeWorker,
   pythonWorker,
 } from '../helpers/driven-worker.js';
-import { useWatchedBridge } from '../helpers/gateway.js';
-import { stepThrough, waitForEvent } from '../helpers/stepped-worker.js';
+import { useWatchedBridge, type WatchedBridge } from '../helpers/gateway.js';
+import { events, stepThrough, waitForEvent } from '../helpers/stepped-worker.js';
 
 afterEach(() => killWorkers());
 afterAll(() => cleanupAll());
@@ -101,13 +104,14 @@ interface Seen {
   done: unknown;
 }
 
+let cWorker: string;
+beforeAll(() => {
+  cc.require();
+  cWorker = buildCWorker('cc', tempDir());
+});
+
 describe('the Node, Python and C clients, given the same messages', () => {
   const bridge = useWatchedBridge();
-  let cWorker: string;
-  beforeAll(() => {
-    cc.require();
-    cWorker = buildCWorker('cc', tempDir());
-  });
 
   /**
    * Waits until the gateway saw `token`'s progress `value`, failing at once with what the worker
@@ -195,5 +199,182 @@ describe('the Node, Python and C clients, given the same messages', () => {
       done: DONE.fitted,
     };
     expect({ node, python, c }).toEqual({ node: expected, python: expected, c: expected });
+  });
+});
+
+/**
+ * The status of the stream's done as a gateway saw it (every value before it had arrived too), or
+ * "no done" when none came within 10 s.
+ */
+async function endedAs(bridge: WatchedBridge, token: string): Promise<string> {
+  const done = await eventually(
+    () => bridge.of(token).find((n) => n.method === 'notifications/progress/done')?.params,
+    10_000,
+    `done for ${token}`,
+  ).catch(() => undefined);
+  return done === undefined ? 'no done' : String(done.status);
+}
+
+/** What the daemon refused of its workers' frames so far, by code: nothing, when the clients check first. */
+async function framesRejected(bridge: WatchedBridge): Promise<Partial<Record<string, number>>> {
+  const status = (await bridge.gateway.request('progress/status')).result as {
+    counters: { framesRejected: Partial<Record<string, number>> };
+  };
+  return status.counters.framesRejected;
+}
+
+/** The C worker in `mode`, on `token` (MCP_PROGRESS_TOKEN) unless a STEP_DIR/token names another. */
+function startC(mode: string, values: number, steps: string, socket: string, token = '') {
+  const child: ChildProcess = spawn(cWorker, [mode, String(values), steps, '3000'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, MCP_PROGRESS_SOCKET: socket, MCP_PROGRESS_TOKEN: token },
+  });
+  return { child, output: collectOutput(child) };
+}
+
+/** The largest progress, total and integer token the daemon takes, 2^53 - 1, and one past it. */
+const MAX = '9007199254740991';
+const OVER = '9007199254740992';
+
+/**
+ * Updates, in order, as their numbers' text (Number() in Node, int() or float() in Python, strtod
+ * in C): each one the daemon would refuse is refused by the client, with the daemon's code (Node,
+ * Python; the C call fails), and each one it takes is sent. A C update without a total passes
+ * MCP_PROGRESS_NO_TOTAL (-1).
+ */
+const NUMBERS: Array<{
+  what: string;
+  progress?: string;
+  total?: string;
+  refused?: 'invalid_field' | 'non_monotonic';
+  /** The C API cannot make it: it has no omitted progress. */
+  notInC?: true;
+}> = [
+  { what: 'the lowest progress, total 0', progress: `-${MAX}`, total: '0' },
+  { what: 'a progress below the lowest', progress: `-${OVER}`, refused: 'invalid_field' },
+  { what: 'the largest total', progress: '0.5', total: MAX },
+  { what: 'a progress above the largest', progress: OVER, refused: 'invalid_field' },
+  { what: 'a progress of 1e300', progress: '1e300', refused: 'invalid_field' },
+  { what: 'a NaN progress', progress: 'NaN', refused: 'invalid_field' },
+  { what: 'an infinite progress', progress: 'Infinity', refused: 'invalid_field' },
+  { what: 'a progress of -infinity', progress: '-Infinity', refused: 'invalid_field' },
+  { what: 'a total of -0.5', progress: '1', total: '-0.5', refused: 'invalid_field' },
+  { what: 'a total of -2', progress: '1', total: '-2', refused: 'invalid_field' },
+  { what: 'a total of -infinity', progress: '1', total: '-Infinity', refused: 'invalid_field' },
+  { what: 'a total above the largest', progress: '1', total: OVER, refused: 'invalid_field' },
+  { what: 'a NaN total', progress: '1', total: 'NaN', refused: 'invalid_field' },
+  { what: 'the value those were refused with, taken', progress: '1', total: '10' },
+  { what: 'no total', progress: '2' },
+  { what: 'the largest progress', progress: MAX, total: MAX },
+  { what: 'one up from the largest (progress omitted)', refused: 'non_monotonic', notInC: true },
+];
+
+/** What a client did with NUMBERS: each update's outcome, the values a gateway saw, the done's event. */
+interface NumbersSeen {
+  outcomes: string[];
+  values: unknown[];
+  done: unknown;
+}
+
+const TAKEN_VALUES = NUMBERS.filter((number) => number.refused === undefined).map((number) =>
+  Number(number.progress),
+);
+
+describe('the Node, Python and C clients, given numbers the daemon refuses', () => {
+  const bridge = useWatchedBridge();
+
+  /** Each update's outcome: "taken", or the code it was refused with ("... by the daemon" when the client sent it). */
+  async function throughDriven(
+    prefix: string,
+    start: (env: Record<string, string>, options: Record<string, unknown>) => DrivenWorker,
+    options: Record<string, unknown>,
+  ): Promise<NumbersSeen> {
+    const token = await bridge.watched(prefix);
+    const worker = start({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket }, { token, ...options });
+    const reported = () => worker.events.filter((event) => event.event === 'error');
+    await worker.next((event) => event.event === 'ready', 'ready');
+    const outcomes: string[] = [];
+    for (const number of NUMBERS) {
+      const update: Record<string, string> = {};
+      if (number.progress !== undefined) update.progress = number.progress;
+      if (number.total !== undefined) update.total = number.total;
+      const before = reported().length;
+      worker.send({ updateParsed: update });
+      if (number.refused !== undefined) {
+        const [error] = await eventually(
+          () => (reported().length > before ? reported().slice(before) : undefined),
+          60_000,
+          `${prefix}: the refusal of ${number.what}`,
+        );
+        const fromDaemon = /daemon refused/.test(String(error?.message));
+        outcomes.push(`${String(error?.code)}${fromDaemon ? ' by the daemon' : ''}`);
+        continue;
+      }
+      // Taken when a gateway sees it; else what the worker reported instead (its update was lost).
+      const value = Number(number.progress);
+      const outcome = await eventually(
+        () => {
+          const [error] = reported().slice(before);
+          if (error !== undefined) return `${String(error.code)}: ${String(error.message)}`;
+          const seen = bridge.progressOf(token).some((params) => params.progress === value);
+          return seen ? 'taken' : undefined;
+        },
+        60_000,
+        `${prefix}: ${number.what}`,
+      );
+      outcomes.push(outcome);
+    }
+    worker.send({ done: 'ok' });
+    const done = await worker.next((event) => event.event === 'done', 'done');
+    await endedAs(bridge, token);
+    return { outcomes, values: bridge.progressOf(token).map((params) => params.progress), done };
+  }
+
+  async function throughC(): Promise<NumbersSeen> {
+    const token = await bridge.watched('c');
+    const steps = tempDir();
+    const inC = NUMBERS.filter((number) => number.notInC === undefined);
+    const lines = inC.map((number) => `${number.progress} ${number.total ?? '-1'}`);
+    writeFileSync(join(steps, 'updates'), `${lines.join('\n')}\n`);
+    const { child, output } = startC('numbers', 0, steps, bridge.daemon.info.socket, token);
+    expect(await waitForExit(child)).toBe(0);
+    const done = await waitForEvent(output, 'done');
+    await endedAs(bridge, token);
+    // A failed call's p.error, a line each, in order: the update's own numbers are refused (the C
+    // client has no code for it: the case's is shown), or else what the daemon said.
+    const errors = output.stderr().split('\n').filter(Boolean);
+    const outcomes = events(output)
+      .filter((event) => event.event === 'update')
+      .map((event, index) => {
+        if (event.connected !== true) return 'disconnected';
+        if (event.failed !== true) return 'taken';
+        const error = errors.shift() ?? '';
+        const own = /^update ignored: (progress|total) must be/.test(error);
+        return own ? String(inC[index]?.refused) : error;
+      });
+    return { outcomes, values: bridge.progressOf(token).map((params) => params.progress), done };
+  }
+
+  it('refuse what the daemon refuses themselves, with its code, and send what it takes', async () => {
+    const [node, python, c] = await Promise.all([
+      throughDriven('node', nodeWorker, { intervalMs: 0 }),
+      throughDriven('python', pythonWorker, { interval: 0, warn_every: true }),
+      throughC(),
+    ]);
+    const done = expect.objectContaining({ delivered: true });
+    const expected = {
+      outcomes: NUMBERS.map((number) => number.refused ?? 'taken'),
+      values: TAKEN_VALUES,
+      done,
+    };
+    const expectedC = {
+      outcomes: NUMBERS.filter((number) => number.notInC === undefined).map(
+        (number) => number.refused ?? 'taken',
+      ),
+      values: TAKEN_VALUES,
+      done,
+    };
+    expect({ node, python, c }).toEqual({ node: expected, python: expected, c: expectedC });
+    expect(await framesRejected(bridge)).toEqual({});
   });
 });
