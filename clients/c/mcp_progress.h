@@ -48,15 +48,17 @@
  * log line may hold such bytes, and the daemon refuses a frame that is not UTF-8), and one then
  * longer than MCP_PROGRESS_MAX_MESSAGE bytes is cut to MCP_PROGRESS_MAX_MESSAGE - 3 bytes, never
  * inside a character, with "..." added (see mcpp_fit_message).
- * Progress must increase (MCP requires it); the daemon refuses a value that does not. Progress
- * must be a finite number within MCP_PROGRESS_MAX_NUMBER (2^53 - 1) either way, and a given total
- * one from 0 to it, as the Node and Python clients check: an update with another (NaN, infinite,
- * out of range, a total below 0 other than MCP_PROGRESS_NO_TOTAL) fails at once, naming the field
- * and the value, and sends nothing, leaving the connection and the newest update as they were
- * (the daemon would refuse it, invalid_field; a NaN or an infinity is not even JSON, so it would
- * refuse the frame as invalid_json and close the connection; and, kept as the newest, it would be
- * refused again on each new connection). p.refused stays "" for these: the daemon refused
- * nothing. Not thread-safe: use one mcp_progress per thread, or a lock around each call.
+ * Progress must increase (MCP requires it); the daemon refuses a value that does not. What else
+ * the daemon would refuse is refused here first, as the Node and Python clients refuse it, so that
+ * it costs neither the value nor the connection: a token over MCP_PROGRESS_MAX_TOKEN bytes or not
+ * UTF-8 (at open: p is of no use then); a progress or total that is NaN, infinite or beyond
+ * MCP_PROGRESS_MAX_NUMBER, or a total below 0 other than MCP_PROGRESS_NO_TOTAL (the update fails
+ * at once, naming the field and the value, and sends nothing, leaving the connection and the
+ * newest update as they were: JSON has no NaN or infinity, so the daemon would refuse the frame
+ * as invalid_json and close the connection, and, kept as the newest, it would be refused again on
+ * each new connection); a done status other than ok, error or cancelled (the stream ends as error
+ * instead: see mcp_progress_done). p.refused stays "" for these: the daemon refused nothing.
+ * Not thread-safe: use one mcp_progress per thread, or a lock around each call.
  */
 #ifndef MCP_PROGRESS_H
 #define MCP_PROGRESS_H
@@ -66,6 +68,8 @@
 #define MCP_PROGRESS_MAX_FRAME 65536
 /* The longest message the daemon takes, in UTF-8 bytes (MAX_MESSAGE_BYTES, PROTOCOL.md 2.3). */
 #define MCP_PROGRESS_MAX_MESSAGE 4096
+/* The longest token the daemon takes, in UTF-8 bytes (MAX_TOKEN_BYTES, PROTOCOL.md 2.2). */
+#define MCP_PROGRESS_MAX_TOKEN 1024
 /* The largest magnitude of a progress or total the daemon takes, 2^53 - 1 (MAX_SAFE_NUMBER,
  * PROTOCOL.md 5.1): every integer up to it is exact in a double, an int64 and a JavaScript number. */
 #define MCP_PROGRESS_MAX_NUMBER 9007199254740991.0
@@ -116,7 +120,10 @@ typedef struct mcp_progress {
 /*
  * Connects to socket_path (NULL: $MCP_PROGRESS_SOCKET) for token (NULL: $MCP_PROGRESS_TOKEN).
  * -1 with no token or no socket (p is of no use then), or when the daemon cannot be reached now
- * (p stays usable: later calls connect again).
+ * (p stays usable: later calls connect again). A token the daemon would refuse (invalid_token,
+ * or invalid_utf8, which closes the connection) is refused here the same way, as the Node and
+ * Python clients refuse it (progress is off): over MCP_PROGRESS_MAX_TOKEN bytes, or not UTF-8
+ * (a byte that starts no valid character: p.error says which), so p is of no use then either.
  */
 int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *token);
 /* Calls fn(user, reason) once when the job is cancelled from the MCP side (reason may be ""). */
@@ -131,9 +138,9 @@ int mcp_progress_claim(mcp_progress *p);
  * 0 (other than MCP_PROGRESS_NO_TOTAL: -0.5, -2 and -infinity are refused, not taken as none). */
 int mcp_progress_update(mcp_progress *p, double progress, double total, const char *message);
 /*
- * Ends the stream ("ok", "error" or "cancelled") and waits up to timeout_ms for its ack, sending
- * it again on each new connection; fails at once when the daemon refuses it, or refuses a frame of
- * its connection as malformed. A done sent again because the connection it went out on was lost
+ * Ends the stream ("ok", "error" or "cancelled"; NULL is "ok") and waits up to timeout_ms for its
+ * ack, sending it again on each new connection; fails at once when the daemon refuses it, or
+ * refuses a frame of its connection as malformed. A done sent again because the connection it went out on was lost
  * before its answer, and refused stream_closed, is delivered (0, p.refused ""): the first one
  * reached the daemon and ended the stream before the loss (as the Node and Python clients count
  * it). Then, acked or not, it closes the connection, and later calls fail
@@ -142,7 +149,10 @@ int mcp_progress_update(mcp_progress *p, double progress, double total, const ch
  * refused or did not answer would keep the stream active, never abandoned (PROTOCOL.md 3,
  * Abandoned), for a worker that has given up on it. A done that was written but not answered is
  * not lost by the close: a daemon that was only slow still reads it. Call mcp_progress_close
- * after it all the same.
+ * after it all the same. Any other status (one the daemon would refuse, and with it the done,
+ * leaving the stream to be abandoned) is not sent: the stream ends as "error" instead, as the Node
+ * and Python clients end it, and the call returns -1 even when that was delivered, p.error naming
+ * the status and saying whether the "error" was delivered (p.refused as for any done).
  */
 int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms);
 /* Reads what the daemon sent (cancels) for up to timeout_ms; 0 means do not wait. */
@@ -607,6 +617,27 @@ static int mcpp_read(mcp_progress *p, int timeout_ms, long seq, int *rejected) {
   }
 }
 
+/*
+ * -1 with p.error when the daemon would refuse token (PROTOCOL.md 2.2), by the rule of the Node and
+ * Python clients (tokenProblem, _token_problem): over MCP_PROGRESS_MAX_TOKEN bytes (invalid_token
+ * on every frame), or not UTF-8 (invalid_utf8: the daemon closes the connection, and the next
+ * would send it again). Checked once, at open: every frame carries it.
+ */
+static int mcpp_token_problem(mcp_progress *p, const char *token) {
+  static const char rule[] = "a token is 1 to 1024 bytes of UTF-8";
+  size_t size = strlen(token);
+  if (size > MCP_PROGRESS_MAX_TOKEN)
+    return mcpp_fail(p, "the token is %lu bytes: %s; progress is off", (unsigned long)size, rule);
+  for (const unsigned char *at = (const unsigned char *)token; *at != 0;) {
+    int length = mcpp_utf8_length(at);
+    if (length == 0)
+      return mcpp_fail(p, "the token is not UTF-8: its byte %lu (0x%02x) starts no valid character: %s; progress is off",
+                       (unsigned long)(at - (const unsigned char *)token), *at, rule);
+    at += length;
+  }
+  return 0;
+}
+
 int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *token) {
   memset(p, 0, sizeof *p);
 #ifndef _WIN32
@@ -618,7 +649,7 @@ int mcp_progress_open(mcp_progress *p, const char *socket_path, const char *toke
   if (token == NULL) token = getenv("MCP_PROGRESS_TOKEN");
   if (token == NULL || *token == 0)
     return mcpp_fail(p, "no token: set MCP_PROGRESS_TOKEN (whoever started this job knows it)");
-  if (strlen(token) >= sizeof p->token) return mcpp_fail(p, "the token is over 1024 bytes");
+  if (mcpp_token_problem(p, token) != 0) return -1;
   strcpy(p->token, token);
   if (socket_path == NULL || *socket_path == 0)
     return mcpp_fail(p, "no socket: set MCP_PROGRESS_SOCKET (mcp-progress run and relayProgress do)");
@@ -712,7 +743,7 @@ static int mcpp_done(mcp_progress *p, const char *status, const char *message, i
   char fields[MCP_PROGRESS_MAX_FRAME - 2048];
   long seq = p->next_seq++;
   int used = snprintf(fields, sizeof fields, ",\"status\":");
-  used = mcpp_json_string(fields, used, (int)sizeof fields, status == NULL ? "ok" : status);
+  used = mcpp_json_string(fields, used, (int)sizeof fields, status);
   if (message != NULL && used >= 0) {
     char fitted[MCP_PROGRESS_MAX_MESSAGE + 1];
     mcpp_fit_message(message, fitted);
@@ -764,10 +795,33 @@ static int mcpp_done(mcp_progress *p, const char *status, const char *message, i
   return mcpp_fail(p, "the done was not delivered within %ld ms: %s", waited, why);
 }
 
+/* Whether the daemon takes status for a done (PROTOCOL.md 2.3). */
+static int mcpp_done_status(const char *status) {
+  return strcmp(status, "ok") == 0 || strcmp(status, "error") == 0 || strcmp(status, "cancelled") == 0;
+}
+
 int mcp_progress_done(mcp_progress *p, const char *status, const char *message, int timeout_ms) {
   p->refused[0] = 0;
   if (p->ended) return mcpp_fail(p, "mcp_progress_done was called already: a stream ends once");
-  int result = mcpp_done(p, status, message, timeout_ms);
+  if (status == NULL) status = "ok";
+  int known = mcpp_done_status(status);
+  int result = mcpp_done(p, known ? status : "error", message, timeout_ms);
+  if (!known) {
+    /* Shown shortened, each byte that is not UTF-8 as U+FFFD: p.error is for people. */
+    char shown[MCP_PROGRESS_MAX_MESSAGE + 1], why[sizeof p->error];
+    mcpp_fit_message(status, shown);
+    if (strlen(shown) > 40) {
+      size_t cut = 37;
+      while (cut > 0 && ((unsigned char)shown[cut] & 0xc0) == 0x80) cut--; /* not inside a character */
+      memcpy(shown + cut, "...", 4);
+    }
+    strcpy(why, p->error);
+    if (result == 0)
+      mcpp_fail(p, "done status must be ok, error or cancelled, got \"%s\"; the stream was ended with error instead", shown);
+    else
+      mcpp_fail(p, "done status must be ok, error or cancelled, got \"%s\"; ending the stream with error instead failed: %s", shown, why);
+    result = -1;
+  }
   /* Acked or not, the stream is over for this worker: its connection (and with it its claim)
    * ends, and nothing is sent again. */
   mcpp_disconnect(p);

@@ -57,8 +57,9 @@ ENV_TOKEN = "MCP_PROGRESS_TOKEN"
 ENV_RUNTIME_DIR = "MCP_PROGRESS_RUNTIME_DIR"
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 4096
-# The largest magnitude of a number the daemon takes (src/protocol/limits.ts MAX_SAFE_NUMBER,
-# 2^53 - 1: exact in a double, an int64 and a JavaScript number).
+# The daemon's limits (src/protocol/limits.ts): a string token's UTF-8 bytes, and the largest
+# magnitude of a number it takes (2^53 - 1: exact in a double, an int64 and a JavaScript number).
+MAX_TOKEN_BYTES = 1024
 MAX_SAFE_NUMBER = 2**53 - 1
 FORM_FEED = b"\x0c"
 # Reconnect waits (src/shared/defaults.ts RECONNECT_BACKOFF and backoffDelayMs): 50 ms doubling
@@ -157,8 +158,10 @@ class Progress:
     ) -> None:
         if token is None:
             token = os.environ.get(ENV_TOKEN) or None
-        if token is not None and (isinstance(token, bool) or not isinstance(token, (str, int)) or token == ""):
-            log.warning("mcp-progress: token %r is not a non-empty string or an integer; progress is off", token)
+        problem = None if token is None else _token_problem(token)
+        if problem is not None:
+            # Every frame under it would be refused (invalid_token): progress is off instead.
+            log.warning("mcp-progress: %s; progress is off", problem, extra={"code": "invalid_token"})
             token = None
         socket_path = socket
         if not socket_path:
@@ -705,9 +708,9 @@ class Progress:
             self._warn("invalid_field", "a frame could not be encoded and was dropped: %s" % (error,))
             return True
         try:
-            # A lone surrogate left (in a token from the environment) goes as its JSON escape, as
-            # Node's JSON.stringify sends it: the daemon then names it (invalid_token); raw, it
-            # would raise here and end the client's thread.
+            # Nothing sent holds a lone surrogate (the token is checked, messages are fitted); were
+            # one left, it would go as its JSON escape, which the daemon names, where raw it would
+            # raise here and end the client's thread.
             sock.sendall(payload.encode("utf-8", "backslashreplace") + FORM_FEED)
         except OSError:
             return False
@@ -836,6 +839,25 @@ def _safe_number(value: Any) -> bool:
         and math.isfinite(value)
         and -MAX_SAFE_NUMBER <= value <= MAX_SAFE_NUMBER
     )
+
+
+def _token_problem(token: Any) -> Optional[str]:
+    """Why the daemon would refuse ``token`` (invalid_token), or None when it takes it: the rule
+    of the Node and C clients (tokenProblem, mcp_progress_open). A name from the environment that
+    is not UTF-8 holds lone surrogates (surrogateescape)."""
+    rule = "a token is a string of 1 to %d UTF-8 bytes with no lone surrogate, or an integer within ±%d" % (
+        MAX_TOKEN_BYTES,
+        MAX_SAFE_NUMBER,
+    )
+    if isinstance(token, str):
+        shown = json.dumps(_LONE_SURROGATE.sub("\ufffd", token[:60]), ensure_ascii=False) + ("..." if len(token) > 60 else "")
+        if _LONE_SURROGATE.search(token):
+            return "token %s holds a lone surrogate (a byte that is not UTF-8): %s" % (shown, rule)
+        size = len(token.encode("utf-8"))
+        return None if 1 <= size <= MAX_TOKEN_BYTES else "token %s is %d bytes: %s" % (shown, size, rule)
+    if isinstance(token, int) and not isinstance(token, bool):
+        return None if -MAX_SAFE_NUMBER <= token <= MAX_SAFE_NUMBER else "token %d is not one: %s" % (token, rule)
+    return "token %r is not one: %s" % (token, rule)
 
 
 # The tqdm adapter: the bars of one process share one stream.

@@ -8,6 +8,7 @@
  * what the answers mean done-answers.ts, the cancel cancellation.ts.
  */
 import { connect, type Socket } from 'node:net';
+import { isDoneStatus } from '../protocol/frame-guards.js';
 import type { DoneStatus, ProgressToken, Rejected } from '../protocol/frames.js';
 import {
   DEFAULT_DONE_STATUS,
@@ -45,6 +46,7 @@ import {
   type ProgressData,
   type ProgressUpdate,
   StreamUpdates,
+  tokenProblem,
 } from './stream-state.js';
 import { Throttle } from './throttle.js';
 
@@ -125,6 +127,8 @@ export async function connectPublisher(options: PublisherOptions = {}): Promise<
 
 class SocketPublisher implements Publisher {
   readonly token: ProgressToken | undefined;
+  /** Why the token given is not one the daemon takes (then progress is off), if so. */
+  readonly #tokenRefusal: BridgeError | undefined;
   readonly #socketPath: string;
   /** Why there is no socket to connect to ($MCP_PROGRESS_RUNTIME_DIR relative), if so. */
   #socketRefusal: BridgeError | undefined;
@@ -158,8 +162,15 @@ class SocketPublisher implements Publisher {
 
   constructor(options: PublisherOptions) {
     const env = options.env ?? process.env;
-    const token = options.token ?? env[ENV_TOKEN];
-    this.token = token === '' ? undefined : token;
+    const given = options.token ?? env[ENV_TOKEN];
+    const token = given === '' ? undefined : given;
+    const problem = token === undefined ? undefined : tokenProblem(token);
+    // Every frame under it would be refused: progress is off instead, and done says why.
+    this.#tokenRefusal =
+      problem === undefined
+        ? undefined
+        : new BridgeError('invalid_token', `${problem}; progress is off`);
+    this.token = problem === undefined ? token : undefined;
     let socketPath = '';
     try {
       socketPath = resolveSocketPath({ socket: options.socket }, env);
@@ -194,6 +205,7 @@ class SocketPublisher implements Publisher {
   }
 
   async start(): Promise<void> {
+    if (this.#tokenRefusal !== undefined) this.#onErrorSafely(this.#tokenRefusal);
     if (this.enabled) await this.#connect();
   }
 
@@ -214,7 +226,9 @@ class SocketPublisher implements Publisher {
     if (this.token === undefined) {
       this.#done = Promise.resolve({
         delivered: false,
-        error: new BridgeError('no_token', `no token: pass one or set ${ENV_TOKEN}`),
+        error:
+          this.#tokenRefusal ??
+          new BridgeError('no_token', `no token: pass one or set ${ENV_TOKEN}`),
       });
     } else if (this.#state === 'closed') {
       this.#done = Promise.resolve({
@@ -222,9 +236,17 @@ class SocketPublisher implements Publisher {
         error: new BridgeError('closed', 'done after close(): the publisher is closed'),
       });
     } else {
+      // Refused by the daemon, the done would be lost and the stream left to be abandoned: it
+      // ends as an error instead, as the Python client's does, and the refusal is reported.
+      if (!isDoneStatus(status)) {
+        this.#report(
+          'invalid_field',
+          `done status must be ok, error or cancelled, got ${JSON.stringify(status) ?? String(status)}; sending error`,
+        );
+      }
       this.#done = this.#finish(
         this.token,
-        status,
+        isDoneStatus(status) ? status : 'error',
         message === undefined ? undefined : fitMessage(String(message)),
       );
     }

@@ -9,11 +9,16 @@ import { isSafeNumber, isTotal } from '../protocol/frame-guards.js';
 import type { ProgressToken } from '../protocol/frames.js';
 import {
   fitsUtf8Bytes,
+  isWellFormedText,
   MAX_MESSAGE_BYTES,
   MAX_SAFE_NUMBER,
+  MAX_TOKEN_BYTES,
   PROTOCOL_VERSION,
+  shorten,
   toWellFormedText,
+  utf8ByteLength,
 } from '../protocol/limits.js';
+import { isProgressToken } from '../protocol/notification-guards.js';
 import type { BridgeErrorCode } from '../shared/errors.js';
 
 export interface ProgressUpdate {
@@ -57,6 +62,24 @@ export function fitMessage(message: string): string {
   // Back up over continuation bytes (10xxxxxx) to the start of the code point that would be split.
   while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
   return `${bytes.subarray(0, end).toString('utf8')}...`;
+}
+
+/**
+ * Why the daemon would refuse `token` (invalid_token), or undefined when it takes it: the client
+ * refuses it first, by the rule the Python and C clients follow too, since every frame would be
+ * refused (and one that is not UTF-8, from the C client, closes the connection).
+ */
+export function tokenProblem(token: unknown): string | undefined {
+  if (isProgressToken(token)) return undefined;
+  const rule = `a token is a string of 1 to ${MAX_TOKEN_BYTES} UTF-8 bytes with no lone surrogate, or an integer within ±${MAX_SAFE_NUMBER}`;
+  if (typeof token === 'string') {
+    const shown = JSON.stringify(shorten(toWellFormedText(token), 60));
+    const why = isWellFormedText(token)
+      ? `is ${utf8ByteLength(token)} bytes`
+      : 'holds a lone surrogate (a byte that is not UTF-8)';
+    return `token ${shown}${token.length > 60 ? '...' : ''} ${why}: ${rule}`;
+  }
+  return `token ${describe(token)} is not one: ${rule}`;
 }
 
 export class StreamUpdates {

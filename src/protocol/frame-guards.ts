@@ -6,7 +6,7 @@
  * check to its schema on the conformance corpus, on mutations of it and on
  * generated values.
  */
-import type { ClaimFrame, DoneFrame, ProgressFrame } from './frames.js';
+import type { ClaimFrame, DoneFrame, DoneStatus, ProgressFrame } from './frames.js';
 import {
   fitsUtf8Bytes,
   isWellFormedText,
@@ -57,7 +57,8 @@ function isSeq(value: unknown): boolean {
 
 const DONE_STATUSES: ReadonlySet<unknown> = new Set(['ok', 'error', 'cancelled']);
 
-function isDoneStatus(value: unknown): boolean {
+/** A done `status` the daemon takes: ok, error or cancelled. */
+export function isDoneStatus(value: unknown): value is DoneStatus {
   return DONE_STATUSES.has(value);
 }
 

@@ -78,7 +78,8 @@ describe.skipIf(cc.skip)('the C client on Linux', () => {
       'sh',
       [
         '-c',
-        `MCP_PROGRESS_TOKEN="$(printf 'c-bad\\377')" exec "$0" "$@"`,
+        // Not UTF-8: the client refuses it at open, so it is put in behind the client's back.
+        `C_WORKER_RAW_TOKEN="$(printf 'c-bad\\377')" MCP_PROGRESS_TOKEN=c-bad exec "$0" "$@"`,
         program,
         mode,
         String(values),

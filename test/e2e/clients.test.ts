@@ -485,16 +485,17 @@ describe('the Python client, given text that is not Unicode', () => {
     });
   });
 
-  it('reports the daemon refusing a token that holds a lone surrogate, and runs on', async () => {
+  it('refuses a token that holds a lone surrogate itself (invalid_token), turns progress off, and runs on', async () => {
     const worker = pythonWorker(
       { MCP_PROGRESS_SOCKET: bridge.daemon.info.socket },
       { token: 'job-\udcff', done_timeout: 0.3 },
     );
-    await ready(worker);
-    worker.send({ update: { progress: 1 } });
+    // Said as the client starts, before it is ready: nothing is sent under that token.
     const error = await worker.next((e) => e.event === 'error', 'the refusal');
     expect(error.code).toBe('invalid_token');
-    expect(String(error.message)).toContain('invalid_token');
+    expect(String(error.message)).toContain('holds a lone surrogate');
+    expect(await ready(worker)).toMatchObject({ enabled: false });
+    worker.send({ update: { progress: 1 } });
     worker.send({ state: true });
     await worker.next((e) => e.event === 'state', 'the worker still running');
     worker.send({ done: 'ok' });

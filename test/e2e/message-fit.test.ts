@@ -7,7 +7,8 @@
  *   each publish the same messages, in updates and in a done, and a gateway subscribed to each
  *   stream must see the text the rule gives, the same from all three;
  * - they refuse, themselves, a progress or total the daemon would refuse ("Numbers are checked"),
- *   and take every one it takes: the daemon refuses none of their frames.
+ *   a token it would refuse ("Tokens are checked") and a done status it would refuse, and take
+ *   every one it takes: the daemon refuses none of their frames.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -206,7 +207,7 @@ describe('the Node, Python and C clients, given the same messages', () => {
  * The status of the stream's done as a gateway saw it (every value before it had arrived too), or
  * "no done" when none came within 10 s.
  */
-async function endedAs(bridge: WatchedBridge, token: string): Promise<string> {
+async function endedAs(bridge: WatchedBridge, token: string | number): Promise<string> {
   const done = await eventually(
     () => bridge.of(token).find((n) => n.method === 'notifications/progress/done')?.params,
     10_000,
@@ -375,6 +376,189 @@ describe('the Node, Python and C clients, given numbers the daemon refuses', () 
       done,
     };
     expect({ node, python, c }).toEqual({ node: expected, python: expected, c: expectedC });
+    expect(await framesRejected(bridge)).toEqual({});
+  });
+});
+
+type Client = 'n' | 'p' | 'c';
+const MAX_SAFE = Number(MAX);
+
+/**
+ * Tokens, made distinct for each client by its letter: the daemon takes a string of 1 to 1024
+ * UTF-8 bytes with no lone surrogate (for C: every byte part of a valid UTF-8 character), or an
+ * integer within ±(2^53 - 1) (Node and Python; C's token is a string). As in UPDATES, a lone
+ * surrogate U+DC80..U+DCFF stands for the byte it was decoded from: Node and Python are given the
+ * string, C the bytes.
+ */
+const TOKENS: Array<{
+  what: string;
+  token: (client: Client) => string | number;
+  taken: boolean;
+  notInC?: true;
+}> = [
+  { what: '1024 bytes', token: (c) => `${c}${'x'.repeat(1023)}`, taken: true },
+  { what: '1025 bytes', token: (c) => `${c}${'x'.repeat(1024)}`, taken: false },
+  { what: '1024 bytes, 2-byte characters', token: (c) => `${c}x${'é'.repeat(511)}`, taken: true },
+  { what: '1025 bytes, 2-byte characters', token: (c) => `${c}${'é'.repeat(512)}`, taken: false },
+  {
+    what: '1024 bytes ending in a 4-byte character',
+    token: (c) => `${c}xxx${'😀'.repeat(255)}`,
+    taken: true,
+  },
+  {
+    what: 'a 4-byte character past 1024 bytes',
+    token: (c) => `${c}xxxx${'😀'.repeat(255)}`,
+    taken: false,
+  },
+  { what: 'a byte that is not UTF-8', token: (c) => `${c}-job-\udcff`, taken: false },
+  { what: 'an encoded surrogate', token: (c) => `${c}-\udced\udca0\udc80`, taken: false },
+  { what: 'an overlong form', token: (c) => `${c}-\udcc0\udcaf`, taken: false },
+  {
+    what: 'the largest integer',
+    token: (c) => (c === 'n' ? MAX_SAFE : -MAX_SAFE),
+    taken: true,
+    notInC: true,
+  },
+  {
+    what: 'an integer past the largest',
+    token: (c) => (c === 'n' ? MAX_SAFE + 1 : -(MAX_SAFE + 1)),
+    taken: false,
+    notInC: true,
+  },
+  { what: 'a fraction', token: (c) => (c === 'n' ? 1.5 : -1.5), taken: false, notInC: true },
+];
+
+/** How a done status the daemon refuses (an update's token is fine) is sent: as "error", said so. */
+const STATUSES = [
+  { what: 'an unknown status', status: 'failed' },
+  { what: 'a status that is not UTF-8', status: 'fail\udcff' },
+];
+
+describe('the Node, Python and C clients, given tokens and statuses the daemon refuses', () => {
+  const bridge = useWatchedBridge();
+
+  async function subscribed(token: string | number): Promise<void> {
+    const reply = await bridge.gateway.request('progress/subscribe', {
+      progressToken: token,
+      minIntervalMs: 0,
+    });
+    if (reply.error) throw new Error(`subscribe ${String(token)}: ${reply.error.message}`);
+  }
+
+  /** "taken" (value 1 and the done arrived), else the code the worker reported and whether its progress was off. */
+  async function tokenThroughDriven(
+    token: string | number,
+    taken: boolean,
+    start: (env: Record<string, string>, options: Record<string, unknown>) => DrivenWorker,
+  ): Promise<string> {
+    if (taken) await subscribed(token);
+    const worker = start(
+      { MCP_PROGRESS_SOCKET: bridge.daemon.info.socket },
+      { token, doneTimeoutMs: 3000, done_timeout: 3 },
+    );
+    const ready = await worker.next((event) => event.event === 'ready', 'ready');
+    worker.send({ update: { progress: 1 } });
+    worker.send({ done: 'ok' });
+    const done = await worker.next((event) => event.event === 'done', 'done');
+    worker.send({ exit: 0 });
+    if (done.delivered === true) {
+      await bridge.doneOf(token);
+      return bridge.progressOf(token).some((params) => params.progress === 1)
+        ? 'taken'
+        : 'done without value 1';
+    }
+    const error = worker.events.find((event) => event.event === 'error');
+    return `${String(error?.code)}${ready.enabled === false ? ', progress off' : ', sent'}`;
+  }
+
+  async function tokenThroughC(token: string, taken: boolean): Promise<string> {
+    if (taken) await subscribed(token);
+    const steps = tempDir();
+    writeFileSync(join(steps, 'token'), surrogateEscapedBytes(token));
+    const { child, output } = startC('once', 1, steps, bridge.daemon.info.socket);
+    expect(await waitForExit(child)).toBe(0);
+    const done = await waitForEvent(output, 'done');
+    if (done.delivered === true) {
+      await bridge.doneOf(token);
+      return bridge.progressOf(token).some((params) => params.progress === 1)
+        ? 'taken'
+        : 'done without value 1';
+    }
+    // Refused at open: p.error names the token's problem, and p connects no more.
+    const [firstError] = output.stderr().split('\n');
+    const opened = (await waitForEvent(output, 'ready')).connected === true;
+    if (!opened && /^the token .*; progress is off$/.test(firstError ?? ''))
+      return 'invalid_token, progress off';
+    return `${String(done.code)}, sent (${output.stderr().trim()})`;
+  }
+
+  async function statusThroughDriven(
+    prefix: string,
+    status: string,
+    start: (env: Record<string, string>, options: Record<string, unknown>) => DrivenWorker,
+  ): Promise<string> {
+    const token = await bridge.watched(prefix);
+    const worker = start({ MCP_PROGRESS_SOCKET: bridge.daemon.info.socket }, { token });
+    await worker.next((event) => event.event === 'ready', 'ready');
+    worker.send({ update: { progress: 1 } });
+    worker.send({ done: status, message: 'the result' });
+    await worker.next((event) => event.event === 'done', 'done');
+    worker.send({ exit: 0 });
+    const error = worker.events.find((event) => event.event === 'error');
+    return `${await endedAs(bridge, token)}; ${String(error?.code)}`;
+  }
+
+  async function statusThroughC(status: string): Promise<string> {
+    const token = await bridge.watched('c');
+    const steps = tempDir();
+    writeFileSync(join(steps, 'status'), surrogateEscapedBytes(status));
+    const { child, output } = startC('once', 1, steps, bridge.daemon.info.socket, token);
+    expect(await waitForExit(child)).toBe(0);
+    await waitForEvent(output, 'done');
+    const said =
+      /^done status must be ok, error or cancelled, got ".*"; the stream was ended with error instead$/;
+    const refused = said.test(output.stderr().trim()) ? 'invalid_field' : output.stderr().trim();
+    return `${await endedAs(bridge, token)}; ${refused}`;
+  }
+
+  it('refuse a token the daemon refuses themselves (invalid_token: progress is off), and take every one it takes', async () => {
+    const throughAll = async (client: Client): Promise<string[]> => {
+      const outcomes: string[] = [];
+      for (const { token, taken, notInC } of TOKENS) {
+        const given = token(client);
+        if (client === 'n') outcomes.push(await tokenThroughDriven(given, taken, nodeWorker));
+        else if (client === 'p')
+          outcomes.push(await tokenThroughDriven(given, taken, pythonWorker));
+        else if (notInC === undefined) outcomes.push(await tokenThroughC(String(given), taken));
+      }
+      return outcomes;
+    };
+    const [node, python, c] = await Promise.all([
+      throughAll('n'),
+      throughAll('p'),
+      throughAll('c'),
+    ]);
+    const outcome = ({ taken }: { taken: boolean }) =>
+      taken ? 'taken' : 'invalid_token, progress off';
+    const expected = TOKENS.map(outcome);
+    const expectedC = TOKENS.filter((token) => token.notInC === undefined).map(outcome);
+    expect({ node, python, c }).toEqual({ node: expected, python: expected, c: expectedC });
+    expect(await framesRejected(bridge)).toEqual({});
+  });
+
+  it('end the stream as error, saying so (invalid_field), given a done status the daemon refuses', async () => {
+    const throughAll = (each: (status: string) => Promise<string>) => async () => {
+      const outcomes: string[] = [];
+      for (const { status } of STATUSES) outcomes.push(await each(status));
+      return outcomes;
+    };
+    const [node, python, c] = await Promise.all([
+      throughAll((status) => statusThroughDriven('node', status, nodeWorker))(),
+      throughAll((status) => statusThroughDriven('python', status, pythonWorker))(),
+      throughAll(statusThroughC)(),
+    ]);
+    const expected = STATUSES.map(() => 'error; invalid_field');
+    expect({ node, python, c }).toEqual({ node: expected, python: expected, c: expected });
     expect(await framesRejected(bridge)).toEqual({});
   });
 });

@@ -89,11 +89,11 @@ export interface WatchedBridge {
   /** A fresh token (`prefix-pid-n`) that the gateway already watches with coalescing off. */
   watched(prefix: string): Promise<string>;
   /** Every notification the gateway received for the token, in order. */
-  of(token: string): Received[];
+  of(token: string | number): Received[];
   /** The params of the progress notifications received for the token. */
-  progressOf(token: string): Array<Received['params']>;
+  progressOf(token: string | number): Array<Received['params']>;
   /** Waits (up to a minute) for the token's done notice; resolves its params. */
-  doneOf(token: string): Promise<Received['params']>;
+  doneOf(token: string | number): Promise<Received['params']>;
 }
 
 /** Starts the daemon and the gateway before the tests of the enclosing scope, stops both after. */
