@@ -1,14 +1,19 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { connectPublisher, type Publisher } from '../client/publisher.js';
 import type { DoneStatus } from '../protocol/frames.js';
-import { RUN_CANCEL_GRACE_MS, RUN_OUTPUT_GRACE_MS } from '../shared/defaults.js';
+import {
+  RUN_BACKGROUND_OUTPUT_MS,
+  RUN_CANCEL_GRACE_MS,
+  RUN_OUTPUT_QUIET_MS,
+} from '../shared/defaults.js';
 import { ENV_SOCKET, ENV_TOKEN, resolveSocketPath } from '../shared/locate.js';
 import { helpRow, type OptionRow, optionsHelp, wrapWords } from '../shared/option-table.js';
 import { parseOptions, UsageError } from './args.js';
 import type { Io } from './io.js';
+import { type DrainedPipe, drainAfterExit, RUN_DRAIN_TIMING } from './output-drain.js';
 import { stopTree } from './process-tree.js';
 import { OutputProgress, type OutputSource } from './progress-parser.js';
 import {
@@ -82,9 +87,12 @@ unit, and weighs as much as it in another.
 If no daemon is running, CMD runs all the same and run says so once.
 If CMD ended the stream itself (its client sent done), run's done is skipped.
 run ends when CMD exits, not when what CMD left running in the background
-does. With --parse, that program shares CMD's stdout and stderr; run reads
-them ${RUN_OUTPUT_GRACE_MS / 1000} s more at most, then closes them, so the program's later output
-is lost (and may kill it with SIGPIPE): redirect it (server > log 2>&1 &).
+does. With --parse, it first passes on every byte CMD wrote, however slowly
+its own output is read. A program CMD left running shares CMD's stdout and
+stderr: what it writes is passed on (and read for progress) until it closes
+them, until they stay quiet ${RUN_OUTPUT_QUIET_MS / 1000} s, or for ${RUN_BACKGROUND_OUTPUT_MS / 1000} s at most once CMD's output
+is through. Then run closes them and ends: the program's later output is
+lost (and a write may kill it with SIGPIPE): redirect it (server > log 2>&1 &).
 
 Examples:
   mcp-progress run -- python3 train.py --epochs 10
@@ -284,7 +292,7 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
   });
   forwarding.remove();
   cancel.settle();
-  await reading?.drained(RUN_OUTPUT_GRACE_MS);
+  await reading?.drained();
   reading?.ended();
 
   const outcome = outcomeOf(file, ended, cancel.cancelled);
@@ -443,8 +451,8 @@ export function nothingFoundNotice(
  * Passes CMD's stdout and stderr through unchanged and reads them, and the
  * progress pipe (which is run's alone), with the profile; says once on
  * stderr when CMD writes output but nothing in it is progress. Once CMD has
- * exited, `drained` waits for the pipes to end, for `graceMs` at most, then
- * stops reading those still open (what CMD left running still holds them).
+ * exited, `drained` reads on until the pipes end, or stops reading those
+ * still open by the rule of drainAfterExit (what CMD left running holds them).
  */
 function readOutput(
   child: ChildProcess,
@@ -452,7 +460,7 @@ function readOutput(
   publish: (value: { progress: number; total?: number; message?: string }) => void,
   io: Io,
   file: string,
-): { drained(graceMs: number): Promise<void>; ended(): void } {
+): { drained(): Promise<void>; ended(): void } {
   const plan = { file, args: parsing.args };
   const output = new OutputProgress(
     parsing.profile.reader(parsing.toolArgs, parsing.piped),
@@ -466,15 +474,12 @@ function readOutput(
   };
   const noticeTimer = setTimeout(() => tell(true), NOTHING_FOUND_NOTICE_MS);
   noticeTimer.unref();
-  const streams: Array<
-    [Readable | null | undefined, OutputSource, NodeJS.WritableStream | undefined]
-  > = [
+  const streams: Array<[Readable | null | undefined, OutputSource, Writable | undefined]> = [
     [child.stdout, 'stdout', process.stdout],
     [child.stderr, 'stderr', process.stderr],
     [child.stdio[3] as Readable | null | undefined, 'progress', undefined],
   ];
-  /** Stops reading a stream that is still open (its last line read as it stands); one per stream. */
-  const cuts: Array<() => void> = [];
+  const pipes: DrainedPipe[] = [];
   let open = 0;
   let allEnded = () => {};
   for (const [stream, source, target] of streams) {
@@ -482,6 +487,8 @@ function readOutput(
     const input = output.stream(source);
     let quietTimer: NodeJS.Timeout | undefined;
     let ended = false;
+    let bytesRead = 0;
+    let targetFailed = false;
     open++;
     const end = () => {
       if (ended) return;
@@ -490,17 +497,33 @@ function readOutput(
       input.end();
       if (--open === 0) allEnded();
     };
-    cuts.push(() => {
-      if (ended) return;
-      end();
-      stream.destroy();
+    pipes.push({
+      get ended() {
+        return ended;
+      },
+      get bytesRead() {
+        return bytesRead;
+      },
+      backedUp: () =>
+        stream.readableLength > 0 ||
+        stream.readableFlowing === false ||
+        (!targetFailed && target?.writableNeedDrain === true),
+      cut() {
+        if (ended) return;
+        end();
+        stream.destroy();
+      },
     });
     if (target !== undefined) {
       // If our reader goes away (EPIPE), CMD's output is still drained, so that CMD never blocks on it.
-      target.on('error', () => stream.resume());
+      target.on('error', () => {
+        targetFailed = true;
+        stream.resume();
+      });
       stream.pipe(target, { end: false });
     }
     stream.on('data', (chunk: Buffer) => {
+      bytesRead += chunk.length;
       input.write(chunk);
       clearTimeout(quietTimer);
       if (input.hasPending) quietTimer = setTimeout(() => input.quiet(), QUIET_MS);
@@ -510,19 +533,10 @@ function readOutput(
     stream.on('close', end);
   }
   return {
-    drained(graceMs) {
-      if (open === 0) return Promise.resolve();
-      return new Promise((resolve) => {
-        const timer = setTimeout(() => {
-          for (const cut of cuts) cut();
-          resolve();
-        }, graceMs);
-        allEnded = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    },
+    drained: () =>
+      drainAfterExit(pipes, RUN_DRAIN_TIMING, (ended) => {
+        allEnded = ended;
+      }),
     ended() {
       clearTimeout(noticeTimer);
       tell(false);

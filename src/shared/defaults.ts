@@ -207,12 +207,26 @@ export function backoffDelayMs(backoff: Backoff, attempt: number, random = Math.
 }
 
 /**
- * `run --parse`: how long CMD's stdout and stderr may stay open after CMD exited before run stops
- * reading them. What CMD wrote before it exited is in the pipes already and read in milliseconds;
- * a program CMD left running in the background holds them open for as long as it lives, and run
- * must not wait for it to end the stream.
+ * `run --parse`, after CMD exited: its stdout and stderr quiet this long (nothing came, nothing
+ * waits to be passed on) are closed. A program CMD left running in the background holds them open
+ * for as long as it lives, and run must not wait for it to end the stream; what it writes without
+ * pausing this long is passed through.
  */
-export const RUN_OUTPUT_GRACE_MS = 500;
+export const RUN_OUTPUT_QUIET_MS = 500;
+
+/**
+ * `run --parse`, after CMD exited and all it wrote was read: how long a program CMD left running
+ * may go on writing to the pipes it shares with CMD before run closes them, so that one that
+ * never pauses (tail -f of a busy log) cannot keep run, and the stream's done, waiting.
+ */
+export const RUN_BACKGROUND_OUTPUT_MS = 5000;
+
+/**
+ * The most a pipe holds: Linux's default pipe-max-size (/proc/sys/fs/pipe-max-size), which only a
+ * privileged process may exceed; macOS and Windows pipes hold less. More than this read from a
+ * pipe after its writer exited means all the writer left in it was read.
+ */
+export const PIPE_MAX_BYTES = 1_048_576;
 
 /**
  * Node's timers hold at most 2^31 - 1 ms (24.8 days) and fire a longer delay at once (after 1 ms):

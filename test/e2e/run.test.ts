@@ -313,6 +313,82 @@ describe('mcp-progress run --parse', () => {
     await expectDone(token, 'error', 'sh exited with code 3');
   }, 30_000);
 
+  it('passes through, and reads, what a program CMD left running writes after CMD exited, until it closes the output', async () => {
+    const token = await watched('parse-grandchild');
+    // The subshell outlives sh by a second, writing every 0.1 s to the stdout it inherited.
+    const { result, values } = await runToOk(token, [
+      '--parse',
+      '--',
+      'sh',
+      '-c',
+      '(for i in 1 2 3 4 5 6 7 8 9 10; do echo "later step $i/10"; sleep 0.1; done) & echo started',
+    ]);
+    const later = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((i) => `later step ${i}/10\n`).join('');
+    expect(result.stdout).toBe(`started\n${later}`);
+    expect(values.at(-1)).toMatchObject({ progress: 10, total: 10 });
+  });
+
+  it('passes every byte CMD wrote before it exited through to a slow reader, however long that takes', async () => {
+    const token = await watched('parse-slow-reader');
+    // A real pipe to a reader taking 4 KiB every 20 ms: sh exits with a good part of its 400 kB still in
+    // the pipes, and run takes more than a second after that to pass them on.
+    const reader = [
+      'import os, sys, time',
+      'n = 0',
+      'while True:',
+      '    b = os.read(0, 4096)',
+      '    if not b: break',
+      '    n += len(b)',
+      '    time.sleep(0.02)',
+      'print(n)',
+    ].join('\n');
+    const quote = (word: string) => `'${word.replaceAll("'", "'\\''")}'`;
+    const pipeline = [
+      [
+        process.execPath,
+        BIN,
+        'run',
+        '--token',
+        token,
+        '--parse',
+        '--',
+        'sh',
+        '-c',
+        'head -c 400000 /dev/zero',
+      ],
+      [PYTHON, ...PYTHON_ARGS, '-c', reader],
+    ]
+      .map((words) => words.map(quote).join(' '))
+      .join(' | ');
+    const child = spawn('sh', ['-c', pipeline], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, MCP_PROGRESS_TOKEN: '', ...socketEnv() },
+    });
+    const output = collectOutput(child);
+    expect(await waitForExit(child), output.stderr()).toBe(0);
+    expect(output.stdout()).toBe('400000\n');
+    await expectDone(token, 'ok');
+  });
+
+  it('closes the output 5 s after CMD exited when a program it left running never stops writing', async () => {
+    const token = await watched('parse-chatty-background');
+    const pidFile = join(tempDir(), 'chatty.pid');
+    onTestFinished(() => {
+      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
+      if (pid > 0 && running(pid)) process.kill(pid, 'SIGKILL');
+    });
+    const run = startRun(token, [
+      '--parse',
+      '--',
+      'sh',
+      '-c',
+      `(while :; do echo background; done) & echo $! > ${pidFile}; echo started`,
+    ]);
+    expect(await run.exit).toBe(0);
+    expect(run.stdout()).toMatch(/^started\n(background\n)+/);
+    await expectDone(token, 'ok');
+  }, 30_000);
+
   it('a cancel reaches run without --parse, before the command has published anything', async () => {
     const token = await watched('plain-cancel');
     const run = startRun(token, ['--', 'sh', '-c', 'while :; do sleep 0.05; done']);
