@@ -51,6 +51,12 @@ export const MAX_BAR_LEVELS = 8;
 /** Longest message taken from a line of output. */
 const MAX_MESSAGE_CHARS = 200;
 
+/**
+ * Cursor up (CSI n A) in a line: it was drawn below another line and the cursor went back up to
+ * it, as tqdm draws a bar at position 1 or more (nested bars) and returns to the outer one.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI escape sequences start with ESC.
+const CURSOR_UP = /\x1b\[\d*A/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI escape sequences start with ESC.
 const ANSI = /\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])/g;
 const NUMBER = String.raw`(\d+(?:\.\d+)?)([kMGTPEZY]?)`;
@@ -327,8 +333,10 @@ interface Bar {
  * the Python tqdm adapter does: the outermost bar counts, the one inside it
  * adds a fraction of a step (epoch 1 of 3 with batch 10 of 20 is 1.5 of 3).
  * A bar that appears while the innermost one is unfinished is nested in it
- * (MAX_BAR_LEVELS deep at most); one that appears after it finished, or a
- * count (no total) after a count, takes its place, and at the outermost
+ * (MAX_BAR_LEVELS deep at most), and so is a count (no total) drawn below a
+ * count (tqdm's nested bars; the outer count alone is then the value); one
+ * that appears after it finished, or another count after a count, takes its
+ * place (a count bar per file), and at the outermost
  * level starts a new segment that counts on from the last value, so that
  * bars that follow each other keep counting up. A segment counts in its
  * bar's own numbers when it has the unit of the one before (3 epochs, then 5
@@ -342,6 +350,8 @@ interface Bar {
 export class ProgressCombiner {
   /** Open bars, outermost first. */
   readonly #bars: Bar[] = [];
+  /** Bars closed at their total, newest last: drawn again at it, they are a redraw, not a new bar. */
+  readonly #finishedKeys = new Set<string>();
   /** Where the current segment starts, what it counts, and how much of the total one of its counts is. */
   #base = 0;
   #unit: string | undefined;
@@ -350,23 +360,34 @@ export class ProgressCombiner {
   #previous: { unit: string | undefined; scale: number; span: number | undefined } | undefined;
   #last: number | undefined;
 
-  /** The combined progress after this reading, or undefined when it does not increase. */
-  push(reading: Reading): ParsedProgress | undefined {
+  /**
+   * The combined progress after this reading, or undefined when it does not increase.
+   * `drawnBelow`: the line was drawn below another one, the cursor then moved back up (tqdm's
+   * bar at position 1 or more): a bar nested in the one above, never its successor.
+   */
+  push(reading: Reading, drawnBelow = false): ParsedProgress | undefined {
     // A line of text ("frame 3/4") is taken as it is, and only when it exceeds what was published.
     if (!reading.bar) return this.#increasing(reading.progress);
     const { progress } = reading;
-    if (this.#bars.length === 0) this.#startSegment(reading);
     // A bar is known by its description and total; its numbers may change ("epoch 2" after "epoch 1").
     const key = `${reading.key ?? (progress.message ?? '').replace(/\d+/g, '#')}:${progress.total ?? ''}`;
     const level = this.#levelOf(key);
+    if (level === undefined && this.#finishedKeys.has(key)) {
+      // tqdm redraws a finished bar once more when it closes (an inner bar at the outer one's
+      // place): no new bar, nothing to count on from. One that counts from below again is new.
+      if (progress.total !== undefined && progress.progress >= progress.total) return undefined;
+      this.#finishedKeys.delete(key);
+    }
+    if (this.#bars.length === 0) this.#startSegment(reading);
     if (level === undefined) {
       const top = this.#bars.at(-1);
-      // A count (no total) never finishes, and a count inside it adds nothing to the value: a count
-      // after a count follows it (a count bar per file). Nesting is bounded all the same.
+      // A count (no total) never finishes, so a count after a count follows it (a count bar per
+      // file), unless it is drawn below it: then it is nested, and the outer count alone is the
+      // value (no total, so no fraction of a step is known). Nesting is bounded all the same.
       if (
         top !== undefined &&
         (finished(top) ||
-          (top.total === undefined && progress.total === undefined) ||
+          (top.total === undefined && progress.total === undefined && !drawnBelow) ||
           this.#bars.length >= MAX_BAR_LEVELS)
       )
         this.#replaceTop(reading);
@@ -384,7 +405,7 @@ export class ProgressCombiner {
         this.#startSegment(reading);
       }
       // An outer bar that moved on: the bars inside it belonged to its previous step.
-      if (progress.progress !== known.n) this.#bars.length = level;
+      if (progress.progress !== known.n) this.#drop(level);
       this.#bars[level] = { ...known, n: progress.progress, message: progress.message };
     }
     return this.#combined();
@@ -408,7 +429,18 @@ export class ProgressCombiner {
       this.#newSegment();
       this.#startSegment(reading);
     }
-    this.#bars.pop();
+    this.#drop(this.#bars.length - 1);
+  }
+
+  /** Closes the bars from `level` in, remembering those that finished (MAX_BAR_LEVELS at most). */
+  #drop(level: number): void {
+    for (const bar of this.#bars.splice(Math.max(0, level))) {
+      if (!finished(bar)) continue;
+      this.#finishedKeys.delete(bar.key);
+      this.#finishedKeys.add(bar.key);
+      if (this.#finishedKeys.size > MAX_BAR_LEVELS)
+        this.#finishedKeys.delete(this.#finishedKeys.values().next().value as string);
+    }
   }
 
   /** What follows counts on from the last value published. */
@@ -420,7 +452,7 @@ export class ProgressCombiner {
       span: outer?.total === undefined ? undefined : outer.total * this.#scale,
     };
     this.#base = this.#last ?? 0;
-    this.#bars.length = 0;
+    this.#drop(0);
   }
 
   /** The outermost bar of a segment: its unit, and how its counts add to what came before. */
@@ -537,7 +569,7 @@ export class OutputProgress {
     this.#lines++;
     const reading = this.#reader.read(line, source);
     if (reading === undefined) return;
-    const value = this.#combiner.push(reading);
+    const value = this.#combiner.push(reading, CURSOR_UP.test(raw));
     if (value === undefined) return;
     this.#published++;
     this.#publish(value);

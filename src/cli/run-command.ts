@@ -80,9 +80,11 @@ another one or with more than two decimals (statistics), numbers after a
 word such as CPU, memory, overhead, loss, accuracy, ratio, fps or time base,
 library log lines ([libx264 @ 0x...]), and a line of text already at its
 total (1/1, 100%) unless that total was seen below it. Nested bars count as
-the outer bar plus a fraction of the inner one; a bar after a finished one,
-or a count without a total after another, counts on from it in the same
-unit, and weighs as much as it in another.
+the outer bar plus a fraction of the inner one; a count without a total
+drawn below another count (tqdm's nested bars, position=1) adds nothing: the
+outer count is the value. A bar after a finished one, or a count without a
+total after another, counts on from it in the same unit, and weighs as much
+as it in another.
 
 If no daemon is running, CMD runs all the same and run says so once.
 If CMD ended the stream itself (its client sent done), run's done is skipped.

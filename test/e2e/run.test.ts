@@ -568,6 +568,77 @@ describe.skipIf(tqdm.skip)('mcp-progress run --parse on real tqdm output', () =>
     expect(values.every((v) => v.total === 3 || v.total === 8)).toBe(true);
     expect(values.at(-1)).toEqual({ progressToken: token, progress: 8, total: 8, message: 'eval' });
   });
+
+  it.each([
+    ['leave=False', 'leave=False'],
+    ['position=1, the inner bar left on screen', 'position=1'],
+  ])(
+    'a count bar nested in a count bar (%s) counts the outer bar only, never the sum of both',
+    async (_, inner) => {
+      const token = await watched(`parse-nested-counts-${inner}`);
+      // Generators: tqdm knows no length, so both bars are counts ("epoch: 2it", "batch: 3it").
+      const { result, values } = await parseTqdm(token, [
+        'def items(n):',
+        '    yield from range(n)',
+        "for epoch in tqdm(items(3), desc='epoch', mininterval=0):",
+        `    for batch in tqdm(items(4), desc='batch', ${inner}, mininterval=0):`,
+        '        time.sleep(0.05)',
+      ]);
+      expect(result.stderr).toContain('batch: 4it');
+      expectRising(values);
+      // The epochs, as tqdm's outer bar counts them; the batches (12 in all) are never added to them.
+      const epochs = values.map((v) => v.progress);
+      expect(
+        epochs.every((n) => n === 0 || n === 1 || n === 2 || n === 3),
+        `${epochs}`,
+      ).toBe(true);
+      expect(values.at(-1)).toEqual({ progressToken: token, progress: 3, message: 'epoch' });
+    },
+  );
+});
+
+describe.skipIf(tqdm.skip)('mcp-progress run --parse on real tqdm bars given positions', () => {
+  beforeAll(() => tqdm.require());
+
+  it('an inner bar reset each epoch, closed after the outer one, ends at 3 of 3 epochs, not 10 of 10', async () => {
+    const token = await watched('parse-position-bars');
+    const result = await runFor(token, [
+      '--parse',
+      '--',
+      PYTHON,
+      ...PYTHON_ARGS,
+      '-c',
+      [
+        'import time',
+        'from tqdm import tqdm',
+        "epochs = tqdm(total=3, desc='epoch', position=0, mininterval=0)",
+        "batches = tqdm(total=4, desc='batch', position=1, mininterval=0)",
+        'for epoch in range(3):',
+        '    batches.reset()',
+        '    for batch in range(4):',
+        '        time.sleep(0.03)',
+        '        batches.update(1)',
+        '    epochs.update(1)',
+        // Each close redraws its finished bar once more, the inner one at the outer one's place.
+        'batches.close()',
+        'epochs.close()',
+      ].join('\n'),
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    await expectDone(token, 'ok');
+    const values = progressOf(token);
+    expectRising(values);
+    expect(
+      values.every((v) => v.total === 3),
+      JSON.stringify(values),
+    ).toBe(true);
+    expect(values.at(-1)).toEqual({
+      progressToken: token,
+      progress: 3,
+      total: 3,
+      message: 'epoch 3/3',
+    });
+  });
 });
 
 const ffmpeg = tool('ffmpeg', {

@@ -431,4 +431,38 @@ describe('ProgressCombiner', () => {
       [2, 2],
     ]);
   });
+
+  it('nests a count bar drawn below a count bar (cursor up after it); one that follows a count counts on', () => {
+    const read = (output: string) => {
+      const values: ParsedProgress[] = [];
+      new OutputProgress(new GenericReader(), (value) => values.push(value))
+        .stream('stderr')
+        .write(output);
+      return values;
+    };
+    // What tqdm 4.64 writes for 2 epochs of a generator, each with an inner leave=False bar of 2 batches.
+    const nested = [
+      '\repoch: 0it [00:00, ?it/s]\n',
+      '\rbatch: 0it [00:00, ?it/s]\x1b[A\n',
+      '\rbatch: 1it [00:00, 19.9it/s]\x1b[A\n',
+      '\rbatch: 2it [00:00, 19.9it/s]\x1b[A\n',
+      '\r                              \x1b[A',
+      '\repoch: 1it [00:00, 9.9it/s]\n',
+      '\rbatch: 0it [00:00, ?it/s]\x1b[A\n',
+      '\rbatch: 2it [00:00, 19.9it/s]\x1b[A\n',
+      '\r                              \x1b[A',
+      '\repoch: 2it [00:00, 9.9it/s]\n',
+    ].join('');
+    expect(read(nested)).toEqual([
+      { progress: 0, message: 'epoch' },
+      { progress: 1, message: 'epoch' },
+      { progress: 2, message: 'epoch' },
+    ]);
+    // Two count bars one after the other, at the same place: the second counts on from the first.
+    const following = [
+      '\rfile a: 0it [00:00, ?it/s]\rfile a: 3it [00:00, 98.2it/s]\n',
+      '\rfile b: 0it [00:00, ?it/s]\rfile b: 3it [00:00, 96.7it/s]\n',
+    ].join('');
+    expect(read(following).map((v) => v.progress)).toEqual([0, 3, 6]);
+  });
 });
