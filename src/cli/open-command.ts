@@ -11,7 +11,8 @@ Opens the daemon's live page (every job, its bar, state and last message, with
 a cancel button) in a browser. Prints the page's one-time URL first: it works
 once, within ${PAGE_TICKET_TTL_MS / 60_000} minutes, and trades its ticket for a cookie of this browser
 (HttpOnly, SameSite=Strict) that outlives daemon restarts and admits for a day
-(the daemon's --page-cookie-ms); a page kept open renews it. The daemon's
+(the daemon's --page-cookie-ms); a page kept open renews it, for a week at most
+(--page-session-ms), then asks for "mcp-progress open" again. The daemon's
 secret never appears in the URL. Exit 0 when the URL was made, 1 when no
 daemon runs.
 

@@ -234,7 +234,12 @@ export class Daemon {
       },
       metrics: () => formatPrometheus(this.status()),
     });
-    this.#pageAccess = new PageAccess(this.#secret, options.runtimeDir, options.pageCookieMs);
+    this.#pageAccess = new PageAccess(
+      this.#secret,
+      options.runtimeDir,
+      options.pageCookieMs,
+      options.pageSessionMs,
+    );
     this.#pageFeed = new PageFeed(
       { ...DEFAULT_PAGE_FEED_OPTIONS, streamMs: this.#pageAccess.renewAfterMs },
       // With the clock: an active job is sent with the daemon's rate and ETA as of its change.

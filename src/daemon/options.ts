@@ -50,6 +50,7 @@ import {
   MIN_PAGE_COOKIE_TTL_MS,
   MIN_PENDING_REPLY_BYTES,
   PAGE_COOKIE_TTL_MS,
+  PAGE_SESSION_MAX_MS,
 } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import { defaultSocketPath, resolveRuntimeDir } from '../shared/locate.js';
@@ -96,6 +97,8 @@ export interface DaemonOptions {
   readonly pongTimeoutMs: number;
   /** How long a page cookie admits; an open page renews its own at half this. */
   readonly pageCookieMs: number;
+  /** How long one redeemed ticket admits, renewals included. */
+  readonly pageSessionMs: number;
   /** How long a graceful stop waits for connections to drain. */
   readonly shutdownGraceMs: number;
   /** Fixed secret for tests and supervised setups; a random one otherwise. */
@@ -418,6 +421,16 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     shownDefault: inDays(PAGE_COOKIE_TTL_MS),
   },
   {
+    name: 'page-session-ms',
+    key: { daemon: 'pageSessionMs' },
+    kind: 'integer',
+    default: PAGE_SESSION_MAX_MS,
+    min: MIN_PAGE_COOKIE_TTL_MS,
+    section: 'Timing (milliseconds)',
+    help: 'how long one "mcp-progress open" admits a browser to the live page, its renewed cookies included, from the redemption of its ticket; then the page needs "mcp-progress open" again (default {default})',
+    shownDefault: '604800000 = 7 days',
+  },
+  {
     name: 'shutdown-grace-ms',
     key: { daemon: 'shutdownGraceMs' },
     kind: 'integer',
@@ -514,6 +527,7 @@ export const DEFAULTS = {
   pingIntervalMs: defaultOf('ping-interval-ms'),
   pongTimeoutMs: defaultOf('pong-timeout-ms'),
   pageCookieMs: defaultOf('page-cookie-ms'),
+  pageSessionMs: defaultOf('page-session-ms'),
   shutdownGraceMs: defaultOf('shutdown-grace-ms'),
   natsHeartbeatMs: defaultOf('nats-heartbeat-ms'),
   natsPrefix: DEFAULT_NATS_PREFIX,

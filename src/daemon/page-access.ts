@@ -8,7 +8,10 @@
  * Linux does the page also check the user at the other end. So a cookie carries its issue time
  * under its MAC and the daemon admits it for --page-cookie-ms only: a captured one stops
  * working. An open page renews its own: its stream (`GET /events`) sets a fresh cookie and ends
- * at half the lifetime (page-feed.ts), and the browser comes back with the fresh one.
+ * at half the lifetime (page-feed.ts), and the browser comes back with the fresh one. Whoever
+ * holds a cookie can renew it so; a renewed cookie keeps the time its ticket was redeemed, also
+ * under the MAC, and none admits past --page-session-ms after it: a captured cookie, renewed or
+ * not, stops working then, and the page's user runs `mcp-progress open` again.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -35,11 +38,14 @@ export class PageAccess {
   #cookieName = 'mcp_progress_page';
   /** How long a cookie admits after it was issued (--page-cookie-ms). */
   readonly #lifetimeMs: number;
+  /** How long the cookies of one redeemed ticket admit, renewals included (--page-session-ms). */
+  readonly #sessionMs: number;
 
-  constructor(secret: string, runtimeDir: string, cookieLifetimeMs: number) {
+  constructor(secret: string, runtimeDir: string, cookieLifetimeMs: number, sessionMs: number) {
     this.#secret = secret;
     this.#keyPath = join(runtimeDir, PAGE_KEY_NAME);
     this.#lifetimeMs = cookieLifetimeMs;
+    this.#sessionMs = sessionMs;
   }
 
   get #key(): Buffer {
@@ -85,16 +91,32 @@ export class PageAccess {
       if (expiresAt <= now || this.#redeemed.size >= MAX_REDEEMED) this.#redeemed.delete(nonce);
     }
     this.#redeemed.set(check.nonce, check.expiresAt);
-    return this.freshCookie();
+    return this.#cookie(now, now);
   }
 
   /**
-   * The Set-Cookie value of a new cookie, issued now: for a redeemed ticket, and for every page
-   * stream, which renews the cookie of a page that stays open. The value is `ID.ISSUED.MAC`: 16
-   * random bytes, the issue time (ms since the epoch) and the HMAC of both with the page key.
+   * For a page stream, which renews the cookie of a page that stays open: the Set-Cookie value
+   * of a fresh cookie of the same redemption as the request's (checked by cookieRefusal), and
+   * how long the stream may last: half the cookie's lifetime, and never past the redemption's
+   * end, when the browser must come back and be refused.
    */
-  freshCookie(now = Date.now()): string {
-    const body = `${randomBytes(16).toString('base64url')}.${now}`;
+  renewal(request: IncomingMessage, now = Date.now()): { setCookie: string; streamMs: number } {
+    const found = this.#cookieState(request, now);
+    // cookieRefusal let the request in: a valid cookie is there. Without one, an expired renewal.
+    const since = typeof found === 'object' ? found.since : now - this.#sessionMs;
+    return {
+      setCookie: this.#cookie(since, now),
+      streamMs: Math.max(0, Math.min(this.renewAfterMs, since + this.#sessionMs - now)),
+    };
+  }
+
+  /**
+   * The Set-Cookie value of a cookie issued now for the ticket redeemed at `since`. The value is
+   * `ID.SINCE.ISSUED.MAC`: 16 random bytes, the redemption and issue times (ms since the epoch)
+   * and the HMAC of the three with the page key.
+   */
+  #cookie(since: number, now: number): string {
+    const body = `${randomBytes(16).toString('base64url')}.${since}.${now}`;
     const value = `${body}.${sign(this.#key, `cookie:${body}`)}`;
     // No Max-Age: the cookie ends with the browser session, or before on the daemon's clock, and
     // a browser that still sends an expired one is told so (rather than that it has none).
@@ -111,11 +133,17 @@ export class PageAccess {
     const foreign = originRefusal(request, names);
     if (foreign !== undefined) return foreign;
     const cookie = this.#cookieState(request);
-    if (cookie === 'valid') return undefined;
+    if (typeof cookie === 'object') return undefined;
     if (cookie === 'expired') {
       return {
         code: 'cookie_expired',
         message: `this page's cookie has expired (it admits for ${lifetime(this.#lifetimeMs)} after it was issued, and a page kept open renews it): run \`mcp-progress open\` (or \`mcp-progress open --print\`) for a one-time URL that sets a new one`,
+      };
+    }
+    if (cookie === 'session_over') {
+      return {
+        code: 'cookie_expired',
+        message: `this page's cookie has expired: one \`mcp-progress open\` admits for ${lifetime(this.#sessionMs)}, renewals included: run \`mcp-progress open\` (or \`mcp-progress open --print\`) for a one-time URL that sets a new one`,
       };
     }
     return {
@@ -125,11 +153,17 @@ export class PageAccess {
     };
   }
 
-  /** The best of the request's page cookies: one that admits, else one that did, else none. */
-  #cookieState(request: IncomingMessage, now = Date.now()): 'valid' | 'expired' | 'none' {
+  /**
+   * The best of the request's page cookies: one that admits (with its redemption time), else
+   * one that did until its redemption's end, else one that did until its own, else none.
+   */
+  #cookieState(
+    request: IncomingMessage,
+    now = Date.now(),
+  ): { since: number } | 'session_over' | 'expired' | 'none' {
     const header = request.headers.cookie;
     if (header === undefined) return 'none';
-    let state: 'expired' | 'none' = 'none';
+    let state: 'session_over' | 'expired' | 'none' = 'none';
     for (const pair of header.split(';')) {
       const mark = pair.indexOf('=');
       if (mark === -1 || pair.slice(0, mark).trim() !== this.#cookieName) continue;
@@ -137,18 +171,28 @@ export class PageAccess {
         .slice(mark + 1)
         .trim()
         .split('.');
-      const [id, issued, signature] = parts;
-      // A cookie without an issue time (ID.MAC, of a daemon before cookies expired) is not one.
-      if (parts.length !== 3 || id === undefined || issued === undefined || signature === undefined)
-        continue;
-      const expected = Buffer.from(sign(this.#key, `cookie:${id}.${issued}`));
+      // ID.SINCE.ISSUED.MAC; ID.ISSUED.MAC (of a daemon before renewals kept the redemption
+      // time) counts from its issue, so an open page goes on and its cookie gets SINCE at its
+      // next renewal. A cookie without an issue time (ID.MAC) is not one.
+      const signature = parts.at(-1);
+      const body = parts.slice(0, -1);
+      if (signature === undefined || (body.length !== 2 && body.length !== 3)) continue;
+      const expected = Buffer.from(sign(this.#key, `cookie:${body.join('.')}`));
       const presented = Buffer.from(signature);
       if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) continue;
-      // Its age on this daemon's clock; one from the future (the clock was set back) is admitted
+      const issued = Number(body.at(-1));
+      const since = body.length === 3 ? Number(body[1]) : issued;
+      // Ages on this daemon's clock; one from the future (the clock was set back) is admitted
       // only within a lifetime of it too, so a clock step stretches a cookie to two at most.
-      const age = now - Number(issued);
-      if (Math.abs(age) < this.#lifetimeMs) return 'valid';
-      state = 'expired';
+      if (!(Math.abs(now - issued) < this.#lifetimeMs)) {
+        if (state === 'none') state = 'expired';
+        continue;
+      }
+      if (!(Math.abs(now - since) < this.#sessionMs)) {
+        state = 'session_over';
+        continue;
+      }
+      return { since };
     }
     return state;
   }

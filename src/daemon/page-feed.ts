@@ -102,6 +102,8 @@ export class PageFeed {
     response: ServerResponse,
     lastEventId: string | undefined,
     headers: Readonly<Record<string, string>> = {},
+    /** How long this stream lasts, when less than the feed's streamMs (its access ends sooner). */
+    streamMs = this.#options.streamMs,
   ): void {
     let tab: Tab | undefined;
     const id = this.#hub.open('page', {
@@ -136,10 +138,13 @@ export class PageFeed {
     request.socket.setNoDelay(true);
     // Ended, not cut: the browser reconnects after `retry` with its last id and the fresh cookie.
     // Out of the table first, so that nothing is written after the end.
-    const renewal = setTimeout(() => {
-      this.#tabs.delete(id);
-      response.end();
-    }, this.#options.streamMs);
+    const renewal = setTimeout(
+      () => {
+        this.#tabs.delete(id);
+        response.end();
+      },
+      Math.min(streamMs, this.#options.streamMs),
+    );
     renewal.unref();
     response.on('close', () => {
       clearTimeout(renewal);

@@ -99,8 +99,16 @@ export function addPageRoutes(endpoint: GatewayEndpoint, backend: PageBackend): 
         requestTarget(request).query.get('lastEventId') ??
         undefined;
       // A fresh cookie on every stream: a page kept open renews its own (the feed ends the stream
-      // at half the cookie's lifetime, and the browser comes back with this one).
-      feed.open(request, response, lastEventId, { 'set-cookie': access.freshCookie() });
+      // at half the cookie's lifetime, and the browser comes back with this one), until the end
+      // of its ticket's redemption, where the stream ends too.
+      const renewal = access.renewal(request);
+      feed.open(
+        request,
+        response,
+        lastEventId,
+        { 'set-cookie': renewal.setCookie },
+        renewal.streamMs,
+      );
     },
     cookie,
   );

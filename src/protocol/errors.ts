@@ -149,7 +149,8 @@ export const HTTP_REFUSALS = {
   cookie_expired: {
     code: HTTP_REFUSED,
     status: 401,
-    meaning: "the page's cookie is older than --page-cookie-ms: `mcp-progress open` again",
+    meaning:
+      "the page's cookie is older than --page-cookie-ms, or its ticket's redemption older than --page-session-ms: `mcp-progress open` again",
   },
   ticket_refused: {
     code: HTTP_REFUSED,

@@ -295,7 +295,15 @@ export const PAGE_TICKET_TTL_MS = 120_000;
 export const PAGE_COOKIE_TTL_MS = 24 * 60 * 60 * 1000;
 
 /**
- * The shortest --page-cookie-ms: an open page's stream ends at half the lifetime and the browser
+ * How long one `mcp-progress open` admits a browser to the page, renewals included, from the
+ * redemption of its ticket (--page-session-ms): each renewed cookie carries that time under its
+ * MAC, so a captured cookie, renewed as an open page renews its own, still stops working then.
+ * A week: a page kept open in a tab asks for `mcp-progress open` once a week.
+ */
+export const PAGE_SESSION_MAX_MS = 7 * 24 * 60 * 60 * 1000;
+
+/**
+ * The shortest --page-cookie-ms (and --page-session-ms): an open page's stream ends at half the lifetime and the browser
  * comes back a second later (the stream's `retry`), while its cookie is still good.
  */
 export const MIN_PAGE_COOKIE_TTL_MS = 5000;

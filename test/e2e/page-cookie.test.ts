@@ -10,7 +10,13 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import puppeteer, { type Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
+import {
+  cleanupAll,
+  eventually,
+  expectDaemonRefuses,
+  type RunningDaemon,
+  startDaemon,
+} from '../helpers/daemon.js';
 import { httpAsk, openEvents, pageCookie, pageTicketUrl } from '../helpers/page.js';
 import { tool } from '../helpers/tools.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
@@ -84,13 +90,17 @@ describe('the page cookie over HTTP', () => {
     const fresh = await pageCookie(daemon.runtimeDir);
     expect((await withCookie(daemon, fresh)).status).toBe(200);
     const id = randomBytes(16).toString('base64url');
-    const old = `${id}.${Date.now() - LIFETIME_MS - 1000}`;
+    const then = Date.now() - LIFETIME_MS - 1000;
+    const old = `${id}.${then}.${then}`;
     const expired = await withCookie(daemon, `${name}=${old}.${signed(daemon, old)}`);
     expect(expired.status).toBe(401);
     expect(expired.body).toMatch(EXPIRED);
     // The issue time of a good cookie moved on: its MAC no longer fits.
-    const [freshId, , mac] = (fresh.split('=')[1] ?? '').split('.');
-    const edited = await withCookie(daemon, `${name}=${freshId}.${Date.now() + 60_000}.${mac}`);
+    const [freshId, since, , mac] = (fresh.split('=')[1] ?? '').split('.');
+    const edited = await withCookie(
+      daemon,
+      `${name}=${freshId}.${since}.${Date.now() + 60_000}.${mac}`,
+    );
     expect(edited.status).toBe(401);
     expect(edited.body).not.toMatch(EXPIRED);
     expect(edited.body).toContain('mcp-progress open');
@@ -104,6 +114,24 @@ describe('the page cookie over HTTP', () => {
     const timeless = await withCookie(daemon, `${name}=${id}.${signed(daemon, id)}`);
     expect(timeless.status).toBe(401);
     expect(timeless.body).toContain('mcp-progress open');
+  });
+
+  it('admits a cookie of a daemon before renewals kept the redemption time (ID.ISSUED.MAC), counting from its issue', async () => {
+    const base = baseOf(daemon);
+    const name = `mcp_progress_page_${new URL(base).port}`;
+    await pageCookie(daemon.runtimeDir);
+    const id = randomBytes(16).toString('base64url');
+    const issued = Date.now();
+    const before = `${id}.${issued}`;
+    const cookie = `${name}=${before}.${signed(daemon, before)}`;
+    expect((await withCookie(daemon, cookie)).status).toBe(200);
+    // An open page renews it into the new form, redeemed when the old one was issued.
+    const tab = await openEvents(base, { host: new URL(base).host, cookie });
+    expect(tab.status).toBe(200);
+    const renewed = tab.headers['set-cookie']?.[0]?.split(';')[0] ?? '';
+    tab.close();
+    expect((renewed.split('=')[1] ?? '').split('.')[1]).toBe(String(issued));
+    expect((await withCookie(daemon, renewed)).status).toBe(200);
   });
 
   it('GET /events sets a fresh cookie and ends within half the lifetime, so an open page comes back with it', async () => {
@@ -136,6 +164,82 @@ describe('the page cookie over HTTP', () => {
     );
     expect((await withCookie(daemon, next)).status).toBe(200);
     again.close();
+  });
+});
+
+describe("the page cookie's redemption over HTTP", () => {
+  /** The cookie's own lifetime, longer than the test: only the redemption's end stops a cookie. */
+  const COOKIE_MS = 60_000;
+  const SESSION_MS = 5000;
+  let daemon: RunningDaemon;
+  beforeAll(async () => {
+    daemon = await startDaemon([
+      '--page-cookie-ms',
+      String(COOKIE_MS),
+      '--page-session-ms',
+      String(SESSION_MS),
+    ]);
+  });
+  afterAll(async () => {
+    await daemon?.stop();
+  });
+
+  it('renewing a cookie again and again ends --page-session-ms after its ticket was redeemed', async () => {
+    const base = baseOf(daemon);
+    const host = new URL(base).host;
+    const before = Date.now();
+    const first = await pageCookie(daemon.runtimeDir);
+    // An open page's stream ends with the redemption, not at half the cookie's lifetime (30 s).
+    const tab = await openEvents(base, { host, cookie: first });
+    expect(tab.status).toBe(200);
+    // Whoever holds a cookie renews it as an open page does: each stream's fresh cookie, at once.
+    let latest = first;
+    let renewals = 0;
+    const refused = await eventually(
+      async () => {
+        const renewal = await openEvents(base, { host, cookie: latest });
+        renewal.close();
+        if (renewal.status !== 200) return renewal;
+        latest = renewal.headers['set-cookie']?.[0]?.split(';')[0] ?? '';
+        renewals++;
+        return undefined;
+      },
+      SESSION_MS + 10_000,
+      'the renewals to stop',
+    );
+    expect(Date.now() - before).toBeGreaterThanOrEqual(SESSION_MS);
+    expect(renewals).toBeGreaterThan(1);
+    expect(refused.status).toBe(401);
+    expect(refused.headers['set-cookie']).toBeUndefined();
+    const newest = await withCookie(daemon, latest);
+    expect(newest.status).toBe(401);
+    expect(newest.body).toMatch(
+      /one `mcp-progress open` admits for 5 s, renewals included: run `mcp-progress open`/,
+    );
+    await within(tab.ended, 2000, 'the end of the first stream with the redemption');
+  });
+
+  it('carries the redemption time under the MAC: a renewed cookie with a later one is not admitted', async () => {
+    const base = baseOf(daemon);
+    const first = await pageCookie(daemon.runtimeDir);
+    const tab = await openEvents(base, { host: new URL(base).host, cookie: first });
+    const renewed = tab.headers['set-cookie']?.[0]?.split(';')[0] ?? '';
+    tab.close();
+    const [name, value] = renewed.split('=');
+    const [id, since, issued, mac] = (value ?? '').split('.');
+    expect(Number(since)).toBeLessThanOrEqual(Number(issued));
+    expect((await withCookie(daemon, renewed)).status).toBe(200);
+    const moved = await withCookie(daemon, `${name}=${id}.${Date.now()}.${issued}.${mac}`);
+    expect(moved.status).toBe(401);
+    expect(moved.body).not.toMatch(EXPIRED);
+    expect(moved.body).toContain('mcp-progress open');
+  });
+
+  it('refuses a --page-session-ms under 5000 before starting', async () => {
+    await expectDaemonRefuses(
+      ['--page-session-ms', '4999'],
+      'option --page-session-ms: expected an integer >= 5000, got 4999',
+    );
   });
 });
 
