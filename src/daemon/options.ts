@@ -428,7 +428,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     min: MIN_PAGE_COOKIE_TTL_MS,
     section: 'Timing (milliseconds)',
     help: 'how long one "mcp-progress open" admits a browser to the live page, its renewed cookies included, from the redemption of its ticket; then the page needs "mcp-progress open" again (default {default})',
-    shownDefault: '604800000 = 7 days',
+    shownDefault: inDays(PAGE_SESSION_MAX_MS),
   },
   {
     name: 'shutdown-grace-ms',

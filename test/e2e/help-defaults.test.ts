@@ -33,6 +33,7 @@ import {
   DEFAULT_STREAM_TTL_MS,
   DEFAULT_TAIL_LINES_INTERVAL_MS,
   PAGE_COOKIE_TTL_MS,
+  PAGE_SESSION_MAX_MS,
 } from '../../src/shared/defaults.js';
 import { ROOT, runCli } from '../helpers/daemon.js';
 
@@ -60,6 +61,7 @@ const EXPECTED: Record<string, Record<string, number | string>> = {
     'ping-interval-ms': DEFAULT_PING_INTERVAL_MS,
     'pong-timeout-ms': DEFAULT_PONG_TIMEOUT_MS,
     'page-cookie-ms': PAGE_COOKIE_TTL_MS,
+    'page-session-ms': PAGE_SESSION_MAX_MS,
     'nats-prefix': DEFAULT_NATS_PREFIX,
     'log-level': DEFAULT_DAEMON_LOG_LEVEL,
   },
