@@ -14,8 +14,10 @@ export const DAEMON_HELP = `Usage: mcp-progress daemon [options]
 Runs the per-user bridge daemon in the foreground. Workers publish progress on
 its socket; MCP gateways subscribe over its WebSocket endpoint. When ready it
 writes <runtime-dir>/daemon.json (mode 0600) with its pid, socket, URL and
-secret. SIGINT, SIGTERM or SIGHUP (its terminal closed) stop it gracefully,
-removing daemon.json and the socket.
+secret. SIGINT (Ctrl+C), SIGTERM or SIGHUP (its terminal closed) stop it
+gracefully, removing daemon.json and the socket; on Windows, Ctrl+C, Ctrl+Break
+(SIGBREAK) or its console window closing do (there, a SIGTERM or SIGINT sent by
+another process ends it at once).
 
 ${optionsHelp(DAEMON_COMMAND_OPTIONS, 27)}
 Memory (measured: test/reliability/memory-caps.ts): about 4 KiB per worker
@@ -27,8 +29,17 @@ the caps: streams x 72 KiB (7 GiB), sessions x --max-session-buffer-bytes
 (80 GiB); lower the caps to bound it tighter.
 `;
 
-/** Signals that stop the daemon cleanly; by default Node would exit at once and leave daemon.json behind. */
-const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+/**
+ * Signals that stop the daemon cleanly; by default Node would exit at once and leave daemon.json
+ * behind. On Windows, Ctrl+Break (SIGBREAK) is how service wrappers and many users stop a console
+ * program; elsewhere there is no SIGBREAK.
+ */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = [
+  'SIGINT',
+  'SIGTERM',
+  'SIGHUP',
+  ...(process.platform === 'win32' ? (['SIGBREAK'] as const) : []),
+];
 
 export async function daemonCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parseOptions('daemon', argv, DAEMON_COMMAND_OPTIONS);

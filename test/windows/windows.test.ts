@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DaemonInfo } from '../../src/shared/locate.js';
-import { buildCWorker, mingw } from '../helpers/c-client.js';
+import { buildCProgram, buildCWorker, mingw } from '../helpers/c-client.js';
 import { BIN, cleanupAll, eventually, ROOT } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
 import {
@@ -70,11 +70,13 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
   let work: string;
   let daemon: WindowsDaemon;
   let cWorkerExe: string;
+  let consoleCtrlExe: string;
   beforeAll(async () => {
     prefix = await winePrefix();
     work = join(prefix.dir, 'work');
     mingw.require();
     cWorkerExe = winPath(buildCWorker('x86_64-w64-mingw32-gcc', prefix.dir));
+    consoleCtrlExe = winPath(buildCProgram('x86_64-w64-mingw32-gcc', prefix.dir, 'console_ctrl'));
     daemon = await startWindowsDaemon(join(work, 'runtime'));
   }, 180_000);
   afterAll(() => {
@@ -265,6 +267,76 @@ describe.skipIf(wine.skip || mingw.skip)('on Windows (Windows Node under Wine)',
     expect(complaints(second)).toEqual([]);
     second.process.child.kill('SIGKILL');
   }, 240_000);
+
+  // What stops a console program gracefully on Windows: a SIGTERM or SIGINT that another process
+  // sends is TerminateProcess there. Under Wine, an event no handler takes ends the process with
+  // exit 0 too: the log and daemon.json tell a clean stop from that.
+  it.each([
+    ['Ctrl+Break', 1],
+    ['Ctrl+C', 0],
+    ['its console window closing', 2],
+  ])(
+    '%s stops the daemon gracefully: exit 0, its worker let go, daemon.json removed, the acked done kept for the next daemon',
+    async (name, event) => {
+      const first = await startWindowsDaemon(join(work, `runtime-stop-${event}`));
+      const token = `win-stop-${event}`;
+      const workerOn = (suffix: string, mode: string) => {
+        const steps = join(work, `steps-stop-${event}-${suffix}`);
+        mkdirSync(steps, { recursive: true });
+        writeFileSync(join(steps, 'ack-1'), '');
+        return prefix.node([WORKER, mode, '1', winPath(steps)], {
+          MCP_PROGRESS_SOCKET: first.info.socket,
+          MCP_PROGRESS_TOKEN: `${token}-${suffix}`,
+        });
+      };
+      const finished = workerOn('done', 'done');
+      expect(await waitForEvent(finished, 'done')).toMatchObject({ delivered: true });
+      const gateway = await connectGateway(first.info);
+      const sessionClosed = new Promise<number>((resolve) =>
+        gateway.ws.once('close', (code) => resolve(code)),
+      );
+      await gateway.request('progress/subscribe', { progressToken: `${token}-held` });
+      // Published its value and waits for a cancel: connected when the event comes.
+      const held = workerOn('held', 'cancel');
+      await eventually(
+        () => (progressValues(gateway, `${token}-held`).includes(1) ? true : undefined),
+        60_000,
+        () => `the held worker's value (stderr: ${held.stderr()})`,
+      );
+
+      const ctrl = prefix.start(consoleCtrlExe, [String(first.info.pid), String(event)]);
+      expect(await ctrl.exited(), ctrl.stderr()).toBe(0);
+      await eventually(
+        () => (first.process.child.exitCode !== null ? true : undefined),
+        60_000,
+        () => `the daemon to exit after ${name} (stderr: ${first.process.stderr()})`,
+      );
+      expect(first.process.child.exitCode, first.process.stderr()).toBe(0);
+      expect(existsSync(join(first.runtimeDir, 'daemon.json')), 'daemon.json left behind').toBe(
+        false,
+      );
+      expect(first.process.stderr()).toMatch(/^mcp-progress info: stopped$/m);
+      expect(complaints(first)).toEqual([]);
+      expect(await sessionClosed).toBe(1001);
+      expect(await waitForEvent(held, 'error')).toMatchObject({ code: 'daemon_disconnected' });
+
+      const second = await startWindowsDaemon(first.runtimeDir);
+      expect(second.info.socket).toBe(first.info.socket);
+      const after = await connectGateway(second.info);
+      await after.request('progress/subscribe', { progressToken: `${token}-done` });
+      const replayed = await eventually(
+        () => after.notifications.find((n) => n.method === 'notifications/progress/done'),
+        60_000,
+        'the replayed done',
+      );
+      expect(replayed.params).toMatchObject({ progressToken: `${token}-done`, status: 'ok' });
+      await after.close();
+      expect(complaints(second)).toEqual([]);
+      held.child.kill('SIGKILL');
+      second.process.child.kill('SIGKILL');
+    },
+    240_000,
+  );
 
   it('a mingw-built C worker connects again to a daemon started again on its pipe: its newest value, later values and the done reach it', async () => {
     const first = await startWindowsDaemon(join(work, 'runtime-c-restart'));
