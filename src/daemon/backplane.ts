@@ -34,6 +34,8 @@ import {
   type BackplaneStreamMessage,
   type DaemonStatus,
   type DoneFrame,
+  fitsUtf8Bytes,
+  MAX_HOST_NAME_BYTES,
   type ProgressFrame,
   type ProgressToken,
   parseBackplaneCancel,
@@ -787,6 +789,7 @@ export class Backplane {
       return;
     }
     const { host: name, token: subjectToken } = parts;
+    if (this.#nameTooLong(subject, name)) return;
     const message = parseBackplaneStream(parseJson(data));
     const token = message?.params.progressToken;
     if (message === undefined || token === undefined || tokenSubject(token) !== subjectToken) {
@@ -872,6 +875,16 @@ export class Backplane {
     );
   }
 
+  /**
+   * A host name longer than any daemon may have (MAX_HOST_NAME_BYTES, as --nats-name): the
+   * message is ignored as invalid, so that names in replies and reasons stay within their limits.
+   */
+  #nameTooLong(subject: string, name: string): boolean {
+    if (fitsUtf8Bytes(name, MAX_HOST_NAME_BYTES)) return false;
+    this.#invalid(subject, `a host name longer than ${MAX_HOST_NAME_BYTES} bytes`);
+    return true;
+  }
+
   #invalid(subject: string, why: string): void {
     this.#invalidMessages++;
     if (this.#invalidMessages === 1 || this.#invalidMessages % 1000 === 0) {
@@ -893,6 +906,7 @@ export class Backplane {
 
   #heartbeatIn(msg: Msg): void {
     const name = this.#subjects.heartbeatHost(msg.subject);
+    if (this.#nameTooLong(msg.subject, name)) return;
     const heartbeat = parseBackplaneHeartbeat(parseJson(msg.data));
     if (heartbeat === undefined || name === '') {
       this.#invalid(msg.subject, 'not a heartbeat of this backplane');

@@ -11,9 +11,12 @@ import { hostname, userInfo } from 'node:os';
 import { resolve } from 'node:path';
 import {
   FRAME_TIMEOUT_MS,
+  fitsUtf8Bytes,
   MAX_FRAME_BYTES,
+  MAX_HOST_NAME_BYTES,
   MAX_MIN_INTERVAL_MS,
   MIN_SESSION_BUFFER_BYTES,
+  utf8ByteLength,
 } from '../protocol/limits.js';
 import {
   BACKPLANE_CONFIRM_MS,
@@ -462,7 +465,7 @@ export const DAEMON_OPTIONS: readonly OptionSpec[] = [
     kind: 'string',
     value: 'NAME',
     section: 'Backplane (NATS, docs/BACKPLANE.md)',
-    help: 'this daemon on the backplane, unique among its daemons: A-Z a-z 0-9 _ - @ (default: user@host, other characters as _, then -<6 hex digits> of the runtime dir when it is not the default one); a second live daemon under a name in use is refused',
+    help: `this daemon on the backplane, unique among its daemons: A-Z a-z 0-9 _ - @, at most ${MAX_HOST_NAME_BYTES} bytes (default: user@host, other characters as _, then -<6 hex digits> of the runtime dir when it is not the default one); a second live daemon under a name in use is refused`,
   },
   {
     name: 'nats-creds',
@@ -587,6 +590,12 @@ export function resolveDaemonOptions(
   if (!NATS_NAME.test(options.natsName)) {
     invalid('nats-name', 'letters, digits, _, - and @ only', options.natsName);
   }
+  if (!fitsUtf8Bytes(options.natsName, MAX_HOST_NAME_BYTES)) {
+    throw new BridgeError(
+      'invalid_option',
+      `--nats-name is ${utf8ByteLength(options.natsName)} bytes long; a host name on the backplane is at most ${MAX_HOST_NAME_BYTES} bytes (the other daemons put it in their replies): choose a shorter one`,
+    );
+  }
   for (const [name, file] of [
     ['nats-creds', options.natsCreds],
     ['nats-ca', options.natsCa],
@@ -646,8 +655,12 @@ function isReadableFile(path: string): boolean {
 function defaultNatsName(runtimeDir: string, usersRuntimeDir: string): string {
   const safe = (text: string) => text.replace(/[^A-Za-z0-9_-]/g, '_');
   const name = `${safe(userName())}@${safe(hostname())}`;
-  if (resolve(runtimeDir) === resolve(usersRuntimeDir)) return name;
-  return `${name}-${createHash('sha256').update(resolve(runtimeDir)).digest('hex').slice(0, 6)}`;
+  const suffix =
+    resolve(runtimeDir) === resolve(usersRuntimeDir)
+      ? ''
+      : `-${createHash('sha256').update(resolve(runtimeDir)).digest('hex').slice(0, 6)}`;
+  // All ASCII (safe), so characters are bytes: cut to what the --nats-name check takes.
+  return `${name.slice(0, MAX_HOST_NAME_BYTES - suffix.length)}${suffix}`;
 }
 
 function userName(): string {

@@ -14,6 +14,7 @@ import {
 import {
   fitsUtf8Bytes,
   isWellFormedText,
+  MAX_HOST_NAME_BYTES,
   MAX_LIST_LIMIT,
   MAX_MESSAGE_BYTES,
   MAX_META_DEPTH,
@@ -71,6 +72,15 @@ export function utf8Text(maxBytes: number, description: string, minLength = 0) {
         [UTF8_BYTES_KEYWORD]: maxBytes,
         ...rules('utf8-bytes', 'well-formed-text'),
       })
+  );
+}
+
+/** A host's name on a NATS backplane, as the daemon reports it. */
+function hostName(description: string) {
+  return utf8Text(
+    MAX_HOST_NAME_BYTES,
+    `${description}, at most ${MAX_HOST_NAME_BYTES} UTF-8 bytes.`,
+    1,
   );
 }
 
@@ -383,13 +393,9 @@ export const streamSummarySchema = z.strictObject({
         "An active stream's estimated milliseconds until progress reaches total, at `rate`; 0 once reached; null without a total or a rate above 0. Absent for waiting and done streams.",
     })
     .optional(),
-  host: z
-    .string()
-    .meta({
-      description:
-        'With a NATS backplane: the name of the host whose worker publishes the stream (docs/BACKPLANE.md).',
-    })
-    .optional(),
+  host: hostName(
+    'With a NATS backplane: the name of the host whose worker publishes the stream (docs/BACKPLANE.md)',
+  ).optional(),
 });
 
 export const listResultSchema = z
@@ -510,7 +516,7 @@ export const daemonStatusSchema = z
       .meta({ description: 'The done journal (docs/RELIABILITY.md).' }),
     backplane: z
       .strictObject({
-        name: z.string().meta({ description: 'This daemon on the backplane (--nats-name).' }),
+        name: hostName('This daemon on the backplane (--nats-name)'),
         instance: z.string().meta({
           description: 'This daemon process on the backplane (random at start, in its heartbeats).',
         }),
@@ -533,7 +539,7 @@ export const daemonStatusSchema = z
         hosts: z
           .array(
             z.strictObject({
-              name: z.string(),
+              name: hostName('Its --nats-name'),
               state: z.enum(['up', 'lost']).meta({
                 description:
                   'lost: no heartbeat for 3 intervals, or it said it stopped; its active streams end as abandoned after the grace unless it comes back.',

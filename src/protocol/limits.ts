@@ -29,6 +29,15 @@ export const MAX_MESSAGE_BYTES = 4096;
 /** Longest `reason` on a cancel request. */
 export const MAX_REASON_BYTES = 1024;
 
+/**
+ * Longest host name on a NATS backplane (a --nats-name, and the host part of a subject another
+ * daemon publishes on): 255 bytes, what DNS allows a whole domain name. The default name, user@host
+ * (a Linux host name is at most 64 bytes, a user name usually at most 32) with 7 bytes more for a
+ * second runtime dir, fits easily, and so does any name a person would choose. Host names go into
+ * replies (a stream summary's `host`, status's hosts) and the reason of an abandoned stream.
+ */
+export const MAX_HOST_NAME_BYTES = 255;
+
 /** Deepest nesting of objects and arrays inside `_meta`: deeper would overflow the stack of JSON.stringify downstream. */
 export const MAX_META_DEPTH = 32;
 
@@ -77,12 +86,15 @@ export const MAX_NOTIFICATION_BYTES =
  * as JSON writes them. Counted as if one task had all of these at once: a working task's summary
  * has a full-size value but no done message or reason, a finished task's the messages but a value
  * without `_meta` (docs/PROTOCOL.md 4.2.3), so this bounds both. A progress/get or progress/list
- * reply holds less. (With a NATS backplane a summary also names its host, which is not counted.)
+ * reply holds less. With a NATS backplane a summary also names its host (counted as JSON writes it,
+ * though a daemon's name never needs escaping: another daemon's name comes off NATS), and the
+ * done message of a stream abandoned with its host names the host within MAX_MESSAGE_BYTES.
  */
 export const MAX_REPLY_BYTES =
   MAX_NOTIFICATION_BYTES +
   2 * maxJsonStringBytes(MAX_TOKEN_BYTES) +
   2 * maxJsonStringBytes(MAX_MESSAGE_BYTES) +
+  maxJsonStringBytes(MAX_HOST_NAME_BYTES) +
   MAX_WS_MESSAGE_BYTES +
   1024;
 

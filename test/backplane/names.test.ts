@@ -8,10 +8,12 @@
 import { connect as natsConnect } from 'nats';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { tokenSubject } from '../../src/daemon/backplane-names.js';
+import { MAX_HOST_NAME_BYTES } from '../../src/protocol/limits.js';
 import { BACKPLANE_MAX_HOSTS, BACKPLANE_MAX_STREAMS_PER_HOST } from '../../src/shared/defaults.js';
 import {
   cleanupAll,
   eventually,
+  expectDaemonRefuses,
   type RunningDaemon,
   runCli,
   startDaemon,
@@ -163,6 +165,57 @@ describe.skipIf(natsServer.skip)('backplane names', () => {
     publisher.send('done', { v: 1, progressToken: token, status: 'ok' });
     expect(await doneOf(onWatcher, token)).toMatchObject({ status: 'ok' });
     expect(progressOf(onWatcher, token)).toEqual([6, 7]);
+  });
+
+  it(`a host name of at most ${MAX_HOST_NAME_BYTES} bytes: a longer --nats-name is refused at start, and messages under a longer name off NATS are ignored`, async () => {
+    await expectDaemonRefuses(
+      ['--nats', 'nats://127.0.0.1:1', '--nats-name', 'n'.repeat(MAX_HOST_NAME_BYTES + 1)],
+      `--nats-name is ${MAX_HOST_NAME_BYTES + 1} bytes long; a host name on the backplane is at most ${MAX_HOST_NAME_BYTES} bytes`,
+    );
+    const server = await nats();
+    const longest = 'l'.repeat(MAX_HOST_NAME_BYTES);
+    const [watcher, longestHost] = await Promise.all([
+      daemon(server.url, 'name-watcher'),
+      daemon(server.url, longest),
+    ]);
+    const onWatcher = await session(watcher);
+    // The longest name is a host like any other: its stream arrives, under its name.
+    const token = fresh('longest-name');
+    await subscribe(onWatcher, token);
+    (await worker(longestHost)).send('progress', { v: 1, progressToken: token, progress: 1 });
+    await sawProgress(onWatcher, token, 1);
+    const got = await onWatcher.request('progress/get', { progressToken: token });
+    expect((got.result as { stream: { host: string } }).stream.host).toBe(longest);
+    // One byte more, from a NATS client: a heartbeat and a stream under that name are ignored.
+    const tooLong = 'x'.repeat(MAX_HOST_NAME_BYTES + 1);
+    const raw = await natsConnect({ servers: server.url });
+    open.push(() => raw.close());
+    const refusedToken = fresh('too-long-name');
+    await subscribe(onWatcher, refusedToken);
+    raw.publish(`mcp-progress.h.${tooLong}`, JSON.stringify({ v: 1, state: 'up' }));
+    raw.publish(
+      `mcp-progress.s.${tooLong}.${tokenSubject(refusedToken)}`,
+      JSON.stringify({
+        v: 1,
+        kind: 'progress',
+        params: { progressToken: refusedToken, progress: 1 },
+      }),
+    );
+    await raw.flush();
+    const status = await eventually(
+      async () => {
+        const backplane = await backplaneOf(onWatcher);
+        return backplane.invalidMessages >= 2 ? backplane : undefined;
+      },
+      10_000,
+      'the watcher to ignore both messages under the too-long name',
+    );
+    expect(status.invalidMessages).toBe(2);
+    expect(status.hosts.map((h) => h.name)).toEqual([longest]);
+    expect(watcher.stderr()).toContain(
+      `backplane: ignored a message on mcp-progress.h.${tooLong.slice(0, 200 - 'mcp-progress.h.'.length)}: a host name longer than ${MAX_HOST_NAME_BYTES} bytes`,
+    );
+    expect(notificationsOf(onWatcher, refusedToken)).toEqual([]);
   });
 
   it("a host confined by nats-permissions cannot forge another host's values, dones or heartbeats; it can cancel", async () => {

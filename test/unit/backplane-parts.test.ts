@@ -3,6 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { BackplaneSubjects, tokenSubject } from '../../src/daemon/backplane-names.js';
 import { RemoteHosts } from '../../src/daemon/remote-hosts.js';
 import {
+  MAX_HOST_NAME_BYTES,
+  MAX_MESSAGE_BYTES,
+  utf8ByteLength,
+} from '../../src/protocol/limits.js';
+import {
   BACKPLANE_MAX_HOSTS,
   BACKPLANE_MAX_STREAMS_PER_HOST,
   BACKPLANE_MISSED_HEARTBEATS,
@@ -142,6 +147,33 @@ describe('RemoteHosts', () => {
     expect(abandoned).toEqual([
       { tokens: ['a-job'], reason: expect.stringContaining('host a left the backplane') },
     ]);
+  });
+
+  it('the reasons that name a host fit a done message: with a name of MAX_HOST_NAME_BYTES, at most MAX_MESSAGE_BYTES', async () => {
+    const longest = 'l'.repeat(MAX_HOST_NAME_BYTES);
+    // Lost, and not back within the grace.
+    const graceRanOut = table();
+    const lost = graceRanOut.hosts.named(longest);
+    if (lost === undefined) throw new Error('no host');
+    graceRanOut.hosts.setOwner('job', lost);
+    const abandon = graceRanOut.nextAbandon();
+    graceRanOut.hosts.lose(lost, 'silent');
+    await abandon;
+    // Silent, and pushed out of a full table by a new host.
+    const full = table();
+    const silent = full.hosts.named(longest);
+    if (silent === undefined) throw new Error('no host');
+    full.hosts.setOwner('job', silent);
+    full.advance(BACKPLANE_MISSED_HEARTBEATS * 100 + 1);
+    for (let i = 1; i <= BACKPLANE_MAX_HOSTS; i++) full.hosts.named(`h${i}`);
+    const reasons = [...graceRanOut.abandoned, ...full.abandoned].map(({ reason }) => reason);
+    expect(reasons).toEqual([
+      expect.stringContaining(`host ${longest} left the backplane`),
+      expect.stringContaining(`host ${longest} was not heard from`),
+    ]);
+    for (const reason of reasons) {
+      expect(utf8ByteLength(reason)).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
+    }
   });
 
   it('a review long after the one before finds this daemon stood still: nobody is lost, and every host gets a fresh window', () => {

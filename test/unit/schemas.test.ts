@@ -65,6 +65,20 @@ describe('byte limits JSON Schema cannot state', () => {
     ['subscribe-params.v1', ['progressToken', 'anyOf:0'], (t) => ({ progressToken: t })],
     ['cancel-params.v1', ['reason'], (r) => ({ progressToken: 't', reason: r })],
     ['envelope.v1', ['type'], (t) => ({ type: t })],
+    [
+      'get-result.v1',
+      ['stream', 'host'],
+      (h) => ({
+        stream: {
+          progressToken: 't',
+          state: 'active',
+          subscribers: 0,
+          startedAt: 0,
+          updatedAt: 0,
+          host: h,
+        },
+      }),
+    ],
   ];
   for (const [name, path, make] of cases) {
     it(`${name} ${path.join('.')}: the description and x-maxUtf8Bytes state the byte rule the validator applies`, () => {
@@ -95,7 +109,7 @@ describe('byte limits JSON Schema cannot state', () => {
       walk(JSON.parse(readFileSync(join(DIR, `${name}.json`), 'utf8')), name);
     expect(found.length).toBeGreaterThan(cases.length);
     // Every string field with a byte limit says so in its description.
-    for (const where of found) expect(where).toMatch(/\/(message|reason|type|anyOf\/0)$/);
+    for (const where of found) expect(where).toMatch(/\/(message|reason|type|host|name|anyOf\/0)$/);
   });
 });
 
