@@ -17,6 +17,7 @@ import {
   BACKPLANE_STALL_HEARTBEATS,
   PAUSE_TOLERANCE_PERIODS,
 } from '../../src/shared/defaults.js';
+import { cuttableLink } from '../helpers/cuttable-link.js';
 import {
   cleanupAll,
   collectOutput,
@@ -29,6 +30,7 @@ import {
   waitForExit,
 } from '../helpers/daemon.js';
 import { connectGateway, type GatewayClient } from '../helpers/gateway.js';
+import { stopWhileIdle, wakeAfterTimers } from '../helpers/stand-still.js';
 import { tool } from '../helpers/tools.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 import {
@@ -42,13 +44,10 @@ import {
   progressOf,
   sawProgress,
   startHost,
-  stopWhileIdle,
   streamOn,
   subscribe,
-  wakeAfterTimers,
 } from './hosts.js';
 import {
-  cuttableLink,
   freePort,
   makeCertificates,
   natsServer,
@@ -654,8 +653,10 @@ describe.skipIf(natsServer.skip)('backplane faults', () => {
   it('a flush in flight while this host stood still (SIGSTOP) does not make it take NATS as lost when it wakes: the answer waits unread', async () => {
     const server = await nats();
     let sentByA = '';
-    const link = await cuttableLink(server.port, (chunk) => {
-      sentByA += chunk.toString('latin1');
+    const link = await cuttableLink(server.port, {
+      seeDaemon: (chunk) => {
+        sentByA += chunk.toString('latin1');
+      },
     });
     open.push(() => link.close());
     const [a, b] = await Promise.all([host(link.url, 'flush-a'), host(server.url, 'flush-b')]);

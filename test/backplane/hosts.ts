@@ -1,9 +1,7 @@
 /** Daemons on the backplane, and what their sessions received, for the backplane tests. */
-import { readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { eventually, type RunningDaemon, startDaemon } from '../helpers/daemon.js';
 import type { GatewayClient, Received } from '../helpers/gateway.js';
-import type { CuttableLink } from './nats-server.js';
 
 export const GRACE_MS = 1000;
 
@@ -91,43 +89,4 @@ export async function streamOn(
 ): Promise<Record<string, unknown> | undefined> {
   const reply = await gateway.request('progress/get', { progressToken: token });
   return (reply.result as { stream?: Record<string, unknown> }).stream;
-}
-
-/**
- * Stops a daemon (SIGSTOP) while its event loop waits in epoll, idle: stopped inside a timer
- * callback instead, it could write to NATS on waking before its other overdue timers ran, and
- * wakeAfterTimers() would take that for their having run. Linux: the wait channel in /proc.
- */
-export async function stopWhileIdle(daemon: RunningDaemon): Promise<void> {
-  const waiting = `/proc/${daemon.child.pid}/wchan`;
-  await eventually(
-    () => {
-      if (readFileSync(waiting, 'utf8') !== 'do_epoll_wait') return undefined;
-      daemon.child.kill('SIGSTOP');
-      return true;
-    },
-    10_000,
-    'the daemon to wait in epoll, idle',
-  );
-}
-
-/**
- * Wakes a daemon stopped by stopWhileIdle() (SIGCONT) as one whose event loop was blocked wakes:
- * its overdue timers run first, and only then does it read what NATS sent meanwhile, which `link`
- * (its path to NATS, held) gives it once the daemon has done anything on it (written, or closed
- * the connection): its timers ran by then. Woken from epoll with that already in its socket, it
- * would read it first.
- */
-export async function wakeAfterTimers(daemon: RunningDaemon, link: CuttableLink): Promise<void> {
-  const before = link.fromDaemon();
-  daemon.child.kill('SIGCONT');
-  try {
-    await eventually(
-      () => (link.fromDaemon() > before ? true : undefined),
-      20_000,
-      'the daemon to act on NATS after waking',
-    );
-  } finally {
-    link.release();
-  }
 }

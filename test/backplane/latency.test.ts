@@ -7,11 +7,12 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/protocol/wire.js';
+import { cuttableLink } from '../helpers/cuttable-link.js';
 import { cleanupAll, eventually } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
 import { type RawWorker, rawWorker } from '../helpers/worker.js';
 import { fresh, sawProgress, startHost, subscribe } from './hosts.js';
-import { cuttableLink, natsServer, startNats } from './nats-server.js';
+import { natsServer, startNats } from './nats-server.js';
 
 let open: Array<() => Promise<unknown> | unknown> = [];
 afterEach(async () => {
@@ -44,7 +45,7 @@ describe.skipIf(natsServer.skip)('backplane latency', () => {
       const server = await startNats();
       open.push(() => server.stop());
       const chunks: Buffer[] = [];
-      const link = await cuttableLink(server.port, (chunk) => chunks.push(chunk));
+      const link = await cuttableLink(server.port, { seeDaemon: (chunk) => chunks.push(chunk) });
       open.push(() => link.close());
       const [a, b] = await Promise.all([
         startHost(link.url, 'turn-a'),

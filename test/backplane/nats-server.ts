@@ -1,7 +1,6 @@
 /** A real `nats-server -js` on a free loopback port with a temporary store, for backplane tests. */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { natsServerPath } from '../../bench/lib/systems.ts';
 import { eventually, tempDir, waitForExit } from '../helpers/daemon.js';
@@ -79,97 +78,6 @@ export async function startNats(start: NatsStart = {}): Promise<RunningNats> {
         await waitForExit(child);
       }
     },
-  };
-}
-
-/**
- * A TCP relay between one daemon and NATS: cutting it is that daemon losing its network
- * path to NATS while the others keep theirs.
- */
-export interface CuttableLink {
-  readonly url: string;
-  /** Closes every connection through it and refuses new ones. */
-  cut(): Promise<void>;
-  /** Listens again on the same port. */
-  mend(): Promise<void>;
-  close(): Promise<void>;
-  /**
-   * Holds back what NATS sends the daemon (its PONGs among it), in order, until release(): NATS
-   * slow to answer, or a daemon that has not yet read what it was sent.
-   */
-  hold(): void;
-  release(): void;
-  /** Chunks the daemon sent and connections it closed so far: whether it did anything since. */
-  fromDaemon(): number;
-}
-
-/** `fromClient`, when given, sees each chunk the daemon sends, as the relay read it. */
-export async function cuttableLink(
-  targetPort: number,
-  fromClient?: (chunk: Buffer) => void,
-): Promise<CuttableLink> {
-  const port = await freePort();
-  const sockets = new Set<Socket>();
-  /** Each daemon connection's two sockets, for hold() and release(). */
-  const pairs = new Set<{ client: Socket; upstream: Socket }>();
-  let held = false;
-  let fromDaemon = 0;
-  let server: Server | undefined;
-  const listen = () =>
-    new Promise<void>((resolve, reject) => {
-      server = createServer((client) => {
-        const upstream = tcpConnect(targetPort, '127.0.0.1');
-        for (const socket of [client, upstream]) {
-          sockets.add(socket);
-          socket.on('close', () => sockets.delete(socket));
-          socket.on('error', () => {});
-        }
-        const pair = { client, upstream };
-        pairs.add(pair);
-        client.on('data', (chunk: Buffer) => {
-          fromDaemon++;
-          fromClient?.(chunk);
-        });
-        client.pipe(upstream);
-        if (held) upstream.pause();
-        else upstream.pipe(client);
-        client.on('close', () => {
-          fromDaemon++;
-          pairs.delete(pair);
-          upstream.destroy();
-        });
-        upstream.on('close', () => client.destroy());
-      });
-      server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => resolve());
-    });
-  const cut = async () => {
-    const closing = server;
-    server = undefined;
-    for (const socket of sockets) socket.destroy();
-    await new Promise<void>((resolve) => (closing ? closing.close(() => resolve()) : resolve()));
-  };
-  const hold = () => {
-    held = true;
-    for (const { client, upstream } of pairs) {
-      upstream.unpipe(client);
-      upstream.pause();
-    }
-  };
-  const release = () => {
-    if (!held) return;
-    held = false;
-    for (const { client, upstream } of pairs) upstream.pipe(client);
-  };
-  await listen();
-  return {
-    url: `nats://127.0.0.1:${port}`,
-    cut,
-    mend: listen,
-    close: cut,
-    hold,
-    release,
-    fromDaemon: () => fromDaemon,
   };
 }
 

@@ -4,8 +4,10 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { cuttableLink } from '../helpers/cuttable-link.js';
 import { cleanupAll, startDaemon } from '../helpers/daemon.js';
 import { connectGateway } from '../helpers/gateway.js';
+import { stopWhileIdle, wakeAfterTimers } from '../helpers/stand-still.js';
 import { rawWorker, workerStatus } from '../helpers/worker.js';
 
 afterAll(() => cleanupAll());
@@ -68,8 +70,14 @@ describe('WebSocket keepalive across a pause of the daemon', () => {
       '--pong-timeout-ms',
       String(pongTimeoutMs),
     ]);
-    const ws = new WebSocket(daemon.info.url, 'mcp-progress.v1', {
-      headers: { authorization: `Bearer ${daemon.info.secret}` },
+    // The session reaches the daemon through a relay that can hold what it sends, unread.
+    const daemonPort = Number(new URL(daemon.info.url).port);
+    const link = await cuttableLink(daemonPort, { daemonIs: 'target' });
+    const ws = new WebSocket(`ws://127.0.0.1:${link.port}/ws`, 'mcp-progress.v1', {
+      headers: {
+        authorization: `Bearer ${daemon.info.secret}`,
+        host: `127.0.0.1:${daemonPort}`,
+      },
       autoPong: false,
     });
     const pinged = new Promise<void>((resolve) => ws.once('ping', () => resolve()));
@@ -77,35 +85,36 @@ describe('WebSocket keepalive across a pause of the daemon', () => {
       ws.once('open', () => resolve());
       ws.once('error', reject);
     });
-    let closed = false;
-    ws.once('close', () => {
-      closed = true;
-    });
-    // The daemon's ping is out; the daemon stops before the answer, which waits in its socket.
+    const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+    // The daemon's ping is out; its answer waits, unread, while the daemon stands still.
     await pinged;
-    daemon.child.kill('SIGSTOP');
+    link.hold();
+    ws.pong();
+    await stopWhileIdle(daemon);
     try {
-      ws.pong();
       // The pause under test: longer than the deadline, as a host asleep or swapped out.
       await new Promise((resolve) => setTimeout(resolve, pongTimeoutMs * 2));
     } finally {
-      daemon.child.kill('SIGCONT');
+      // Its keepalive check runs before it reads the pong.
+      await wakeAfterTimers(daemon, link);
     }
     ws.on('ping', () => ws.pong());
-    // Woken, its timers ran before its reads: the session must still be there, and answer.
-    const answer = new Promise<unknown>((resolve, reject) => {
-      ws.once('message', (data) => resolve(JSON.parse(String(data))));
-      ws.once('close', (code) =>
-        reject(new Error(`session closed (${code}) instead of answering`)),
-      );
-    });
+    // The session must still be there, and answer.
+    const answer = Promise.race([
+      new Promise<unknown>((resolve) =>
+        ws.once('message', (data) => resolve(JSON.parse(String(data)))),
+      ),
+      closed.then((code) => {
+        throw new Error(`session closed (${code}) instead of answering`);
+      }),
+    ]);
     ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'progress/list' }));
     expect(await answer).toMatchObject({ id: 1, result: { streams: [] } });
-    expect(closed).toBe(false);
     const worker = await rawWorker(daemon.info.socket);
     expect(await workerStatus(worker)).toMatchObject({ counters: { keepaliveTimeouts: 0 } });
     worker.destroy();
     ws.close();
+    await link.close();
     await daemon.stop();
   });
 });
