@@ -240,7 +240,13 @@ async function connectWaitingOutStop(
   let stopping = false;
   for (let wait = 0; ; wait++) {
     try {
-      return await RemoteProgressSource.connect({ runtimeDir });
+      return await RemoteProgressSource.connect({
+        runtimeDir,
+        // A watch that reads too slowly is closed by the daemon and reconnects: said where the user looks.
+        onState: (_state, why) => {
+          if (why?.code === 'slow_consumer') log.warn(`${why.message} (${why.code})`);
+        },
+      });
     } catch (error) {
       if (!(error instanceof BridgeError) || performance.now() >= giveUpAt) throw error;
       const stillStopping =

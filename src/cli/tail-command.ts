@@ -280,10 +280,14 @@ async function tailUntilFinished(
       runtimeDir: plan.runtimeDir,
       // A live view waits for its daemon to come back for as long as it runs.
       reconnectTimeoutMs: Number.POSITIVE_INFINITY,
-      onState: (next) => {
+      onState: (next, why) => {
         state = next;
         if (next === 'disconnected' && plan.mode !== 'screen')
-          io.err('mcp-progress tail: lost the daemon, reconnecting\n');
+          io.err(
+            why?.code === 'slow_consumer'
+              ? `mcp-progress tail: ${why.message} (${why.code}); reconnecting\n`
+              : 'mcp-progress tail: lost the daemon, reconnecting\n',
+          );
         // The first 'connected' comes before tail exists; a later one is a reconnect.
         if (next === 'connected') tail?.reconnected();
         view?.render();

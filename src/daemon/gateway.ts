@@ -19,6 +19,7 @@ import {
 } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
+import { CLOSE_CODES } from '../protocol/errors.js';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import { PAUSE_TOLERANCE_PERIODS } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
@@ -68,14 +69,6 @@ async function loadWebSocketSide(): Promise<WebSocketSide> {
 }
 
 export const WS_PATH = '/ws';
-
-/** Close codes the gateway uses; docs/PROTOCOL.md lists them. */
-export const CLOSE_CODES = {
-  /** The daemon is stopping. */
-  goingAway: 1001,
-  /** The session did not read its notifications and its buffer passed the cap. */
-  slowConsumer: 4008,
-} as const;
 
 export interface EndpointOptions {
   readonly host: string;
@@ -336,7 +329,7 @@ export class GatewayEndpoint {
       (session) =>
         new Promise<void>((resolve) => {
           session.ws.once('close', () => resolve());
-          session.ws.close(CLOSE_CODES.goingAway, 'daemon stopping');
+          session.ws.close(CLOSE_CODES.going_away.code, CLOSE_CODES.going_away.reason);
           setTimeout(() => {
             session.ws.terminate();
             resolve();
@@ -507,7 +500,7 @@ export class GatewayEndpoint {
 
   #closeSlow(session: WsSession, graceMs: number): void {
     this.#sessions.delete(session.id);
-    session.ws.close(CLOSE_CODES.slowConsumer, 'slow consumer: notifications were not read');
+    session.ws.close(CLOSE_CODES.slow_consumer.code, CLOSE_CODES.slow_consumer.reason);
     this.#closingSlow.add(session.ws);
     session.ws.once('close', () => this.#closingSlow.delete(session.ws));
     setTimeout(() => session.ws.terminate(), graceMs).unref();

@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import { connect as connectUnix } from 'node:net';
 import type WebSocketType from 'ws';
 import * as z from 'zod';
+import { CLOSE_CODES } from '../protocol/errors.js';
 import {
   cancelResultSchema,
   doneParamsSchema,
@@ -108,9 +109,11 @@ export interface GatewayClientOptions {
    * (the first before connect() resolves), 'disconnected' when that connection drops.
    * The two strictly alternate, starting with 'connected': a reconnect that drops
    * again before it has resubscribed is reported by neither. Nothing is reported
-   * once close() is called (close() itself reports nothing).
+   * once close() is called (close() itself reports nothing). With 'disconnected' comes
+   * why: `slow_consumer` when the daemon closed the connection for leaving its
+   * notifications unread (close 4008), else `disconnected`.
    */
-  readonly onState?: ((state: 'connected' | 'disconnected') => void) | undefined;
+  readonly onState?: ((state: 'connected' | 'disconnected', why?: BridgeError) => void) | undefined;
 }
 
 /** A JSON-RPC error from the daemon, with its stable code. */
@@ -144,6 +147,8 @@ export class GatewayClient {
   #url = '';
   #closed = false;
   #attempt = 0;
+  /** Connections in a row the daemon closed as a slow consumer; any other end starts it again. */
+  #slowCloses = 0;
   #connecting: Promise<void> | undefined;
   /** The connection of the attempt in progress, until its handshake ends either way. */
   #handshaking: WebSocket | undefined;
@@ -480,7 +485,7 @@ export class GatewayClient {
       if (this.#ws === ws) this.#message(Buffer.isBuffer(data) ? data.toString() : String(data));
     });
     ws.on('error', () => {});
-    ws.on('close', () => this.#dropped(ws));
+    ws.on('close', (code: number) => this.#dropped(ws, code));
     // Resubscribe whatever was live before a reconnect.
     for (const watch of this.#watches.live()) {
       await this.request('progress/subscribe', watch.params).catch((error: unknown) =>
@@ -539,13 +544,26 @@ export class GatewayClient {
     );
   }
 
-  #dropped(ws: WebSocket): void {
+  #dropped(ws: WebSocket, closeCode: number): void {
     if (this.#ws !== ws) return;
     this.#ws = undefined;
     this.#failPending(new BridgeError('disconnected', 'the connection to the daemon dropped'));
+    const slow = closeCode === CLOSE_CODES.slow_consumer.code;
+    this.#slowCloses = slow ? this.#slowCloses + 1 : 0;
+    // A consumer still slow when it is back is closed again once its backlog passes the cap:
+    // each repeat waits one step more of the backoff rather than coming back at once.
+    if (slow) this.#attempt = this.#slowCloses - 1;
     if (this.#reported === ws) {
       this.#reported = undefined;
-      this.#options.onState?.('disconnected');
+      this.#options.onState?.(
+        'disconnected',
+        slow
+          ? slowConsumer(this.#url)
+          : new BridgeError(
+              'disconnected',
+              `the connection to the daemon at ${this.#url} dropped (close ${closeCode})`,
+            ),
+      );
     }
     if (this.#closed || this.#options.reconnect === false) return;
     const timeoutMs = this.#options.reconnectTimeoutMs ?? DEFAULT_RECONNECT_TIMEOUT_MS;
@@ -690,6 +708,14 @@ function knownNotification(message: unknown): Notification | undefined {
   if (method === DONE_METHOD && isDoneParams(params))
     return { jsonrpc: '2.0', method: DONE_METHOD, params };
   return undefined;
+}
+
+/** Why the daemon at `where` closed the connection with 4008, and what to do. */
+function slowConsumer(where: string): BridgeError {
+  return new BridgeError(
+    'slow_consumer',
+    `the daemon at ${where} closed the connection as a slow consumer (close ${CLOSE_CODES.slow_consumer.code}): it left more than the daemon's --max-session-buffer-bytes of notifications unread, so the values published from then until the reconnect are not delivered; each subscription gets its stream's newest value when it is back, and the reconnect waits longer each time in a row this happens. Handle notifications faster, or start the daemon with a higher --max-session-buffer-bytes`,
+  );
 }
 
 /**

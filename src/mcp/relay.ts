@@ -265,6 +265,7 @@ export async function openRelay(
       { env, routeKey, cancelReason },
       target.gateway,
       options,
+      warn,
     );
     relay.done.then(() => {
       if (relay.error !== undefined) warn(`progress relaying ended: ${relay.error.message}`);
@@ -351,6 +352,7 @@ async function activeRelay(
   relay: { env: RelayEnv; routeKey: string; cancelReason: string },
   gateway: GatewayClientOptions,
   options: RelayOptions,
+  warn: (message: string) => void,
 ): Promise<ProgressRelay> {
   const minIntervalMs = Math.min(
     MAX_MIN_INTERVAL_MS,
@@ -365,6 +367,10 @@ async function activeRelay(
       // The same bound on the handshake (and each reconnect's): a silent port is let go, not held.
       handshakeTimeoutMs: timeoutMs,
       reconnectTimeoutMs: options.reconnectTimeoutMs,
+      // The relay goes on after a slow-consumer close (with the stream's newest value): said, not hidden.
+      onState: (_state, why) => {
+        if (why?.code === 'slow_consumer') warn(`progress relaying: ${why.message} (${why.code})`);
+      },
     }),
     timeoutMs,
   );

@@ -257,3 +257,15 @@ export const RPC_ERRORS = {
 } as const;
 
 export type RpcErrorCode = keyof typeof RPC_ERRORS;
+
+/**
+ * Close codes of the WebSocket gateway, by stable name: `code` the close code, `reason` the close
+ * frame's text. A gateway client names a close by the key (BridgeError code `slow_consumer`).
+ * docs/PROTOCOL.md (4.5) lists them, beside the WebSocket layer's own (1007, 1008, 1009).
+ */
+export const CLOSE_CODES = {
+  going_away: { code: 1001, reason: 'daemon stopping' },
+  slow_consumer: { code: 4008, reason: 'slow consumer: notifications were not read' },
+} as const;
+
+export type CloseCodeName = keyof typeof CLOSE_CODES;

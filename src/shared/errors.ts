@@ -8,6 +8,7 @@
  * gateway JSON-RPC error name) when it reports what the daemon answered.
  */
 import {
+  type CloseCodeName,
   REJECT_CODES,
   type RejectCode,
   RPC_ERRORS,
@@ -65,8 +66,11 @@ export const LOCAL_ERRORS = {
 
 export type LocalErrorCode = keyof typeof LOCAL_ERRORS;
 
-/** Every code a BridgeError can carry: local, or the wire code the daemon answered with. */
-export type BridgeErrorCode = LocalErrorCode | RejectCode | RpcErrorCode;
+/**
+ * Every code a BridgeError can carry: local, or the wire code the daemon answered with (a
+ * close code's name: the connection it closed).
+ */
+export type BridgeErrorCode = LocalErrorCode | RejectCode | RpcErrorCode | CloseCodeName;
 
 /**
  * An error with a stable `code` and a message that says what was wrong and

@@ -23,6 +23,12 @@ export interface RelayedConnection {
   readonly received: string[];
   /** Ends both sides at once, as a daemon that died would. */
   cut(): void;
+  /** Stops reading what the daemon sends on it, as a client that does not read would. */
+  stall(): void;
+  /** Reads it again, passing on what the daemon sent meanwhile. */
+  resume(): void;
+  /** The code of the daemon's close frame, once one was passed on. */
+  readonly closeCode: number | undefined;
 }
 
 export interface LinkRelay {
@@ -63,6 +69,7 @@ export async function startLinkRelay(info: DaemonInfo): Promise<LinkRelay> {
       socket.on('close', () => sockets.delete(socket));
       socket.on('error', () => {});
     }
+    let closeCode: number | undefined;
     const connection: RelayedConnection = {
       index: relay.connections.length + 1,
       sent: [],
@@ -70,6 +77,11 @@ export async function startLinkRelay(info: DaemonInfo): Promise<LinkRelay> {
       cut() {
         client.destroy();
         upstream.destroy();
+      },
+      stall: () => upstream.pause(),
+      resume: () => upstream.resume(),
+      get closeCode() {
+        return closeCode;
       },
     };
     relay.connections.push(connection);
@@ -91,6 +103,7 @@ export async function startLinkRelay(info: DaemonInfo): Promise<LinkRelay> {
         if (message === undefined) break;
         downstream = message.rest;
         if (message.text !== undefined) connection.received.push(message.text);
+        if (message.closeCode !== undefined) closeCode = message.closeCode;
       }
     });
     upstream.on('close', () => client.destroy());
@@ -133,9 +146,12 @@ export async function startLinkRelay(info: DaemonInfo): Promise<LinkRelay> {
 /**
  * One whole frame (RFC 6455 5.2: masked from the client, unmasked from the daemon, unfragmented
  * as ws sends them) at the start of
- * `bytes`: its text when it is a text frame; undefined when the frame is not all there yet.
+ * `bytes`: its text when it is a text frame, its code when it is a close frame; undefined when
+ * the frame is not all there yet.
  */
-function nextFrame(bytes: Buffer): { text: string | undefined; rest: Buffer } | undefined {
+function nextFrame(
+  bytes: Buffer,
+): { text: string | undefined; closeCode?: number | undefined; rest: Buffer } | undefined {
   if (bytes.length < 2) return undefined;
   const opcode = (bytes[0] ?? 0) & 0x0f;
   const short = (bytes[1] ?? 0) & 0x7f;
@@ -159,6 +175,7 @@ function nextFrame(bytes: Buffer): { text: string | undefined; rest: Buffer } | 
     for (let i = 0; i < payload.length; i++) payload[i] = (payload[i] ?? 0) ^ (mask[i % 4] ?? 0);
   return {
     text: opcode === 0x1 ? payload.toString('utf8') : undefined,
+    closeCode: opcode === 0x8 && payload.length >= 2 ? payload.readUInt16BE(0) : undefined,
     rest: bytes.subarray(offset + length),
   };
 }

@@ -2,13 +2,13 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLOSE_CODES } from '../../src/daemon/gateway.js';
 import { DEFAULT_PORT, DEFAULTS } from '../../src/daemon/options.js';
 import { DEFAULT_ROUTER_OPTIONS } from '../../src/daemon/router.js';
 import { type GatewayBackend, handleRpcText, RPC_METHODS } from '../../src/daemon/rpc.js';
 import { TaskTable } from '../../src/daemon/task-table.js';
 import type { StreamSummary } from '../../src/protocol/index.js';
 import {
+  CLOSE_CODES,
   FRAME_TIMEOUT_MS,
   HTTP_REFUSALS,
   MAX_FRAME_BYTES,
@@ -85,7 +85,7 @@ describe('docs/PROTOCOL.md', () => {
 
   it('lists every worker event and close code', () => {
     for (const event of Object.keys(WORKER_EVENTS)) expect(protocol).toContain(`**\`${event}\`**`);
-    for (const code of Object.values(CLOSE_CODES)) expect(protocol).toContain(`| ${code} |`);
+    for (const { code } of Object.values(CLOSE_CODES)) expect(protocol).toContain(`| ${code} |`);
   });
 
   it('quotes the limits the code enforces', () => {
