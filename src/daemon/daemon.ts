@@ -275,14 +275,8 @@ export class Daemon {
 
   /** An /mcp session: one place in the hub; each of its watches a member subscriber. */
   #openMcpSession(transport: McpSessionTransport): McpSessionGrant | McpSessionRefusal {
-    const id = this.#hub.open('mcp', transport);
-    if (id === undefined) {
-      const refused = this.#hub.refusal();
-      return {
-        refused: refused?.message ?? 'the session cap is reached',
-        code: refused?.code ?? 'too_many_sessions',
-      };
-    }
+    const { id, refused } = this.#hub.open('mcp', transport);
+    if (refused !== undefined) return { refused: refused.message, code: refused.code };
     const source = new LocalProgressSource(
       this.backend,
       (receive) => this.#hub.openMember(id, receive),

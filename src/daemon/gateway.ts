@@ -661,7 +661,7 @@ export class GatewayEndpoint {
   #open(ws: WebSocket, socket: Socket, rpc: WebSocketSide['rpc']): void {
     const { handleRpcText, rpcError } = rpc;
     let session: WsSession | undefined;
-    const id = this.#hub.open('websocket', {
+    const { id, refused } = this.#hub.open('websocket', {
       write: (_notification, payload) => {
         if (session !== undefined) this.#write(session, payload);
       },
@@ -670,7 +670,7 @@ export class GatewayEndpoint {
         if (session !== undefined) this.#closeSlow(session, graceMs);
       },
     });
-    if (id === undefined) {
+    if (refused !== undefined) {
       // Not reached: #upgrade asked the hub in this same turn. Were it, the client sees a dropped
       // connection (1006) and connects again, to be refused with a 503 that says why.
       ws.terminate();

@@ -106,7 +106,7 @@ export class PageFeed {
     streamMs = this.#options.streamMs,
   ): void {
     let tab: Tab | undefined;
-    const id = this.#hub.open('page', {
+    const { id, refused } = this.#hub.open('page', {
       unreadBytes: () => response.writableLength + (response.socket?.writableLength ?? 0),
       closeSlow: () => {
         if (tab !== undefined) this.#tabs.delete(tab.id);
@@ -114,12 +114,8 @@ export class PageFeed {
         response.destroy();
       },
     });
-    if (id === undefined) {
+    if (refused !== undefined) {
       // The page shows why and tries again either way (page.js).
-      const refused = this.#hub.refusal() ?? {
-        code: 'too_many_sessions',
-        message: 'the session cap is reached',
-      };
       sendRefusal(response, refused, PAGE_HEADERS);
       return;
     }

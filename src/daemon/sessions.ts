@@ -77,6 +77,14 @@ export interface SessionRefusal {
   readonly message: string;
 }
 
+/**
+ * What `open` answers: the session's id, or why it was refused (`refused` set, `id` not), so
+ * that every kind of session says the same reason, the hub's own.
+ */
+export type SessionAdmission =
+  | { readonly id: SubscriberId; readonly refused: undefined }
+  | { readonly id: undefined; readonly refused: SessionRefusal };
+
 /** A notification queued for an in-process receiver. */
 interface Queued {
   readonly notification: Notification;
@@ -180,11 +188,13 @@ export class SessionHub {
   }
 
   /**
-   * Admits a session; undefined at the cap. A session whose transport writes (WebSocket) is its
-   * own subscriber; an /mcp or in-process one subscribes through members (`openMember`).
+   * Admits a session, or refuses it with the reason `refusal` gives (at the cap, or stopping). A
+   * session whose transport writes (WebSocket) is its own subscriber; an /mcp or in-process one
+   * subscribes through members (`openMember`).
    */
-  open(kind: SessionKind, transport: SessionTransport): SubscriberId | undefined {
-    if (this.refusal() !== undefined) return undefined;
+  open(kind: SessionKind, transport: SessionTransport): SessionAdmission {
+    const refused = this.refusal();
+    if (refused !== undefined) return { id: undefined, refused };
     const id = this.#nextId++;
     const session: Session = {
       id,
@@ -201,7 +211,7 @@ export class SessionHub {
       this.#subscribers.set(id, { id, session, write: write.bind(transport), member: false });
     }
     this.#log.debug(`${kind} session ${id} opened`);
-    return id;
+    return { id, refused: undefined };
   }
 
   /**
@@ -209,19 +219,12 @@ export class SessionHub {
    * under --max-sessions, its unread bytes those queued for `receive`.
    */
   openLocal(receive: LocalReceiver): LocalSession {
-    let session: SubscriberId | undefined;
-    const id = this.open('in-process', {
+    const { id, refused } = this.open('in-process', {
       unreadBytes: () => 0,
       closeSlow: () => {},
     });
-    if (id === undefined) {
-      const refused = this.refusal();
-      throw new BridgeError(
-        refused?.code ?? 'too_many_sessions',
-        refused?.message ?? 'the session cap is reached',
-      );
-    }
-    session = id;
+    if (refused !== undefined) throw new BridgeError(refused.code, refused.message);
+    let session: SubscriberId | undefined = id;
     const member = this.openMember(session, receive);
     return {
       id: member.id,

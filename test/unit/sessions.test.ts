@@ -66,7 +66,7 @@ describe('session hub', () => {
     const slow = probe();
     const first = probe();
     const last = probe();
-    const ids = [first, slow, last].map((transport) => hub.open('websocket', transport) ?? -1);
+    const ids = [first, slow, last].map((transport) => hub.open('websocket', transport).id ?? -1);
     for (const id of ids) router.subscribe(id, { progressToken: 't' }, 0);
     slow.unread = 5000;
     publish('t', 1);
@@ -88,15 +88,19 @@ describe('session hub', () => {
 
   it('caps every kind together and frees a place when a session closes', () => {
     const { hub } = setup(3);
-    const ws = hub.open('websocket', probe());
-    const mcp = hub.open('mcp', probe(false));
+    const ws = hub.open('websocket', probe()).id;
+    const mcp = hub.open('mcp', probe(false)).id;
     const local = hub.openLocal(() => {});
     expect(hub.count).toBe(3);
     expect([hub.countOf('websocket'), hub.countOf('mcp'), hub.countOf('in-process')]).toEqual([
       1, 1, 1,
     ]);
-    expect(hub.open('websocket', probe())).toBeUndefined();
-    expect(hub.open('mcp', probe(false))).toBeUndefined();
+    // open says why, in the same words as refusal().
+    for (const refused of [hub.open('websocket', probe()), hub.open('mcp', probe(false))])
+      expect(refused).toMatchObject({
+        id: undefined,
+        refused: { code: 'too_many_sessions', message: expect.stringContaining('--max-sessions') },
+      });
     expect(() => hub.openLocal(() => {})).toThrow(/--max-sessions/);
     expect(hub.refusal()).toMatchObject({
       code: 'too_many_sessions',
@@ -109,16 +113,19 @@ describe('session hub', () => {
     expect(hub.count).toBe(3);
     local.close();
     expect(hub.count).toBe(2);
-    expect(hub.open('websocket', probe())).toBeDefined();
+    expect(hub.open('websocket', probe()).id).toBeDefined();
   });
 
   it('refuses every kind of new session once the daemon stops; those open stay', () => {
     const { hub } = setup(10);
-    const open = hub.open('websocket', probe());
+    const open = hub.open('websocket', probe()).id;
     hub.refuseNewSessions();
     expect(hub.refusal()).toMatchObject({ code: 'daemon_stopping' });
     for (const kind of ['websocket', 'mcp', 'page'] as const)
-      expect(hub.open(kind, probe(kind === 'websocket'))).toBeUndefined();
+      expect(hub.open(kind, probe(kind === 'websocket'))).toMatchObject({
+        id: undefined,
+        refused: { code: 'daemon_stopping' },
+      });
     let thrown: unknown;
     try {
       hub.openLocal(() => {});
@@ -135,7 +142,7 @@ describe('session hub', () => {
   it('a member gets a progress inside the delivery when nothing waits before it, a done after it, and what follows a done behind it', async () => {
     const { hub, router, publish } = setup(10, 2500);
     const transport = probe(false);
-    const session = hub.open('mcp', transport);
+    const session = hub.open('mcp', transport).id;
     if (session === undefined) throw new Error('not admitted');
     const got: string[] = [];
     const member = hub.openMember(session, (n) =>
@@ -174,7 +181,7 @@ describe('session hub', () => {
   it('messages queued for members behind the newest count as unread, across members', async () => {
     const { hub, router, publish } = setup(10, 2500);
     const transport = probe(false);
-    const session = hub.open('mcp', transport);
+    const session = hub.open('mcp', transport).id;
     if (session === undefined) throw new Error('not admitted');
     const got: string[] = [];
     const a = hub.openMember(session, (n) => got.push(`a${n.params.progressToken}`));
@@ -212,7 +219,7 @@ describe('session hub', () => {
     const cap = 1000;
     const { hub, router } = setup(10, cap);
     const transport = probe(false);
-    const session = hub.open('mcp', transport);
+    const session = hub.open('mcp', transport).id;
     if (session === undefined) throw new Error('not admitted');
     // The member writes what it receives to the transport, where it stays unread until the test reads it.
     const member = hub.openMember(session, (n) => {
@@ -242,7 +249,7 @@ describe('session hub', () => {
       transport.written.push(notification);
       transport.unread += payload.bytes;
     };
-    const id = hub.open('websocket', transport) ?? -1;
+    const id = hub.open('websocket', transport).id ?? -1;
     router.subscribe(id, { progressToken: 'big' }, 0);
     const big = (progress: number) =>
       router.publish(1, { v: 1, progressToken: 'big', progress, message: 'x'.repeat(1400) }, 0);
@@ -262,7 +269,7 @@ describe('session hub', () => {
 
   it('closing a session removes every member subscriber from the router', async () => {
     const { hub, router } = setup();
-    const session = hub.open('mcp', probe(false));
+    const session = hub.open('mcp', probe(false)).id;
     if (session === undefined) throw new Error('not admitted');
     const a = hub.openMember(session, () => {});
     const b = hub.openMember(session, () => {});
@@ -282,7 +289,7 @@ describe('session hub', () => {
         write: (_n, payload) => payloads.push(payload),
         unreadBytes: () => 0,
         closeSlow: () => {},
-      });
+      }).id;
       if (id !== undefined) router.subscribe(id, { progressToken: 's' }, 0);
     }
     publish('s', 1);
