@@ -21,9 +21,10 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer as WebSocketServerType } from 'ws';
 import { CLOSE_CODES } from '../protocol/errors.js';
 import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
-import { PAUSE_TOLERANCE_PERIODS } from '../shared/defaults.js';
+import { NOTIFICATION_LINGER_MS, PAUSE_TOLERANCE_PERIODS } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
 import { PauseWatch } from '../shared/pause-watch.js';
+import { WritePacer } from '../shared/write-pacer.js';
 import {
   hostRefusal,
   LOCAL_LINK_NAMES,
@@ -160,9 +161,9 @@ export class GatewayEndpoint {
   #keepalive: NodeJS.Timeout | undefined;
   /** Between two keepalive checks: whether this daemon itself stood still. */
   #keepalivePause: PauseWatch | undefined;
-  /** Sessions corked in this turn of the event loop; uncorked together on the next tick. */
+  /** Sessions with notifications corked; uncorked together when the pacer says. */
   #corked: WsSession[] = [];
-  #uncorkScheduled = false;
+  readonly #pacer = new WritePacer(NOTIFICATION_LINGER_MS, () => this.#uncorkAll());
   /** The payload #frame carries (both change together). */
   #framedPayload: Payload | undefined;
   #frame: Buffer = Buffer.alloc(0);
@@ -324,7 +325,7 @@ export class GatewayEndpoint {
     clearInterval(this.#keepalive);
     // No new connections on the local link; those open close with the HTTP server's below.
     this.closeLocal();
-    this.#uncorkAll();
+    this.#pacer.flushNow();
     const closing = [...this.#sessions.values()].map(
       (session) =>
         new Promise<void>((resolve) => {
@@ -461,7 +462,6 @@ export class GatewayEndpoint {
   }
 
   #uncorkAll(): void {
-    this.#uncorkScheduled = false;
     const corked = this.#corked;
     this.#corked = [];
     for (const session of corked) {
@@ -470,17 +470,14 @@ export class GatewayEndpoint {
     }
   }
 
-  /** Writes a notification; sessions written to in one turn are uncorked together on the next tick. */
+  /** Writes a notification, corked: the pacer uncorks it with those that follow it closely. */
   #write(session: WsSession, payload: Payload): void {
     if (!session.corked) {
       session.corked = true;
       session.socket.cork();
       this.#corked.push(session);
-      if (!this.#uncorkScheduled) {
-        this.#uncorkScheduled = true;
-        process.nextTick(() => this.#uncorkAll());
-      }
     }
+    this.#pacer.wrote();
     // After a close began, ws.send would drop it too.
     if (session.ws.readyState !== session.ws.OPEN) return;
     session.socket.write(this.#frameOf(payload));
@@ -718,6 +715,8 @@ export class GatewayEndpoint {
       }
       if (answer === undefined || ws.readyState !== ws.OPEN) return;
       ws.send(answer);
+      // A reply goes out at the end of this turn, with whatever notifications were held before it.
+      if (opened.corked) this.#pacer.flushSoon();
       // Replies count against the cap too: a client that asks and never reads is a slow consumer.
       this.#hub.closeIfSlow(id, Buffer.byteLength(answer));
     });

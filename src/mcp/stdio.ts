@@ -88,16 +88,29 @@ export async function serveStdio(
  * The stdio transport's send without a promise per message: a message that stdout took at once
  * returns HANDED_ON, so that a request's next progress notification follows in the same turn,
  * where the SDK's send makes a promise for each and resolves it a microtask later. The same
- * bytes in the same order (the SDK's serializeMessage, written at once), and a full stdout still
- * holds the sender until 'drain'.
+ * bytes in the same order (the SDK's serializeMessage), and a full stdout still holds the sender
+ * until 'drain'. The messages of one turn leave in one write: the daemon's notifications come
+ * over the local link a few at a time (NOTIFICATION_LINGER_MS), and the host then wakes once
+ * for them, not once for each.
  */
 export function sendWithoutPromises(
   stdout: Writable,
 ): (message: JSONRPCMessage, options?: TransportSendOptions) => Promise<void> {
-  return (message) =>
-    stdout.write(serializeMessage(message))
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    stdout.uncork();
+  };
+  return (message) => {
+    if (!corked) {
+      corked = true;
+      stdout.cork();
+      process.nextTick(uncork);
+    }
+    return stdout.write(serializeMessage(message))
       ? HANDED_ON
       : new Promise((resolve) => stdout.once('drain', resolve));
+  };
 }
 
 /** Reads the first message, then connects the server of its revision; resolves with how to stop it. */

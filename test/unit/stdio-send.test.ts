@@ -31,17 +31,27 @@ function heldStream(highWaterMark: number) {
 }
 
 describe('sendWithoutPromises', () => {
-  it('hands on at once while the stream takes each message: the same line the SDK writes', async () => {
-    const written: string[] = [];
+  it('hands on at once, and the messages of one turn leave in one write: the same lines the SDK writes', async () => {
+    const writes: string[] = [];
     const stream = new Writable({
       write(chunk: Buffer, _encoding, done) {
-        written.push(String(chunk));
+        writes.push(String(chunk));
+        done();
+      },
+      writev(chunks, done) {
+        writes.push(chunks.map(({ chunk }) => String(chunk)).join(''));
         done();
       },
     });
     const send = sendWithoutPromises(stream);
+    const line = (value: number) => `${JSON.stringify(progress(value))}\n`;
     for (let value = 1; value <= 3; value++) expect(send(progress(value))).toBe(HANDED_ON);
-    expect(written).toEqual([1, 2, 3].map((value) => `${JSON.stringify(progress(value))}\n`));
+    expect(writes).toEqual([]);
+    await new Promise((resolve) => process.nextTick(resolve));
+    expect(writes).toEqual([line(1) + line(2) + line(3)]);
+    expect(send(progress(4))).toBe(HANDED_ON);
+    await new Promise((resolve) => process.nextTick(resolve));
+    expect(writes).toEqual([line(1) + line(2) + line(3), line(4)]);
   });
 
   it('holds the sender until drain once the stream is full, and keeps the order', async () => {
