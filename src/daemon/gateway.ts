@@ -24,7 +24,6 @@ import { MAX_WS_MESSAGE_BYTES, WS_SUBPROTOCOL } from '../protocol/limits.js';
 import { NOTIFICATION_LINGER_MS, PAUSE_TOLERANCE_PERIODS } from '../shared/defaults.js';
 import type { Logger } from '../shared/log.js';
 import { PauseWatch } from '../shared/pause-watch.js';
-import { WritePacer } from '../shared/write-pacer.js';
 import {
   hostRefusal,
   LOCAL_LINK_NAMES,
@@ -41,6 +40,7 @@ import { PeerUids } from './peer-uid.js';
 import type { GatewayBackend, SessionId } from './rpc.js';
 import { listenOwnerOnly } from './runtime-dir.js';
 import type { Payload, SessionHub } from './sessions.js';
+import { WritePacer } from './write-pacer.js';
 
 // Required, not imported: an ESM import of node:http reads every export, and its lazy
 // WebSocket and fetch getters load undici, about 10 MiB and 90 ms at every daemon start.

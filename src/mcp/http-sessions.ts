@@ -15,15 +15,9 @@ import type { Socket } from 'node:net';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { McpErrorName } from '../protocol/errors.js';
-import {
-  MCP_REPLAY_BYTES,
-  MCP_REPLAY_EVENTS,
-  MCP_SSE_RETRY_MS,
-  NOTIFICATION_LINGER_MS,
-} from '../shared/defaults.js';
+import { MCP_REPLAY_BYTES, MCP_REPLAY_EVENTS, MCP_SSE_RETRY_MS } from '../shared/defaults.js';
 import { BridgeError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
-import { WritePacer } from '../shared/write-pacer.js';
 import { BoundedEventStore, streamOfEventId } from './event-store.js';
 import { daemonStopping, jsonRpcError, sessionRefused } from './json-rpc-error.js';
 import { createProgressMcpServer } from './mcp-server.js';
@@ -141,7 +135,6 @@ function writeChunk(
   outgoing: Outgoing,
   text: string,
   bytes: number,
-  pacing: SocketPacing,
 ): void {
   const raw = response as unknown as ChunkedResponse;
   const socket = raw.socket;
@@ -152,40 +145,9 @@ function writeChunk(
     Array.isArray(raw.outputData) &&
     raw.outputData.length === 0
   ) {
-    pacing.cork(socket);
     socket.write(`${bytes.toString(16)}\r\n${text}\r\n`);
   } else {
     outgoing.writeRaw(text);
-  }
-}
-
-/**
- * The SSE events written straight to sockets, corked and uncorked by one pacer
- * (src/shared/write-pacer.ts), as the gateway paces its WebSocket sessions.
- */
-class SocketPacing {
-  readonly #corked = new Set<Socket>();
-  readonly #pacer = new WritePacer(NOTIFICATION_LINGER_MS, () => {
-    for (const socket of this.#corked) socket.uncork();
-    this.#corked.clear();
-  });
-
-  /** Corks `socket` for a write about to be made; the pacer uncorks it. */
-  cork(socket: Socket): void {
-    if (!this.#corked.has(socket)) {
-      socket.cork();
-      this.#corked.add(socket);
-    }
-    this.#pacer.wrote();
-  }
-
-  /** What is held goes out at the end of this turn: before an answer, which must not wait. */
-  flushSoon(): void {
-    if (this.#corked.size > 0) this.#pacer.flushSoon();
-  }
-
-  flushNow(): void {
-    this.#pacer.flushNow();
   }
 }
 
@@ -211,7 +173,6 @@ export class McpHttpSessions {
   readonly #options: McpHttpOptions;
   readonly #log: EndpointLog;
   readonly #sessions = new Map<string, McpSession>();
-  readonly #pacing = new SocketPacing();
   readonly #sweeper: NodeJS.Timeout;
   #modern: Promise<ModernMcpHttp> | undefined;
   #closed = false;
@@ -239,7 +200,6 @@ export class McpHttpSessions {
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#sweeper);
-    this.#pacing.flushNow();
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
     const modern = this.#modern;
@@ -380,7 +340,7 @@ export class McpHttpSessions {
       grant.close();
     };
     await server.connect(transport);
-    sendCounted(session, events, this.#pacing);
+    sendCounted(session, events);
     await this.#serve(session, request, response, body);
     // Anything but a good initialize leaves no session behind.
     if (!registered) await this.#end(session);
@@ -519,7 +479,7 @@ function claimStandalone(
  * sees them (unreadBytes): the SDK's streams queue without bound. Anything else, or a request
  * with no stream, goes through the SDK.
  */
-function sendCounted(session: McpSession, events: BoundedEventStore, pacing: SocketPacing): void {
+function sendCounted(session: McpSession, events: BoundedEventStore): void {
   const transport = session.transport;
   const send = transport.send.bind(transport);
   const streams = sdkStreams(transport);
@@ -551,7 +511,7 @@ function sendCounted(session: McpSession, events: BoundedEventStore, pacing: Soc
             const bytes = Buffer.byteLength(text);
             outgoing.sent += bytes;
             outgoing.written += bytes;
-            writeChunk(response, outgoing, text, bytes, pacing);
+            writeChunk(response, outgoing, text, bytes);
           } else {
             const event = stream.encoder.encode(text);
             stream.controller.enqueue(event);
@@ -577,8 +537,6 @@ function sendCounted(session: McpSession, events: BoundedEventStore, pacing: Soc
       outgoing.sent += Buffer.byteLength(JSON.stringify(message)) + SSE_EVENT_FRAMING_BYTES;
       outgoing.sdkSent = true;
     }
-    // An answer (or anything the SDK sends itself) follows the progress held before it at once.
-    pacing.flushSoon();
     return send(message, options);
   };
 }

@@ -281,12 +281,14 @@ export const MAX_REMEMBERED_SESSIONS = 1024;
 export const MAX_WAITING_PROGRESS_SENDS = 4096;
 
 /**
- * How closely notifications must follow the last write to a session's socket to be held and sent
- * with those after them (src/shared/write-pacer.ts): at most 2x this, only while they come faster
- * than one per this. At 1,000 updates a second a session then gets a write every 4 updates, so
- * the client (and `mcp` behind the local link) wakes a quarter as often; a lone update, or the
- * first after a pause, is not held. 4 ms is far below what a person sees on a progress bar (a
- * frame is 16 ms), and below the scheduling noise of a busy machine.
+ * How closely notifications must follow the last write to a WebSocket session's socket to be held
+ * and sent with those after them (src/daemon/write-pacer.ts): at most 2x this, only while they
+ * come faster than one per this. At 1,000 updates a second a session then gets a write every 4
+ * updates, so the client (`mcp` behind the local link, `tail`, a relayProgress server) wakes a
+ * quarter as often; a lone update, or the first after a pause, is not held. 4 ms is far below
+ * what a person sees on a progress bar (a frame is 16 ms). Not on /mcp: there the daemon itself
+ * wakes for every update, so holding saved none of its CPU and only added to the latency (record
+ * run, docs/MCP-PATH.md, twenty-ninth round).
  */
 export const NOTIFICATION_LINGER_MS = 4;
 

@@ -1,5 +1,5 @@
 /**
- * A session's writes are paced (src/shared/write-pacer.ts, NOTIFICATION_LINGER_MS): values that
+ * A session's writes are paced (src/daemon/write-pacer.ts, NOTIFICATION_LINGER_MS): values that
  * follow a write closely are held and go out together, each once and in order. A real daemon, a
  * real Python worker writing triples of frames 1 ms apart, and a real WebSocket session that counts
  * the notifications each read of its socket brought.

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { WritePacer } from '../../src/shared/write-pacer.js';
+import { WritePacer } from '../../src/daemon/write-pacer.js';
 
 const LINGER = 4;
 
