@@ -283,14 +283,15 @@ export const MAX_WAITING_PROGRESS_SENDS = 4096;
 /**
  * How closely notifications must follow the last write to a WebSocket session's socket to be held
  * and sent with those after them (src/daemon/write-pacer.ts): at most 2x this, only while they
- * come faster than one per this. At 1,000 updates a second a session then gets a write every 4
+ * come faster than one per this. At 1,000 updates a second a session then gets a write every 3
  * updates, so the client (`mcp` behind the local link, `tail`, a relayProgress server) wakes a
- * quarter as often; a lone update, or the first after a pause, is not held. 4 ms is far below
+ * third as often; a lone update, or the first after a pause, is not held. 3 rather than 4: in a
+ * same-run A/B, 4 ms cost daemon + `mcp` 1.68x the peer's CPU and put its p99 at 2.01x, 3 ms
+ * 1.81x and 1.65x, against lines of 2x each (docs/MCP-PATH.md, twenty-ninth round). Far below
  * what a person sees on a progress bar (a frame is 16 ms). Not on /mcp: there the daemon itself
- * wakes for every update, so holding saved none of its CPU and only added to the latency (record
- * run, docs/MCP-PATH.md, twenty-ninth round).
+ * wakes for every update, so holding saved none of its CPU and only added to the latency.
  */
-export const NOTIFICATION_LINGER_MS = 4;
+export const NOTIFICATION_LINGER_MS = 3;
 
 /**
  * How long a one-time URL of `mcp-progress open` stays usable: long enough for a browser to
