@@ -72,6 +72,19 @@ async function cancelRun(token: string, reason: string, run: ReturnType<typeof s
   expect(await run.exit).toBe(143);
 }
 
+/**
+ * A file for a background program's pid; the program is killed however the test ends (a timeout
+ * too), so that none outlives it.
+ */
+function killedAtEnd(name: string): string {
+  const pidFile = join(tempDir(), `${name}.pid`);
+  onTestFinished(() => {
+    const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
+    if (pid > 0 && running(pid)) process.kill(pid, 'SIGKILL');
+  });
+  return pidFile;
+}
+
 describe('mcp-progress run', () => {
   it('has help', async () => {
     const help = await runCli(['run', '--help']);
@@ -293,12 +306,7 @@ describe('mcp-progress run --parse', () => {
 
   it('exits and publishes done when CMD exits, though a child it left running holds the output open', async () => {
     const token = await watched('parse-background');
-    const pidFile = join(tempDir(), 'background.pid');
-    // Killed however the test ends (a timeout too), so that no sleep outlives it.
-    onTestFinished(() => {
-      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
-      if (pid > 0 && running(pid)) process.kill(pid, 'SIGKILL');
-    });
+    const pidFile = killedAtEnd('background');
     // The sleep inherits sh's stdout and stderr (run's pipes) and outlives this test's timeout:
     // a run that waits for the pipes to close fails it.
     const run = startRun(token, [
@@ -372,11 +380,7 @@ describe('mcp-progress run --parse', () => {
 
   it('closes the output 5 s after CMD exited when a program it left running never stops writing', async () => {
     const token = await watched('parse-chatty-background');
-    const pidFile = join(tempDir(), 'chatty.pid');
-    onTestFinished(() => {
-      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
-      if (pid > 0 && running(pid)) process.kill(pid, 'SIGKILL');
-    });
+    const pidFile = killedAtEnd('chatty');
     const run = startRun(token, [
       '--parse',
       '--',

@@ -70,6 +70,23 @@ async function closeSlow(
   return last;
 }
 
+/**
+ * A daemon at the smallest session buffer, a relay on its local link for the session to stall,
+ * and a worker that has sent the value 'first'.
+ */
+async function slowConsumerSetup() {
+  const daemon = await startDaemon([
+    '--max-session-buffer-bytes',
+    String(MIN_SESSION_BUFFER_BYTES),
+  ]);
+  const relay = await startLinkRelay(daemon.info);
+  onTestFinished(() => relay.close());
+  const worker = await rawWorker(daemon.info.socket);
+  onTestFinished(() => worker.destroy());
+  worker.send('progress', { v: 1, progressToken: TOKEN, progress: 0, message: 'first' });
+  return { daemon, relay, worker };
+}
+
 describe('a gateway client closed as a slow consumer', () => {
   it('is told why, backs off while it stays slow, and gets the newest value once it reads', async () => {
     const daemon = await startDaemon([
@@ -135,15 +152,7 @@ describe('a gateway client closed as a slow consumer', () => {
   }, 90_000);
 
   it('`mcp-progress tail` says on stderr that the daemon closed it as a slow consumer, and why', async () => {
-    const daemon = await startDaemon([
-      '--max-session-buffer-bytes',
-      String(MIN_SESSION_BUFFER_BYTES),
-    ]);
-    const relay = await startLinkRelay(daemon.info);
-    onTestFinished(() => relay.close());
-    const worker = await rawWorker(daemon.info.socket);
-    onTestFinished(() => worker.destroy());
-    worker.send('progress', { v: 1, progressToken: TOKEN, progress: 0, message: 'first' });
+    const { daemon, relay, worker } = await slowConsumerSetup();
     const child = spawn(
       process.execPath,
       [BIN, 'tail', '--runtime-dir', relay.runtimeDir, '--json', '--min-interval-ms', '0', TOKEN],
@@ -178,15 +187,7 @@ describe('a gateway client closed as a slow consumer', () => {
   }, 90_000);
 
   it('`mcp-progress mcp` logs on stderr that the daemon closed a watch as a slow consumer, and the watch goes on to the newest value', async () => {
-    const daemon = await startDaemon([
-      '--max-session-buffer-bytes',
-      String(MIN_SESSION_BUFFER_BYTES),
-    ]);
-    const relay = await startLinkRelay(daemon.info);
-    onTestFinished(() => relay.close());
-    const worker = await rawWorker(daemon.info.socket);
-    onTestFinished(() => worker.destroy());
-    worker.send('progress', { v: 1, progressToken: TOKEN, progress: 0, message: 'first' });
+    const { daemon, relay, worker } = await slowConsumerSetup();
     const mcp = await connectStdio(['--runtime-dir', relay.runtimeDir]);
     onTestFinished(() => mcp.close());
     const messages: Array<string | undefined> = [];
